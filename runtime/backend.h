@@ -1,0 +1,39 @@
+/* The backend interface: what a device must offer to execute a graph or a plan.
+ *
+ * A small vtable (as ggml's backends): allocate and free device memory, copy to and
+ * from the host, run one node on tensors that live in that memory, synchronize.
+ * The CPU backend is the reference; CUDA sits behind the same table.  The planner sees
+ * only the alignment. */
+#ifndef VP_BACKEND_H
+#define VP_BACKEND_H
+
+#include <stddef.h>
+
+#include "ir.h"
+
+typedef struct vp_backend vp_backend;
+
+typedef struct vp_backend_iface {
+    const char *name;
+    size_t alignment;   /* bytes; offsets in an arena are multiples of this */
+    int host_memory;    /* device pointers are host pointers (no copies needed) */
+    vp_status (*alloc)(vp_backend *b, size_t bytes, void **ptr, vp_error *err);
+    void (*free)(vp_backend *b, void *ptr);
+    vp_status (*copy_to_device)(vp_backend *b, void *dst, const void *src, size_t bytes, vp_error *err);
+    vp_status (*copy_to_host)(vp_backend *b, void *dst, const void *src, size_t bytes, vp_error *err);
+    /* Runs one node; tensors' data pointers are device memory, NULL inputs are omitted. */
+    vp_status (*run_node)(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                          vp_error *err);
+    vp_status (*synchronize)(vp_backend *b, vp_error *err);
+    void (*destroy)(vp_backend *b);
+} vp_backend_iface;
+
+struct vp_backend {
+    const vp_backend_iface *iface;
+    void *ctx;
+};
+
+vp_backend *vp_backend_cpu_new(void);
+void vp_backend_free(vp_backend *b);
+
+#endif

@@ -1,0 +1,126 @@
+#include "exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vp_exec {
+    const vp_graph *g;
+    vp_backend *b;
+    void **buf;     /* device buffer per value, NULL when the value is omitted/unused */
+    char *is_set;   /* per value: holds data (initializer, constant, set input, computed) */
+};
+
+vp_status vp_exec_new(const vp_graph *g, vp_backend *b, vp_exec **out, vp_error *err) {
+    *out = NULL;
+    vp_exec *x = calloc(1, sizeof *x);
+    if (!x) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    x->g = g;
+    x->b = b;
+    x->buf = calloc((size_t)g->n_values + 1, sizeof *x->buf);
+    x->is_set = calloc((size_t)g->n_values + 1, 1);
+    if (!x->buf || !x->is_set) {
+        vp_exec_free(x);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (!vp_value_known(val)) continue;
+        size_t bytes = (size_t)vp_value_numel(val) * vp_dtype_size(val->dtype);
+        vp_status s = b->iface->alloc(b, bytes, &x->buf[v], err);
+        if (!s && val->data && bytes) s = b->iface->copy_to_device(b, x->buf[v], val->data, bytes, err);
+        if (s) {
+            vp_error_prefix(err, "value '%s': ", val->name);
+            vp_exec_free(x);
+            return s;
+        }
+        x->is_set[v] = val->data != NULL || bytes == 0;
+    }
+    *out = x;
+    return VP_OK;
+}
+
+void vp_exec_free(vp_exec *x) {
+    if (!x) return;
+    if (x->buf)
+        for (int v = 0; v < x->g->n_values; v++)
+            if (x->buf[v]) x->b->iface->free(x->b, x->buf[v]);
+    free(x->buf);
+    free(x->is_set);
+    free(x);
+}
+
+vp_status vp_exec_set_input(vp_exec *x, const char *name, const vp_tensor *t, vp_error *err) {
+    const vp_graph *g = x->g;
+    int id = vp_graph_find_value(g, name);
+    if (id < 0 || !(g->values[id].flags & VP_VAL_INPUT))
+        return vp_fail(err, VP_ERR_USAGE, "%s: the model has no graph input named '%s'", g->path, name);
+    const vp_value *v = &g->values[id];
+    char s1[256], s2[256];
+    int same = v->dtype == t->dtype && v->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++) same = v->dims[d] == t->dims[d];
+    if (!same)
+        return vp_fail(err, VP_ERR_INVALID, "%s: input '%s' expects %s %s, got %s %s", g->path, name,
+                       vp_dtype_name(v->dtype), vp_shape_str(v->rank, v->dims, s1, sizeof s1),
+                       vp_dtype_name(t->dtype), vp_shape_str(t->rank, t->dims, s2, sizeof s2));
+    vp_status s = x->b->iface->copy_to_device(x->b, x->buf[id], t->data, vp_tensor_nbytes(t), err);
+    if (!s) x->is_set[id] = 1;
+    return s;
+}
+
+vp_status vp_exec_run(vp_exec *x, vp_error *err) {
+    const vp_graph *g = x->g;
+    for (int k = 0; k < g->n_inputs; k++)
+        if (!x->is_set[g->inputs[k]])
+            return vp_fail(err, VP_ERR_USAGE, "%s: graph input '%s' was not given", g->path,
+                           g->values[g->inputs[k]].name);
+    enum { MAX_IO = 64 };
+    vp_tensor tin[MAX_IO], tout[MAX_IO];
+    const vp_tensor *pin[MAX_IO];
+    vp_tensor *pout[MAX_IO];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded) continue;
+        if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO)
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "more than %d inputs or outputs", MAX_IO);
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            pin[k] = NULL;
+            if (v < 0) continue;
+            if (!x->is_set[v]) /* a broken invariant: the loader orders nodes topologically */
+                return vp_node_fail(err, VP_ERR_RUNTIME, n, "input '%s' read before it was written", g->values[v].name);
+            tin[k] = vp_value_tensor(&g->values[v]);
+            tin[k].data = x->buf[v];
+            pin[k] = &tin[k];
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            int v = n->outputs[k];
+            pout[k] = NULL;
+            if (v < 0) continue;
+            tout[k] = vp_value_tensor(&g->values[v]);
+            tout[k].data = x->buf[v];
+            pout[k] = &tout[k];
+        }
+        vp_status s = x->b->iface->run_node(x->b, n, pin, pout, err);
+        if (s) return s;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) x->is_set[n->outputs[k]] = 1;
+    }
+    return x->b->iface->synchronize(x->b, err);
+}
+
+vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err) {
+    const vp_value *v = &x->g->values[value_id];
+    if (!x->is_set[value_id])
+        return vp_fail(err, VP_ERR_USAGE, "value '%s' has not been computed", v->name);
+    *out = vp_value_tensor(v);
+    size_t bytes = vp_tensor_nbytes(out);
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = x->b->iface->copy_to_host(x->b, out->data, x->buf[value_id], bytes, err);
+    if (s) {
+        free(out->data);
+        out->data = NULL;
+    }
+    return s;
+}

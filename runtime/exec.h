@@ -1,0 +1,27 @@
+/* The naive executor: every value its own buffer, nodes run in graph order.
+ *
+ * This is the baseline that planned execution (one arena, checkpointing, reuse) must
+ * match bit for bit.  Values known ahead of time (initializers, constants, folded
+ * values, bound inputs) are copied to the backend once, at creation. */
+#ifndef VP_EXEC_H
+#define VP_EXEC_H
+
+#include "backend.h"
+#include "ir.h"
+
+typedef struct vp_exec vp_exec;
+
+vp_status vp_exec_new(const vp_graph *g, vp_backend *b, vp_exec **out, vp_error *err);
+void vp_exec_free(vp_exec *x);
+
+/* Copies host data into a graph input; dtype and shape must match the graph's. */
+vp_status vp_exec_set_input(vp_exec *x, const char *name, const vp_tensor *t, vp_error *err);
+
+/* Runs every node that was not folded.  Fails naming the first graph input never set. */
+vp_status vp_exec_run(vp_exec *x, vp_error *err);
+
+/* Copies a value to the host: out gets the value's dtype and shape and a heap buffer
+ * the caller frees. */
+vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err);
+
+#endif
