@@ -140,6 +140,15 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
         if (!vp_dtype_size(v->dtype) || v->dtype == VP_STRING)
             return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' has unsupported dtype %s", g->path, v->name,
                            vp_dtype_name(v->dtype));
+        int64_t bytes = (int64_t)vp_dtype_size(v->dtype);
+        for (int d = 0; d < v->rank; d++) {
+            if (v->dims[d] && bytes > INT64_MAX / v->dims[d]) {
+                char buf[256];
+                return vp_fail(err, VP_ERR_INVALID, "%s: graph input '%s' of shape %s is too large (its size overflows)",
+                               g->path, v->name, vp_shape_str(v->rank, v->dims, buf, sizeof buf));
+            }
+            bytes *= v->dims[d];
+        }
     }
 
     for (int i = 0; i < g->n_nodes; i++) {

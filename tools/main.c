@@ -1,1 +1,40 @@
-int main(void) { return 0; }
+/* onnx-vplan: the command line.  Each subcommand lives in tools/cmd_<name>.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "onnx-vplan: offline memory planner for training ONNX models\n"
+    "\n"
+    "usage: onnx-vplan COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  inspect MODEL [--dim NAME=VALUE]... [--json]\n"
+    "      inputs and outputs with shapes, op histogram, parameter count and bytes,\n"
+    "      and the ops this tool cannot handle, with the nodes that use them\n"
+    "  eval MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]... [--output-dir DIR]\n"
+    "      run the model on the CPU reference backend and write its outputs as\n"
+    "      TensorProto files (inputs not given are drawn at random, seeded)\n"
+    "\n"
+    "Run 'onnx-vplan COMMAND --help' for a command's options.\n"
+    "Symbolic dims (a batch size, a sequence length) are bound with --dim, e.g.\n"
+    "  onnx-vplan inspect models/gpt/model.onnx --dim batch=8\n"
+    "\n"
+    "exit codes: 0 success, 1 failure while running, 2 bad input or usage\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("onnx-vplan 0.1.0\n");
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    fprintf(stderr, "onnx-vplan: unknown command '%s'\n\n%s", cmd, usage);
+    return 2;
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Makes the malformed models tests/cli_bad_inputs.sh feeds to onnx-vplan.
+
+Each file breaks one rule the loader must catch with a clear error and exit code 2.
+Run from anywhere: /usr/bin/python3 tests/data/make_bad_models.py
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad")
+
+
+def model(nodes, inputs, outputs, inits=(), opset=14):
+    g = helper.make_graph(nodes, "bad", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_bad_models")
+
+
+def save(m, name):
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+def vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def main():
+    os.makedirs(HERE, exist_ok=True)
+    good = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    save(good, "good_relu.onnx")
+    data = good.SerializeToString()
+    with open(os.path.join(HERE, "truncated.onnx"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    with open(os.path.join(HERE, "not_onnx.onnx"), "wb") as f:
+        f.write(b"this is a text file, not a protobuf\n" * 4)
+    open(os.path.join(HERE, "empty.onnx"), "wb").close()
+
+    # external data pointing at a file that is not there
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "missing_weights.bin"), ("offset", "0"), ("length", "24")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    save(model([helper.make_node("Add", ["x", "w"], ["y"], name="add_w")], [vi("x", [2, 3])], [vi("y", [2, 3])], [w]),
+         "missing_external_data.onnx")
+
+    save(model([helper.make_node("Relu", ["nowhere"], ["y"], name="relu_undefined")], [vi("x", [2, 3])],
+               [vi("y", [2, 3])]), "undefined_input.onnx")
+    save(model([helper.make_node("Add", ["x", "b"], ["a"], name="cyc_a"),
+                helper.make_node("Relu", ["a"], ["b"], name="cyc_b"),
+                helper.make_node("Identity", ["a"], ["y"], name="out")],
+               [vi("x", [2, 3])], [vi("y", [2, 3])]), "cycle.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="first"),
+                helper.make_node("Neg", ["x"], ["y"], name="second")],
+               [vi("x", [2, 3])], [vi("y", [2, 3])]), "duplicate_value.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, -3])], [vi("y", [2, 3])]),
+         "negative_dim.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+               [vi("x", [1 << 40, 1 << 40, 1 << 40])], [vi("y", None)]), "overflow_dim.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", ["batch", 3])],
+               [vi("y", ["batch", 3])]), "symbolic_dim.onnx")
+    save(model([helper.make_node("FancyOp", ["x"], ["y"], name="fancy", domain="com.example")], [vi("x", [2, 3])],
+               [vi("y", [2, 3])]), "unsupported_op.onnx")
+    save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("z", [2, 3])]),
+         "undefined_output.onnx")
+
+    # tensors for --input: one that fits good_relu.onnx's x, one of the wrong shape, one of the wrong dtype
+    for name, arr in (("x_2x3.pb", np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5),
+                      ("x_4x4.pb", np.zeros((4, 4), np.float32)),
+                      ("x_int64.pb", np.zeros((2, 3), np.int64))):
+        with open(os.path.join(HERE, name), "wb") as f:
+            f.write(numpy_helper.from_array(arr, "x").SerializeToString())
+
+
+if __name__ == "__main__":
+    main()

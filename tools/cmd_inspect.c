@@ -1,0 +1,243 @@
+/* onnx-vplan inspect: what a model holds and whether we can handle it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json_writer.h"
+
+static const char inspect_usage[] =
+    "usage: onnx-vplan inspect MODEL [--dim NAME=VALUE]... [--json]\n"
+    "\n"
+    "Prints the model's inputs and outputs with their inferred shapes, a histogram of\n"
+    "its ops, the parameter count (float initializer elements) and bytes, and every\n"
+    "op this tool cannot handle with the nodes that use it.\n"
+    "\n"
+    "  --dim NAME=VALUE  bind a symbolic dim (repeatable), e.g. --dim batch=32\n"
+    "  --json            print one JSON object: nodes, params, param_bytes, ops,\n"
+    "                    inputs, outputs (name, dtype, shape), unsupported\n";
+
+typedef struct op_count {
+    const char *domain, *op;
+    int count;
+    int n_nodes;
+    const char **nodes; /* unsupported ones only */
+} op_count;
+
+typedef struct histogram {
+    op_count *ops;
+    int n;
+} histogram;
+
+static op_count *hist_get(histogram *h, const vp_node *n) {
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->ops[i].op, n->op_type) && !strcmp(h->ops[i].domain, n->domain)) return &h->ops[i];
+    op_count *o = realloc(h->ops, (size_t)(h->n + 1) * sizeof *o);
+    if (!o) return NULL;
+    h->ops = o;
+    o = &h->ops[h->n++];
+    memset(o, 0, sizeof *o);
+    o->domain = n->domain;
+    o->op = n->op_type;
+    return o;
+}
+
+static int by_count(const void *a, const void *b) {
+    const op_count *x = a, *y = b;
+    if (x->count != y->count) return y->count - x->count;
+    return strcmp(x->op, y->op);
+}
+
+static void hist_free(histogram *h) {
+    for (int i = 0; i < h->n; i++) free(h->ops[i].nodes);
+    free(h->ops);
+}
+
+static void json_values(vp_json *j, const vp_graph *g, const int *ids, int n) {
+    vp_json_begin_array(j);
+    for (int i = 0; i < n; i++) {
+        const vp_value *v = &g->values[ids[i]];
+        vp_json_begin_object(j);
+        vp_json_key(j, "name");
+        vp_json_string(j, v->name);
+        vp_json_key(j, "dtype");
+        vp_json_string(j, vp_dtype_name(v->dtype));
+        vp_json_key(j, "shape");
+        if (v->rank < 0) vp_json_null(j);
+        else {
+            vp_json_begin_array(j);
+            for (int d = 0; d < v->rank; d++) vp_json_int(j, v->dims[d]);
+            vp_json_end_array(j);
+        }
+        vp_json_end_object(j);
+    }
+    vp_json_end_array(j);
+}
+
+static void print_values(const char *title, const vp_graph *g, const int *ids, int n) {
+    printf("%s:\n", title);
+    for (int i = 0; i < n; i++) {
+        const vp_value *v = &g->values[ids[i]];
+        char buf[256];
+        printf("  %-24s %-8s %s\n", v->name, vp_dtype_name(v->dtype), vp_shape_str(v->rank, v->dims, buf, sizeof buf));
+    }
+}
+
+static const char *human_bytes(double b, char *buf, size_t len) {
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *model = NULL;
+    int json = 0;
+    cli_dims dims = {0};
+    vp_error err;
+    vp_status s = VP_OK;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(inspect_usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--dim")) {
+            if (i + 1 >= argc) s = vp_fail(&err, VP_ERR_USAGE, "--dim needs NAME=VALUE");
+            else s = cli_parse_dim(&dims, argv[++i], &err);
+        } else if (!strncmp(argv[i], "--dim=", 6)) s = cli_parse_dim(&dims, argv[i] + 6, &err);
+        else if (argv[i][0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "inspect: unknown option '%s' (see --help)", argv[i]);
+        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "inspect: one model at a time ('%s' and '%s')", model, argv[i]);
+        else model = argv[i];
+        if (s) return cli_report(s, &err);
+    }
+    if (!model) {
+        fputs(inspect_usage, stderr);
+        return 2;
+    }
+    vp_graph *g;
+    s = cli_load(model, &dims, &g, &err);
+    if (s) return cli_report(s, &err);
+    vp_infer_opts opts = {.keep_going = 1};
+    vp_infer_result res;
+    s = vp_infer(g, &opts, &res, &err);
+    if (s && s != VP_ERR_UNSUPPORTED) {
+        vp_graph_free(g);
+        return cli_report(s, &err);
+    }
+
+    int64_t params = 0, param_bytes = 0;
+    int param_tensors = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
+        params += vp_value_numel(val);
+        param_bytes += vp_value_numel(val) * (int64_t)vp_dtype_size(val->dtype);
+        param_tensors++;
+    }
+    histogram h = {0}, uh = {0};
+    for (int i = 0; i < g->n_nodes; i++) {
+        op_count *o = hist_get(&h, &g->nodes[i]);
+        if (o) o->count++;
+    }
+    for (int i = 0; i < res.n_unsupported; i++) {
+        const vp_node *n = &g->nodes[res.unsupported[i]];
+        op_count *o = hist_get(&uh, n);
+        if (!o) continue;
+        const char **nn = realloc(o->nodes, (size_t)(o->n_nodes + 1) * sizeof *nn);
+        if (!nn) continue;
+        o->nodes = nn;
+        o->nodes[o->n_nodes++] = n->name;
+        o->count++;
+    }
+    qsort(h.ops, (size_t)h.n, sizeof *h.ops, by_count);
+
+    if (json) {
+        vp_json j;
+        vp_json_init(&j, stdout, 1);
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "model");
+        vp_json_string(&j, model);
+        vp_json_key(&j, "producer");
+        vp_json_string(&j, g->producer ? g->producer : "");
+        vp_json_key(&j, "ir_version");
+        vp_json_int(&j, g->ir_version);
+        vp_json_key(&j, "opset");
+        vp_json_int(&j, g->opset_onnx);
+        vp_json_key(&j, "nodes");
+        vp_json_int(&j, g->n_nodes);
+        vp_json_key(&j, "params");
+        vp_json_int(&j, params);
+        vp_json_key(&j, "param_tensors");
+        vp_json_int(&j, param_tensors);
+        vp_json_key(&j, "param_bytes");
+        vp_json_int(&j, param_bytes);
+        vp_json_key(&j, "ops");
+        vp_json_begin_object(&j);
+        for (int i = 0; i < h.n; i++) {
+            char key[256];
+            snprintf(key, sizeof key, "%s%s%s", h.ops[i].domain, h.ops[i].domain[0] ? "." : "", h.ops[i].op);
+            vp_json_key(&j, key);
+            vp_json_int(&j, h.ops[i].count);
+        }
+        vp_json_end_object(&j);
+        vp_json_key(&j, "inputs");
+        json_values(&j, g, g->inputs, g->n_inputs);
+        vp_json_key(&j, "outputs");
+        json_values(&j, g, g->outputs, g->n_outputs);
+        vp_json_key(&j, "unsupported");
+        vp_json_begin_array(&j);
+        for (int i = 0; i < uh.n; i++) {
+            vp_json_begin_object(&j);
+            vp_json_key(&j, "op");
+            vp_json_string(&j, uh.ops[i].op);
+            vp_json_key(&j, "domain");
+            vp_json_string(&j, uh.ops[i].domain);
+            vp_json_key(&j, "nodes");
+            vp_json_begin_array(&j);
+            for (int k = 0; k < uh.ops[i].n_nodes; k++) vp_json_string(&j, uh.ops[i].nodes[k]);
+            vp_json_end_array(&j);
+            vp_json_end_object(&j);
+        }
+        vp_json_end_array(&j);
+        if (s) {
+            vp_json_key(&j, "first_error");
+            vp_json_string(&j, err.msg);
+        }
+        vp_json_end_object(&j);
+        vp_json_finish(&j);
+    } else {
+        char b1[64];
+        printf("model: %s\n", model);
+        printf("producer: %s, ir_version %lld, opset %d\n", g->producer ? g->producer : "unknown",
+               (long long)g->ir_version, g->opset_onnx);
+        print_values("inputs", g, g->inputs, g->n_inputs);
+        print_values("outputs", g, g->outputs, g->n_outputs);
+        printf("nodes: %d (%d folded ahead of time)\n", g->n_nodes, res.n_folded);
+        printf("params: %lld in %d tensors, %s\n", (long long)params, param_tensors,
+               human_bytes((double)param_bytes, b1, sizeof b1));
+        printf("ops:\n");
+        for (int i = 0; i < h.n; i++)
+            printf("  %-28s %d\n", h.ops[i].op, h.ops[i].count);
+        if (!uh.n) printf("unsupported: none\n");
+        else {
+            printf("unsupported:\n");
+            for (int i = 0; i < uh.n; i++) {
+                printf("  %s%s%s (%d):", uh.ops[i].domain, uh.ops[i].domain[0] ? "." : "", uh.ops[i].op,
+                       uh.ops[i].n_nodes);
+                for (int k = 0; k < uh.ops[i].n_nodes && k < 8; k++) printf(" %s", uh.ops[i].nodes[k]);
+                if (uh.ops[i].n_nodes > 8) printf(" ...");
+                printf("\n");
+            }
+            printf("first reason: %s\n", err.msg);
+        }
+    }
+    hist_free(&h);
+    hist_free(&uh);
+    free(res.unsupported);
+    vp_graph_free(g);
+    return 0;
+}
