@@ -37,6 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 BATCH = 4
 TRAIN_STEPS = 5
 
@@ -403,7 +404,9 @@ def main():
         print(f"{r['name']}: {sum(r['ops'].values())} nodes: {ops}")
         if r["meta"]["buffers"]:
             print(f"  buffers as initializers: {r['meta']['buffers']}")
-    return 0
+    print()
+    import check_models  # independent numpy run of every model.onnx vs output.pb
+    return check_models.main()
 
 
 if __name__ == "__main__":
