@@ -1,0 +1,5 @@
+/* libFuzzer entry for the loader: cmake -DVP_FUZZ=ON -DCMAKE_C_COMPILER=clang, then
+ * ./tests/fuzz_loader_libfuzzer -max_total_time=600 CORPUS_DIR */
+#include "fuzz_loader.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return vp_fuzz_load_one(data, size); }
