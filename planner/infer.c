@@ -120,6 +120,28 @@ static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *fold
     return VP_OK;
 }
 
+static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {
+    vp_node *n = &g->nodes[id];
+    *folded = 0;
+    n->op = vp_op_find(n->domain, n->op_type);
+    if (!n->op)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "op %s%s%s is not supported", n->domain,
+                            n->domain[0] ? "." : "", n->op_type);
+    if (n->opset < n->op->min_opset)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "opset %d of this op is older than the oldest supported (%d)",
+                            n->opset, n->op->min_opset);
+    vp_status s = n->op->shape(g, n, err);
+    if (!s) s = fold_node(g, n, max_elems, folded, err);
+    return s;
+}
+
+vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err) {
+    int dummy;
+    vp_status s = infer_one(g, node, fold_max_elems > 0 ? fold_max_elems : 1 << 16, folded ? folded : &dummy, err);
+    if (s) vp_error_prefix(err, "%s: ", g->path ? g->path : "graph");
+    return s;
+}
+
 vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_error *err) {
     vp_infer_opts dflt = {0, 0};
     if (!opts) opts = &dflt;
@@ -156,27 +178,16 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
         int inputs_known = 1;
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && !vp_value_known(&g->values[n->inputs[k]])) inputs_known = 0;
-        n->op = vp_op_find(n->domain, n->op_type);
-        vp_status s = VP_OK;
+        vp_status s;
         vp_error e;
-        if (!n->op) {
-            s = vp_node_fail(&e, VP_ERR_UNSUPPORTED, n, "op %s%s%s is not supported", n->domain,
-                             n->domain[0] ? "." : "", n->op_type);
-        } else if (n->opset < n->op->min_opset) {
-            s = vp_node_fail(&e, VP_ERR_UNSUPPORTED, n, "opset %d of this op is older than the oldest supported (%d)",
-                             n->opset, n->op->min_opset);
-        } else if (!inputs_known) {
-            if (!opts->keep_going)
-                s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
-            else
-                continue; /* downstream of something unsupported: already reported */
+        if (!inputs_known && opts->keep_going && vp_op_find(n->domain, n->op_type))
+            continue; /* downstream of something unsupported: already reported */
+        if (!inputs_known && vp_op_find(n->domain, n->op_type)) {
+            s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
         } else {
-            s = n->op->shape(g, n, &e);
-            if (!s) {
-                int folded;
-                s = fold_node(g, n, max_elems, &folded, &e);
-                res->n_folded += folded;
-            }
+            int folded = 0;
+            s = infer_one(g, i, max_elems, &folded, &e);
+            res->n_folded += folded;
         }
         if (!s) continue;
         if (!opts->keep_going || s != VP_ERR_UNSUPPORTED) {

@@ -38,4 +38,9 @@ typedef struct vp_infer_result {
  * outputs stay unknown, and VP_ERR_UNSUPPORTED is returned at the end naming the first. */
 vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_error *err);
 
+/* Resolves, infers and (where possible) folds one node whose inputs are all known: the
+ * entry point for passes that add nodes (autodiff, recompute).  The error names the
+ * node and starts with the model path. */
+vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err);
+
 #endif

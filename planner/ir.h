@@ -62,6 +62,8 @@ enum {
     VP_VAL_INITIALIZER = 1u << 2, /* an initializer (a parameter when float) */
     VP_VAL_CONST = 1u << 3,       /* data known ahead of time and not trainable: Constant, folded */
     VP_VAL_FED = 1u << 4,         /* data bound by the caller for shape inference (eval, tests) */
+    VP_VAL_PARAM = 1u << 5,       /* a trainable parameter of a training step */
+    VP_VAL_STATE = 1u << 6,       /* state carried across steps: optimizer moments, running statistics */
 };
 
 typedef enum vp_data_owner {

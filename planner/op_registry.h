@@ -27,6 +27,11 @@ enum {
     VP_OP_NO_FOLD = 1u << 1,         /* never fold (random ops, training-mode side effects) */
 };
 
+struct vp_grad_ctx;
+/* Gradient builder: emits the nodes that compute the gradients of a forward node's
+ * inputs from the gradients of its outputs (see planner/grad.h). */
+typedef vp_status (*vp_grad_fn)(struct vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err);
+
 typedef struct vp_op_def {
     const char *name;     /* ONNX op_type */
     const char *domain;   /* "" for ai.onnx */
@@ -34,6 +39,7 @@ typedef struct vp_op_def {
     vp_shape_fn shape;
     vp_cpu_fn cpu;
     unsigned flags;
+    vp_grad_fn grad;      /* NULL: not differentiable (or no rule yet) */
 } vp_op_def;
 
 /* Family tables, each ended by an entry with name == NULL. */
@@ -41,6 +47,7 @@ extern const vp_op_def vp_ops_elementwise[];
 extern const vp_op_def vp_ops_tensor[];   /* shape and data movement */
 extern const vp_op_def vp_ops_linalg[];   /* MatMul, Gemm, Conv, pooling, normalisation */
 extern const vp_op_def vp_ops_reduce[];   /* reductions, softmax, losses, quantisation */
+extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optimizer updates (vplan) */
 
 const vp_op_def *vp_op_find(const char *domain, const char *op_type);
 /* Calls fn for each registered op (for listings and --help). */

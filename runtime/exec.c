@@ -124,3 +124,32 @@ vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err) {
     }
     return s;
 }
+
+vp_status vp_exec_copy_value(vp_exec *x, int dst, int src, vp_error *err) {
+    const vp_value *d = &x->g->values[dst], *s = &x->g->values[src];
+    size_t bytes = (size_t)vp_value_numel(s) * vp_dtype_size(s->dtype);
+    if (d->dtype != s->dtype || vp_value_numel(d) != vp_value_numel(s))
+        return vp_fail(err, VP_ERR_RUNTIME, "cannot carry '%s' into '%s': different dtype or size", s->name, d->name);
+    if (!x->is_set[src]) return vp_fail(err, VP_ERR_RUNTIME, "value '%s' has not been computed", s->name);
+    if (x->b->iface->host_memory) {
+        memmove(x->buf[dst], x->buf[src], bytes);
+        x->is_set[dst] = 1;
+        return VP_OK;
+    }
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    /* through the host: the interface has no device-to-device copy yet */
+    vp_status st = x->b->iface->copy_to_host(x->b, tmp, x->buf[src], bytes, err);
+    if (!st) st = x->b->iface->copy_to_device(x->b, x->buf[dst], tmp, bytes, err);
+    free(tmp);
+    if (!st) x->is_set[dst] = 1;
+    return st;
+}
+
+vp_status vp_exec_write_value(vp_exec *x, int id, const void *host, vp_error *err) {
+    const vp_value *v = &x->g->values[id];
+    size_t bytes = (size_t)vp_value_numel(v) * vp_dtype_size(v->dtype);
+    vp_status s = x->b->iface->copy_to_device(x->b, x->buf[id], host, bytes, err);
+    if (!s) x->is_set[id] = 1;
+    return s;
+}

@@ -24,4 +24,11 @@ vp_status vp_exec_run(vp_exec *x, vp_error *err);
  * the caller frees. */
 vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err);
 
+/* Copies value src's buffer into value dst's (same dtype and shape): how a training
+ * step's updated parameters and state become the next step's. */
+vp_status vp_exec_copy_value(vp_exec *x, int dst, int src, vp_error *err);
+
+/* Overwrites a value's buffer from host data of its size (initial weights, state). */
+vp_status vp_exec_write_value(vp_exec *x, int id, const void *host, vp_error *err);
+
 #endif

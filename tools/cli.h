@@ -27,5 +27,6 @@ int cli_report(vp_status s, const vp_error *err);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

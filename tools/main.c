@@ -16,6 +16,9 @@ static const char usage[] =
     "  eval MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]... [--output-dir DIR]\n"
     "      run the model on the CPU reference backend and write its outputs as\n"
     "      TensorProto files (inputs not given are drawn at random, seeded)\n"
+    "  train MODEL --loss ce:LOGITS [--optimizer sgd|momentum|adam|adamw] [--steps N]\n"
+    "        [--data synthetic|DIR] [--json FILE] [--save OUT.onnx]\n"
+    "      build the training step (loss, backward, optimizer) and run it on the CPU\n"
     "\n"
     "Run 'onnx-vplan COMMAND --help' for a command's options.\n"
     "Symbolic dims (a batch size, a sequence length) are bound with --dim, e.g.\n"
@@ -35,6 +38,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     fprintf(stderr, "onnx-vplan: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -1,0 +1,13 @@
+/* Writing trained weights back: the user's own model file with its initializers
+ * replaced by new values (everything else, graph and metadata, untouched). */
+#ifndef VP_ONNX_SAVE_H
+#define VP_ONNX_SAVE_H
+
+#include "ir.h"
+
+/* Copies the model at src to dst, replacing each initializer named names[i] by t[i]
+ * (same dtype and shape required), stored inline as raw_data. */
+vp_status vp_onnx_save_initializers(const char *src, const char *dst, int n, const char *const *names,
+                                    const vp_tensor *t, vp_error *err);
+
+#endif
