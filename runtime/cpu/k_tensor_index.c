@@ -1,0 +1,292 @@
+/* CPU kernels for the tensor-family ops that pick elements by index or position:
+ * Gather, GatherElements, Trilu and Pad.  Indices come from data, so they are checked
+ * here, at run time, and a bad one fails naming the node, never reads out of bounds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "k_tensor.h"
+
+static int normalized_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
+
+/* ---- Gather ---- */
+
+/* Checks every index once, so the copy loop below needs no checks. */
+static vp_status check_indices(const vp_node *n, const vp_tensor *idx, int axis, int64_t dim, vp_error *err) {
+    int64_t k = vp_tensor_numel(idx);
+    for (int64_t j = 0; j < k; j++) {
+        int64_t i = vp_tensor_int_at(idx, j);
+        if (i < -dim || i >= dim)
+            return vp_node_fail(err, VP_ERR_RUNTIME, n,
+                                "index %lld (element %lld of the indices) is out of range for axis %d of size %lld",
+                                (long long)i, (long long)j, axis, (long long)dim);
+    }
+    return VP_OK;
+}
+
+vp_status vp_cpu_gather(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0], *idx = in[1];
+    int axis = normalized_axis(vp_attr_int(n, "axis", 0), x->rank);
+    int64_t dim = x->dims[axis], k = vp_tensor_numel(idx), outer = 1;
+    vp_status s = check_indices(n, idx, axis, dim, err);
+    if (s) return s;
+    size_t inner = vp_dtype_size(x->dtype);
+    for (int a = 0; a < axis; a++) outer *= x->dims[a];
+    for (int a = axis + 1; a < x->rank; a++) inner *= (size_t)x->dims[a];
+    const char *src = x->data;
+    char *dst = out[0]->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t i = vp_tensor_int_at(idx, j);
+            if (i < 0) i += dim;
+            memcpy(dst, src + (size_t)(o * dim + i) * inner, inner);
+            dst += inner;
+        }
+    return VP_OK;
+}
+
+/* ---- GatherElements ---- */
+
+vp_status vp_cpu_gather_elements(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0], *idx = in[1];
+    int axis = normalized_axis(vp_attr_int(n, "axis", 0), x->rank);
+    int64_t dim = x->dims[axis], k = vp_tensor_numel(idx);
+    vp_status s = check_indices(n, idx, axis, dim, err);
+    if (s) return s;
+    size_t esize = vp_dtype_size(x->dtype);
+    /* walk the indices' shape; the data offset follows every axis but the gathered one */
+    vp_nd_iter it = {.rank = idx->rank, .n_ops = 1};
+    int64_t stride = 1;
+    for (int a = x->rank - 1; a >= 0; a--) {
+        it.dims[a] = idx->dims[a];
+        it.strides[0][a] = a == axis ? 0 : stride;
+        stride *= x->dims[a];
+    }
+    int64_t axis_stride = 1;
+    for (int a = axis + 1; a < x->rank; a++) axis_stride *= x->dims[a];
+    const char *src = x->data;
+    char *dst = out[0]->data;
+    for (int64_t j = 0; j < k; j++, vp_nd_iter_next(&it)) {
+        int64_t i = vp_tensor_int_at(idx, j);
+        if (i < 0) i += dim;
+        memcpy(dst + (size_t)j * esize, src + (size_t)(it.off[0] + i * axis_stride) * esize, esize);
+    }
+    return VP_OK;
+}
+
+/* ---- Trilu ---- */
+
+vp_status vp_cpu_trilu(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    (void)err;
+    const vp_tensor *x = in[0];
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+    if (!rows || !cols) return VP_OK;
+    int64_t k = n->n_inputs > 1 && in[1] && vp_tensor_numel(in[1]) ? vp_tensor_int_at(in[1], 0) : 0;
+    /* beyond +-(rows + cols) every k keeps or zeroes all; clamping keeps i + k from overflowing */
+    int64_t far = rows + cols;
+    k = k < -far ? -far : k > far ? far : k;
+    int upper = vp_attr_int(n, "upper", 1) != 0;
+    size_t esize = vp_dtype_size(x->dtype), row_bytes = (size_t)cols * esize;
+    int64_t n_rows = vp_tensor_numel(x) / cols;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const char *s = (const char *)x->data + (size_t)r * row_bytes;
+        char *d = (char *)out[0]->data + (size_t)r * row_bytes;
+        int64_t i = r % rows;
+        /* upper keeps columns j >= i + k; lower keeps j <= i + k */
+        int64_t cut = upper ? i + k : i + k + 1;
+        size_t split = (size_t)(cut < 0 ? 0 : cut > cols ? cols : cut) * esize;
+        if (upper) {
+            memset(d, 0, split);
+            memcpy(d + split, s + split, row_bytes - split);
+        } else {
+            memcpy(d, s, split);
+            memset(d + split, 0, row_bytes - split);
+        }
+    }
+    return VP_OK;
+}
+
+/* ---- Pad ---- */
+
+int vp_pad_mode_parse(const char *s) {
+    if (!strcmp(s, "constant")) return VP_PAD_CONSTANT;
+    if (!strcmp(s, "reflect")) return VP_PAD_REFLECT;
+    if (!strcmp(s, "edge")) return VP_PAD_EDGE;
+    if (!strcmp(s, "wrap")) return VP_PAD_WRAP;
+    return -1;
+}
+
+static const char *const pad_mode_names[] = {"constant", "reflect", "edge", "wrap"};
+
+/* Negative pads crop first, as ONNX's reference does; the positive ones then pad what
+ * is kept. */
+static int64_t pad_kept(int64_t dim, int64_t begin, int64_t end) {
+    return dim - (begin < 0 ? -begin : 0) - (end < 0 ? -end : 0);
+}
+
+static vp_status pad_check_axis(int a, int64_t dim, vp_pad_mode mode, int64_t begin, int64_t end, char *why,
+                                size_t why_len) {
+    int64_t kept = begin < -dim || end < -dim ? -1 : pad_kept(dim, begin, end), size;
+    if (kept < 0 || __builtin_add_overflow(kept, begin > 0 ? begin : 0, &size) ||
+        __builtin_add_overflow(size, end > 0 ? end : 0, &size)) {
+        snprintf(why, why_len, "pads %lld and %lld do not fit axis %d of size %lld", (long long)begin, (long long)end,
+                 a, (long long)dim);
+        return VP_ERR_INVALID;
+    }
+    if (mode != VP_PAD_CONSTANT && kept == 0 && size > 0) {
+        snprintf(why, why_len, "%s padding of axis %d has no elements to repeat", pad_mode_names[mode], a);
+        return VP_ERR_INVALID;
+    }
+    /* numpy, ONNX's reference, extends reflect and wrap wider than the axis in steps
+     * that are not periodic; runtimes disagree, so we do not guess */
+    if ((mode == VP_PAD_REFLECT || mode == VP_PAD_WRAP) && (begin > kept || end > kept)) {
+        snprintf(why, why_len, "%s padding wider than the axis (%lld and %lld on axis %d of %lld) is not supported",
+                 pad_mode_names[mode], (long long)begin, (long long)end, a, (long long)kept);
+        return VP_ERR_UNSUPPORTED;
+    }
+    return VP_OK;
+}
+
+vp_status vp_pad_resolve(int rank, const int64_t *dims, vp_pad_mode mode, int n, const int64_t *pads,
+                         const int64_t *axes, int64_t *begin, int64_t *end, char *why, size_t why_len) {
+    int seen[VP_MAX_RANK] = {0};
+    for (int a = 0; a < rank; a++) begin[a] = end[a] = 0;
+    if (!axes && n != rank) {
+        snprintf(why, why_len, "pads has %d entries, expected %d for rank %d", 2 * n, 2 * rank, rank);
+        return VP_ERR_INVALID;
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t ax = axes ? axes[i] : i;
+        if (ax < -rank || ax >= rank) {
+            snprintf(why, why_len, "axis %lld is out of range for rank %d", (long long)ax, rank);
+            return VP_ERR_INVALID;
+        }
+        int a = normalized_axis(ax, rank);
+        if (seen[a]++) {
+            snprintf(why, why_len, "axis %d is padded twice", a);
+            return VP_ERR_INVALID;
+        }
+        begin[a] = pads[i];
+        end[a] = pads[n + i];
+    }
+    for (int a = 0; a < rank; a++) {
+        vp_status s = pad_check_axis(a, dims[a], mode, begin[a], end[a], why, why_len);
+        if (s) return s;
+    }
+    return VP_OK;
+}
+
+/* Fill with the value, then copy the part of the input that stays (negative pads crop). */
+static void pad_constant(const vp_tensor *x, vp_tensor *y, const int64_t *begin, const int64_t *end,
+                         const unsigned char *value) {
+    size_t esize = vp_dtype_size(x->dtype);
+    int64_t count = vp_tensor_numel(y);
+    static const unsigned char zero[16];
+    if (!memcmp(value, zero, esize))
+        memset(y->data, 0, (size_t)count * esize);
+    else
+        for (int64_t i = 0; i < count; i++) memcpy((char *)y->data + (size_t)i * esize, value, esize);
+    int64_t in_strides[VP_MAX_RANK], out_strides[VP_MAX_RANK], box[VP_MAX_RANK], src_off = 0, dst_off = 0;
+    vp_tensor_strides(x, in_strides);
+    vp_tensor_strides(y, out_strides);
+    for (int a = 0; a < x->rank; a++) {
+        int64_t crop_begin = begin[a] < 0 ? -begin[a] : 0, crop_end = end[a] < 0 ? -end[a] : 0;
+        box[a] = x->dims[a] - crop_begin - crop_end;
+        if (box[a] <= 0) return;
+        src_off += crop_begin * in_strides[a];
+        dst_off += (begin[a] > 0 ? begin[a] : 0) * out_strides[a];
+    }
+    vp_copy_strided((char *)y->data + dst_off, out_strides, (const char *)x->data + src_off, in_strides, x->rank, box,
+                    esize);
+}
+
+/* Where output position o along an axis of size dim reads from (i = o - begin). */
+static int64_t pad_source(vp_pad_mode mode, int64_t i, int64_t dim) {
+    if (i >= 0 && i < dim) return i;
+    if (mode == VP_PAD_EDGE) return i < 0 ? 0 : dim - 1;
+    if (mode == VP_PAD_WRAP) {
+        int64_t m = i % dim;
+        return m < 0 ? m + dim : m;
+    }
+    if (dim == 1) return 0; /* reflect: period 2 * (dim - 1), as numpy repeats it */
+    int64_t period = 2 * (dim - 1), m = i % period;
+    if (m < 0) m += period;
+    return m >= dim ? period - m : m;
+}
+
+/* Byte offsets into the input for every output position along one axis. */
+static void pad_axis_map(int64_t dim, int64_t begin, int64_t end, vp_pad_mode mode, int64_t stride, int64_t out_dim,
+                         int64_t *map) {
+    int64_t first = begin < 0 ? -begin : 0, pad = begin > 0 ? begin : 0, kept = pad_kept(dim, begin, end);
+    for (int64_t o = 0; o < out_dim; o++) map[o] = (first + pad_source(mode, o - pad, kept)) * stride;
+}
+
+/* Reflect, edge and wrap: every output element reads the input at per-axis source
+ * indices, tabulated once per axis. */
+static vp_status pad_by_source_maps(const vp_node *n, const vp_tensor *x, vp_tensor *y, const int64_t *begin,
+                                    const int64_t *end, vp_pad_mode mode, vp_error *err) {
+    size_t esize = vp_dtype_size(x->dtype);
+    int64_t count = vp_tensor_numel(y);
+    if (!count) return VP_OK;
+    if (x->rank == 0) {
+        memcpy(y->data, x->data, esize);
+        return VP_OK;
+    }
+    int64_t total = 0, *map[VP_MAX_RANK];
+    for (int a = 0; a < y->rank; a++) total += y->dims[a];
+    int64_t *maps = malloc((size_t)total * sizeof *maps);
+    if (!maps) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for pad index maps");
+    int64_t in_strides[VP_MAX_RANK];
+    vp_tensor_strides(x, in_strides);
+    for (int a = 0, at = 0; a < y->rank; at += y->dims[a++]) {
+        map[a] = maps + at;
+        pad_axis_map(x->dims[a], begin[a], end[a], mode, in_strides[a], y->dims[a], map[a]);
+    }
+    int last = y->rank - 1;
+    int64_t idx[VP_MAX_RANK] = {0}, cols = y->dims[last];
+    char *d = y->data;
+    for (int64_t row = 0; row < count / cols; row++) {
+        const char *s = x->data;
+        for (int a = 0; a < last; a++) s += map[a][idx[a]];
+        for (int64_t j = 0; j < cols; j++, d += esize) memcpy(d, s + map[last][j], esize);
+        for (int a = last - 1; a >= 0 && ++idx[a] == y->dims[a]; a--) idx[a] = 0;
+    }
+    free(maps);
+    return VP_OK;
+}
+
+vp_status vp_cpu_pad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0];
+    size_t esize = vp_dtype_size(x->dtype);
+    int mode = vp_pad_mode_parse(vp_attr_string(n, "mode", "constant"));
+    int64_t pads[2 * VP_MAX_RANK], axes[VP_MAX_RANK];
+    int n_pads;
+    const int64_t *axes_or_all = NULL;
+    unsigned char value[16] = {0};
+    if (n->opset < 11) { /* pads and the fill value were attributes */
+        const int64_t *p;
+        n_pads = vp_attr_ints(n, "pads", &p);
+        n_pads = n_pads < 0 ? 0 : n_pads > 2 * VP_MAX_RANK ? 2 * VP_MAX_RANK : n_pads;
+        memcpy(pads, p, (size_t)n_pads * sizeof *p);
+        vp_store(value, x->dtype, 0, vp_attr_float(n, "value", 0.0f));
+    } else {
+        n_pads = vp_tensor_read_ints(in[1], pads, 2 * VP_MAX_RANK);
+        if (n->n_inputs > 2 && in[2] && vp_tensor_numel(in[2])) memcpy(value, in[2]->data, esize);
+        if (n->n_inputs > 3 && in[3]) {
+            vp_tensor_read_ints(in[3], axes, VP_MAX_RANK);
+            axes_or_all = axes;
+        }
+    }
+    int64_t begin[VP_MAX_RANK], end[VP_MAX_RANK];
+    char why[256];
+    if (mode < 0 ||
+        vp_pad_resolve(x->rank, x->dims, (vp_pad_mode)mode, n_pads / 2, pads, axes_or_all, begin, end, why, sizeof why))
+        return vp_node_fail(err, VP_ERR_RUNTIME, n, "%s", mode < 0 ? "unknown mode" : why);
+    if (mode == VP_PAD_CONSTANT) {
+        pad_constant(x, y, begin, end, value);
+        return VP_OK;
+    }
+    return pad_by_source_maps(n, x, y, begin, end, (vp_pad_mode)mode, err);
+}
