@@ -8,92 +8,10 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "attr_proto.h"
 #include "tensor_proto.h"
 
 static void free_proto(void *p) { onnx__model_proto__free_unpacked(p, NULL); }
-
-static char *dup_bytes(const uint8_t *p, size_t n) {
-    char *s = malloc(n + 1);
-    if (!s) return NULL;
-    if (n) memcpy(s, p, n);
-    s[n] = 0;
-    return s;
-}
-
-static vp_status convert_attr(const Onnx__AttributeProto *ap, vp_attr *a, const char *node_desc,
-                              vp_error *err) {
-    memset(a, 0, sizeof *a);
-    a->name = strdup(ap->name ? ap->name : "");
-    if (!a->name) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    vp_attr_type t = ap->has_type ? (vp_attr_type)ap->type : VP_ATTR_UNDEFINED;
-    if (t == VP_ATTR_UNDEFINED) { /* IR version 1: the field that is set says the type */
-        if (ap->has_f) t = VP_ATTR_FLOAT;
-        else if (ap->has_i) t = VP_ATTR_INT;
-        else if (ap->has_s) t = VP_ATTR_STRING;
-        else if (ap->t) t = VP_ATTR_TENSOR;
-        else if (ap->g) t = VP_ATTR_GRAPH;
-        else if (ap->n_floats) t = VP_ATTR_FLOATS;
-        else if (ap->n_ints) t = VP_ATTR_INTS;
-        else if (ap->n_strings) t = VP_ATTR_STRINGS;
-    }
-    if (ap->ref_attr_name && ap->ref_attr_name[0])
-        return vp_fail(err, VP_ERR_INVALID, "%s: attribute '%s' refers to a function attribute outside a function",
-                       node_desc, a->name);
-    a->type = t;
-    switch (t) {
-    case VP_ATTR_FLOAT: a->f = ap->f; break;
-    case VP_ATTR_INT: a->i = ap->i; break;
-    case VP_ATTR_STRING:
-        a->s = dup_bytes(ap->s.data, ap->s.len);
-        if (!a->s) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        break;
-    case VP_ATTR_FLOATS:
-        a->n = (int)ap->n_floats;
-        a->floats = malloc((ap->n_floats ? ap->n_floats : 1) * sizeof(float));
-        if (!a->floats) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof(float));
-        break;
-    case VP_ATTR_INTS:
-        a->n = (int)ap->n_ints;
-        a->ints = malloc((ap->n_ints ? ap->n_ints : 1) * sizeof(int64_t));
-        if (!a->ints) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof(int64_t));
-        break;
-    case VP_ATTR_STRINGS:
-        a->strings = calloc(ap->n_strings ? ap->n_strings : 1, sizeof(char *));
-        if (!a->strings) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        a->n = (int)ap->n_strings;
-        for (size_t i = 0; i < ap->n_strings; i++) {
-            a->strings[i] = dup_bytes(ap->strings[i].data, ap->strings[i].len);
-            if (!a->strings[i]) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        }
-        break;
-    case VP_ATTR_TENSOR: {
-        if (!ap->t) return vp_fail(err, VP_ERR_INVALID, "%s: tensor attribute '%s' has no tensor", node_desc, a->name);
-        char what[512];
-        snprintf(what, sizeof what, "%s: attribute '%s'", node_desc, a->name);
-        vp_tensor t0;
-        vp_data_owner owner;
-        vp_status s = vp_tensor_from_proto(ap->t, NULL, what, &t0, &owner, err);
-        if (s) return s;
-        a->t = malloc(sizeof *a->t);
-        if (!a->t) {
-            if (owner == VP_DATA_HEAP) free(t0.data);
-            return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        }
-        *a->t = t0;
-        if (owner != VP_DATA_HEAP) { /* attributes own their bytes: the proto goes away */
-            size_t n = vp_tensor_nbytes(&t0);
-            a->t->data = malloc(n ? n : 1);
-            if (!a->t->data) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-            if (n) memcpy(a->t->data, t0.data, n);
-        }
-        break;
-    }
-    default: break; /* graphs, sparse tensors, type protos: kept by type only; ops using them are unsupported */
-    }
-    return VP_OK;
-}
 
 /* Declared dtype and shape of a graph input. */
 static vp_status read_value_info(const Onnx__ValueInfoProto *vi, vp_value *v, const char *model, vp_error *err) {
@@ -386,7 +304,7 @@ static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *mode
             snprintf(desc, sizeof desc, "%s: node '%s' (%s)", model, name, op_type);
             for (size_t a = 0; a < np->n_attribute && !s; a++) {
                 node->n_attrs++;
-                s = convert_attr(np->attribute[a], &node->attrs[a], desc, err);
+                s = vp_attr_from_proto(np->attribute[a], &node->attrs[a], desc, err);
             }
         }
     }

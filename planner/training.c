@@ -55,6 +55,9 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     if (!s) {
         for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
         if (!spec->no_optimizer) s = vp_optimizer_build(g, &spec->opt, t, err);
+        else /* gradients are the step's results: the caller reads them */
+            for (int i = 0; i < t->n_params; i++)
+                if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
     }
     if (!s) s = vp_graph_link(g, err);
     return s;

@@ -28,5 +28,10 @@ int cli_report(vp_status s, const vp_error *err);
 int cmd_inspect(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_arena(int argc, char **argv);
 
 #endif

@@ -71,6 +71,14 @@ vp_status cli_batch_feed(vp_exec *x, const vp_graph *g, const cli_batch *b, vp_e
     return VP_OK;
 }
 
+vp_status cli_batch_feed_plan(vp_plan_exec *x, const vp_graph *g, const cli_batch *b, vp_error *err) {
+    for (int k = 0; k < b->n; k++) {
+        vp_status s = vp_plan_exec_set_input(x, g->values[b->ids[k]].name, &b->data[k], err);
+        if (s) return s;
+    }
+    return VP_OK;
+}
+
 void cli_batch_free(cli_batch *b) {
     for (int k = 0; b->data && k < b->n; k++) free(b->data[k].data);
     free(b->data);

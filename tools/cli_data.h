@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "exec.h"
+#include "plan_exec.h"
 #include "ir.h"
 
 typedef struct cli_batch {
@@ -20,6 +21,7 @@ typedef struct cli_batch {
 vp_status cli_batch_load(const vp_graph *g, const char *source, uint64_t seed, int64_t label_classes,
                          cli_batch *out, vp_error *err);
 vp_status cli_batch_feed(vp_exec *x, const vp_graph *g, const cli_batch *b, vp_error *err);
+vp_status cli_batch_feed_plan(vp_plan_exec *x, const vp_graph *g, const cli_batch *b, vp_error *err);
 void cli_batch_free(cli_batch *b);
 
 #endif

@@ -19,6 +19,14 @@ static const char usage[] =
     "  train MODEL --loss ce:LOGITS [--optimizer sgd|momentum|adam|adamw] [--steps N]\n"
     "        [--data synthetic|DIR] [--json FILE] [--save OUT.onnx]\n"
     "      build the training step (loss, backward, optimizer) and run it on the CPU\n"
+    "  plan MODEL --loss SPEC [--optimizer NAME] [--budget SIZE] [-o PLAN] [--json FILE]\n"
+    "      order the step, derive every buffer's lifetime, give each an offset in one\n"
+    "      arena, and report the memory by category, the peak and the budget\n"
+    "  show PLAN [--json] [--steps]     print a plan file\n"
+    "  verify PLAN                      prove a plan sound, independently of the planner\n"
+    "  run PLAN [--steps N] [--data synthetic|DIR]\n"
+    "      execute a plan inside one allocation of exactly its arena\n"
+    "  arena FILE.csv [-o OUT.csv]      the offset assignment alone on id,lower,upper,size\n"
     "\n"
     "Run 'onnx-vplan COMMAND --help' for a command's options.\n"
     "Symbolic dims (a batch size, a sequence length) are bound with --dim, e.g.\n"
@@ -39,6 +47,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
+    if (!strcmp(cmd, "show")) return cmd_show(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "arena")) return cmd_arena(argc - 1, argv + 1);
     fprintf(stderr, "onnx-vplan: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -1,0 +1,185 @@
+#include "report.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "json_writer.h"
+
+int vp_parse_size(const char *s, int64_t *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0) || !isfinite(v)) return 0;
+    while (*end == ' ') end++;
+    static const struct { const char *u; double m; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+        {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}, {"T", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].u) == 0) {
+            double b = v * units[i].m;
+            if (b > 9.0e18) return 0;
+            *out = (int64_t)llround(b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *vp_human_bytes(int64_t b, char *buf, size_t len) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)b;
+    int k = 0;
+    while (x >= 1024 && k < 4) {
+        x /= 1024;
+        k++;
+    }
+    snprintf(buf, len, k ? "%.2f %s" : "%.0f %s", x, u[k]);
+    return buf;
+}
+
+static const char *phase_name(vp_phase p) {
+    static const char *n[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
+    return (int)p >= 0 && p <= VP_PHASE_COMM ? n[p] : "?";
+}
+
+typedef struct live_item {
+    int buffer;
+    int64_t size;
+} live_item;
+
+static int by_size_desc(const void *a, const void *b) {
+    const live_item *x = a, *y = b;
+    return x->size < y->size ? 1 : x->size > y->size ? -1 : x->buffer - y->buffer;
+}
+
+/* Roots live at the peak step, largest first; returns their count (caller frees). */
+static int live_at_peak(const vp_plan *p, live_item **out) {
+    live_item *it = malloc(((size_t)p->n_buffers + 1) * sizeof *it);
+    int n = 0;
+    for (int b = 0; it && b < p->n_buffers; b++) {
+        const vp_buffer *buf = &p->buffers[b];
+        if (buf->alias_of >= 0 || buf->first > p->peak_step || buf->last < p->peak_step) continue;
+        it[n++] = (live_item){b, buf->size};
+    }
+    if (it) qsort(it, (size_t)n, sizeof *it, by_size_desc);
+    *out = it;
+    return n;
+}
+
+static void phase_counts(const vp_plan *p, int *counts) {
+    memset(counts, 0, sizeof(int) * (VP_PHASE_COMM + 1));
+    for (int s = 0; s < p->n_steps; s++) counts[p->g->nodes[p->steps[s]].phase]++;
+}
+
+void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
+    char b1[32], b2[32], b3[32];
+    int counts[VP_PHASE_COMM + 1];
+    phase_counts(p, counts);
+    fprintf(f, "plan of %s\n", c->model ? c->model : "(model)");
+    if (c->knobs && c->knobs[0]) fprintf(f, "  %s\n", c->knobs);
+    fprintf(f, "  device %s (alignment %lld B), %s update\n", p->device.name, (long long)p->device.alignment,
+            p->fused_update ? "fused" : "separate");
+    fprintf(f, "steps: %d (forward %d, loss %d, backward %d, recompute %d, optimizer %d)\n", p->n_steps,
+            counts[VP_PHASE_FORWARD], counts[VP_PHASE_LOSS], counts[VP_PHASE_BACKWARD], counts[VP_PHASE_RECOMPUTE],
+            counts[VP_PHASE_OPTIMIZER]);
+    fprintf(f, "memory by category (each buffer counted once):\n");
+    int64_t total = 0;
+    for (int k = 0; k < VP_CAT_COUNT; k++) total += p->category_bytes[k];
+    for (int k = 0; k < VP_CAT_COUNT; k++)
+        fprintf(f, "  %-16s %12s  %5.1f%%\n", vp_category_name((vp_category)k), vp_human_bytes(p->category_bytes[k], b1, sizeof b1),
+                total ? 100.0 * (double)p->category_bytes[k] / (double)total : 0.0);
+    double ratio = p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0;
+    fprintf(f, "arena:       %s (%lld bytes)\n", vp_human_bytes(p->arena_bytes, b1, sizeof b1), (long long)p->arena_bytes);
+    fprintf(f, "lower bound: %s (%lld bytes); arena / bound = %.4f, kept %s over %d piece%s\n",
+            vp_human_bytes(p->lower_bound_bytes, b2, sizeof b2), (long long)p->lower_bound_bytes, ratio, p->arena.kept,
+            p->arena.n_pieces, p->arena.n_pieces == 1 ? "" : "s");
+    if (p->n_steps) {
+        const vp_node *n = &p->g->nodes[p->steps[p->peak_step]];
+        live_item *it;
+        int nl = live_at_peak(p, &it);
+        fprintf(f, "peak at step %d, '%s' (%s, %s): %d buffers live; the largest:\n", p->peak_step, n->name, n->op_type,
+                phase_name(n->phase), nl);
+        for (int i = 0; i < nl && i < c->top_live; i++) {
+            const vp_buffer *buf = &p->buffers[it[i].buffer];
+            fprintf(f, "  %-40s %-16s %12s\n", p->g->values[buf->value].name, vp_category_name(buf->cat),
+                    vp_human_bytes(buf->size, b1, sizeof b1));
+        }
+        free(it);
+    }
+    if (p->budget_bytes > 0) {
+        if (p->arena_bytes <= p->budget_bytes) {
+            fprintf(f, "budget %s: fits, %s to spare\n", vp_human_bytes(p->budget_bytes, b1, sizeof b1),
+                    vp_human_bytes(p->budget_bytes - p->arena_bytes, b2, sizeof b2));
+        } else {
+            int top = 0, second = -1;
+            for (int k = 1; k < VP_CAT_COUNT; k++)
+                if (p->category_bytes[k] > p->category_bytes[top]) top = k;
+            for (int k = 0; k < VP_CAT_COUNT; k++)
+                if (k != top && (second < 0 || p->category_bytes[k] > p->category_bytes[second])) second = k;
+            fprintf(f, "budget %s: does NOT fit, over by %s; dominated by %s (%s) and %s (%s)\n",
+                    vp_human_bytes(p->budget_bytes, b1, sizeof b1), vp_human_bytes(p->arena_bytes - p->budget_bytes, b2, sizeof b2),
+                    vp_category_name((vp_category)top), vp_human_bytes(p->category_bytes[top], b3, sizeof b3),
+                    vp_category_name((vp_category)second), vp_human_bytes(p->category_bytes[second], b1, sizeof b1));
+        }
+    }
+    fprintf(f, "planned in %.3f s\n", p->planning_seconds);
+}
+
+void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
+    vp_json j;
+    vp_json_init(&j, f, 1);
+    vp_json_begin_object(&j);
+    vp_json_key(&j, "model");
+    vp_json_string(&j, c->model ? c->model : "");
+    vp_json_key(&j, "device");
+    vp_json_string(&j, p->device.name);
+    vp_json_key(&j, "fused_update");
+    vp_json_bool(&j, p->fused_update);
+    vp_json_key(&j, "arena_bytes");
+    vp_json_int(&j, p->arena_bytes);
+    vp_json_key(&j, "lower_bound_bytes");
+    vp_json_int(&j, p->lower_bound_bytes);
+    vp_json_key(&j, "arena_over_bound");
+    vp_json_double(&j, p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0);
+    vp_json_key(&j, "budget_bytes");
+    if (p->budget_bytes > 0) vp_json_int(&j, p->budget_bytes);
+    else vp_json_null(&j);
+    vp_json_key(&j, "fits");
+    vp_json_bool(&j, p->budget_bytes <= 0 || p->arena_bytes <= p->budget_bytes);
+    vp_json_key(&j, "categories");
+    vp_json_begin_object(&j);
+    for (int k = 0; k < VP_CAT_COUNT; k++) {
+        vp_json_key(&j, vp_category_name((vp_category)k));
+        vp_json_int(&j, p->category_bytes[k]);
+    }
+    vp_json_end_object(&j);
+    vp_json_key(&j, "steps");
+    vp_json_int(&j, p->n_steps);
+    vp_json_key(&j, "buffers");
+    vp_json_int(&j, p->n_buffers);
+    vp_json_key(&j, "peak_step");
+    vp_json_int(&j, p->peak_step);
+    vp_json_key(&j, "algorithm");
+    vp_json_string(&j, p->arena.kept);
+    vp_json_key(&j, "algorithms");
+    vp_json_begin_array(&j);
+    for (int a = 0; a < p->arena.n_algos; a++) {
+        if (!p->arena.algos[a].arena) continue;
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "name");
+        vp_json_string(&j, p->arena.algos[a].name);
+        vp_json_key(&j, "arena_bytes");
+        vp_json_int(&j, p->arena.algos[a].arena);
+        vp_json_end_object(&j);
+    }
+    vp_json_end_array(&j);
+    vp_json_key(&j, "planning_seconds");
+    vp_json_double(&j, p->planning_seconds);
+    vp_json_end_object(&j);
+    vp_json_finish(&j);
+}

@@ -1,0 +1,120 @@
+#include "plan_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct vp_plan_exec {
+    const vp_plan *p;
+    vp_backend *b;
+    void *arena;
+    int64_t arena_bytes;
+};
+
+static void *ptr_of(const vp_plan_exec *x, int buffer) {
+    return (char *)x->arena + x->p->buffers[buffer].offset;
+}
+
+vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, vp_error *err) {
+    *out = NULL;
+    vp_plan_exec *x = calloc(1, sizeof *x);
+    if (!x) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    x->p = p;
+    x->b = b;
+    x->arena_bytes = p->arena_bytes;
+    vp_status s = b->iface->alloc(b, (size_t)(p->arena_bytes ? p->arena_bytes : 1), &x->arena, err);
+    if (s) {
+        free(x);
+        vp_error_prefix(err, "allocating the %lld-byte arena: ", (long long)p->arena_bytes);
+        return s;
+    }
+    for (int i = 0; i < p->n_buffers && !s; i++) {
+        const vp_buffer *buf = &p->buffers[i];
+        const vp_value *v = &p->g->values[buf->value];
+        if (buf->alias_of >= 0 || !v->data || (v->flags & VP_VAL_INPUT) || !buf->bytes) continue;
+        s = b->iface->copy_to_device(b, ptr_of(x, i), v->data, (size_t)buf->bytes, err);
+    }
+    if (s) {
+        vp_plan_exec_free(x);
+        return s;
+    }
+    *out = x;
+    return VP_OK;
+}
+
+void vp_plan_exec_free(vp_plan_exec *x) {
+    if (!x) return;
+    if (x->arena) x->b->iface->free(x->b, x->arena);
+    free(x);
+}
+
+vp_status vp_plan_exec_set_input(vp_plan_exec *x, const char *name, const vp_tensor *t, vp_error *err) {
+    const vp_graph *g = x->p->g;
+    int id = vp_graph_find_value(g, name);
+    if (id < 0 || !(g->values[id].flags & VP_VAL_INPUT))
+        return vp_fail(err, VP_ERR_USAGE, "the plan has no input named '%s'", name);
+    const vp_value *v = &g->values[id];
+    char s1[256], s2[256];
+    int same = v->dtype == t->dtype && v->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++) same = v->dims[d] == t->dims[d];
+    if (!same)
+        return vp_fail(err, VP_ERR_INVALID, "input '%s' expects %s %s, got %s %s", name, vp_dtype_name(v->dtype),
+                       vp_shape_str(v->rank, v->dims, s1, sizeof s1), vp_dtype_name(t->dtype),
+                       vp_shape_str(t->rank, t->dims, s2, sizeof s2));
+    int b = x->p->buffer_of[id];
+    if (b < 0) return VP_OK; /* no step reads it */
+    return x->b->iface->copy_to_device(x->b, ptr_of(x, b), t->data, vp_tensor_nbytes(t), err);
+}
+
+vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
+    const vp_plan *p = x->p;
+    const vp_graph *g = p->g;
+    enum { MAX_IO = 64 };
+    vp_tensor tin[MAX_IO], tout[MAX_IO];
+    const vp_tensor *pin[MAX_IO];
+    vp_tensor *pout[MAX_IO];
+    for (int s = 0; s < p->n_steps; s++) {
+        const vp_node *n = &g->nodes[p->steps[s]];
+        if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO)
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "more than %d inputs or outputs", MAX_IO);
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            pin[k] = NULL;
+            if (v < 0) continue;
+            tin[k] = vp_value_tensor(&g->values[v]);
+            tin[k].data = ptr_of(x, p->buffer_of[v]);
+            pin[k] = &tin[k];
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            int v = n->outputs[k];
+            pout[k] = NULL;
+            if (v < 0) continue;
+            tout[k] = vp_value_tensor(&g->values[v]);
+            tout[k].data = ptr_of(x, p->buffer_of[v]);
+            pout[k] = &tout[k];
+        }
+        vp_status st = x->b->iface->run_node(x->b, n, pin, pout, err);
+        if (st) {
+            vp_error_prefix(err, "step %d: ", s);
+            return st;
+        }
+    }
+    return x->b->iface->synchronize(x->b, err);
+}
+
+vp_status vp_plan_exec_get(vp_plan_exec *x, int value_id, vp_tensor *out, vp_error *err) {
+    const vp_value *v = &x->p->g->values[value_id];
+    int b = value_id >= 0 ? x->p->buffer_of[value_id] : -1;
+    if (b < 0) return vp_fail(err, VP_ERR_USAGE, "value '%s' has no buffer in the plan", v->name);
+    *out = vp_value_tensor(v);
+    size_t bytes = vp_tensor_nbytes(out);
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = x->b->iface->copy_to_host(x->b, out->data, ptr_of(x, b), bytes, err);
+    if (s) {
+        free(out->data);
+        out->data = NULL;
+    }
+    return s;
+}
+
+int64_t vp_plan_exec_device_bytes(const vp_plan_exec *x) { return x->arena_bytes; }

@@ -1,0 +1,23 @@
+/* Reading a plan file back into a graph (values = buffers, nodes = steps in order) and
+ * a vp_plan over it, so the runtime, `show` and `verify` work from the file alone. */
+#ifndef VP_PLAN_LOAD_H
+#define VP_PLAN_LOAD_H
+
+#include "plan.h"
+
+typedef struct vp_loaded_plan {
+    vp_graph *g;         /* owned */
+    vp_plan plan;        /* over g */
+    char *model;         /* the model the plan was made from */
+    int n_knobs;
+    char **knob_names, **knob_values;
+    char device_name[32];
+    char algorithm[48];
+} vp_loaded_plan;
+
+/* Checks framing, version and checksum; rebuilds every step's op and re-derives its
+ * output shapes, failing naming the step when the file disagrees with itself. */
+vp_status vp_plan_read(const char *path, vp_loaded_plan *out, vp_error *err);
+void vp_loaded_plan_free(vp_loaded_plan *lp);
+
+#endif

@@ -1,0 +1,118 @@
+/* onnx-vplan plan: the training step's memory, decided ahead of time. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_train.h"
+#include "plan_file.h"
+#include "report.h"
+
+static const char plan_usage[] =
+    "usage: onnx-vplan plan MODEL --loss SPEC [--optimizer NAME] [options]\n"
+    "\n"
+    "Builds the training step, orders it, derives every buffer's lifetime and gives each\n"
+    "a fixed offset in one arena; prints the memory report (bytes per category, the\n"
+    "peak step and what is live there, arena against its lower bound, the budget).\n"
+    "\n" CLI_TRAIN_HELP
+    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
+    "  --budget SIZE         memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
+    "                        powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)\n"
+    "  --device NAME         cpu, a100, h100, h200: alignment and cost profile (default cpu)\n"
+    "  --no-fused-update     run every optimizer update after the whole backward pass\n"
+    "                        (default: each update right after its gradient is final)\n"
+    "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
+    "  --json FILE           write the report as JSON (arena_bytes, lower_bound_bytes,\n"
+    "                        budget_bytes, fits, categories, steps, buffers, planning_seconds)\n"
+    "\n"
+    "exit codes: 0 planned (and fits the budget), 3 planned but over the budget,\n"
+    "            1 failure, 2 bad input or usage\n";
+
+int cmd_plan(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL;
+    int fused = 1;
+    cli_dims dims = {0};
+    cli_train_opts o;
+    memset(&o, 0, sizeof o);
+    vp_error err;
+    vp_status s = VP_OK;
+    for (int i = 1; i < argc && !s; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(plan_usage, stdout);
+            return 0;
+        }
+        if (cli_train_parse(&o, argc, argv, &i, &s, &err)) continue;
+        if (!strcmp(a, "--no-fused-update")) fused = 0;
+        else if (!strcmp(a, "--fused-update")) fused = 1;
+        else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
+                 !strcmp(a, "--budget")) {
+            if (i + 1 >= argc) {
+                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
+                break;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
+            else if (!strcmp(a, "-o")) out = v;
+            else if (!strcmp(a, "--json")) json = v;
+            else if (!strcmp(a, "--device")) device = v;
+            else budget_arg = v;
+        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
+        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
+        else model = a;
+    }
+    if (!s && !model) {
+        fputs(plan_usage, stderr);
+        return 2;
+    }
+    if (!s) s = cli_train_finish(&o, &err);
+    int64_t budget = 0;
+    if (!s && budget_arg && !vp_parse_size(budget_arg, &budget))
+        s = vp_fail(&err, VP_ERR_USAGE, "--budget '%s' is not a size (examples: 16GiB, 800MB, 1073741824)", budget_arg);
+    const vp_device_profile *dev = vp_device_find(device);
+    if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
+    if (s) return cli_report(s, &err);
+
+    vp_graph *g = NULL;
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    s = cli_load(model, &dims, &g, &err);
+    if (!s) s = vp_infer(g, NULL, NULL, &err);
+    if (!s) s = vp_training_build(g, &o.spec, &t, &err);
+    if (!s && t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
+    if (!s) s = vp_plan_build(&p, g, &t, dev, fused, &err);
+    char knobs[512];
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", o.spec.loss.value, vp_opt_name(o.spec.opt.kind),
+             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
+    vp_report_ctx rc = {model, knobs, 8};
+    if (!s) {
+        p.budget_bytes = budget;
+        vp_report_text(stdout, &p, &rc);
+    }
+    if (!s && json) {
+        FILE *f = fopen(json, "w");
+        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
+        else {
+            vp_report_json(f, &p, &rc);
+            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
+        }
+    }
+    if (!s && out) {
+        char lr[32], fu[8];
+        snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
+        snprintf(fu, sizeof fu, "%d", fused);
+        vp_knob knob[] = {{"loss", o.spec.loss.value}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
+                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""}};
+        s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
+        if (!s) printf("wrote %s\n", out);
+    }
+    int over = !s && budget > 0 && p.arena_bytes > budget;
+    vp_plan_free(&p);
+    vp_training_free(&t);
+    vp_graph_free(g);
+    if (s) return cli_report(s, &err);
+    return over ? 3 : 0;
+}
