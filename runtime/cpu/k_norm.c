@@ -1,0 +1,191 @@
+/* BatchNormalization (inference and training), LayerNormalization and
+ * InstanceNormalization.  Statistics are accumulated in double with two passes (mean,
+ * then squared deviations), so float32 results do not drift on long rows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "k_linalg.h"
+
+/* Sum of x[0..n), and sum of its squared deviations from mean, in double. */
+static double sum_of(const void *x, vp_dtype t, int64_t n) {
+    double s = 0;
+    if (t == VP_F32)
+        for (int64_t i = 0; i < n; i++) s += ((const float *)x)[i];
+    else
+        for (int64_t i = 0; i < n; i++) s += ((const double *)x)[i];
+    return s;
+}
+
+static double squared_deviation_of(const void *x, vp_dtype t, int64_t n, double mean) {
+    double s = 0;
+    if (t == VP_F32)
+        for (int64_t i = 0; i < n; i++) {
+            double d = ((const float *)x)[i] - mean;
+            s += d * d;
+        }
+    else
+        for (int64_t i = 0; i < n; i++) {
+            double d = ((const double *)x)[i] - mean;
+            s += d * d;
+        }
+    return s;
+}
+
+/* y = x * a + b over n elements. */
+static void affine(const void *x, void *y, vp_dtype t, int64_t n, double a, double b) {
+    if (t == VP_F32) {
+        const float *xs = x;
+        float *ys = y;
+        for (int64_t i = 0; i < n; i++) ys[i] = (float)(xs[i] * a + b);
+    } else {
+        const double *xs = x;
+        double *ys = y;
+        for (int64_t i = 0; i < n; i++) ys[i] = xs[i] * a + b;
+    }
+}
+
+static const void *at(const vp_tensor *t, int64_t i) { return (const char *)t->data + i * (int64_t)vp_dtype_size(t->dtype); }
+static void *at_mut(vp_tensor *t, int64_t i) { return (char *)t->data + i * (int64_t)vp_dtype_size(t->dtype); }
+
+/* ---- BatchNormalization ---- */
+
+int vp_batchnorm_is_training(const vp_node *n) {
+    if (n->opset >= 14) return vp_attr_int(n, "training_mode", 0) != 0;
+    for (int i = 1; i < n->n_outputs; i++)
+        if (n->outputs[i] >= 0) return 1;
+    return 0;
+}
+
+/* Mean and population variance of channel c over the batch and spatial axes. */
+static void channel_stats(const vp_tensor *x, int64_t c, int64_t plane, double *mean, double *var) {
+    int64_t batch = x->dims[0], ch = x->dims[1], count = batch * plane;
+    double s = 0, q = 0;
+    for (int64_t b = 0; b < batch; b++) s += sum_of(at(x, (b * ch + c) * plane), x->dtype, plane);
+    *mean = count ? s / (double)count : 0;
+    for (int64_t b = 0; b < batch; b++) q += squared_deviation_of(at(x, (b * ch + c) * plane), x->dtype, plane, *mean);
+    *var = count ? q / (double)count : 0;
+}
+
+static void store_stat(vp_tensor *t, int64_t c, double v) {
+    if (t) vp_store(t->data, t->dtype, c, v);
+}
+
+vp_status vp_cpu_batchnorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0], *scale = in[1], *bias = in[2], *mean = in[3], *var = in[4];
+    vp_tensor *y = out[0];
+    if (vp_lin_is_narrow(x->dtype) || vp_lin_is_narrow(scale->dtype) || vp_lin_is_narrow(mean->dtype))
+        return vp_lin_run_widened(vp_cpu_batchnorm, n, in, out, err);
+    double eps = vp_attr_float(n, "epsilon", 1e-5f), momentum = vp_attr_float(n, "momentum", 0.9f);
+    int training = vp_batchnorm_is_training(n);
+    /* opset 14 on: Y, running_mean, running_var; before: Y, mean, var, saved_mean, saved_var */
+    vp_tensor *run_mean = n->n_outputs > 1 ? out[1] : NULL, *run_var = n->n_outputs > 2 ? out[2] : NULL;
+    vp_tensor *saved_mean = n->n_outputs > 3 ? out[3] : NULL, *saved_var = n->n_outputs > 4 ? out[4] : NULL;
+    int64_t batch = x->dims[0], ch = x->dims[1], plane = batch && ch ? vp_tensor_numel(x) / (batch * ch) : 0;
+    for (int64_t c = 0; c < ch; c++) {
+        double m = vp_load(mean->data, mean->dtype, c), v = vp_load(var->data, var->dtype, c);
+        if (training) {
+            double bm, bv;
+            channel_stats(x, c, plane, &bm, &bv);
+            store_stat(run_mean, c, m * momentum + bm * (1 - momentum));
+            store_stat(run_var, c, v * momentum + bv * (1 - momentum));
+            store_stat(saved_mean, c, bm);
+            store_stat(saved_var, c, bv);
+            m = bm;
+            v = bv;
+        }
+        double a = vp_load(scale->data, scale->dtype, c) / sqrt(v + eps);
+        double b = vp_load(bias->data, bias->dtype, c) - m * a;
+        for (int64_t i = 0; i < batch; i++)
+            affine(at(x, (i * ch + c) * plane), at_mut(y, (i * ch + c) * plane), x->dtype, plane, a, b);
+    }
+    return VP_OK;
+}
+
+/* ---- InstanceNormalization ---- */
+
+vp_status vp_cpu_instancenorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                              vp_error *err) {
+    const vp_tensor *x = in[0], *scale = in[1], *bias = in[2];
+    vp_tensor *y = out[0];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_instancenorm, n, in, out, err);
+    double eps = vp_attr_float(n, "epsilon", 1e-5f);
+    int64_t batch = x->dims[0], ch = x->dims[1], plane = batch && ch ? vp_tensor_numel(x) / (batch * ch) : 0;
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t c = 0; c < ch; c++) {
+            const void *xp = at(x, (b * ch + c) * plane);
+            double m = plane ? sum_of(xp, x->dtype, plane) / (double)plane : 0;
+            double v = plane ? squared_deviation_of(xp, x->dtype, plane, m) / (double)plane : 0;
+            double a = vp_load(scale->data, scale->dtype, c) / sqrt(v + eps);
+            affine(xp, at_mut(y, (b * ch + c) * plane), x->dtype, plane, a, vp_load(bias->data, bias->dtype, c) - m * a);
+        }
+    return VP_OK;
+}
+
+/* ---- LayerNormalization ---- */
+
+/* Values of a scale or bias broadcast (numpy, unidirectionally) to the normalised
+ * shape dims[axis:], as doubles; a missing bias gives zeros. */
+static double *broadcast_param(const vp_tensor *p, const vp_tensor *x, int axis, int64_t cols) {
+    double *v = vp_lin_alloc(cols, sizeof *v);
+    if (!v) return NULL;
+    if (!p) {
+        memset(v, 0, (size_t)cols * sizeof *v);
+        return v;
+    }
+    vp_tensor shape = {.dtype = x->dtype, .rank = x->rank - axis};
+    memcpy(shape.dims, x->dims + axis, (size_t)shape.rank * sizeof *shape.dims);
+    int64_t strides[VP_MAX_RANK];
+    vp_broadcast_strides(p, shape.rank, strides);
+    for (int64_t i = 0; i < cols; i++) {
+        int64_t r = i, off = 0;
+        for (int d = shape.rank - 1; d >= 0; d--) {
+            off += (r % shape.dims[d]) * strides[d];
+            r /= shape.dims[d];
+        }
+        v[i] = vp_load(p->data, p->dtype, off);
+    }
+    return v;
+}
+
+static void normalize_row(const void *x, void *y, vp_dtype t, int64_t cols, double mean, double inv,
+                          const double *gamma, const double *beta) {
+    if (t == VP_F32) {
+        const float *xs = x;
+        float *ys = y;
+        for (int64_t i = 0; i < cols; i++) ys[i] = (float)((xs[i] - mean) * inv * gamma[i] + beta[i]);
+    } else {
+        const double *xs = x;
+        double *ys = y;
+        for (int64_t i = 0; i < cols; i++) ys[i] = (xs[i] - mean) * inv * gamma[i] + beta[i];
+    }
+}
+
+vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0], *scale = in[1], *bias = n->n_inputs > 2 ? in[2] : NULL;
+    vp_tensor *y = out[0], *mean_out = n->n_outputs > 1 ? out[1] : NULL, *inv_out = n->n_outputs > 2 ? out[2] : NULL;
+    if (vp_lin_is_narrow(x->dtype) || vp_lin_is_narrow(scale->dtype))
+        return vp_lin_run_widened(vp_cpu_layernorm, n, in, out, err);
+    int64_t a = vp_attr_int(n, "axis", -1);
+    int axis = (int)(a < 0 ? a + x->rank : a);
+    double eps = vp_attr_float(n, "epsilon", 1e-5f);
+    int64_t cols = 1, total = vp_tensor_numel(x);
+    for (int d = axis; d < x->rank; d++) cols *= x->dims[d];
+    int64_t rows = cols ? total / cols : 0;
+    double *gamma = broadcast_param(scale, x, axis, cols), *beta = broadcast_param(bias, x, axis, cols);
+    vp_status s = VP_OK;
+    if (!gamma || !beta) s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+    for (int64_t r = 0; !s && r < rows; r++) {
+        const void *xr = at(x, r * cols);
+        double m = cols ? sum_of(xr, x->dtype, cols) / (double)cols : 0;
+        double v = cols ? squared_deviation_of(xr, x->dtype, cols, m) / (double)cols : 0;
+        double inv = 1.0 / sqrt(v + eps);
+        normalize_row(xr, at_mut(y, r * cols), x->dtype, cols, m, inv, gamma, beta);
+        store_stat(mean_out, r, m);
+        store_stat(inv_out, r, inv);
+    }
+    free(gamma);
+    free(beta);
+    return s;
+}

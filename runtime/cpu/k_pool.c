@@ -1,0 +1,259 @@
+/* MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and LRN.
+ *
+ * Windowed pooling first lists, for every output position and kernel offset, which
+ * input element it reads (a "tap"), or that it falls into the explicit padding, or
+ * beyond it (ceil_mode windows that run past the padded input).  The per-plane loops
+ * then only walk the taps, so one geometry serves every rank and dtype. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "k_linalg.h"
+
+enum { TAP_PAD = -1, TAP_BEYOND = -2 };
+
+/* Taps are listed for a block of output positions at a time, so their memory stays
+ * bounded (about 512 KiB unless one window alone is larger) whatever the volume. */
+enum { TAPS_PER_BLOCK = 1 << 16 };
+
+/* taps[o * kvol + k]: input offset read by output position o0 + o at kernel offset k. */
+static void pool_taps_fill(const vp_window *w, int64_t o0, int64_t count, int64_t kvol, int64_t *taps) {
+    int64_t idx[VP_MAX_SPATIAL], k[VP_MAX_SPATIAL];
+    for (int64_t o = 0; o < count; o++) {
+        int64_t r = o0 + o;
+        for (int d = w->n_sp - 1; d >= 0; d--) {
+            idx[d] = r % w->out[d];
+            r /= w->out[d];
+        }
+        for (int64_t kk = 0; kk < kvol; kk++) {
+            int64_t rest = kk, off = 0, tap = 0;
+            for (int d = w->n_sp - 1; d >= 0; d--) {
+                k[d] = rest % w->kernel[d];
+                rest /= w->kernel[d];
+            }
+            for (int d = 0; d < w->n_sp; d++) {
+                int64_t p = idx[d] * w->stride[d] - w->pad_begin[d] + k[d] * w->dilation[d];
+                if (p < -w->pad_begin[d] || p >= w->in[d] + w->pad_end[d]) tap = TAP_BEYOND;
+                else if ((p < 0 || p >= w->in[d]) && tap == 0) tap = TAP_PAD;
+                off = off * w->in[d] + (p < 0 ? 0 : p);
+            }
+            taps[o * kvol + kk] = tap ? tap : off;
+        }
+    }
+}
+
+typedef struct pool_job {
+    vp_window w;
+    int64_t planes, ivol, ovol, kvol;
+    int64_t block; /* output positions whose taps are listed at once */
+    int64_t *taps; /* [block][kvol] */
+} pool_job;
+
+static vp_status pool_job_init(const vp_node *n, vp_window_kind kind, const vp_tensor *x, pool_job *j, vp_error *err) {
+    vp_status s = vp_window_resolve(n, kind, x->rank - 2, x->dims + 2, NULL, &j->w, err);
+    if (s) return s;
+    j->planes = x->dims[0] * x->dims[1];
+    j->ivol = vp_window_in_volume(&j->w);
+    j->ovol = vp_window_out_volume(&j->w);
+    j->kvol = vp_window_kernel_volume(&j->w);
+    j->block = j->kvol < TAPS_PER_BLOCK ? TAPS_PER_BLOCK / j->kvol : 1;
+    if (j->block > j->ovol) j->block = j->ovol;
+    j->taps = vp_lin_alloc(j->block * j->kvol, sizeof *j->taps);
+    if (!j->taps) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the pooling taps");
+    return VP_OK;
+}
+
+/* Lists the taps of the block starting at output position o0; returns its size. */
+static int64_t pool_job_block(pool_job *j, int64_t o0) {
+    int64_t count = j->ovol - o0 < j->block ? j->ovol - o0 : j->block;
+    pool_taps_fill(&j->w, o0, count, j->kvol, j->taps);
+    return count;
+}
+
+/* ---- MaxPool ---- */
+
+/* Index of the largest element a window reads (first one on ties), -1 when it reads none. */
+#define DEFINE_ARGMAX(T, NAME)                                                        \
+    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {             \
+        int64_t best = -1;                                                            \
+        for (int64_t k = 0; k < kvol; k++) {                                          \
+            int64_t off = taps[k];                                                    \
+            if (off >= 0 && (best < 0 || x[off] > x[best] || isnan(x[best]))) best = off; \
+        }                                                                             \
+        return best;                                                                  \
+    }
+DEFINE_ARGMAX(float, argmax_f32)
+DEFINE_ARGMAX(double, argmax_f64)
+
+/* Indices count within a plane row-major (storage_order 0) or column-major (1). */
+static int64_t flat_index(const vp_window *w, int64_t row_major, int col_major) {
+    if (!col_major) return row_major;
+    int64_t coord[VP_MAX_SPATIAL], idx = 0;
+    for (int d = w->n_sp - 1; d >= 0; d--) {
+        coord[d] = row_major % w->in[d];
+        row_major /= w->in[d];
+    }
+    for (int d = w->n_sp - 1; d >= 0; d--) idx = idx * w->in[d] + coord[d];
+    return idx;
+}
+
+vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0], *indices = n->n_outputs > 1 ? out[1] : NULL;
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_maxpool, n, in, out, err);
+    int col_major = vp_attr_int(n, "storage_order", 0) != 0;
+    pool_job j;
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
+    if (s) return s;
+    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
+        int64_t count = pool_job_block(&j, o0);
+        for (int64_t p = 0; p < j.planes; p++)
+            for (int64_t o = 0; o < count; o++) {
+                const int64_t *taps = j.taps + o * j.kvol;
+                int64_t iy = p * j.ovol + o0 + o, best;
+                if (x->dtype == VP_F32) {
+                    const float *xp = (const float *)x->data + p * j.ivol;
+                    best = argmax_f32(xp, taps, j.kvol);
+                    ((float *)y->data)[iy] = best < 0 ? -INFINITY : xp[best];
+                } else {
+                    const double *xp = (const double *)x->data + p * j.ivol;
+                    best = argmax_f64(xp, taps, j.kvol);
+                    ((double *)y->data)[iy] = best < 0 ? -INFINITY : xp[best];
+                }
+                if (indices)
+                    ((int64_t *)indices->data)[iy] = p * j.ivol + flat_index(&j.w, best < 0 ? 0 : best, col_major);
+            }
+    }
+    free(j.taps);
+    return VP_OK;
+}
+
+/* ---- AveragePool ---- */
+
+/* Sum of what a window reads; *count gets how many elements it averages over. */
+#define DEFINE_WINDOW_SUM(T, NAME)                                                              \
+    static double NAME(const T *x, const int64_t *taps, int64_t kvol, int include_pad,          \
+                       int64_t *count) {                                                        \
+        double sum = 0;                                                                         \
+        int64_t c = 0;                                                                          \
+        for (int64_t k = 0; k < kvol; k++) {                                                    \
+            if (taps[k] >= 0) {                                                                 \
+                sum += x[taps[k]];                                                              \
+                c++;                                                                            \
+            } else if (taps[k] == TAP_PAD && include_pad) {                                     \
+                c++;                                                                            \
+            }                                                                                   \
+        }                                                                                       \
+        *count = c;                                                                             \
+        return sum;                                                                             \
+    }
+DEFINE_WINDOW_SUM(float, window_sum_f32)
+DEFINE_WINDOW_SUM(double, window_sum_f64)
+
+vp_status vp_cpu_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_avgpool, n, in, out, err);
+    int include_pad = vp_attr_int(n, "count_include_pad", 0) != 0;
+    pool_job j;
+    vp_status s = pool_job_init(n, VP_WINDOW_AVGPOOL, x, &j, err);
+    if (s) return s;
+    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
+        int64_t block = pool_job_block(&j, o0);
+        for (int64_t p = 0; p < j.planes; p++)
+            for (int64_t o = 0; o < block; o++) {
+                const int64_t *taps = j.taps + o * j.kvol;
+                int64_t count, iy = p * j.ovol + o0 + o;
+                double sum;
+                if (x->dtype == VP_F32) {
+                    sum = window_sum_f32((const float *)x->data + p * j.ivol, taps, j.kvol, include_pad, &count);
+                    ((float *)y->data)[iy] = count ? (float)(sum / (double)count) : 0.0f;
+                } else {
+                    sum = window_sum_f64((const double *)x->data + p * j.ivol, taps, j.kvol, include_pad, &count);
+                    ((double *)y->data)[iy] = count ? sum / (double)count : 0.0;
+                }
+            }
+    }
+    free(j.taps);
+    return VP_OK;
+}
+
+/* ---- global pooling ---- */
+
+static void global_pool(const vp_tensor *x, vp_tensor *y, int take_max) {
+    int64_t planes = x->dims[0] * x->dims[1], size = planes ? vp_tensor_numel(x) / planes : 0;
+    for (int64_t p = 0; p < planes; p++) {
+        double acc = take_max ? -INFINITY : 0.0;
+        if (x->dtype == VP_F32) {
+            const float *xp = (const float *)x->data + p * size;
+            for (int64_t i = 0; i < size; i++) acc = take_max ? (xp[i] > acc || isnan(xp[i]) ? xp[i] : acc) : acc + xp[i];
+        } else {
+            const double *xp = (const double *)x->data + p * size;
+            for (int64_t i = 0; i < size; i++) acc = take_max ? (xp[i] > acc || isnan(xp[i]) ? xp[i] : acc) : acc + xp[i];
+        }
+        if (!take_max) acc = size ? acc / (double)size : 0.0;
+        if (y->dtype == VP_F32) ((float *)y->data)[p] = (float)acc;
+        else ((double *)y->data)[p] = acc;
+    }
+}
+
+vp_status vp_cpu_global_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_global_avgpool, n, in, out, err);
+    global_pool(in[0], out[0], 0);
+    return VP_OK;
+}
+
+vp_status vp_cpu_global_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_global_maxpool, n, in, out, err);
+    global_pool(in[0], out[0], 1);
+    return VP_OK;
+}
+
+/* ---- LRN ---- */
+
+/* acc[i] += x[i]^2 */
+static void add_squares(const void *x, vp_dtype t, int64_t n, double *acc) {
+    if (t == VP_F32)
+        for (int64_t i = 0; i < n; i++) acc[i] += (double)((const float *)x)[i] * ((const float *)x)[i];
+    else
+        for (int64_t i = 0; i < n; i++) acc[i] += ((const double *)x)[i] * ((const double *)x)[i];
+}
+
+/* y[i] = x[i] / (bias + coef * sq[i])^beta */
+static void lrn_scale(const void *x, void *y, vp_dtype t, int64_t n, const double *sq, double bias, double coef,
+                      double beta) {
+    if (t == VP_F32)
+        for (int64_t i = 0; i < n; i++)
+            ((float *)y)[i] = (float)(((const float *)x)[i] / pow(bias + coef * sq[i], beta));
+    else
+        for (int64_t i = 0; i < n; i++) ((double *)y)[i] = ((const double *)x)[i] / pow(bias + coef * sq[i], beta);
+}
+
+/* y = x / (bias + alpha / size * sum of x^2 over the channels [c - (size-1)/2, c + size/2])^beta */
+vp_status vp_cpu_lrn(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_lrn, n, in, out, err);
+    double alpha = vp_attr_float(n, "alpha", 1e-4f), beta = vp_attr_float(n, "beta", 0.75f);
+    double bias = vp_attr_float(n, "bias", 1.0f);
+    int64_t size = vp_attr_int(n, "size", 1), batch = x->dims[0], ch = x->dims[1];
+    int64_t plane = batch && ch ? vp_tensor_numel(x) / (batch * ch) : 0;
+    size_t es = vp_dtype_size(x->dtype);
+    double *sq = vp_lin_alloc(plane, sizeof *sq);
+    if (!sq) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t c = 0; c < ch; c++) {
+            int64_t lo = c - (size - 1) / 2, hi = c + size / 2;
+            memset(sq, 0, (size_t)plane * sizeof *sq);
+            for (int64_t j = lo < 0 ? 0 : lo; j <= hi && j < ch; j++)
+                add_squares((const char *)x->data + (b * ch + j) * plane * (int64_t)es, x->dtype, plane, sq);
+            int64_t at = (b * ch + c) * plane * (int64_t)es;
+            lrn_scale((const char *)x->data + at, (char *)y->data + at, x->dtype, plane, sq, bias,
+                      alpha / (double)size, beta);
+        }
+    free(sq);
+    return VP_OK;
+}
