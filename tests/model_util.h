@@ -1,0 +1,30 @@
+/* Loading the models in models/ with their meta.json for tests: dims bound, shapes
+ * inferred, optionally the training step built. */
+#ifndef VP_TEST_MODEL_UTIL_H
+#define VP_TEST_MODEL_UTIL_H
+
+#include "ir.h"
+#include "mini_json.h"
+#include "training.h"
+
+typedef struct test_model {
+    char name[64];
+    char dir[4096];
+    mj *meta;
+    vp_graph *g;
+    vp_training t;
+    char freeze[1024];   /* regex of the model's buffers (not trainable in torch) */
+} test_model;
+
+/* Lists model names (folders of models/ with a meta.json), sorted; returns the count. */
+int test_model_list(char names[][64], int max);
+
+/* Loads models/<name>: meta, graph, dims, inference.  Then, when spec is not NULL,
+ * builds the training step (spec->freeze is set to the model's buffers). */
+vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, vp_error *err);
+void test_model_free(test_model *m);
+
+/* Reads models/<name>/fixtures/<file> (a TensorProto). */
+vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);
+
+#endif
