@@ -1,0 +1,97 @@
+/* CPU kernels of the elementwise family: arithmetic and comparisons with numpy
+ * broadcasting, activations, Clip, Where, Cast, Identity and Dropout.
+ *
+ * Every kernel has the registry's vp_cpu_fn signature and trusts what the shape
+ * function in planner/ops/elementwise.c checked: dtypes, arity, the broadcast output
+ * shape.  An output may share memory with an input of its shape and dtype (in-place
+ * execution), except Cast's and CastLike's, and for Sum, Mean, Max and Min only with
+ * input 0 or 1.  float32 rows are plain loops the compiler vectorises; other dtypes run
+ * the same loops on their own types. */
+#ifndef VP_K_ELEMENTWISE_H
+#define VP_K_ELEMENTWISE_H
+
+#include "ir.h"
+
+#define VP_EW_KERNEL(name) \
+    vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
+
+/* Whether n is an ai.onnx node older than opset 7, whose binary ops broadcast the
+ * legacy way below rather than numpy's. */
+int vp_ew_is_legacy(const vp_node *n);
+
+/* Legacy broadcasting moves only B onto A, so the output has A's shape.  With attribute
+ * broadcast=1, B's dims match A's (or are 1) from attribute axis on, by default aligned
+ * to A's last axes; without it the shapes are equal.  A channel_slope operand (PRelu-6's
+ * slope) is a single element, A's shape, or [C] along A's axis 1.  Fills b_as_a with B's
+ * dims at A's rank (the same data viewed so numpy broadcasting does the rest); returns 0
+ * when B does not fit. */
+int vp_ew_legacy_shape(const vp_node *n, int channel_slope, int rank_a, const int64_t *dims_a, int rank_b,
+                       const int64_t *dims_b, int64_t *b_as_a);
+
+/* Binary, numpy broadcasting (k_elementwise.c). */
+VP_EW_KERNEL(vp_cpu_add);
+VP_EW_KERNEL(vp_cpu_sub);
+VP_EW_KERNEL(vp_cpu_mul);
+VP_EW_KERNEL(vp_cpu_div);   /* integers truncate toward zero; a zero divisor is a runtime error */
+VP_EW_KERNEL(vp_cpu_mod);   /* fmod=1: sign of the dividend (C fmod); fmod=0: of the divisor */
+VP_EW_KERNEL(vp_cpu_pow);   /* the exponent may have another dtype than the base */
+VP_EW_KERNEL(vp_cpu_prelu);
+VP_EW_KERNEL(vp_cpu_equal);
+VP_EW_KERNEL(vp_cpu_less);
+VP_EW_KERNEL(vp_cpu_greater);
+VP_EW_KERNEL(vp_cpu_less_or_equal);
+VP_EW_KERNEL(vp_cpu_greater_or_equal);
+VP_EW_KERNEL(vp_cpu_and);
+VP_EW_KERNEL(vp_cpu_or);
+VP_EW_KERNEL(vp_cpu_xor);
+VP_EW_KERNEL(vp_cpu_where);
+
+/* Variadic, numpy broadcasting across all inputs (k_elementwise.c). */
+VP_EW_KERNEL(vp_cpu_sum);
+VP_EW_KERNEL(vp_cpu_mean);
+VP_EW_KERNEL(vp_cpu_max); /* NaN propagates, as in numpy.maximum */
+VP_EW_KERNEL(vp_cpu_min);
+
+/* Unary (k_elementwise_unary.c). */
+VP_EW_KERNEL(vp_cpu_sqrt);
+VP_EW_KERNEL(vp_cpu_exp);
+VP_EW_KERNEL(vp_cpu_log);
+VP_EW_KERNEL(vp_cpu_erf);
+VP_EW_KERNEL(vp_cpu_reciprocal);
+VP_EW_KERNEL(vp_cpu_sin);
+VP_EW_KERNEL(vp_cpu_cos);
+VP_EW_KERNEL(vp_cpu_floor);
+VP_EW_KERNEL(vp_cpu_ceil);
+VP_EW_KERNEL(vp_cpu_round); /* half to even */
+VP_EW_KERNEL(vp_cpu_neg);
+VP_EW_KERNEL(vp_cpu_abs);
+VP_EW_KERNEL(vp_cpu_sign);
+VP_EW_KERNEL(vp_cpu_relu);
+VP_EW_KERNEL(vp_cpu_leaky_relu);
+VP_EW_KERNEL(vp_cpu_sigmoid);
+VP_EW_KERNEL(vp_cpu_hard_sigmoid);
+VP_EW_KERNEL(vp_cpu_hard_swish);
+VP_EW_KERNEL(vp_cpu_tanh);
+VP_EW_KERNEL(vp_cpu_softplus);
+VP_EW_KERNEL(vp_cpu_softsign);
+VP_EW_KERNEL(vp_cpu_elu);
+VP_EW_KERNEL(vp_cpu_selu);
+VP_EW_KERNEL(vp_cpu_celu);
+VP_EW_KERNEL(vp_cpu_mish);
+VP_EW_KERNEL(vp_cpu_shrink);
+VP_EW_KERNEL(vp_cpu_thresholded_relu);
+VP_EW_KERNEL(vp_cpu_gelu);      /* ai.onnx Gelu: attribute approximate = none | tanh */
+VP_EW_KERNEL(vp_cpu_ms_gelu);   /* com.microsoft Gelu: erf form */
+VP_EW_KERNEL(vp_cpu_fast_gelu); /* com.microsoft FastGelu: tanh form of X (+ bias) */
+VP_EW_KERNEL(vp_cpu_bias_gelu); /* com.microsoft BiasGelu: erf form of X + bias */
+VP_EW_KERNEL(vp_cpu_is_nan);
+VP_EW_KERNEL(vp_cpu_is_inf);
+VP_EW_KERNEL(vp_cpu_not);
+VP_EW_KERNEL(vp_cpu_clip);
+
+/* Copies and conversions (k_elementwise_cast.c). */
+VP_EW_KERNEL(vp_cpu_cast);     /* to the dtype of the output; integers wrap, floats to integers saturate */
+VP_EW_KERNEL(vp_cpu_identity);
+VP_EW_KERNEL(vp_cpu_dropout);  /* training draws numpy's MT19937 stream from the seed attribute */
+
+#endif
