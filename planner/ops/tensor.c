@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
+#include "grad_rules.h"
 #include "k_tensor.h"
 
 static vp_status check_storable(const vp_node *n, int input, const vp_value *v, vp_error *err) {
@@ -573,20 +574,20 @@ static vp_status range_shape(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 const vp_op_def vp_ops_tensor[] = {
-    {"Reshape", "", 5, reshape_shape, vp_cpu_reshape, 0, NULL},
-    {"Flatten", "", 1, flatten_shape, vp_cpu_reshape, 0, NULL},
-    {"Squeeze", "", 1, squeeze_shape, vp_cpu_reshape, 0, NULL},
-    {"Unsqueeze", "", 1, unsqueeze_shape, vp_cpu_reshape, 0, NULL},
-    {"Transpose", "", 1, transpose_shape, vp_cpu_transpose, 0, NULL},
-    {"Concat", "", 1, concat_shape, vp_cpu_concat, 0, NULL},
-    {"Split", "", 2, split_shape, vp_cpu_split, 0, NULL},
-    {"Slice", "", 1, slice_shape, vp_cpu_slice, 0, NULL},
-    {"Expand", "", 8, expand_shape, vp_cpu_expand, 0, NULL},
-    {"Tile", "", 6, tile_shape, vp_cpu_tile, 0, NULL},
-    {"Gather", "", 1, gather_shape, vp_cpu_gather, 0, NULL},
+    {"Reshape", "", 5, reshape_shape, vp_cpu_reshape, 0, vp_grad_reshape},
+    {"Flatten", "", 1, flatten_shape, vp_cpu_reshape, 0, vp_grad_reshape},
+    {"Squeeze", "", 1, squeeze_shape, vp_cpu_reshape, 0, vp_grad_reshape},
+    {"Unsqueeze", "", 1, unsqueeze_shape, vp_cpu_reshape, 0, vp_grad_reshape},
+    {"Transpose", "", 1, transpose_shape, vp_cpu_transpose, 0, vp_grad_transpose},
+    {"Concat", "", 1, concat_shape, vp_cpu_concat, 0, vp_grad_concat},
+    {"Split", "", 2, split_shape, vp_cpu_split, 0, vp_grad_split},
+    {"Slice", "", 1, slice_shape, vp_cpu_slice, 0, vp_grad_slice},
+    {"Expand", "", 8, expand_shape, vp_cpu_expand, 0, vp_grad_expand},
+    {"Tile", "", 6, tile_shape, vp_cpu_tile, 0, vp_grad_tile},
+    {"Gather", "", 1, gather_shape, vp_cpu_gather, 0, vp_grad_gather},
     {"GatherElements", "", 11, gather_elements_shape, vp_cpu_gather_elements, 0, NULL},
-    {"Trilu", "", 14, trilu_shape, vp_cpu_trilu, 0, NULL},
-    {"Pad", "", 2, pad_shape, vp_cpu_pad, 0, NULL},
+    {"Trilu", "", 14, trilu_shape, vp_cpu_trilu, 0, vp_grad_trilu},
+    {"Pad", "", 2, pad_shape, vp_cpu_pad, 0, vp_grad_pad},
     {"Shape", "", 1, shape_shape, vp_cpu_shape, VP_OP_FOLD_SHAPE_ONLY, NULL},
     {"Size", "", 1, size_shape, vp_cpu_size, VP_OP_FOLD_SHAPE_ONLY, NULL},
     {"Constant", "", 1, constant_shape, vp_cpu_constant, 0, NULL},

@@ -1,0 +1,241 @@
+/* Gradient rules of the linalg family: MatMul and Gemm with standard ops; Conv,
+ * pooling and normalisation with ONNX Runtime's gradient ops (ConvGrad, MaxPoolGrad,
+ * AveragePoolGrad, BatchNormalizationGrad, LayerNormalizationGrad), whose attributes
+ * are the forward node's.  Forward outputs those ops read (MaxPool's Indices,
+ * LayerNormalization's Mean and InvStdDev) are added to the forward node when the
+ * model left them out. */
+#include <string.h>
+
+#include "grad_rules.h"
+
+#define IN(k) vp_gr_in(c, node, k)
+#define OUT(k) vp_gr_out(c, node, k)
+#define TRY(call)                     \
+    do {                              \
+        vp_status s_ = (call);        \
+        if (s_) return s_;            \
+    } while (0)
+
+typedef struct shape {
+    int rank;
+    int64_t dims[VP_MAX_RANK];
+} shape;
+
+static shape shape_of(vp_grad_ctx *c, int v) {
+    const vp_value *x = vp_gr_val(c, v);
+    shape s = {x->rank, {0}};
+    memcpy(s.dims, x->dims, sizeof s.dims);
+    return s;
+}
+
+/* ---- MatMul ---- */
+
+/* x with its last two axes swapped. */
+static vp_status swap_last2(vp_grad_ctx *c, int node, int x, int *out, vp_error *err) {
+    int rank = vp_gr_val(c, x)->rank;
+    int64_t perm[VP_MAX_RANK];
+    for (int a = 0; a < rank; a++) perm[a] = a;
+    perm[rank - 2] = rank - 1;
+    perm[rank - 1] = rank - 2;
+    return vp_gr_transpose(c, node, x, rank, perm, out, err);
+}
+
+/* The matrix form of a MatMul operand: a vector becomes [1, k] (left) or [k, 1] (right). */
+static shape as_matrix(shape s, int left) {
+    if (s.rank != 1) return s;
+    shape m = {2, {left ? 1 : s.dims[0], left ? s.dims[0] : 1}};
+    return m;
+}
+
+/* dA = dY' B'^T and dB = A'^T dY' on the matrix forms, each summed over the batch axes
+ * it was broadcast along, then shaped like its operand. */
+VP_GRAD_RULE(vp_grad_matmul) {
+    shape a = shape_of(c, IN(0)), b = shape_of(c, IN(1)), y = shape_of(c, OUT(0));
+    shape am = as_matrix(a, 1), bm = as_matrix(b, 0), ym = y;
+    if (a.rank == 1 || b.rank == 1) { /* dY' restores the axes the vectors dropped */
+        int batch = y.rank - (a.rank == 1 ? 0 : 1) - (b.rank == 1 ? 0 : 1);
+        ym.rank = 0;
+        for (int d = 0; d < batch; d++) ym.dims[ym.rank++] = y.dims[d];
+        ym.dims[ym.rank++] = a.rank == 1 ? 1 : y.dims[batch];
+        ym.dims[ym.rank++] = b.rank == 1 ? 1 : y.dims[y.rank - 1];
+    }
+    int g, am_v, bm_v, t, prod;
+    TRY(vp_gr_reshape(c, node, dy[0], ym.rank, ym.dims, &g, err));
+    if (vp_grad_needs(c, node, 0)) {
+        TRY(vp_gr_reshape(c, node, IN(1), bm.rank, bm.dims, &bm_v, err));
+        TRY(swap_last2(c, node, bm_v, &t, err));
+        TRY(vp_grad_op2(c, node, "MatMul", g, t, &prod, err));
+        TRY(vp_gr_sum_to_dims(c, node, prod, am.rank, am.dims, &t, err));
+        TRY(vp_gr_reshape(c, node, t, a.rank, a.dims, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        TRY(vp_gr_reshape(c, node, IN(0), am.rank, am.dims, &am_v, err));
+        TRY(swap_last2(c, node, am_v, &t, err));
+        TRY(vp_grad_op2(c, node, "MatMul", t, g, &prod, err));
+        TRY(vp_gr_sum_to_dims(c, node, prod, bm.rank, bm.dims, &t, err));
+        TRY(vp_gr_reshape(c, node, t, b.rank, b.dims, &dx[1], err));
+    }
+    return VP_OK;
+}
+
+/* ---- Gemm ---- */
+
+static vp_status gemm(vp_grad_ctx *c, int node, int a, int b, int ta, int tb, float alpha, int *out, vp_error *err) {
+    int in[2] = {a, b};
+    int n = vp_grad_begin(c, node, "Gemm", "", 2, in, 1);
+    if (n < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, n, "transA", ta, err));
+    TRY(vp_gr_attr_int(c, n, "transB", tb, err));
+    TRY(vp_gr_attr_float(c, n, "alpha", alpha, err));
+    return vp_grad_end(c, n, out, err);
+}
+
+/* Y = alpha A' B' + beta C with A' = A or A^T, B' = B or B^T:
+ * dA' = alpha dY B'^T and dB' = alpha A'^T dY, each written as one Gemm that yields
+ * the operand's own layout. */
+VP_GRAD_RULE(vp_grad_gemm) {
+    const vp_node *n = vp_gr_node(c, node);
+    int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
+    float alpha = vp_attr_float(n, "alpha", 1.0f), beta = vp_attr_float(n, "beta", 1.0f);
+    int a = IN(0), b = IN(1), g = dy[0];
+    if (vp_grad_needs(c, node, 0)) {
+        if (!ta) TRY(gemm(c, node, g, b, 0, !tb, alpha, &dx[0], err));
+        else TRY(gemm(c, node, b, g, tb, 1, alpha, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        if (!tb) TRY(gemm(c, node, a, g, !ta, 0, alpha, &dx[1], err));
+        else TRY(gemm(c, node, g, a, 1, ta, alpha, &dx[1], err));
+    }
+    if (vp_grad_needs(c, node, 2)) {
+        int t;
+        TRY(vp_gr_scale(c, node, g, beta, &t, err));
+        TRY(vp_gr_to_input(c, node, t, 2, dx, err));
+    }
+    return VP_OK;
+}
+
+/* ---- ONNX Runtime gradient ops ---- */
+
+/* Emits op(in) with the forward node's attributes and n_out outputs; outputs whose
+ * input needs no gradient (want[k] == 0) are left out, as ONNX Runtime allows.  Each
+ * output k kept is declared with input k's shape beforehand: a strided pooling or
+ * convolution window cannot recover it from dY alone. */
+static vp_status ms_op(vp_grad_ctx *c, int node, const char *op, int n_in, const int *in, int n_out, const int *want,
+                       int *outs, vp_error *err) {
+    int b = vp_grad_begin(c, node, op, "com.microsoft", n_in, in, n_out);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_copy_attrs(c, node, b, err));
+    vp_graph *g = vp_grad_graph(c);
+    for (int k = 0; k < n_out; k++) {
+        int *o = &g->nodes[b].outputs[k], x = IN(k);
+        if (!want[k]) {
+            *o = -1;
+        } else if (x >= 0) {
+            vp_value *v = &g->values[*o];
+            const vp_value *xv = &g->values[x];
+            v->dtype = xv->dtype;
+            v->rank = xv->rank;
+            memcpy(v->dims, xv->dims, sizeof v->dims);
+        }
+    }
+    return vp_grad_end(c, b, outs, err);
+}
+
+/* ConvGrad(dY, X, W) -> dX, dW, dB. */
+VP_GRAD_RULE(vp_grad_conv) {
+    int has_bias = IN(2) >= 0, outs[3];
+    int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), has_bias && vp_grad_needs(c, node, 2)};
+    int in[3] = {dy[0], IN(0), IN(1)};
+    TRY(ms_op(c, node, "ConvGrad", 3, in, 3, want, outs, err));
+    for (int k = 0; k < 3; k++)
+        if (want[k]) dx[k] = outs[k];
+    return VP_OK;
+}
+
+/* MaxPool: MaxPoolGrad(dY, Indices) scatters dY to the positions the forward chose. */
+VP_GRAD_RULE(vp_grad_max_pool) {
+    const vp_node *n = vp_gr_node(c, node);
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    if (n->opset < 8)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "MaxPool before opset 8 has no Indices output for a gradient");
+    if (vp_attr_int(n, "storage_order", 0))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "storage_order=1 has no gradient rule");
+    int indices, want = 1;
+    TRY(vp_gr_forward_output(c, node, 1, "indices", &indices, err));
+    int in[2] = {dy[0], indices};
+    return ms_op(c, node, "MaxPoolGrad", 2, in, 1, &want, &dx[0], err);
+}
+
+VP_GRAD_RULE(vp_grad_average_pool) {
+    int want = 1;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    return ms_op(c, node, "AveragePoolGrad", 1, &dy[0], 1, &want, &dx[0], err);
+}
+
+/* GlobalAveragePool: dX = dY expanded over the spatial axes / their size. */
+VP_GRAD_RULE(vp_grad_global_average_pool) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    shape x = shape_of(c, IN(0));
+    int64_t area = 1;
+    for (int d = 2; d < x.rank; d++) area *= x.dims[d];
+    int t;
+    TRY(vp_gr_expand(c, node, dy[0], x.rank, x.dims, &t, err));
+    return vp_gr_scale(c, node, t, area ? 1.0 / (double)area : 0.0, &dx[0], err);
+}
+
+/* Fails when a gradient reaches one of outputs [from, n_outputs): statistics the
+ * forward saves for the backward pass, which the rules do not differentiate. */
+static vp_status refuse_stat_grads(vp_grad_ctx *c, int node, const int *dy, int from, vp_error *err) {
+    const vp_node *n = vp_gr_node(c, node);
+    for (int k = from; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && dy[k] >= 0)
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "output %d ('%s') reaches the loss; only Y has a gradient rule",
+                                k, vp_gr_val(c, n->outputs[k])->name);
+    return VP_OK;
+}
+
+/* BatchNormInternal (training mode): BatchNormalizationGrad(dY, X, scale, saved_mean,
+ * saved_inv_std) -> dX, dscale, dbias.  The running statistics get none. */
+VP_GRAD_RULE(vp_grad_batch_norm_internal) {
+    int mean, inv_std, outs[3];
+    TRY(refuse_stat_grads(c, node, dy, 1, err));
+    TRY(vp_gr_forward_output(c, node, 3, "saved_mean", &mean, err));
+    TRY(vp_gr_forward_output(c, node, 4, "saved_inv_std", &inv_std, err));
+    int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), vp_grad_needs(c, node, 2)};
+    int in[5] = {dy[0], IN(0), IN(1), mean, inv_std};
+    int b = vp_grad_begin(c, node, "BatchNormalizationGrad", "com.microsoft", 5, in, 3);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_float(c, b, "epsilon", vp_attr_float(vp_gr_node(c, node), "epsilon", 1e-5f), err));
+    vp_node *n = &vp_grad_graph(c)->nodes[b];
+    for (int k = 0; k < 3; k++)
+        if (!want[k]) n->outputs[k] = -1;
+    TRY(vp_grad_end(c, b, outs, err));
+    for (int k = 0; k < 3; k++)
+        if (want[k]) dx[k] = outs[k];
+    return VP_OK;
+}
+
+/* LayerNormalization: LayerNormalizationGrad(dY, X, scale, mean, inv_std_dev) -> dX,
+ * dscale, dbias, reading the statistics the forward saved. */
+VP_GRAD_RULE(vp_grad_layer_norm) {
+    const vp_node *n = vp_gr_node(c, node);
+    int64_t axis = vp_attr_int(n, "axis", -1);
+    float eps = vp_attr_float(n, "epsilon", 1e-5f);
+    int mean, inv_std, outs[3];
+    TRY(refuse_stat_grads(c, node, dy, 1, err));
+    TRY(vp_gr_forward_output(c, node, 1, "mean", &mean, err));
+    TRY(vp_gr_forward_output(c, node, 2, "inv_std_dev", &inv_std, err));
+    int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), IN(2) >= 0 && vp_grad_needs(c, node, 2)};
+    int in[5] = {dy[0], IN(0), IN(1), mean, inv_std};
+    int b = vp_grad_begin(c, node, "LayerNormalizationGrad", "com.microsoft", 5, in, 3);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, b, "axis", axis, err));
+    TRY(vp_gr_attr_float(c, b, "epsilon", eps, err));
+    vp_node *bn = &vp_grad_graph(c)->nodes[b];
+    for (int k = 0; k < 3; k++)
+        if (!want[k]) bn->outputs[k] = -1;
+    TRY(vp_grad_end(c, b, outs, err));
+    for (int k = 0; k < 3; k++)
+        if (want[k]) dx[k] = outs[k];
+    return VP_OK;
+}

@@ -1,0 +1,124 @@
+/* Gradient builders (the `grad` column of the op registry), one per differentiable
+ * forward op, and the small node-building helpers they share.
+ *
+ * Every builder has the vp_grad_fn signature (see planner/grad.h): dy[k] is the
+ * gradient of output k or -1, and the builder sets dx[k] for each input k where
+ * vp_grad_needs() holds, with exactly that input's dtype and shape.  Builders emit
+ * standard ONNX ops (opset 13 semantics or newer) where they exist and ONNX Runtime's
+ * com.microsoft gradient ops (ReluGrad, SoftmaxGrad_13, ConvGrad, ...) where they do
+ * not.  A variant a builder cannot differentiate is refused with VP_ERR_UNSUPPORTED
+ * naming the node; it never yields a wrong gradient.
+ *
+ * Files: grad_elementwise.c, grad_tensor.c, grad_linalg.c, grad_reduce.c (the rules of
+ * each op family), grad_util.c (helpers below). */
+#ifndef VP_GRAD_RULES_H
+#define VP_GRAD_RULES_H
+
+#include "grad.h"
+
+#define VP_GRAD_RULE(name) vp_status name(vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err)
+
+/* ---- elementwise (grad_elementwise.c) ---- */
+VP_GRAD_RULE(vp_grad_identity);
+VP_GRAD_RULE(vp_grad_add);
+VP_GRAD_RULE(vp_grad_sub);
+VP_GRAD_RULE(vp_grad_mul);
+VP_GRAD_RULE(vp_grad_div);
+VP_GRAD_RULE(vp_grad_pow);
+VP_GRAD_RULE(vp_grad_neg);
+VP_GRAD_RULE(vp_grad_abs);
+VP_GRAD_RULE(vp_grad_sqrt);
+VP_GRAD_RULE(vp_grad_exp);
+VP_GRAD_RULE(vp_grad_log);
+VP_GRAD_RULE(vp_grad_reciprocal);
+VP_GRAD_RULE(vp_grad_erf);
+VP_GRAD_RULE(vp_grad_relu);
+VP_GRAD_RULE(vp_grad_leaky_relu);
+VP_GRAD_RULE(vp_grad_sigmoid);
+VP_GRAD_RULE(vp_grad_tanh);
+VP_GRAD_RULE(vp_grad_gelu);
+VP_GRAD_RULE(vp_grad_softplus);
+VP_GRAD_RULE(vp_grad_elu);
+VP_GRAD_RULE(vp_grad_clip);
+VP_GRAD_RULE(vp_grad_where);
+VP_GRAD_RULE(vp_grad_cast);
+VP_GRAD_RULE(vp_grad_sum);
+VP_GRAD_RULE(vp_grad_max_min); /* Max and Min: to the inputs equal to the result */
+VP_GRAD_RULE(vp_grad_dropout);
+
+/* ---- tensor (grad_tensor.c) ---- */
+VP_GRAD_RULE(vp_grad_reshape); /* Reshape, Flatten, Squeeze, Unsqueeze */
+VP_GRAD_RULE(vp_grad_transpose);
+VP_GRAD_RULE(vp_grad_expand);
+VP_GRAD_RULE(vp_grad_concat);
+VP_GRAD_RULE(vp_grad_split);
+VP_GRAD_RULE(vp_grad_slice);
+VP_GRAD_RULE(vp_grad_gather);
+VP_GRAD_RULE(vp_grad_tile);
+VP_GRAD_RULE(vp_grad_pad);
+VP_GRAD_RULE(vp_grad_trilu);
+
+/* ---- linalg (grad_linalg.c) ---- */
+VP_GRAD_RULE(vp_grad_matmul);
+VP_GRAD_RULE(vp_grad_gemm);
+VP_GRAD_RULE(vp_grad_conv);
+VP_GRAD_RULE(vp_grad_max_pool);
+VP_GRAD_RULE(vp_grad_average_pool);
+VP_GRAD_RULE(vp_grad_global_average_pool);
+VP_GRAD_RULE(vp_grad_batch_norm_internal); /* com.microsoft.BatchNormInternal */
+VP_GRAD_RULE(vp_grad_layer_norm);
+
+/* ---- reduce (grad_reduce.c) ---- */
+VP_GRAD_RULE(vp_grad_reduce_sum);
+VP_GRAD_RULE(vp_grad_reduce_mean);
+VP_GRAD_RULE(vp_grad_reduce_max_min); /* ReduceMax and ReduceMin: split evenly among ties */
+VP_GRAD_RULE(vp_grad_reduce_sum_square);
+VP_GRAD_RULE(vp_grad_reduce_l1);
+VP_GRAD_RULE(vp_grad_reduce_l2);
+VP_GRAD_RULE(vp_grad_reduce_log_sum);
+VP_GRAD_RULE(vp_grad_reduce_log_sum_exp);
+VP_GRAD_RULE(vp_grad_softmax);
+VP_GRAD_RULE(vp_grad_log_softmax);
+VP_GRAD_RULE(vp_grad_softmax_cross_entropy_loss);
+
+/* ---- helpers (grad_util.c) ----
+ * Each returns a status and writes the new value id to *out.  Node pointers go stale
+ * across these calls (they grow the graph): hold ids, copy shapes to locals. */
+
+int vp_gr_in(vp_grad_ctx *c, int node, int k);  /* input k's value id, -1 when omitted */
+int vp_gr_out(vp_grad_ctx *c, int node, int k); /* output k's value id, -1 when omitted */
+const vp_value *vp_gr_val(vp_grad_ctx *c, int v);
+const vp_node *vp_gr_node(vp_grad_ctx *c, int node);
+vp_status vp_gr_nomem(vp_error *err);
+
+/* A scalar of a float dtype (half types: a float32 constant and a Cast). */
+vp_status vp_gr_scalar(vp_grad_ctx *c, int node, vp_dtype dt, double v, int *out, vp_error *err);
+vp_status vp_gr_ints(vp_grad_ctx *c, const int64_t *v, int n, int *out, vp_error *err);
+vp_status vp_gr_cast(vp_grad_ctx *c, int node, int x, vp_dtype to, int *out, vp_error *err);
+/* x * v, with v a scalar of x's dtype. */
+vp_status vp_gr_scale(vp_grad_ctx *c, int node, int x, double v, int *out, vp_error *err);
+vp_status vp_gr_reshape(vp_grad_ctx *c, int node, int x, int rank, const int64_t *dims, int *out, vp_error *err);
+vp_status vp_gr_expand(vp_grad_ctx *c, int node, int x, int rank, const int64_t *dims, int *out, vp_error *err);
+vp_status vp_gr_transpose(vp_grad_ctx *c, int node, int x, int rank, const int64_t *perm, int *out, vp_error *err);
+vp_status vp_gr_reduce_sum(vp_grad_ctx *c, int node, int x, int n_axes, const int64_t *axes, int keepdims, int *out,
+                           vp_error *err);
+/* Zeros of a float dtype and shape. */
+vp_status vp_gr_zeros(vp_grad_ctx *c, int node, vp_dtype dt, int rank, const int64_t *dims, int *out, vp_error *err);
+/* Sums a broadcast gradient g down to dims (aligned from the right, numpy style). */
+vp_status vp_gr_sum_to_dims(vp_grad_ctx *c, int node, int g, int rank, const int64_t *dims, int *out, vp_error *err);
+/* dx[k] = g summed down to input k's shape, when input k needs a gradient. */
+vp_status vp_gr_to_input(vp_grad_ctx *c, int node, int g, int k, int *dx, vp_error *err);
+/* Copies every int, float, ints and string attribute of node `from` onto node `to`. */
+vp_status vp_gr_copy_attrs(vp_grad_ctx *c, int from, int to, vp_error *err);
+vp_status vp_gr_attr_int(vp_grad_ctx *c, int bnode, const char *name, int64_t v, vp_error *err);
+vp_status vp_gr_attr_float(vp_grad_ctx *c, int bnode, const char *name, float v, vp_error *err);
+vp_status vp_gr_attr_ints(vp_grad_ctx *c, int bnode, const char *name, const int64_t *v, int n, vp_error *err);
+/* Makes output k of the forward node exist (an optional output the backward pass
+ * needs: MaxPool's Indices, LayerNormalization's Mean), re-inferring the node. */
+vp_status vp_gr_forward_output(vp_grad_ctx *c, int node, int k, const char *suffix, int *out, vp_error *err);
+/* The axes a Reduce* node reduces (attribute, or input from opset 18; from 13 for
+ * ReduceSum) as a mask over the input's axes.  *noop is set when the node reduces
+ * nothing (empty axes with noop_with_empty_axes). */
+vp_status vp_gr_reduce_axes(vp_grad_ctx *c, int node, int *reduced, int *noop, vp_error *err);
+
+#endif
