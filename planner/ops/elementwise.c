@@ -1,5 +1,6 @@
-/* The elementwise family: arithmetic and comparisons with numpy broadcasting,
- * activations, logic, Clip, Where, Cast, Identity and Dropout.
+/* The elementwise family: arithmetic, comparisons and bitwise ops with numpy
+ * broadcasting, math functions, activations, logic, Clip, Where, Cast, Identity and
+ * Dropout.
  *
  * Shape functions here decide the output dtype and shape and refuse what the kernels
  * (runtime/cpu/k_elementwise*.c) do not compute: dtypes outside each op's ONNX type
@@ -21,6 +22,8 @@ static const vp_dtype numeric[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I8, VP_I1
                                    VP_U8,  VP_U16, VP_U32, VP_U64};
 static const vp_dtype numeric_or_bool[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I8,  VP_I16, VP_I32,
                                            VP_I64, VP_U8,  VP_U16, VP_U32,  VP_U64, VP_BOOL};
+static const vp_dtype integers[] = {VP_I8, VP_I16, VP_I32, VP_I64, VP_U8, VP_U16, VP_U32, VP_U64};
+static const vp_dtype unsigned_integers[] = {VP_U8, VP_U16, VP_U32, VP_U64};
 static const vp_dtype pow_bases[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 static const vp_dtype bools[] = {VP_BOOL};
 
@@ -73,6 +76,10 @@ static vp_status shape_float_predicate(vp_graph *g, vp_node *n, vp_error *err) {
 
 static vp_status shape_not(vp_graph *g, vp_node *n, vp_error *err) {
     return ew_shape_unary(g, n, EW_SET(bools), VP_UNDEFINED, err);
+}
+
+static vp_status shape_bitwise_not(vp_graph *g, vp_node *n, vp_error *err) {
+    return ew_shape_unary(g, n, EW_SET(integers), VP_UNDEFINED, err);
 }
 
 static vp_status shape_celu(vp_graph *g, vp_node *n, vp_error *err) {
@@ -155,6 +162,18 @@ static vp_status shape_equal(vp_graph *g, vp_node *n, vp_error *err) {
 
 static vp_status shape_logic(vp_graph *g, vp_node *n, vp_error *err) {
     return ew_shape_binary(g, n, EW_SET(bools), VP_BOOL, 0, err);
+}
+
+static vp_status shape_bitwise(vp_graph *g, vp_node *n, vp_error *err) {
+    return ew_shape_binary(g, n, EW_SET(integers), VP_UNDEFINED, 0, err);
+}
+
+static vp_status shape_bit_shift(vp_graph *g, vp_node *n, vp_error *err) {
+    const char *direction = vp_attr_string(n, "direction", "");
+    if (strcmp(direction, "LEFT") && strcmp(direction, "RIGHT"))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute direction is '%s', expected 'LEFT' or 'RIGHT'",
+                            direction);
+    return ew_shape_binary(g, n, EW_SET(unsigned_integers), VP_UNDEFINED, 0, err);
 }
 
 static vp_status shape_mod(vp_graph *g, vp_node *n, vp_error *err) {
@@ -330,6 +349,11 @@ const vp_op_def vp_ops_elementwise[] = {
     {"Or", "", 1, shape_logic, vp_cpu_or, 0, NULL},
     {"Xor", "", 1, shape_logic, vp_cpu_xor, 0, NULL},
     {"Not", "", 1, shape_not, vp_cpu_not, 0, NULL},
+    {"BitwiseAnd", "", 18, shape_bitwise, vp_cpu_bitwise_and, 0, NULL},
+    {"BitwiseOr", "", 18, shape_bitwise, vp_cpu_bitwise_or, 0, NULL},
+    {"BitwiseXor", "", 18, shape_bitwise, vp_cpu_bitwise_xor, 0, NULL},
+    {"BitwiseNot", "", 18, shape_bitwise_not, vp_cpu_bitwise_not, 0, NULL},
+    {"BitShift", "", 11, shape_bit_shift, vp_cpu_bit_shift, 0, NULL},
     {"Where", "", 9, shape_where, vp_cpu_where, 0, NULL},
     {"Sum", "", 6, shape_variadic_float, vp_cpu_sum, 0, NULL},
     {"Mean", "", 6, shape_variadic_float, vp_cpu_mean, 0, NULL},
@@ -343,6 +367,15 @@ const vp_op_def vp_ops_elementwise[] = {
     {"Reciprocal", "", 6, shape_unary_float, vp_cpu_reciprocal, 0, NULL},
     {"Sin", "", 7, shape_unary_float, vp_cpu_sin, 0, NULL},
     {"Cos", "", 7, shape_unary_float, vp_cpu_cos, 0, NULL},
+    {"Tan", "", 7, shape_unary_float, vp_cpu_tan, 0, NULL},
+    {"Asin", "", 7, shape_unary_float, vp_cpu_asin, 0, NULL},
+    {"Acos", "", 7, shape_unary_float, vp_cpu_acos, 0, NULL},
+    {"Atan", "", 7, shape_unary_float, vp_cpu_atan, 0, NULL},
+    {"Sinh", "", 9, shape_unary_float, vp_cpu_sinh, 0, NULL},
+    {"Cosh", "", 9, shape_unary_float, vp_cpu_cosh, 0, NULL},
+    {"Asinh", "", 9, shape_unary_float, vp_cpu_asinh, 0, NULL},
+    {"Acosh", "", 9, shape_unary_float, vp_cpu_acosh, 0, NULL},
+    {"Atanh", "", 9, shape_unary_float, vp_cpu_atanh, 0, NULL},
     {"Floor", "", 6, shape_unary_float, vp_cpu_floor, 0, NULL},
     {"Ceil", "", 6, shape_unary_float, vp_cpu_ceil, 0, NULL},
     {"Round", "", 11, shape_unary_float, vp_cpu_round, 0, NULL},
@@ -351,6 +384,7 @@ const vp_op_def vp_ops_elementwise[] = {
     {"Sign", "", 9, shape_unary_numeric, vp_cpu_sign, 0, NULL},
     {"Relu", "", 6, shape_unary_signed, vp_cpu_relu, 0, NULL},
     {"LeakyRelu", "", 6, shape_unary_float, vp_cpu_leaky_relu, 0, NULL},
+    {"Swish", "", 24, shape_unary_float, vp_cpu_swish, 0, NULL},
     {"Sigmoid", "", 6, shape_unary_float, vp_cpu_sigmoid, 0, NULL},
     {"HardSigmoid", "", 6, shape_unary_float, vp_cpu_hard_sigmoid, 0, NULL},
     {"HardSwish", "", 14, shape_unary_float, vp_cpu_hard_swish, 0, NULL},

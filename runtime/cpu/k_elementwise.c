@@ -207,6 +207,28 @@ EW_COMPARE_OP(gt, EW_GT)
 EW_COMPARE_OP(le, EW_LE)
 EW_COMPARE_OP(ge, EW_GE)
 
+/* Bitwise ops on every integer dtype.  A shift by the width or more leaves 0. */
+#define EW_BIT_AND(x, y) (EW_WRAP(x) & EW_WRAP(y))
+#define EW_BIT_OR(x, y) (EW_WRAP(x) | EW_WRAP(y))
+#define EW_BIT_XOR(x, y) (EW_WRAP(x) ^ EW_WRAP(y))
+#define EW_SHL(x, y) ((y) < 8 * sizeof(x) ? EW_WRAP(x) << (y) : 0)
+#define EW_SHR(x, y) ((y) < 8 * sizeof(x) ? EW_WRAP(x) >> (y) : 0)
+
+#define EW_BITWISE_OP(name, F)                                                              \
+    EW_SINT_ROWS(EW_BINARY_ROW, name, F)                                                    \
+    EW_UINT_ROWS(EW_BINARY_ROW, name, F)                                                    \
+    static const ew_binary_table name##_rows = {{EW_SINT_SLOTS(name), EW_UINT_SLOTS(name)}};
+
+EW_BITWISE_OP(bit_and, EW_BIT_AND)
+EW_BITWISE_OP(bit_or, EW_BIT_OR)
+EW_BITWISE_OP(bit_xor, EW_BIT_XOR)
+
+/* BitShift is defined on unsigned integers only. */
+EW_UINT_ROWS(EW_BINARY_ROW, shl, EW_SHL)
+EW_UINT_ROWS(EW_BINARY_ROW, shr, EW_SHR)
+static const ew_binary_table shl_rows = {{EW_UINT_SLOTS(shl)}};
+static const ew_binary_table shr_rows = {{EW_UINT_SLOTS(shr)}};
+
 #define EW_LOGIC_OP(name, F)                                                                \
     EW_BINARY_ROW(name##_b8, uint8_t, uint8_t, uint8_t, EW_BOOL, EW_BOOL, F)                \
     static const ew_binary_table name##_rows = {{[VP_BOOL] = name##_b8}};
@@ -285,6 +307,14 @@ EW_BINARY_KERNEL(vp_cpu_greater_or_equal, ge_rows)
 EW_BINARY_KERNEL(vp_cpu_and, and_rows)
 EW_BINARY_KERNEL(vp_cpu_or, or_rows)
 EW_BINARY_KERNEL(vp_cpu_xor, xor_rows)
+EW_BINARY_KERNEL(vp_cpu_bitwise_and, bit_and_rows)
+EW_BINARY_KERNEL(vp_cpu_bitwise_or, bit_or_rows)
+EW_BINARY_KERNEL(vp_cpu_bitwise_xor, bit_xor_rows)
+
+VP_EW_KERNEL(vp_cpu_bit_shift) {
+    int left = !strcmp(vp_attr_string(n, "direction", ""), "LEFT");
+    return ew_binary_node(n, left ? &shl_rows : &shr_rows, 0, in, out[0], err);
+}
 
 /* Integer division by zero has no value to give; it is the data's fault, so it fails. */
 static vp_status ew_check_divisor(const vp_node *n, const vp_tensor *b, vp_error *err) {

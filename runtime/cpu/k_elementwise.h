@@ -1,5 +1,6 @@
-/* CPU kernels of the elementwise family: arithmetic and comparisons with numpy
- * broadcasting, activations, Clip, Where, Cast, Identity and Dropout.
+/* CPU kernels of the elementwise family: arithmetic, comparisons and bitwise ops with
+ * numpy broadcasting, math functions, activations, Clip, Where, Cast, Identity and
+ * Dropout.
  *
  * Every kernel has the registry's vp_cpu_fn signature and trusts what the shape
  * function in planner/ops/elementwise.c checked: dtypes, arity, the broadcast output
@@ -44,6 +45,10 @@ VP_EW_KERNEL(vp_cpu_greater_or_equal);
 VP_EW_KERNEL(vp_cpu_and);
 VP_EW_KERNEL(vp_cpu_or);
 VP_EW_KERNEL(vp_cpu_xor);
+VP_EW_KERNEL(vp_cpu_bitwise_and);
+VP_EW_KERNEL(vp_cpu_bitwise_or);
+VP_EW_KERNEL(vp_cpu_bitwise_xor);
+VP_EW_KERNEL(vp_cpu_bit_shift); /* attribute direction = LEFT | RIGHT */
 VP_EW_KERNEL(vp_cpu_where);
 
 /* Variadic, numpy broadcasting across all inputs (k_elementwise.c). */
@@ -60,6 +65,15 @@ VP_EW_KERNEL(vp_cpu_erf);
 VP_EW_KERNEL(vp_cpu_reciprocal);
 VP_EW_KERNEL(vp_cpu_sin);
 VP_EW_KERNEL(vp_cpu_cos);
+VP_EW_KERNEL(vp_cpu_tan);
+VP_EW_KERNEL(vp_cpu_asin);
+VP_EW_KERNEL(vp_cpu_acos);
+VP_EW_KERNEL(vp_cpu_atan);
+VP_EW_KERNEL(vp_cpu_sinh);
+VP_EW_KERNEL(vp_cpu_cosh);
+VP_EW_KERNEL(vp_cpu_asinh);
+VP_EW_KERNEL(vp_cpu_acosh);
+VP_EW_KERNEL(vp_cpu_atanh);
 VP_EW_KERNEL(vp_cpu_floor);
 VP_EW_KERNEL(vp_cpu_ceil);
 VP_EW_KERNEL(vp_cpu_round); /* half to even */
@@ -68,6 +82,7 @@ VP_EW_KERNEL(vp_cpu_abs);
 VP_EW_KERNEL(vp_cpu_sign);
 VP_EW_KERNEL(vp_cpu_relu);
 VP_EW_KERNEL(vp_cpu_leaky_relu);
+VP_EW_KERNEL(vp_cpu_swish); /* x * sigmoid(alpha * x) */
 VP_EW_KERNEL(vp_cpu_sigmoid);
 VP_EW_KERNEL(vp_cpu_hard_sigmoid);
 VP_EW_KERNEL(vp_cpu_hard_swish);
@@ -87,6 +102,7 @@ VP_EW_KERNEL(vp_cpu_bias_gelu); /* com.microsoft BiasGelu: erf form of X + bias 
 VP_EW_KERNEL(vp_cpu_is_nan);
 VP_EW_KERNEL(vp_cpu_is_inf);
 VP_EW_KERNEL(vp_cpu_not);
+VP_EW_KERNEL(vp_cpu_bitwise_not);
 VP_EW_KERNEL(vp_cpu_clip);
 
 /* Copies and conversions (k_elementwise_cast.c). */

@@ -1,4 +1,5 @@
-/* Unary elementwise kernels: math functions, activations, predicates and Clip.
+/* Unary elementwise kernels: math functions, activations, predicates, BitwiseNot and
+ * Clip.
  *
  * Each op is one scalar expression (see EW_FLOAT_UNARY_FN) turned into a row per float
  * dtype; the few ops ONNX also defines on integers add integer rows.  The input and
@@ -30,6 +31,15 @@ EW_FLOAT_UNARY_OP(erf, erf(x))
 EW_FLOAT_UNARY_OP(reciprocal, (C)1 / x)
 EW_FLOAT_UNARY_OP(sin, sin(x))
 EW_FLOAT_UNARY_OP(cos, cos(x))
+EW_FLOAT_UNARY_OP(tan, tan(x))
+EW_FLOAT_UNARY_OP(asin, asin(x))
+EW_FLOAT_UNARY_OP(acos, acos(x))
+EW_FLOAT_UNARY_OP(atan, atan(x))
+EW_FLOAT_UNARY_OP(sinh, sinh(x))
+EW_FLOAT_UNARY_OP(cosh, cosh(x))
+EW_FLOAT_UNARY_OP(asinh, asinh(x))
+EW_FLOAT_UNARY_OP(acosh, acosh(x))
+EW_FLOAT_UNARY_OP(atanh, atanh(x))
 EW_FLOAT_UNARY_OP(floor, floor(x))
 EW_FLOAT_UNARY_OP(ceil, ceil(x))
 EW_FLOAT_UNARY_OP(round, rint(x)) /* the default rounding mode is to nearest, ties to even */
@@ -44,6 +54,7 @@ EW_FLOAT_UNARY_OP(gelu_tanh, EW_GELU_TANH(x))
 /* ops with attributes, read into ew_params by the kernels below (Shrink: alpha is lambd,
  * beta is bias) */
 EW_FLOAT_UNARY_OP(leaky_relu, x < 0 ? (C)p->alpha * x : x)
+EW_FLOAT_UNARY_OP(swish, x / ((C)1 + exp(-(C)p->alpha * x)))
 EW_FLOAT_UNARY_OP(hard_sigmoid, EW_CLAMP01((C)p->alpha * x + (C)p->beta))
 EW_FLOAT_UNARY_OP(elu, x < 0 ? (C)p->alpha * expm1(x) : x)
 EW_FLOAT_UNARY_OP(selu, (C)p->gamma * (x <= 0 ? (C)p->alpha * expm1(x) : x))
@@ -94,6 +105,11 @@ static const ew_unary_table is_inf_rows = {{EW_FLOAT_SLOTS(is_inf)}};
 EW_UNARY_ROW(not_b8, uint8_t, uint8_t, uint8_t, EW_SAME, EW_SAME, EW_NOT)
 static const ew_unary_table not_rows = {{[VP_BOOL] = not_b8}};
 
+#define EW_BITWISE_NOT(x, p) (~EW_WRAP(x))
+EW_SINT_ROWS(EW_UNARY_ROW, bitwise_not, EW_BITWISE_NOT)
+EW_UINT_ROWS(EW_UNARY_ROW, bitwise_not, EW_BITWISE_NOT)
+static const ew_unary_table bitwise_not_rows = {{EW_SINT_SLOTS(bitwise_not), EW_UINT_SLOTS(bitwise_not)}};
+
 /* ---- kernels ---- */
 
 static vp_status ew_unary(const vp_node *n, const ew_unary_table *tab, const vp_tensor *x, vp_tensor *y,
@@ -118,6 +134,16 @@ EW_UNARY_KERNEL(vp_cpu_erf, erf_rows)
 EW_UNARY_KERNEL(vp_cpu_reciprocal, reciprocal_rows)
 EW_UNARY_KERNEL(vp_cpu_sin, sin_rows)
 EW_UNARY_KERNEL(vp_cpu_cos, cos_rows)
+EW_UNARY_KERNEL(vp_cpu_tan, tan_rows)
+EW_UNARY_KERNEL(vp_cpu_asin, asin_rows)
+EW_UNARY_KERNEL(vp_cpu_acos, acos_rows)
+EW_UNARY_KERNEL(vp_cpu_atan, atan_rows)
+EW_UNARY_KERNEL(vp_cpu_sinh, sinh_rows)
+EW_UNARY_KERNEL(vp_cpu_cosh, cosh_rows)
+EW_UNARY_KERNEL(vp_cpu_asinh, asinh_rows)
+EW_UNARY_KERNEL(vp_cpu_acosh, acosh_rows)
+EW_UNARY_KERNEL(vp_cpu_atanh, atanh_rows)
+EW_UNARY_KERNEL(vp_cpu_bitwise_not, bitwise_not_rows)
 EW_UNARY_KERNEL(vp_cpu_floor, floor_rows)
 EW_UNARY_KERNEL(vp_cpu_ceil, ceil_rows)
 EW_UNARY_KERNEL(vp_cpu_round, round_rows)
@@ -143,6 +169,7 @@ EW_UNARY_KERNEL(vp_cpu_not, not_rows)
     }
 
 EW_UNARY_KERNEL_WITH(vp_cpu_leaky_relu, leaky_relu_rows, .alpha = vp_attr_float(n, "alpha", 0.01f))
+EW_UNARY_KERNEL_WITH(vp_cpu_swish, swish_rows, .alpha = vp_attr_float(n, "alpha", 1.0f))
 EW_UNARY_KERNEL_WITH(vp_cpu_hard_sigmoid, hard_sigmoid_rows, .alpha = vp_attr_float(n, "alpha", 0.2f),
                      .beta = vp_attr_float(n, "beta", 0.5f))
 EW_UNARY_KERNEL_WITH(vp_cpu_elu, elu_rows, .alpha = vp_attr_float(n, "alpha", 1.0f))
