@@ -63,7 +63,8 @@ static vp_status shape_matmul(vp_graph *g, vp_node *n, vp_error *err) {
     if (ka != kb) {
         char s1[128], s2[128];
         return vp_node_fail(err, VP_ERR_INVALID, n, "cannot multiply shapes %s and %s",
-                            vp_shape_str(a->rank, a->dims, s1, sizeof s1), vp_shape_str(b->rank, b->dims, s2, sizeof s2));
+                            vp_shape_str(a->rank, a->dims, s1, sizeof s1),
+                            vp_shape_str(b->rank, b->dims, s2, sizeof s2));
     }
     int64_t dims[VP_MAX_RANK + 2];
     int rank;
@@ -84,7 +85,8 @@ static vp_status shape_gemm(vp_graph *g, vp_node *n, vp_error *err) {
     int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
     int64_t m = a->dims[ta ? 1 : 0], k = a->dims[ta ? 0 : 1], kb = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
     if (k != kb)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "inner dimensions differ: %lld and %lld", (long long)k, (long long)kb);
+        return vp_node_fail(err, VP_ERR_INVALID, n, "inner dimensions differ: %lld and %lld", (long long)k,
+                            (long long)kb);
     int64_t dims[2] = {m, nn};
     if (c) {
         if ((s = check_same_dtype(n, 2, c, a, err)) || (s = check_broadcasts_to(n, 2, c, 2, dims, err))) return s;
@@ -110,8 +112,8 @@ static vp_status check_conv_inputs(vp_graph *g, vp_node *n, int64_t *m_out, vp_e
         return vp_node_fail(err, VP_ERR_INVALID, n, "weight rank %d differs from input rank %d", w->rank, x->rank);
     int64_t group = vp_attr_int(n, "group", 1), c = x->dims[1];
     if (group < 1 || c % group)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "group %lld does not divide the %lld input channels", (long long)group,
-                            (long long)c);
+        return vp_node_fail(err, VP_ERR_INVALID, n, "group %lld does not divide the %lld input channels",
+                            (long long)group, (long long)c);
     int transpose = !strcmp(n->op_type, "ConvTranspose");
     int64_t m = transpose ? w->dims[1] * group : w->dims[0];
     int64_t w_in = transpose ? w->dims[0] : w->dims[1] * group;
@@ -192,15 +194,29 @@ static vp_status shape_lrn(vp_graph *g, vp_node *n, vp_error *err) {
 
 /* ---- normalisation ---- */
 
+/* A spatial=0 BatchNormalization parameter: float, shaped like one image, [C, D1, ...]. */
+static vp_status check_per_activation(const vp_node *n, int i, const vp_value *p, const vp_value *x, vp_error *err) {
+    vp_status s = check_float(n, i, p, err);
+    if (s) return s;
+    int same = p->rank == x->rank - 1;
+    for (int d = 0; same && d < p->rank; d++) same = p->dims[d] == x->dims[d + 1];
+    if (same) return VP_OK;
+    char s1[128];
+    return vp_node_fail(err, VP_ERR_INVALID, n, "input %d must have shape %s (spatial=0)", i,
+                        vp_shape_str(x->rank - 1, x->dims + 1, s1, sizeof s1));
+}
+
 static vp_status shape_batchnorm(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 5, 5, 1, n->opset >= 14 ? 3 : 5, err);
     if (s) return s;
     vp_value *x = vp_shape_in(g, n, 0);
     if ((s = check_float(n, 0, x, err)) || (s = check_rank_at_least(n, 0, x, 2, err))) return s;
-    if (n->opset < 9 && vp_attr_int(n, "spatial", 1) == 0)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "spatial=0 (per-activation statistics) is not supported");
-    for (int i = 1; i < 5; i++)
-        if ((s = check_channel_vector(n, i, vp_shape_in(g, n, i), x->dims[1], err))) return s;
+    for (int i = 1; i < 5; i++) {
+        vp_value *p = vp_shape_in(g, n, i);
+        if (vp_batchnorm_is_per_activation(n)) s = check_per_activation(n, i, p, x, err);
+        else s = check_channel_vector(n, i, p, x->dims[1], err);
+        if (s) return s;
+    }
     int extra = 0;
     for (int i = 1; i < n->n_outputs; i++) extra |= n->outputs[i] >= 0;
     if (extra && !vp_batchnorm_is_training(n))

@@ -45,7 +45,8 @@ static vp_status read_auto_pad(const vp_node *n, auto_pad_mode *mode, vp_error *
     else if (!strcmp(s, "SAME_UPPER")) *mode = PAD_SAME_UPPER;
     else if (!strcmp(s, "SAME_LOWER")) *mode = PAD_SAME_LOWER;
     else if (!strcmp(s, "VALID")) *mode = PAD_VALID;
-    else return vp_node_fail(err, VP_ERR_INVALID, n, "auto_pad '%s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", s);
+    else
+        return vp_node_fail(err, VP_ERR_INVALID, n, "auto_pad '%s' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID", s);
     return VP_OK;
 }
 
@@ -69,7 +70,8 @@ static vp_status forward_extent(const vp_node *n, vp_window *w, int d, auto_pad_
     if (mode == PAD_VALID) w->pad_begin[d] = w->pad_end[d] = 0;
     int64_t span = w->in[d] + w->pad_begin[d] + w->pad_end[d] - ext;
     if (span < 0)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "the window (extent %lld) is larger than the padded input (%lld) on spatial axis %d",
+        return vp_node_fail(err, VP_ERR_INVALID, n,
+                            "the window (extent %lld) is larger than the padded input (%lld) on spatial axis %d",
                             (long long)ext, (long long)(w->in[d] + w->pad_begin[d] + w->pad_end[d]), d);
     if (ceil_mode && mode == PAD_NOTSET) {
         w->out[d] = ceil_div(span, s) + 1;

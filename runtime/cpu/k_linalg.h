@@ -96,5 +96,8 @@ vp_status vp_cpu_instancenorm(const vp_node *n, const vp_tensor *const *in, vp_t
 /* True when a BatchNormalization node computes batch statistics (training_mode=1 from
  * opset 14, or the extra statistics outputs of older opsets). */
 int vp_batchnorm_is_training(const vp_node *n);
+/* True when a BatchNormalization node before opset 9 has spatial=0: statistics per
+ * channel and spatial position, parameters shaped [C, D1, ...]. */
+int vp_batchnorm_is_per_activation(const vp_node *n);
 
 #endif

@@ -46,7 +46,10 @@ static void affine(const void *x, void *y, vp_dtype t, int64_t n, double a, doub
     }
 }
 
-static const void *at(const vp_tensor *t, int64_t i) { return (const char *)t->data + i * (int64_t)vp_dtype_size(t->dtype); }
+/* Address of element i. */
+static const void *at(const vp_tensor *t, int64_t i) {
+    return (const char *)t->data + i * (int64_t)vp_dtype_size(t->dtype);
+}
 static void *at_mut(vp_tensor *t, int64_t i) { return (char *)t->data + i * (int64_t)vp_dtype_size(t->dtype); }
 
 /* ---- BatchNormalization ---- */
@@ -58,9 +61,15 @@ int vp_batchnorm_is_training(const vp_node *n) {
     return 0;
 }
 
-/* Mean and population variance of channel c over the batch and spatial axes. */
-static void channel_stats(const vp_tensor *x, int64_t c, int64_t plane, double *mean, double *var) {
-    int64_t batch = x->dims[0], ch = x->dims[1], count = batch * plane;
+int vp_batchnorm_is_per_activation(const vp_node *n) {
+    return n->opset < 9 && vp_attr_int(n, "spatial", 1) == 0;
+}
+
+/* Mean and population variance of channel c (of ch, each a plane of elements per
+ * image) over the batch. */
+static void channel_stats(const vp_tensor *x, int64_t batch, int64_t ch, int64_t plane, int64_t c, double *mean,
+                          double *var) {
+    int64_t count = batch * plane;
     double s = 0, q = 0;
     for (int64_t b = 0; b < batch; b++) s += sum_of(at(x, (b * ch + c) * plane), x->dtype, plane);
     *mean = count ? s / (double)count : 0;
@@ -82,12 +91,14 @@ vp_status vp_cpu_batchnorm(const vp_node *n, const vp_tensor *const *in, vp_tens
     /* opset 14 on: Y, running_mean, running_var; before: Y, mean, var, saved_mean, saved_var */
     vp_tensor *run_mean = n->n_outputs > 1 ? out[1] : NULL, *run_var = n->n_outputs > 2 ? out[2] : NULL;
     vp_tensor *saved_mean = n->n_outputs > 3 ? out[3] : NULL, *saved_var = n->n_outputs > 4 ? out[4] : NULL;
-    int64_t batch = x->dims[0], ch = x->dims[1], plane = batch && ch ? vp_tensor_numel(x) / (batch * ch) : 0;
+    /* spatial=0 gives every (channel, position) its own statistics: channels of one element */
+    int64_t batch = x->dims[0], ch = vp_batchnorm_is_per_activation(n) ? vp_tensor_numel(scale) : x->dims[1];
+    int64_t plane = batch && ch ? vp_tensor_numel(x) / (batch * ch) : 0;
     for (int64_t c = 0; c < ch; c++) {
         double m = vp_load(mean->data, mean->dtype, c), v = vp_load(var->data, var->dtype, c);
         if (training) {
             double bm, bv;
-            channel_stats(x, c, plane, &bm, &bv);
+            channel_stats(x, batch, ch, plane, c, &bm, &bv);
             store_stat(run_mean, c, m * momentum + bm * (1 - momentum));
             store_stat(run_var, c, v * momentum + bv * (1 - momentum));
             store_stat(saved_mean, c, bm);
@@ -118,7 +129,8 @@ vp_status vp_cpu_instancenorm(const vp_node *n, const vp_tensor *const *in, vp_t
             double m = plane ? sum_of(xp, x->dtype, plane) / (double)plane : 0;
             double v = plane ? squared_deviation_of(xp, x->dtype, plane, m) / (double)plane : 0;
             double a = vp_load(scale->data, scale->dtype, c) / sqrt(v + eps);
-            affine(xp, at_mut(y, (b * ch + c) * plane), x->dtype, plane, a, vp_load(bias->data, bias->dtype, c) - m * a);
+            double shift = vp_load(bias->data, bias->dtype, c) - m * a;
+            affine(xp, at_mut(y, (b * ch + c) * plane), x->dtype, plane, a, shift);
         }
     return VP_OK;
 }

@@ -181,20 +181,38 @@ vp_status vp_cpu_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor
 
 /* ---- global pooling ---- */
 
+/* Largest element of x[0..n) (NaN wins, as in numpy), -inf when empty. */
+static double plane_max(const void *x, vp_dtype t, int64_t n) {
+    double m = -INFINITY;
+    if (t == VP_F32) {
+        const float *xs = x;
+        for (int64_t i = 0; i < n && !isnan(m); i++)
+            if (xs[i] > m || isnan(xs[i])) m = xs[i];
+    } else {
+        const double *xs = x;
+        for (int64_t i = 0; i < n && !isnan(m); i++)
+            if (xs[i] > m || isnan(xs[i])) m = xs[i];
+    }
+    return m;
+}
+
+static double plane_sum(const void *x, vp_dtype t, int64_t n) {
+    double s = 0;
+    if (t == VP_F32)
+        for (int64_t i = 0; i < n; i++) s += ((const float *)x)[i];
+    else
+        for (int64_t i = 0; i < n; i++) s += ((const double *)x)[i];
+    return s;
+}
+
 static void global_pool(const vp_tensor *x, vp_tensor *y, int take_max) {
     int64_t planes = x->dims[0] * x->dims[1], size = planes ? vp_tensor_numel(x) / planes : 0;
+    size_t es = vp_dtype_size(x->dtype);
     for (int64_t p = 0; p < planes; p++) {
-        double acc = take_max ? -INFINITY : 0.0;
-        if (x->dtype == VP_F32) {
-            const float *xp = (const float *)x->data + p * size;
-            for (int64_t i = 0; i < size; i++) acc = take_max ? (xp[i] > acc || isnan(xp[i]) ? xp[i] : acc) : acc + xp[i];
-        } else {
-            const double *xp = (const double *)x->data + p * size;
-            for (int64_t i = 0; i < size; i++) acc = take_max ? (xp[i] > acc || isnan(xp[i]) ? xp[i] : acc) : acc + xp[i];
-        }
-        if (!take_max) acc = size ? acc / (double)size : 0.0;
-        if (y->dtype == VP_F32) ((float *)y->data)[p] = (float)acc;
-        else ((double *)y->data)[p] = acc;
+        const void *xp = (const char *)x->data + p * size * (int64_t)es;
+        double v = take_max ? plane_max(xp, x->dtype, size) : size ? plane_sum(xp, x->dtype, size) / (double)size : 0;
+        if (y->dtype == VP_F32) ((float *)y->data)[p] = (float)v;
+        else ((double *)y->data)[p] = v;
     }
 }
 
