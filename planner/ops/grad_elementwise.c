@@ -35,6 +35,8 @@ static vp_status op_scalar(vp_grad_ctx *c, int node, const char *op, int a, doub
     return op2(c, node, op, a, k, out, err);
 }
 
+static vp_status where3(vp_grad_ctx *c, int node, int cond, int a, int b, int *out, vp_error *err);
+
 /* dx0 = dy * f, the common tail of unary rules. */
 static vp_status times_dy(vp_grad_ctx *c, int node, const int *dy, int f, int *dx, vp_error *err) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
@@ -70,8 +72,9 @@ VP_GRAD_RULE(vp_grad_sub) {
 VP_GRAD_RULE(vp_grad_mul) {
     for (int k = 0; k < 2; k++) {
         if (!vp_grad_needs(c, node, k)) continue;
-        int t;
-        TRY(op2(c, node, "Mul", dy[0], IN(1 - k), &t, err));
+        int t, other;
+        TRY(vp_gr_operand(c, node, 1 - k, &other, err));
+        TRY(op2(c, node, "Mul", dy[0], other, &t, err));
         TRY(vp_gr_to_input(c, node, t, k, dx, err));
     }
     return VP_OK;
@@ -79,14 +82,15 @@ VP_GRAD_RULE(vp_grad_mul) {
 
 /* y = a / b: da = dy / b, db = -dy * y / b. */
 VP_GRAD_RULE(vp_grad_div) {
-    int t;
+    int t, b;
+    TRY(vp_gr_operand(c, node, 1, &b, err));
     if (vp_grad_needs(c, node, 0)) {
-        TRY(op2(c, node, "Div", dy[0], IN(1), &t, err));
+        TRY(op2(c, node, "Div", dy[0], b, &t, err));
         TRY(vp_gr_to_input(c, node, t, 0, dx, err));
     }
     if (vp_grad_needs(c, node, 1)) {
         int q, m;
-        TRY(op2(c, node, "Div", OUT(0), IN(1), &q, err));
+        TRY(op2(c, node, "Div", OUT(0), b, &q, err));
         TRY(op2(c, node, "Mul", dy[0], q, &m, err));
         TRY(op1(c, node, "Neg", m, &t, err));
         TRY(vp_gr_to_input(c, node, t, 1, dx, err));
@@ -96,7 +100,8 @@ VP_GRAD_RULE(vp_grad_div) {
 
 /* y = a ^ b: da = dy * b * a^(b-1), db = dy * y * log(a).  b may be an integer. */
 VP_GRAD_RULE(vp_grad_pow) {
-    int a = IN(0), b = IN(1), t, u;
+    int a = IN(0), b, t, u;
+    TRY(vp_gr_operand(c, node, 1, &b, err));
     if (vp_grad_needs(c, node, 0)) {
         int bf, bm1, p;
         TRY(vp_gr_cast(c, node, b, DT(a), &bf, err));
@@ -357,3 +362,118 @@ VP_GRAD_RULE(vp_grad_dropout) {
     int b = vp_grad_begin(c, node, "DropoutGrad", "com.microsoft", 4, in, 1);
     return b < 0 ? vp_gr_nomem(err) : vp_grad_end(c, b, &dx[0], err);
 }
+
+/* Mean: each input gets dY / n, summed to its shape. */
+VP_GRAD_RULE(vp_grad_mean) {
+    int n_in = vp_gr_node(c, node)->n_inputs, share;
+    TRY(vp_gr_scale(c, node, dy[0], 1.0 / n_in, &share, err));
+    for (int k = 0; k < n_in; k++) TRY(vp_gr_to_input(c, node, share, k, dx, err));
+    return VP_OK;
+}
+
+/* PRelu(x, slope): dx = dy where x > 0, dy * slope elsewhere; dslope = dy * x where
+ * x <= 0. */
+VP_GRAD_RULE(vp_grad_prelu) {
+    int slope, pos, zero, t, u;
+    TRY(vp_gr_operand(c, node, 1, &slope, err));
+    TRY(op_scalar(c, node, "Greater", IN(0), 0.0, &pos, err));
+    TRY(vp_gr_scalar(c, node, DT(dy[0]), 0.0, &zero, err));
+    if (vp_grad_needs(c, node, 0)) {
+        TRY(op2(c, node, "Mul", dy[0], slope, &u, err));
+        TRY(where3(c, node, pos, dy[0], u, &t, err));
+        TRY(vp_gr_to_input(c, node, t, 0, dx, err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        TRY(op2(c, node, "Mul", dy[0], IN(0), &u, err));
+        TRY(where3(c, node, pos, zero, u, &t, err));
+        TRY(vp_gr_to_input(c, node, t, 1, dx, err));
+    }
+    return VP_OK;
+}
+
+VP_GRAD_RULE(vp_grad_sin) {
+    int f;
+    TRY(op1(c, node, "Cos", IN(0), &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+VP_GRAD_RULE(vp_grad_cos) {
+    int f;
+    TRY(op1(c, node, "Sin", IN(0), &f, err));
+    TRY(op1(c, node, "Neg", f, &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* Where(lo < v < hi, a, b) for a value v: the band test of the hard activations. */
+static vp_status band(vp_grad_ctx *c, int node, int v, double lo, double hi, int *out, vp_error *err) {
+    int above, below;
+    TRY(op_scalar(c, node, "Greater", v, lo, &above, err));
+    TRY(op_scalar(c, node, "Less", v, hi, &below, err));
+    return op2(c, node, "And", above, below, out, err);
+}
+
+/* y = max(0, min(1, alpha x + beta)): dx = alpha dy inside the linear band. */
+VP_GRAD_RULE(vp_grad_hard_sigmoid) {
+    const vp_node *n = vp_gr_node(c, node);
+    double alpha = vp_attr_float(n, "alpha", 0.2f), beta = vp_attr_float(n, "beta", 0.5f);
+    int v, inside, slope, zero;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(vp_gr_scale(c, node, IN(0), alpha, &v, err));
+    TRY(op_scalar(c, node, "Add", v, beta, &v, err));
+    TRY(band(c, node, v, 0.0, 1.0, &inside, err));
+    TRY(vp_gr_scale(c, node, dy[0], alpha, &slope, err));
+    TRY(vp_gr_scalar(c, node, DT(dy[0]), 0.0, &zero, err));
+    return where3(c, node, inside, slope, zero, &dx[0], err);
+}
+
+/* y = x relu6(x + 3) / 6: dy/dx = 0 below -3, 1 above 3, (2x + 3) / 6 between (as
+ * torch's hardswish_backward). */
+VP_GRAD_RULE(vp_grad_hard_swish) {
+    int x = IN(0), lin, inside, above, zero, one, f;
+    TRY(vp_gr_scale(c, node, x, 1.0 / 3.0, &lin, err));
+    TRY(op_scalar(c, node, "Add", lin, 0.5, &lin, err));
+    TRY(band(c, node, x, -3.0, 3.0, &inside, err));
+    TRY(op_scalar(c, node, "Greater", x, 0.0, &above, err));
+    TRY(vp_gr_scalar(c, node, DT(x), 0.0, &zero, err));
+    TRY(vp_gr_scalar(c, node, DT(x), 1.0, &one, err));
+    TRY(where3(c, node, above, one, zero, &f, err));
+    TRY(where3(c, node, inside, lin, f, &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* y = x / (1 + |x|): dx = dy / (1 + |x|)^2 */
+VP_GRAD_RULE(vp_grad_softsign) {
+    int a, d;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(op1(c, node, "Abs", IN(0), &a, err));
+    TRY(op_scalar(c, node, "Add", a, 1.0, &a, err));
+    TRY(op2(c, node, "Mul", a, a, &d, err));
+    return op2(c, node, "Div", dy[0], d, &dx[0], err);
+}
+
+/* y = gamma x (x > 0), gamma alpha (e^x - 1) elsewhere: dy/dx = gamma, or y + gamma alpha. */
+VP_GRAD_RULE(vp_grad_selu) {
+    const vp_node *n = vp_gr_node(c, node);
+    double alpha = vp_attr_float(n, "alpha", 1.67326319217681884765625f);
+    double gamma = vp_attr_float(n, "gamma", 1.05070102214813232421875f);
+    int pos, g, neg, f;
+    TRY(op_scalar(c, node, "Greater", IN(0), 0.0, &pos, err));
+    TRY(vp_gr_scalar(c, node, DT(IN(0)), gamma, &g, err));
+    TRY(op_scalar(c, node, "Add", OUT(0), gamma * alpha, &neg, err));
+    TRY(where3(c, node, pos, g, neg, &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* com.microsoft FastGelu(X, [bias]) and BiasGelu(A, B): the activation of x + bias, so
+ * both operands get its derivative (FastGeluGrad, GeluGrad) summed to their shapes. */
+static vp_status gelu_of_sum(vp_grad_ctx *c, int node, const char *grad_op, const int *dy, int *dx, vp_error *err) {
+    int x = IN(0), g;
+    if (IN(1) >= 0) TRY(op2(c, node, "Add", IN(0), IN(1), &x, err));
+    TRY(ms_grad(c, node, grad_op, dy[0], x, &g, err));
+    TRY(vp_gr_to_input(c, node, g, 0, dx, err));
+    return IN(1) >= 0 ? vp_gr_to_input(c, node, g, 1, dx, err) : VP_OK;
+}
+
+VP_GRAD_RULE(vp_grad_fast_gelu) { return gelu_of_sum(c, node, "FastGeluGrad", dy, dx, err); }
+
+VP_GRAD_RULE(vp_grad_bias_gelu) { return gelu_of_sum(c, node, "GeluGrad", dy, dx, err); }

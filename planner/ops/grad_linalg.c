@@ -194,6 +194,21 @@ static vp_status refuse_stat_grads(vp_grad_ctx *c, int node, const int *dy, int 
     return VP_OK;
 }
 
+/* GlobalMaxPool: dY to the elements equal to the maximum, split evenly among ties (as
+ * ReduceMax). */
+VP_GRAD_RULE(vp_grad_global_max_pool) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    shape x = shape_of(c, IN(0));
+    int64_t axes[VP_MAX_RANK];
+    int n_axes = 0, eq, mask, count, share;
+    for (int d = 2; d < x.rank; d++) axes[n_axes++] = d;
+    TRY(vp_grad_op2(c, node, "Equal", IN(0), OUT(0), &eq, err));
+    TRY(vp_gr_cast(c, node, eq, vp_gr_val(c, IN(0))->dtype, &mask, err));
+    TRY(vp_gr_reduce_sum(c, node, mask, n_axes, axes, 1, &count, err));
+    TRY(vp_grad_op2(c, node, "Div", dy[0], count, &share, err));
+    return vp_grad_op2(c, node, "Mul", share, mask, &dx[0], err);
+}
+
 /* BatchNormInternal (training mode): BatchNormalizationGrad(dY, X, scale, saved_mean,
  * saved_inv_std) -> dX, dscale, dbias.  The running statistics get none. */
 VP_GRAD_RULE(vp_grad_batch_norm_internal) {

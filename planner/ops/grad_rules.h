@@ -45,6 +45,16 @@ VP_GRAD_RULE(vp_grad_cast);
 VP_GRAD_RULE(vp_grad_sum);
 VP_GRAD_RULE(vp_grad_max_min); /* Max and Min: to the inputs equal to the result */
 VP_GRAD_RULE(vp_grad_dropout);
+VP_GRAD_RULE(vp_grad_mean);
+VP_GRAD_RULE(vp_grad_prelu);
+VP_GRAD_RULE(vp_grad_sin);
+VP_GRAD_RULE(vp_grad_cos);
+VP_GRAD_RULE(vp_grad_hard_sigmoid);
+VP_GRAD_RULE(vp_grad_hard_swish);
+VP_GRAD_RULE(vp_grad_softsign);
+VP_GRAD_RULE(vp_grad_selu);
+VP_GRAD_RULE(vp_grad_fast_gelu); /* com.microsoft.FastGelu(X, [bias]) */
+VP_GRAD_RULE(vp_grad_bias_gelu); /* com.microsoft.BiasGelu(A, B) */
 
 /* ---- tensor (grad_tensor.c) ---- */
 VP_GRAD_RULE(vp_grad_reshape); /* Reshape, Flatten, Squeeze, Unsqueeze */
@@ -65,6 +75,7 @@ VP_GRAD_RULE(vp_grad_conv);
 VP_GRAD_RULE(vp_grad_max_pool);
 VP_GRAD_RULE(vp_grad_average_pool);
 VP_GRAD_RULE(vp_grad_global_average_pool);
+VP_GRAD_RULE(vp_grad_global_max_pool);
 VP_GRAD_RULE(vp_grad_batch_norm_internal); /* com.microsoft.BatchNormInternal */
 VP_GRAD_RULE(vp_grad_layer_norm);
 
@@ -106,8 +117,12 @@ vp_status vp_gr_reduce_sum(vp_grad_ctx *c, int node, int x, int n_axes, const in
 vp_status vp_gr_zeros(vp_grad_ctx *c, int node, vp_dtype dt, int rank, const int64_t *dims, int *out, vp_error *err);
 /* Sums a broadcast gradient g down to dims (aligned from the right, numpy style). */
 vp_status vp_gr_sum_to_dims(vp_grad_ctx *c, int node, int g, int rank, const int64_t *dims, int *out, vp_error *err);
-/* dx[k] = g summed down to input k's shape, when input k needs a gradient. */
+/* dx[k] = g summed down to input k's shape, when input k needs a gradient (input 1 of
+ * a binary op before opset 7 broadcasts the legacy way: handled). */
 vp_status vp_gr_to_input(vp_grad_ctx *c, int node, int g, int k, int *dx, vp_error *err);
+/* Input k of a binary op as numpy broadcasting sees it: input 1 of a legacy-broadcast
+ * op (before opset 7) reshaped to input 0's rank. */
+vp_status vp_gr_operand(vp_grad_ctx *c, int node, int k, int *out, vp_error *err);
 /* Copies every int, float, ints and string attribute of node `from` onto node `to`. */
 vp_status vp_gr_copy_attrs(vp_grad_ctx *c, int from, int to, vp_error *err);
 vp_status vp_gr_attr_int(vp_grad_ctx *c, int bnode, const char *name, int64_t v, vp_error *err);

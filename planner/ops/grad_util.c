@@ -8,6 +8,7 @@
 #include "grad_rules.h"
 #include "graph_build.h"
 #include "infer.h"
+#include "k_elementwise.h"
 
 int vp_gr_in(vp_grad_ctx *c, int node, int k) {
     const vp_node *n = &vp_grad_graph(c)->nodes[node];
@@ -139,9 +140,42 @@ vp_status vp_gr_sum_to_dims(vp_grad_ctx *c, int node, int g, int rank, const int
     return s ? s : vp_gr_reshape(c, node, summed, rank, dims, out, err);
 }
 
+/* Input 1 of a binary op before opset 7 broadcasts the legacy way (from attribute axis
+ * on): its dims at input 0's rank, which numpy broadcasting then treats alike. */
+static vp_status legacy_dims(vp_grad_ctx *c, int node, int *rank, int64_t *dims, vp_error *err) {
+    const vp_node *n = vp_gr_node(c, node);
+    const vp_value *a = vp_gr_val(c, n->inputs[0]), *b = vp_gr_val(c, n->inputs[1]);
+    if (!vp_ew_legacy_shape(n, !strcmp(n->op_type, "PRelu"), a->rank, a->dims, b->rank, b->dims, dims))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input 1 does not broadcast onto input 0");
+    *rank = a->rank;
+    return VP_OK;
+}
+
+static int legacy_operand(vp_grad_ctx *c, int node, int k) {
+    const vp_node *n = vp_gr_node(c, node);
+    return k == 1 && n->n_inputs == 2 && vp_ew_is_legacy(n);
+}
+
+vp_status vp_gr_operand(vp_grad_ctx *c, int node, int k, int *out, vp_error *err) {
+    *out = vp_gr_in(c, node, k);
+    if (!legacy_operand(c, node, k)) return VP_OK;
+    int rank;
+    int64_t dims[VP_MAX_RANK];
+    vp_status s = legacy_dims(c, node, &rank, dims, err);
+    return s ? s : vp_gr_reshape(c, node, *out, rank, dims, out, err);
+}
+
 vp_status vp_gr_to_input(vp_grad_ctx *c, int node, int g, int k, int *dx, vp_error *err) {
     if (!vp_grad_needs(c, node, k)) return VP_OK;
-    return vp_grad_sum_to(c, node, g, vp_gr_in(c, node, k), &dx[k], err);
+    if (!legacy_operand(c, node, k)) return vp_grad_sum_to(c, node, g, vp_gr_in(c, node, k), &dx[k], err);
+    int rank, t;
+    int64_t dims[VP_MAX_RANK];
+    vp_status s = legacy_dims(c, node, &rank, dims, err);
+    if (!s) s = vp_gr_sum_to_dims(c, node, g, rank, dims, &t, err);
+    const vp_value *b = vp_gr_val(c, vp_gr_in(c, node, k));
+    int64_t bdims[VP_MAX_RANK];
+    memcpy(bdims, b->dims, sizeof bdims);
+    return s ? s : vp_gr_reshape(c, node, t, b->rank, bdims, &dx[k], err);
 }
 
 vp_status vp_gr_copy_attrs(vp_grad_ctx *c, int from, int to, vp_error *err) {
