@@ -6,6 +6,7 @@
  * runtime/cpu/k_linalg.c, k_conv.c, k_pool.c and k_norm.c. */
 #include <string.h>
 
+#include "grad_rules.h"
 #include "k_linalg.h"
 #include "op_registry.h"
 
@@ -260,22 +261,24 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
     return s;
 }
 
-/* Designated fields, so columns added to vp_op_def later start out empty here. */
-#define LINALG_OP(op, opset, shape_fn, cpu_fn) \
-    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn }
+/* Designated fields, so columns added to vp_op_def later start out empty here.  Ops
+ * without a gradient rule (NULL) are not differentiable here; BatchNormalization is
+ * rewritten to com.microsoft.BatchNormInternal for training (planner/train_mode.c). */
+#define LINALG_OP(op, opset, shape_fn, cpu_fn, grad_fn) \
+    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn, .grad = grad_fn }
 
 const vp_op_def vp_ops_linalg[] = {
-    LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul),
-    LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm),
-    LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv),
-    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose),
-    LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool),
-    LINALG_OP("AveragePool", 1, shape_avgpool, vp_cpu_avgpool),
-    LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool),
-    LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_cpu_global_maxpool),
-    LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn),
-    LINALG_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm),
-    LINALG_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm),
-    LINALG_OP("LayerNormalization", 17, shape_layernorm, vp_cpu_layernorm),
+    LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
+    LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm, vp_grad_gemm),
+    LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv, vp_grad_conv),
+    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, NULL),
+    LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool, vp_grad_max_pool),
+    LINALG_OP("AveragePool", 1, shape_avgpool, vp_cpu_avgpool, vp_grad_average_pool),
+    LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool, vp_grad_global_average_pool),
+    LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_cpu_global_maxpool, vp_grad_global_max_pool),
+    LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, NULL),
+    LINALG_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, NULL),
+    LINALG_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, NULL),
+    LINALG_OP("LayerNormalization", 17, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
     {0},
 };
