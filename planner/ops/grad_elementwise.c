@@ -36,6 +36,8 @@ static vp_status op_scalar(vp_grad_ctx *c, int node, const char *op, int a, doub
 }
 
 static vp_status where3(vp_grad_ctx *c, int node, int cond, int a, int b, int *out, vp_error *err);
+static vp_status positive_or(vp_grad_ctx *c, int node, const int *dy, int slope, int *dx, vp_error *err);
+static vp_status band(vp_grad_ctx *c, int node, int v, double lo, double hi, int *out, vp_error *err);
 
 /* dx0 = dy * f, the common tail of unary rules. */
 static vp_status times_dy(vp_grad_ctx *c, int node, const int *dy, int f, int *dx, vp_error *err) {
@@ -477,3 +479,122 @@ static vp_status gelu_of_sum(vp_grad_ctx *c, int node, const char *grad_op, cons
 VP_GRAD_RULE(vp_grad_fast_gelu) { return gelu_of_sum(c, node, "FastGeluGrad", dy, dx, err); }
 
 VP_GRAD_RULE(vp_grad_bias_gelu) { return gelu_of_sum(c, node, "GeluGrad", dy, dx, err); }
+
+/* ---- trigonometric and hyperbolic ---- */
+
+/* dx = dy * f(u) / g, the shape of the inverse functions' derivatives:
+ * 1 / sqrt(+-x^2 +- 1) or 1 / (1 +- x^2). */
+static vp_status inverse_like(vp_grad_ctx *c, int node, const int *dy, double sq_sign, double one, int root, int negate,
+                              int *dx, vp_error *err) {
+    int x2, d, q;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(op2(c, node, "Mul", IN(0), IN(0), &x2, err));
+    TRY(vp_gr_scale(c, node, x2, sq_sign, &d, err));
+    TRY(op_scalar(c, node, "Add", d, one, &d, err));
+    if (root) TRY(op1(c, node, "Sqrt", d, &d, err));
+    TRY(op2(c, node, "Div", dy[0], d, &q, err));
+    if (!negate) {
+        dx[0] = q;
+        return VP_OK;
+    }
+    return op1(c, node, "Neg", q, &dx[0], err);
+}
+
+VP_GRAD_RULE(vp_grad_asin) { return inverse_like(c, node, dy, -1, 1, 1, 0, dx, err); }
+VP_GRAD_RULE(vp_grad_acos) { return inverse_like(c, node, dy, -1, 1, 1, 1, dx, err); }
+VP_GRAD_RULE(vp_grad_atan) { return inverse_like(c, node, dy, 1, 1, 0, 0, dx, err); }
+VP_GRAD_RULE(vp_grad_asinh) { return inverse_like(c, node, dy, 1, 1, 1, 0, dx, err); }
+VP_GRAD_RULE(vp_grad_acosh) { return inverse_like(c, node, dy, 1, -1, 1, 0, dx, err); }
+VP_GRAD_RULE(vp_grad_atanh) { return inverse_like(c, node, dy, -1, 1, 0, 0, dx, err); }
+
+/* y = tan x: dx = dy (1 + y^2) */
+VP_GRAD_RULE(vp_grad_tan) {
+    int y2;
+    TRY(op2(c, node, "Mul", OUT(0), OUT(0), &y2, err));
+    TRY(op_scalar(c, node, "Add", y2, 1.0, &y2, err));
+    return times_dy(c, node, dy, y2, dx, err);
+}
+
+VP_GRAD_RULE(vp_grad_sinh) {
+    int f;
+    TRY(op1(c, node, "Cosh", IN(0), &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+VP_GRAD_RULE(vp_grad_cosh) {
+    int f;
+    TRY(op1(c, node, "Sinh", IN(0), &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* ---- more activations ---- */
+
+/* y = x s, s = sigmoid(alpha x): dy/dx = s + alpha x s (1 - s) = s + alpha (y - y s). */
+VP_GRAD_RULE(vp_grad_swish) {
+    double alpha = vp_attr_float(vp_gr_node(c, node), "alpha", 1.0f);
+    int ax, s, ys, t, f;
+    TRY(vp_gr_scale(c, node, IN(0), alpha, &ax, err));
+    TRY(op1(c, node, "Sigmoid", ax, &s, err));
+    TRY(op2(c, node, "Mul", OUT(0), s, &ys, err));
+    TRY(op2(c, node, "Sub", OUT(0), ys, &t, err));
+    TRY(vp_gr_scale(c, node, t, alpha, &t, err));
+    TRY(op2(c, node, "Add", s, t, &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* y = alpha (e^(x/alpha) - 1) for x <= 0: dy/dx = y / alpha + 1 there, 1 above. */
+VP_GRAD_RULE(vp_grad_celu) {
+    double alpha = vp_attr_float(vp_gr_node(c, node), "alpha", 1.0f);
+    int slope;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(vp_gr_scale(c, node, OUT(0), 1.0 / alpha, &slope, err));
+    TRY(op_scalar(c, node, "Add", slope, 1.0, &slope, err));
+    return positive_or(c, node, dy, slope, dx, err);
+}
+
+/* y = x t, t = tanh(softplus x): dy/dx = t + x sigmoid(x) (1 - t^2). */
+VP_GRAD_RULE(vp_grad_mish) {
+    int x = IN(0), sp, t, s, tt, om, u, f;
+    TRY(op1(c, node, "Softplus", x, &sp, err));
+    TRY(op1(c, node, "Tanh", sp, &t, err));
+    TRY(op1(c, node, "Sigmoid", x, &s, err));
+    TRY(op2(c, node, "Mul", t, t, &tt, err));
+    TRY(op_scalar(c, node, "Sub", tt, 1.0, &om, err)); /* t^2 - 1 */
+    TRY(op2(c, node, "Mul", x, s, &u, err));
+    TRY(op2(c, node, "Mul", u, om, &u, err));
+    TRY(op2(c, node, "Sub", t, u, &f, err));
+    return times_dy(c, node, dy, f, dx, err);
+}
+
+/* dx = dy where the mask holds, 0 elsewhere. */
+static vp_status masked_dy(vp_grad_ctx *c, int node, const int *dy, int mask, int *dx, vp_error *err) {
+    int zero;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(vp_gr_scalar(c, node, DT(dy[0]), 0.0, &zero, err));
+    return where3(c, node, mask, dy[0], zero, &dx[0], err);
+}
+
+/* Shrink: slope 1 outside [-lambd, lambd], 0 inside. */
+VP_GRAD_RULE(vp_grad_shrink) {
+    double lambd = vp_attr_float(vp_gr_node(c, node), "lambd", 0.5f);
+    int inside, outside;
+    TRY(band(c, node, IN(0), -lambd, lambd, &inside, err));
+    TRY(op1(c, node, "Not", inside, &outside, err));
+    return masked_dy(c, node, dy, outside, dx, err);
+}
+
+VP_GRAD_RULE(vp_grad_thresholded_relu) {
+    int above;
+    TRY(op_scalar(c, node, "Greater", IN(0), vp_attr_float(vp_gr_node(c, node), "alpha", 1.0f), &above, err));
+    return masked_dy(c, node, dy, above, dx, err);
+}
+
+/* Piecewise-constant ops: a zero gradient, as PyTorch gives. */
+VP_GRAD_RULE(vp_grad_zero) {
+    (void)dy;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    const vp_value *x = vp_gr_val(c, IN(0));
+    int64_t dims[VP_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    return vp_gr_zeros(c, node, x->dtype, x->rank, dims, &dx[0], err);
+}

@@ -55,6 +55,21 @@ VP_GRAD_RULE(vp_grad_softsign);
 VP_GRAD_RULE(vp_grad_selu);
 VP_GRAD_RULE(vp_grad_fast_gelu); /* com.microsoft.FastGelu(X, [bias]) */
 VP_GRAD_RULE(vp_grad_bias_gelu); /* com.microsoft.BiasGelu(A, B) */
+VP_GRAD_RULE(vp_grad_tan);
+VP_GRAD_RULE(vp_grad_asin);
+VP_GRAD_RULE(vp_grad_acos);
+VP_GRAD_RULE(vp_grad_atan);
+VP_GRAD_RULE(vp_grad_sinh);
+VP_GRAD_RULE(vp_grad_cosh);
+VP_GRAD_RULE(vp_grad_asinh);
+VP_GRAD_RULE(vp_grad_acosh);
+VP_GRAD_RULE(vp_grad_atanh);
+VP_GRAD_RULE(vp_grad_swish);
+VP_GRAD_RULE(vp_grad_celu);
+VP_GRAD_RULE(vp_grad_mish);
+VP_GRAD_RULE(vp_grad_shrink);
+VP_GRAD_RULE(vp_grad_thresholded_relu);
+VP_GRAD_RULE(vp_grad_zero); /* Floor, Ceil, Round, Sign: zero almost everywhere, as PyTorch */
 
 /* ---- tensor (grad_tensor.c) ---- */
 VP_GRAD_RULE(vp_grad_reshape); /* Reshape, Flatten, Squeeze, Unsqueeze */
