@@ -254,3 +254,61 @@ VP_GRAD_RULE(vp_grad_layer_norm) {
         if (want[k]) dx[k] = outs[k];
     return VP_OK;
 }
+
+/* ---- InstanceNormalization, with standard ops ---- */
+
+/* Mean over the spatial axes (kept as 1). */
+static vp_status spatial_mean(vp_grad_ctx *c, int node, int v, int n_axes, const int64_t *axes, double inv_count, int *out,
+                              vp_error *err) {
+    TRY(vp_gr_reduce_sum(c, node, v, n_axes, axes, 1, out, err));
+    return vp_gr_scale(c, node, *out, inv_count, out, err);
+}
+
+/* y = scale xhat + B, xhat = (x - mean) / sqrt(var + eps) over each image's channel:
+ * with g = dY scale, dX = (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps),
+ * dscale = sum(dY xhat), dB = sum(dY) over the batch and spatial axes. */
+VP_GRAD_RULE(vp_grad_instance_norm) {
+    const vp_node *n = vp_gr_node(c, node);
+    double eps = vp_attr_float(n, "epsilon", 1e-5f);
+    shape x = shape_of(c, IN(0));
+    if (x.rank < 3) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 3 or more");
+    int64_t axes[VP_MAX_RANK], all[VP_MAX_RANK], chan[VP_MAX_RANK], count = 1;
+    int n_axes = 0;
+    all[0] = 0;
+    chan[0] = x.dims[1];
+    for (int d = 2; d < x.rank; d++) {
+        axes[n_axes] = all[n_axes + 1] = d;
+        chan[d - 1] = 1;
+        count *= x.dims[d];
+        n_axes++;
+    }
+    double ic = count ? 1.0 / (double)count : 0.0;
+    int mean, xc, var, inv, xhat, t;
+    TRY(spatial_mean(c, node, IN(0), n_axes, axes, ic, &mean, err));
+    TRY(vp_grad_op2(c, node, "Sub", IN(0), mean, &xc, err));
+    TRY(vp_grad_op2(c, node, "Mul", xc, xc, &t, err));
+    TRY(spatial_mean(c, node, t, n_axes, axes, ic, &var, err));
+    TRY(vp_gr_scalar(c, node, vp_gr_val(c, var)->dtype, eps, &t, err));
+    TRY(vp_grad_op2(c, node, "Add", var, t, &var, err));
+    TRY(vp_grad_op1(c, node, "Sqrt", var, &t, err));
+    TRY(vp_grad_op1(c, node, "Reciprocal", t, &inv, err));
+    TRY(vp_grad_op2(c, node, "Mul", xc, inv, &xhat, err));
+    if (vp_grad_needs(c, node, 0)) {
+        int sc, g, mg, gx, mgx;
+        TRY(vp_gr_reshape(c, node, IN(1), x.rank - 1, chan, &sc, err));
+        TRY(vp_grad_op2(c, node, "Mul", dy[0], sc, &g, err));
+        TRY(spatial_mean(c, node, g, n_axes, axes, ic, &mg, err));
+        TRY(vp_grad_op2(c, node, "Mul", g, xhat, &gx, err));
+        TRY(spatial_mean(c, node, gx, n_axes, axes, ic, &mgx, err));
+        TRY(vp_grad_op2(c, node, "Mul", xhat, mgx, &mgx, err));
+        TRY(vp_grad_op2(c, node, "Sub", g, mg, &g, err));
+        TRY(vp_grad_op2(c, node, "Sub", g, mgx, &g, err));
+        TRY(vp_grad_op2(c, node, "Mul", g, inv, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        TRY(vp_grad_op2(c, node, "Mul", dy[0], xhat, &t, err));
+        TRY(vp_gr_reduce_sum(c, node, t, n_axes + 1, all, 0, &dx[1], err));
+    }
+    if (vp_grad_needs(c, node, 2)) TRY(vp_gr_reduce_sum(c, node, dy[0], n_axes + 1, all, 0, &dx[2], err));
+    return VP_OK;
+}

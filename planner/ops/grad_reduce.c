@@ -7,9 +7,11 @@
  * ReduceL2 gives 0 where the norm is 0, as torch.linalg.norm does.  Softmax, LogSoftmax
  * and SoftmaxCrossEntropyLoss use ONNX Runtime's gradient ops. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "grad_rules.h"
+#include "graph_build.h"
 
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)
@@ -198,4 +200,103 @@ VP_GRAD_RULE(vp_grad_softmax_cross_entropy_loss) {
     if (from_loss >= 0 && from_log_prob >= 0) return vp_grad_op2(c, node, "Add", from_loss, from_log_prob, &dx[0], err);
     dx[0] = from_loss >= 0 ? from_loss : from_log_prob;
     return VP_OK;
+}
+
+/* ---- NegativeLogLikelihoodLoss, with standard ops ---- */
+
+/* Per-position weights w[t] (the class weight of each label, 0 where the label is
+ * ignore_index), or -1 when every weight is 1; *labels gets the labels with ignored
+ * entries replaced by class 0 so that they index safely. */
+static vp_status nll_weights(vp_grad_ctx *c, int node, vp_dtype dt, int *labels, int *w, vp_error *err) {
+    const vp_node *n = vp_gr_node(c, node);
+    int t = IN(1), has_ignore = vp_node_attr(n, "ignore_index") != NULL, valid = -1;
+    *labels = t;
+    *w = -1;
+    if (has_ignore) {
+        vp_dtype lt = DT(t);
+        int64_t ig = vp_attr_int(n, "ignore_index", 0), zero64 = 0;
+        int32_t ig32 = (int32_t)ig, zero32 = 0;
+        int ign = vp_build_const(vp_grad_graph(c), "ignore_index", lt, 0, NULL, lt == VP_I32 ? (void *)&ig32 : (void *)&ig);
+        int z = vp_build_const(vp_grad_graph(c), "class0", lt, 0, NULL, lt == VP_I32 ? (void *)&zero32 : (void *)&zero64);
+        int is_ign, in[3];
+        if (ign < 0 || z < 0) return vp_gr_nomem(err);
+        TRY(vp_grad_op2(c, node, "Equal", t, ign, &is_ign, err));
+        in[0] = is_ign, in[1] = z, in[2] = t;
+        int b = vp_grad_begin(c, node, "Where", "", 3, in, 1);
+        if (b < 0) return vp_gr_nomem(err);
+        TRY(vp_grad_end(c, b, labels, err));
+        TRY(vp_grad_op1(c, node, "Not", is_ign, &valid, err));
+        TRY(vp_gr_cast(c, node, valid, dt, &valid, err));
+    }
+    if (IN(2) >= 0) {
+        TRY(vp_grad_op2(c, node, "Gather", IN(2), *labels, w, err));
+        if (valid >= 0) TRY(vp_grad_op2(c, node, "Mul", *w, valid, w, err));
+    } else {
+        *w = valid;
+    }
+    return VP_OK;
+}
+
+/* The class ids 0..C-1 in the labels' integer dtype, shaped dims ([1, C, 1, ...]). */
+static vp_status class_ids(vp_grad_ctx *c, vp_dtype lt, int rank, const int64_t *dims, int *out, vp_error *err) {
+    int64_t n = dims[1];
+    void *p = malloc((size_t)(n ? n : 1) * vp_dtype_size(lt));
+    if (!p) return vp_gr_nomem(err);
+    for (int64_t i = 0; i < n; i++) {
+        if (lt == VP_I32) ((int32_t *)p)[i] = (int32_t)i;
+        else ((int64_t *)p)[i] = i;
+    }
+    *out = vp_build_const(vp_grad_graph(c), "classes", lt, rank, dims, p);
+    free(p);
+    return *out < 0 ? vp_gr_nomem(err) : VP_OK;
+}
+
+/* loss_i = -x[i, t_i] w[t_i]; dX[i, c] = -[c == t_i] w[t_i] g_i with g = dY (none, sum)
+ * or dY / sum_i w[t_i] (mean). */
+VP_GRAD_RULE(vp_grad_nll_loss) {
+    const vp_node *n = vp_gr_node(c, node);
+    if (vp_grad_needs(c, node, 2))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the class weights ('%s') have no gradient rule; freeze them",
+                            vp_gr_val(c, IN(2))->name);
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    const char *reduction = vp_attr_string(n, "reduction", "mean");
+    const vp_value *x = vp_gr_val(c, IN(0));
+    vp_dtype dt = x->dtype;
+    int rank = x->rank;
+    int64_t dims[VP_MAX_RANK], ones[VP_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims);
+    int64_t n_cls = dims[1];
+    int labels, w, g = dy[0], t;
+    TRY(nll_weights(c, node, dt, &labels, &w, err));
+    if (!strcmp(reduction, "mean")) {
+        int denom;
+        if (w >= 0) {
+            int64_t all[VP_MAX_RANK];
+            int lr = vp_gr_val(c, w)->rank;
+            for (int d = 0; d < lr; d++) all[d] = d;
+            TRY(vp_gr_reduce_sum(c, node, w, lr, all, 0, &denom, err));
+        } else {
+            TRY(vp_gr_scalar(c, node, dt, (double)(vp_value_numel(vp_gr_val(c, IN(1)))), &denom, err));
+        }
+        TRY(vp_grad_op2(c, node, "Div", g, denom, &g, err));
+    } else if (strcmp(reduction, "sum") && strcmp(reduction, "none")) {
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "reduction '%s' has no gradient rule", reduction);
+    }
+    if (w >= 0) TRY(vp_grad_op2(c, node, "Mul", g, w, &g, err));
+    /* labels and g at x's rank with a 1 for the class axis, against classes [1, C, 1..] */
+    int64_t ldims[VP_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        ldims[d] = d == 1 ? 1 : dims[d];
+        ones[d] = d == 1 ? n_cls : 1;
+    }
+    int classes;
+    TRY(class_ids(c, DT(labels), rank, ones, &classes, err));
+    int lab, hot;
+    TRY(vp_gr_reshape(c, node, labels, rank, ldims, &lab, err));
+    TRY(vp_grad_op2(c, node, "Equal", lab, classes, &hot, err));
+    TRY(vp_gr_cast(c, node, hot, dt, &hot, err));
+    if (vp_gr_val(c, g)->rank) TRY(vp_gr_reshape(c, node, g, rank, ldims, &g, err));
+    TRY(vp_grad_op2(c, node, "Mul", hot, g, &t, err));
+    TRY(vp_grad_op1(c, node, "Neg", t, &t, err));
+    return vp_gr_expand(c, node, t, rank, dims, &dx[0], err);
 }

@@ -93,6 +93,7 @@ VP_GRAD_RULE(vp_grad_global_average_pool);
 VP_GRAD_RULE(vp_grad_global_max_pool);
 VP_GRAD_RULE(vp_grad_batch_norm_internal); /* com.microsoft.BatchNormInternal */
 VP_GRAD_RULE(vp_grad_layer_norm);
+VP_GRAD_RULE(vp_grad_instance_norm);
 
 /* ---- reduce (grad_reduce.c) ---- */
 VP_GRAD_RULE(vp_grad_reduce_sum);
@@ -106,6 +107,7 @@ VP_GRAD_RULE(vp_grad_reduce_log_sum_exp);
 VP_GRAD_RULE(vp_grad_softmax);
 VP_GRAD_RULE(vp_grad_log_softmax);
 VP_GRAD_RULE(vp_grad_softmax_cross_entropy_loss);
+VP_GRAD_RULE(vp_grad_nll_loss); /* NegativeLogLikelihoodLoss */
 
 /* ---- helpers (grad_util.c) ----
  * Each returns a status and writes the new value id to *out.  Node pointers go stale
