@@ -407,7 +407,7 @@ const vp_op_def vp_ops_elementwise[] = {
     {"Clip", "", 6, shape_clip, vp_cpu_clip, 0, vp_grad_clip},
 
     {"Cast", "", 6, shape_cast, vp_cpu_cast, 0, vp_grad_cast},
-    {"CastLike", "", 15, shape_cast_like, vp_cpu_cast, 0, NULL},
+    {"CastLike", "", 15, shape_cast_like, vp_cpu_cast, 0, vp_grad_cast},
     {"Identity", "", 1, shape_identity, vp_cpu_identity, 0, vp_grad_identity},
     /* training mode draws random numbers: never fold it away */
     {"Dropout", "", 7, shape_dropout, vp_cpu_dropout, VP_OP_NO_FOLD, vp_grad_dropout},

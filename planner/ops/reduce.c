@@ -305,7 +305,7 @@ const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, NULL),
     REDUCE_OP("SoftmaxCrossEntropyLoss", 12, shape_loss, vp_cpu_softmax_cross_entropy_loss,
               vp_grad_softmax_cross_entropy_loss),
-    REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_cpu_nll_loss, NULL),
+    REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_cpu_nll_loss, vp_grad_nll_loss),
     REDUCE_OP("QuantizeLinear", 10, shape_quantize, vp_cpu_quantize_linear, NULL),
     REDUCE_OP("DequantizeLinear", 10, shape_dequantize, vp_cpu_dequantize_linear, NULL),
     REDUCE_OP("DynamicQuantizeLinear", 11, shape_dynamic_quantize, vp_cpu_dynamic_quantize_linear, NULL),
