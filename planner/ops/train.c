@@ -1,5 +1,545 @@
+/* The train family: gradient ops and optimizer updates.
+ *
+ * Gradient ops are ONNX Runtime's training ops (domain com.microsoft; MaxPoolGrad and
+ * AveragePoolGrad also in the default domain from opset 9, where ONNX Runtime defines
+ * them), with the same inputs, outputs, attributes and semantics, so training graphs
+ * load in both.  Shape functions check arity, dtypes and shapes and refuse what the
+ * kernels (runtime/cpu/k_train*.c) do not implement.
+ *
+ * Optimizer updates are ours (domain "vplan"), one node per parameter, elementwise over
+ * the parameter, float32 or float64, with exactly PyTorch's semantics and operation
+ * order (torch.optim single-tensor paths).  W is the parameter, G its gradient:
+ *
+ *   SGD(W, G) -> W'                      attrs lr, weight_decay
+ *       g  = G + weight_decay * W
+ *       W' = W - lr * g                                  (torch.optim.SGD, momentum 0)
+ *
+ *   Momentum(W, G, B) -> W', B'          attrs lr, momentum, weight_decay
+ *       g  = G + weight_decay * W
+ *       B' = momentum * B + g           (B starts at zero, so the first step gives
+ *                                        B' = g, torch's first-step buf = g, dampening 0)
+ *       W' = W - lr * B'                                 (torch.optim.SGD, momentum > 0)
+ *
+ *   Adam(W, G, M, V, T) -> W', M', V', T'   attrs lr, beta1, beta2, eps, weight_decay,
+ *                                               decoupled (0: Adam, 1: AdamW)
+ *       T is a float32 scalar step count: T' = T + 1, t = T'
+ *       decoupled: W <- W * (1 - lr * weight_decay), g = G
+ *       else:      g = G + weight_decay * W
+ *       M' = beta1 * M + (1 - beta1) * g
+ *       V' = beta2 * V + (1 - beta2) * g * g
+ *       step_size = lr / (1 - beta1^t)
+ *       denom     = sqrt(V') / sqrt(1 - beta2^t) + eps
+ *       W' = W - step_size * M' / denom       (torch.optim.Adam / AdamW, amsgrad off)
+ *
+ *   Scalars (lr, 1 - beta1, step_size, ...) are computed in double from the attribute
+ *   values and rounded to the parameter's dtype where torch rounds them, and the
+ *   elementwise ops are evaluated as ATen evaluates them (runtime/cpu/k_train_optim.c),
+ *   so float32 updates agree with torch 1.13 bit for bit.
+ *
+ * Output shapes that the inputs do not decide (MaxPoolGrad's and AveragePoolGrad's dX)
+ * come from the output value when it already has a shape (a gradient builder sets it
+ * to X's shape before inferring the node, as ONNX Runtime's builder types its outputs),
+ * else from what the graph says: the MaxPool that produced Indices, or an
+ * AveragePool geometry whose input extent is unambiguous (all strides 1). */
+#include <string.h>
+
+#include "grad_rules.h"
+#include "k_linalg.h"
+#include "k_train.h"
 #include "op_registry.h"
 
+static const vp_dtype index_types[] = {VP_I32, VP_I64};
+static const vp_dtype optimizer_types[] = {VP_F32, VP_F64};
+
+/* ---- checks ---- */
+
+static vp_status check_float(const vp_node *n, int i, const vp_value *v, vp_error *err) {
+    return vp_shape_check_dtype(n, i, v->dtype, vp_float_types, 4, err);
+}
+
+static int same_shape(const vp_value *a, const vp_value *b) {
+    if (a->rank != b->rank) return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return 0;
+    return 1;
+}
+
+static vp_status fail_shape(const vp_node *n, int i, const vp_value *v, const vp_value *ref, int j, vp_error *err) {
+    char s1[128], s2[128];
+    return vp_node_fail(err, VP_ERR_INVALID, n, "input %d has shape %s, expected %s like input %d", i,
+                        vp_shape_str(v->rank, v->dims, s1, sizeof s1), vp_shape_str(ref->rank, ref->dims, s2, sizeof s2),
+                        j);
+}
+
+/* Input i has input j's dtype and shape. */
+static vp_status check_like(vp_graph *g, const vp_node *n, int i, int j, vp_error *err) {
+    const vp_value *v = vp_shape_in(g, n, i), *ref = vp_shape_in(g, n, j);
+    if (v->dtype != ref->dtype)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d is %s, expected %s like input %d", i,
+                            vp_dtype_name(v->dtype), vp_dtype_name(ref->dtype), j);
+    return same_shape(v, ref) ? VP_OK : fail_shape(n, i, v, ref, j, err);
+}
+
+/* A float vector input of shape [c] (per-channel statistics and parameters). */
+static vp_status check_channels(vp_graph *g, const vp_node *n, int i, int64_t c, vp_error *err) {
+    const vp_value *v = vp_shape_in(g, n, i);
+    vp_status s = check_float(n, i, v, err);
+    if (s) return s;
+    if (v->rank != 1 || v->dims[0] != c)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d must have shape [%lld]", i, (long long)c);
+    return VP_OK;
+}
+
+/* An optional input holding one element of one of the given dtypes. */
+static vp_status check_optional_scalar(vp_graph *g, const vp_node *n, int i, const vp_dtype *types, int n_types,
+                                       vp_error *err) {
+    const vp_value *v = vp_shape_in(g, n, i);
+    if (!v) return VP_OK;
+    vp_status s = vp_shape_check_dtype(n, i, v->dtype, types, n_types, err);
+    if (!s && vp_value_numel(v) != 1)
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "input %d must hold one element", i);
+    return s;
+}
+
+static vp_status check_rank_at_least(const vp_node *n, int i, const vp_value *v, int rank, vp_error *err) {
+    if (v->rank >= rank) return VP_OK;
+    return vp_node_fail(err, VP_ERR_INVALID, n, "input %d has rank %d, expected at least %d", i, v->rank, rank);
+}
+
+/* ---- activations, softmax, dropout ---- */
+
+/* (dY, X or Y) -> dX, all of one float dtype and shape. */
+static vp_status shape_pointwise_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    if (!s) s = check_float(n, 0, vp_shape_in(g, n, 0), err);
+    if (!s) s = check_like(g, n, 1, 0, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
+    return s;
+}
+
+static vp_status shape_softmax_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = shape_pointwise_grad(g, n, err);
+    if (s) return s;
+    const vp_value *y = vp_shape_in(g, n, 1);
+    int axis;
+    return vp_shape_axis(n, vp_attr_int(n, "axis", vp_train_softmax_is_13(n) ? -1 : 1), y->rank, &axis, err);
+}
+
+/* DropoutGrad(dy, mask, [ratio], [training_mode]) -> dx */
+static vp_status shape_dropout_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    static const vp_dtype bool_type[] = {VP_BOOL};
+    vp_status s = vp_shape_check_arity(n, 2, 4, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *mask = vp_shape_in(g, n, 1);
+    if ((s = check_float(n, 0, dy, err))) return s;
+    if (mask->dtype != VP_BOOL)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "mask (input 1) must be bool, got %s", vp_dtype_name(mask->dtype));
+    if (!same_shape(mask, dy)) return fail_shape(n, 1, mask, dy, 0, err);
+    if ((s = check_optional_scalar(g, n, 2, vp_float_types, 4, err))) return s;
+    if ((s = check_optional_scalar(g, n, 3, bool_type, 1, err))) return s;
+    return vp_shape_same_as_input(g, n, 0, 0, err);
+}
+
+/* ---- normalisation ---- */
+
+/* LayerNormalizationGrad(Y_grad, X, scale, mean, inv_std_dev) -> X_grad, scale_grad, bias_grad */
+static vp_status shape_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 3, err);
+    if (s) return s;
+    const vp_value *x = vp_shape_in(g, n, 1), *scale = vp_shape_in(g, n, 2);
+    if ((s = check_float(n, 1, x, err)) || (s = check_like(g, n, 0, 1, err))) return s;
+    if ((s = check_rank_at_least(n, 1, x, 1, err))) return s;
+    int axis;
+    if ((s = vp_shape_axis(n, vp_attr_int(n, "axis", -1), x->rank, &axis, err))) return s;
+    int64_t outer = 1;
+    for (int d = 0; d < axis; d++) outer *= x->dims[d];
+    /* scale spans the normalised axes exactly; a broadcast scale is not implemented */
+    int exact = scale->dtype == x->dtype && scale->rank == x->rank - axis;
+    for (int d = 0; exact && d < scale->rank; d++) exact = scale->dims[d] == x->dims[axis + d];
+    if (!exact) {
+        char s1[128], s2[128];
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "scale %s %s must be %s %s, the normalised axes of X",
+                            vp_dtype_name(scale->dtype), vp_shape_str(scale->rank, scale->dims, s1, sizeof s1),
+                            vp_dtype_name(x->dtype), vp_shape_str(x->rank - axis, x->dims + axis, s2, sizeof s2));
+    }
+    for (int i = 3; i < 5; i++) {
+        const vp_value *st = vp_shape_in(g, n, i);
+        if ((s = check_float(n, i, st, err))) return s;
+        if (vp_value_numel(st) != outer)
+            return vp_node_fail(err, VP_ERR_INVALID, n, "input %d must hold one value per normalised row (%lld), has %lld",
+                                i, (long long)outer, (long long)vp_value_numel(st));
+    }
+    s = vp_shape_same_as_input(g, n, 0, 1, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 2, 2, err);
+    return s;
+}
+
+/* BatchNormInternal(X, scale, B, input_mean, input_var)
+ *   -> Y, running_mean, running_var, saved_mean, saved_inv_std */
+static vp_status shape_batchnorm_internal(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 5, err);
+    if (s) return s;
+    const vp_value *x = vp_shape_in(g, n, 0);
+    if ((s = check_float(n, 0, x, err)) || (s = check_rank_at_least(n, 0, x, 2, err))) return s;
+    for (int i = 1; i < 5 && !s; i++) s = check_channels(g, n, i, x->dims[1], err);
+    if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
+    for (int i = 1; i < 5 && !s; i++) s = vp_shape_same_as_input(g, n, i, i % 2 ? 3 : 4, err);
+    return s;
+}
+
+/* BatchNormalizationGrad(dY, X, scale, saved_mean, saved_inv_std) -> dX, dscale, dbias */
+static vp_status shape_batchnorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 3, err);
+    if (s) return s;
+    const vp_value *x = vp_shape_in(g, n, 1);
+    if ((s = check_float(n, 1, x, err)) || (s = check_like(g, n, 0, 1, err))) return s;
+    if ((s = check_rank_at_least(n, 1, x, 2, err))) return s;
+    for (int i = 2; i < 5 && !s; i++) s = check_channels(g, n, i, x->dims[1], err);
+    if (!s && vp_shape_in(g, n, 2)->dtype != x->dtype)
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "scale must have X's dtype %s", vp_dtype_name(x->dtype));
+    if (!s) s = vp_shape_same_as_input(g, n, 0, 1, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 2, 2, err);
+    return s;
+}
+
+/* ---- convolution and pooling ---- */
+
+/* ConvGrad(dY, X, W) -> dX, dW, dB with Conv's attributes; outputs optional. */
+static vp_status shape_conv_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 3, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *x = vp_shape_in(g, n, 1), *w = vp_shape_in(g, n, 2);
+    if ((s = check_float(n, 1, x, err)) || (s = check_rank_at_least(n, 1, x, 3, err))) return s;
+    if (w->dtype != x->dtype || dy->dtype != x->dtype || w->rank != x->rank)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "dY, X and W must share dtype and rank");
+    int64_t group = vp_attr_int(n, "group", 1), c = x->dims[1], m = w->dims[0];
+    if (group < 1 || c % group || m % group || w->dims[1] * group != c)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "weight shape does not fit %lld input channels in %lld groups",
+                            (long long)c, (long long)group);
+    vp_window win;
+    if ((s = vp_window_resolve(n, VP_WINDOW_CONV, x->rank - 2, x->dims + 2, w->dims + 2, &win, err))) return s;
+    int64_t want[VP_MAX_RANK] = {x->dims[0], m};
+    memcpy(want + 2, win.out, (size_t)win.n_sp * sizeof *win.out);
+    int ok = dy->rank == x->rank;
+    for (int d = 0; ok && d < x->rank; d++) ok = dy->dims[d] == want[d];
+    if (!ok) {
+        char s1[128], s2[128];
+        return vp_node_fail(err, VP_ERR_INVALID, n, "dY has shape %s, the convolution's output is %s",
+                            vp_shape_str(dy->rank, dy->dims, s1, sizeof s1), vp_shape_str(x->rank, want, s2, sizeof s2));
+    }
+    s = vp_shape_same_as_input(g, n, 0, 1, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);
+    if (!s) s = vp_shape_set_output(g, n, 2, x->dtype, 1, &m, err);
+    return s;
+}
+
+/* The shape a gradient builder (or the model) already gave output 0, if any. */
+static const vp_value *declared_output(vp_graph *g, const vp_node *n) {
+    if (n->n_outputs < 1 || n->outputs[0] < 0) return NULL;
+    const vp_value *v = &g->values[n->outputs[0]];
+    return v->rank >= 0 && v->dtype != VP_UNDEFINED ? v : NULL;
+}
+
+/* dX keeps dY's batch and channels; the spatial extents come from elsewhere. */
+static vp_status set_pool_dx(vp_graph *g, vp_node *n, const vp_value *dy, const int64_t *shape, vp_error *err) {
+    int64_t dims[VP_MAX_RANK]; /* a copy: shape may be the output value's own dims, which setting clears */
+    memcpy(dims, shape, sizeof dims);
+    if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1]) {
+        char s1[128], s2[128];
+        return vp_node_fail(err, VP_ERR_INVALID, n, "dX shape %s does not match dY %s in batch and channels",
+                            vp_shape_str(dy->rank, dims, s1, sizeof s1), vp_shape_str(dy->rank, dy->dims, s2, sizeof s2));
+    }
+    return vp_shape_set_output(g, n, 0, dy->dtype, dy->rank, dims, err);
+}
+
+/* MaxPoolGrad(dY, Indices) -> dX */
+static vp_status shape_maxpool_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *idx = vp_shape_in(g, n, 1);
+    if ((s = check_float(n, 0, dy, err)) || (s = check_rank_at_least(n, 0, dy, 3, err))) return s;
+    if (idx->dtype != VP_I64)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "Indices (input 1) must be int64, got %s", vp_dtype_name(idx->dtype));
+    if (!same_shape(idx, dy)) return fail_shape(n, 1, idx, dy, 0, err);
+    if (vp_attr_int(n, "storage_order", 0) != 0)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "storage_order=1 (column-major indices) is not supported");
+    const vp_value *decl = declared_output(g, n);
+    if (decl && decl->rank == dy->rank) return set_pool_dx(g, n, dy, decl->dims, err);
+    const vp_node *pool = idx->producer >= 0 ? &g->nodes[idx->producer] : NULL;
+    if (pool && !strcmp(pool->op_type, "MaxPool") && !pool->domain[0] && pool->n_inputs > 0 && pool->inputs[0] >= 0) {
+        const vp_value *x = &g->values[pool->inputs[0]];
+        if (x->rank == dy->rank) return set_pool_dx(g, n, dy, x->dims, err);
+    }
+    return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                        "the shape of dX is unknown: give the output value X's shape, or feed Indices from a MaxPool");
+}
+
+/* AveragePoolGrad(dY) -> dX with AveragePool's attributes. */
+static vp_status shape_avgpool_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 1, 1, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0);
+    if ((s = check_float(n, 0, dy, err)) || (s = check_rank_at_least(n, 0, dy, 3, err))) return s;
+    int n_sp = dy->rank - 2;
+    int64_t dims[VP_MAX_RANK];
+    const vp_value *decl = declared_output(g, n);
+    vp_window w;
+    if (decl && decl->rank == dy->rank) {
+        memcpy(dims, decl->dims, sizeof dims);
+    } else {
+        /* invert the window from dY's extents: unambiguous only with unit strides */
+        if ((s = vp_window_resolve(n, VP_WINDOW_AVGPOOL, n_sp, dy->dims + 2, NULL, &w, err))) return s;
+        memcpy(dims, dy->dims, sizeof dims);
+        const char *pad = vp_attr_string(n, "auto_pad", "NOTSET");
+        int same = !strncmp(pad, "SAME", 4);
+        for (int d = 0; d < n_sp; d++) {
+            if (w.stride[d] != 1)
+                return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                                    "the shape of dX is ambiguous with strides > 1: give the output value X's shape");
+            int64_t ext = (w.kernel[d] - 1) * w.dilation[d] + 1;
+            dims[d + 2] = same ? dy->dims[d + 2] : dy->dims[d + 2] - 1 + ext - w.pad_begin[d] - w.pad_end[d];
+        }
+    }
+    if ((s = vp_window_resolve(n, VP_WINDOW_AVGPOOL, n_sp, dims + 2, NULL, &w, err))) return s;
+    for (int d = 0; d < n_sp; d++)
+        if (w.out[d] != dy->dims[d + 2]) {
+            char s1[128], s2[128];
+            return vp_node_fail(err, VP_ERR_INVALID, n, "pooling dX %s does not give dY's shape %s",
+                                vp_shape_str(dy->rank, dims, s1, sizeof s1), vp_shape_str(dy->rank, dy->dims, s2, sizeof s2));
+        }
+    return set_pool_dx(g, n, dy, dims, err);
+}
+
+/* ---- indexing and loss ---- */
+
+/* GatherGrad(shape, indices, dY) -> dX, attr axis */
+static vp_status shape_gather_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 1, err);
+    if (s) return s;
+    const vp_value *idx = vp_shape_in(g, n, 1), *dy = vp_shape_in(g, n, 2);
+    int64_t dims[VP_MAX_RANK], want[VP_MAX_RANK];
+    int rank, axis;
+    if ((s = vp_shape_const_ints(g, n, 0, dims, VP_MAX_RANK, &rank, err))) return s;
+    if ((s = vp_shape_check_dtype(n, 1, idx->dtype, index_types, 2, err))) return s;
+    if ((s = check_float(n, 2, dy, err))) return s;
+    if (rank < 1) return vp_node_fail(err, VP_ERR_INVALID, n, "shape (input 0) must name a tensor of rank >= 1");
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < 0) return vp_node_fail(err, VP_ERR_INVALID, n, "shape (input 0) has negative dim %d", d);
+    if ((s = vp_shape_axis(n, vp_attr_int(n, "axis", 0), rank, &axis, err))) return s;
+    int want_rank = rank - 1 + idx->rank;
+    if (want_rank > VP_MAX_RANK)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "dY would have rank %d (at most %d)", want_rank, VP_MAX_RANK);
+    int r = 0;
+    for (int d = 0; d < axis; d++) want[r++] = dims[d];
+    for (int d = 0; d < idx->rank; d++) want[r++] = idx->dims[d];
+    for (int d = axis + 1; d < rank; d++) want[r++] = dims[d];
+    int ok = dy->rank == want_rank;
+    for (int d = 0; ok && d < r; d++) ok = dy->dims[d] == want[d];
+    if (!ok) {
+        char s1[128], s2[128];
+        return vp_node_fail(err, VP_ERR_INVALID, n, "dY has shape %s, Gather's output is %s",
+                            vp_shape_str(dy->rank, dy->dims, s1, sizeof s1), vp_shape_str(r, want, s2, sizeof s2));
+    }
+    return vp_shape_set_output(g, n, 0, dy->dtype, rank, dims, err);
+}
+
+/* SoftmaxCrossEntropyLossGrad(dY, log_prob, label, [weight], [bias]) -> d_logit,
+ * log_prob [N, C, D...], label [N, D...]. */
+static vp_status shape_sce_loss_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3, 5, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *lp = vp_shape_in(g, n, 1), *label = vp_shape_in(g, n, 2);
+    const vp_value *weight = vp_shape_in(g, n, 3);
+    if ((s = check_float(n, 1, lp, err)) || (s = check_rank_at_least(n, 1, lp, 2, err))) return s;
+    if ((s = vp_shape_check_dtype(n, 2, label->dtype, index_types, 2, err))) return s;
+    int ok = label->rank == lp->rank - 1 && label->dims[0] == lp->dims[0];
+    for (int d = 1; ok && d < label->rank; d++) ok = label->dims[d] == lp->dims[d + 1];
+    if (!ok) {
+        char s1[128], s2[128];
+        return vp_node_fail(err, VP_ERR_INVALID, n, "label %s does not fit log_prob %s ([N, D...] for [N, C, D...])",
+                            vp_shape_str(label->rank, label->dims, s1, sizeof s1),
+                            vp_shape_str(lp->rank, lp->dims, s2, sizeof s2));
+    }
+    if (dy->dtype != lp->dtype)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "dY must have log_prob's dtype %s", vp_dtype_name(lp->dtype));
+    const char *red = vp_attr_string(n, "reduction", "mean");
+    if (!strcmp(red, "none")) {
+        if (!same_shape(dy, label)) return fail_shape(n, 0, dy, label, 2, err);
+    } else if (!strcmp(red, "mean") || !strcmp(red, "sum")) {
+        if (vp_value_numel(dy) != 1) return vp_node_fail(err, VP_ERR_INVALID, n, "dY must be a scalar for reduction '%s'", red);
+    } else {
+        return vp_node_fail(err, VP_ERR_INVALID, n, "reduction '%s' is not one of none, sum, mean", red);
+    }
+    if (weight && (s = check_channels(g, n, 3, lp->dims[1], err))) return s;
+    if (weight && weight->dtype != lp->dtype)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "weight must have log_prob's dtype %s", vp_dtype_name(lp->dtype));
+    if (vp_shape_in(g, n, 4) && (s = check_like(g, n, 4, 1, err))) return s;
+    return vp_shape_same_as_input(g, n, 0, 1, err);
+}
+
+/* ---- gradient accumulation ---- */
+
+/* InPlaceAccumulatorV2(buffer, value, [overwrite]) -> updated_flag [1], [buffer_out] */
+static vp_status shape_inplace_accumulator_v2(vp_graph *g, vp_node *n, vp_error *err) {
+    static const vp_dtype bool_type[] = {VP_BOOL};
+    vp_status s = vp_shape_check_arity(n, 2, 3, 1, 2, err);
+    if (s) return s;
+    const vp_value *buf = vp_shape_in(g, n, 0), *val = vp_shape_in(g, n, 1);
+    if ((s = check_float(n, 0, buf, err)) || (s = check_float(n, 1, val, err))) return s;
+    if (!same_shape(buf, val)) return fail_shape(n, 1, val, buf, 0, err);
+    if ((s = check_optional_scalar(g, n, 2, bool_type, 1, err))) return s;
+    int64_t one = 1;
+    s = vp_shape_set_output(g, n, 0, VP_BOOL, 1, &one, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 1, 0, err);
+    return s;
+}
+
+/* ZeroGradient(old_gradient, reset_signal) -> zeros like old_gradient */
+static vp_status shape_zero_gradient(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    if (!s) s = check_float(n, 0, vp_shape_in(g, n, 0), err);
+    if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
+    return s;
+}
+
+/* ---- optimizers (vplan) ---- */
+
+static vp_status check_hyper(const vp_node *n, const char *name, float dflt, float lo, float hi, int hi_open,
+                             vp_error *err) {
+    float v = vp_attr_float(n, name, dflt);
+    if (v >= lo && (hi_open ? v < hi : v <= hi)) return VP_OK;
+    return vp_node_fail(err, VP_ERR_INVALID, n, "attribute %s = %g is outside [%g, %g%s", name, (double)v, (double)lo,
+                        (double)hi, hi_open ? ")" : "]");
+}
+
+/* W float32/float64; inputs 1..n_like (gradient, state) have W's dtype and shape, and
+ * outputs 0..n_like-1 are W' and the new state, shaped like W and the state inputs. */
+static vp_status check_param_inputs(vp_graph *g, const vp_node *n, int n_like, vp_error *err) {
+    const vp_value *w = vp_shape_in(g, n, 0);
+    vp_status s = vp_shape_check_dtype(n, 0, w->dtype, optimizer_types, 2, err);
+    for (int i = 1; i <= n_like && !s; i++) s = check_like(g, n, i, 0, err);
+    for (int i = 0; i < n_like && !s; i++) s = vp_shape_same_as_input(g, n, i, i ? i + 1 : 0, err);
+    if (!s) s = check_hyper(n, "lr", 0, 0, 1e30f, 0, err);
+    if (!s) s = check_hyper(n, "weight_decay", 0, 0, 1e30f, 0, err);
+    return s;
+}
+
+static vp_status shape_sgd(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    if (!s) s = check_param_inputs(g, n, 1, err);
+    return s;
+}
+
+static vp_status shape_momentum(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 2, err);
+    if (!s) s = check_param_inputs(g, n, 2, err);
+    if (!s) s = check_hyper(n, "momentum", 0, 0, 1e30f, 0, err);
+    return s;
+}
+
+static vp_status shape_adam(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 4, err);
+    if (!s) s = check_param_inputs(g, n, 3, err);
+    if (s) return s;
+    const vp_value *t = vp_shape_in(g, n, 4);
+    if (t->dtype != VP_F32 || vp_value_numel(t) != 1)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "T (input 4) must be a float32 scalar step count");
+    if ((s = check_hyper(n, "beta1", 0.9f, 0, 1, 1, err)) || (s = check_hyper(n, "beta2", 0.999f, 0, 1, 1, err)) ||
+        (s = check_hyper(n, "eps", 1e-8f, 0, 1e30f, 0, err)))
+        return s;
+    int64_t decoupled = vp_attr_int(n, "decoupled", 0);
+    if (decoupled != 0 && decoupled != 1)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute decoupled must be 0 (Adam) or 1 (AdamW)");
+    return vp_shape_same_as_input(g, n, 3, 4, err);
+}
+
+/* ---- ONNX's optimizers (ai.onnx.preview.training): Adagrad, Momentum, Adam ----
+ *
+ * (R, T, X_1..X_k, G_1..G_k, [V_1..V_k], [H_1..H_k]) -> (X_new_1..k, [V_new_1..k], [H_new_1..k]):
+ * R a float learning rate, T an int64 step count (both one element), then `groups`
+ * lists of k tensors, each X_i's list partner of X_i's dtype and shape. */
+static vp_status shape_onnx_optimizer(vp_graph *g, vp_node *n, int groups, vp_error *err) {
+    static const vp_dtype step_type[] = {VP_I64};
+    int k = n->n_inputs > 2 ? (n->n_inputs - 2) / groups : 0;
+    if (k < 1 || (n->n_inputs - 2) % groups)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "has %d inputs, expected R, T and %d lists of equal length",
+                            n->n_inputs, groups);
+    vp_status s = vp_shape_check_arity(n, n->n_inputs, n->n_inputs, k * (groups - 1), k * (groups - 1), err);
+    if (!s && !vp_shape_in(g, n, 0)) s = vp_node_fail(err, VP_ERR_INVALID, n, "input R is empty");
+    if (!s) s = check_optional_scalar(g, n, 0, optimizer_types, 2, err);
+    if (!s && !vp_shape_in(g, n, 1)) s = vp_node_fail(err, VP_ERR_INVALID, n, "input T is empty");
+    if (!s) s = check_optional_scalar(g, n, 1, step_type, 1, err);
+    for (int i = 0; i < k && !s; i++) {
+        int x = 2 + i;
+        for (int j = 0; j < groups && !s; j++)
+            if (!vp_shape_in(g, n, x + j * k)) s = vp_node_fail(err, VP_ERR_INVALID, n, "input %d is empty", x + j * k);
+        if (!s) s = vp_shape_check_dtype(n, x, vp_shape_in(g, n, x)->dtype, optimizer_types, 2, err);
+        for (int j = 1; j < groups && !s; j++) s = check_like(g, n, x + j * k, x, err);
+        /* outputs: the new X_i, then the new state lists (skipping the gradients) */
+        for (int j = 0; j < groups - 1 && !s; j++) s = vp_shape_same_as_input(g, n, i + j * k, j ? x + (j + 1) * k : x, err);
+    }
+    return s;
+}
+
+static vp_status shape_onnx_adagrad(vp_graph *g, vp_node *n, vp_error *err) {
+    return shape_onnx_optimizer(g, n, 3, err);
+}
+
+static vp_status shape_onnx_momentum(vp_graph *g, vp_node *n, vp_error *err) {
+    const char *mode = vp_attr_string(n, "mode", "");
+    if (strcmp(mode, "standard") && strcmp(mode, "nesterov"))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "mode '%s' is not standard or nesterov", mode);
+    if (!vp_node_attr(n, "alpha") || !vp_node_attr(n, "beta") || !vp_node_attr(n, "norm_coefficient"))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attributes alpha, beta and norm_coefficient are required");
+    return shape_onnx_optimizer(g, n, 3, err);
+}
+
+static vp_status shape_onnx_adam(vp_graph *g, vp_node *n, vp_error *err) {
+    return shape_onnx_optimizer(g, n, 4, err);
+}
+
+/* Designated fields, so columns added to vp_op_def later start out empty here. */
+#define MS_OP(op, shape_fn, cpu_fn) {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn}
+#define ONNX9_OP(op, shape_fn, cpu_fn) {.name = op, .domain = "", .min_opset = 9, .shape = shape_fn, .cpu = cpu_fn}
+#define VPLAN_OP(op, shape_fn, cpu_fn) \
+    {.name = op, .domain = "vplan", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn, .flags = VP_OP_NO_FOLD}
+
+#define PREVIEW_OP(op, shape_fn, cpu_fn) \
+    {.name = op, .domain = "ai.onnx.preview.training", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn, \
+     .flags = VP_OP_NO_FOLD}
+
 const vp_op_def vp_ops_train[] = {
+    MS_OP("ReluGrad", shape_pointwise_grad, vp_cpu_relu_grad),
+    MS_OP("GeluGrad", shape_pointwise_grad, vp_cpu_gelu_grad),
+    MS_OP("FastGeluGrad", shape_pointwise_grad, vp_cpu_fast_gelu_grad),
+    MS_OP("SigmoidGrad", shape_pointwise_grad, vp_cpu_sigmoid_grad),
+    MS_OP("TanhGrad", shape_pointwise_grad, vp_cpu_tanh_grad),
+    MS_OP("SoftmaxGrad", shape_softmax_grad, vp_cpu_softmax_grad),
+    MS_OP("SoftmaxGrad_13", shape_softmax_grad, vp_cpu_softmax_grad),
+    MS_OP("LogSoftmaxGrad", shape_softmax_grad, vp_cpu_log_softmax_grad),
+    MS_OP("LogSoftmaxGrad_13", shape_softmax_grad, vp_cpu_log_softmax_grad),
+    MS_OP("DropoutGrad", shape_dropout_grad, vp_cpu_dropout_grad),
+    MS_OP("LayerNormalizationGrad", shape_layernorm_grad, vp_cpu_layernorm_grad),
+    /* the one forward op here: its gradient is BatchNormalizationGrad (grad_linalg.c) */
+    {.name = "BatchNormInternal", .domain = "com.microsoft", .min_opset = 0, .shape = shape_batchnorm_internal,
+     .cpu = vp_cpu_batchnorm_internal, .grad = vp_grad_batch_norm_internal},
+    MS_OP("BatchNormalizationGrad", shape_batchnorm_grad, vp_cpu_batchnorm_grad),
+    MS_OP("ConvGrad", shape_conv_grad, vp_cpu_conv_grad),
+    MS_OP("MaxPoolGrad", shape_maxpool_grad, vp_cpu_maxpool_grad),
+    MS_OP("AveragePoolGrad", shape_avgpool_grad, vp_cpu_avgpool_grad),
+    ONNX9_OP("MaxPoolGrad", shape_maxpool_grad, vp_cpu_maxpool_grad),
+    ONNX9_OP("AveragePoolGrad", shape_avgpool_grad, vp_cpu_avgpool_grad),
+    MS_OP("GatherGrad", shape_gather_grad, vp_cpu_gather_grad),
+    MS_OP("SoftmaxCrossEntropyLossGrad", shape_sce_loss_grad, vp_cpu_sce_loss_grad),
+    MS_OP("InPlaceAccumulatorV2", shape_inplace_accumulator_v2, vp_cpu_inplace_accumulator_v2),
+    MS_OP("ZeroGradient", shape_zero_gradient, vp_cpu_zero_gradient),
+    VPLAN_OP("SGD", shape_sgd, vp_cpu_sgd),
+    VPLAN_OP("Momentum", shape_momentum, vp_cpu_momentum),
+    VPLAN_OP("Adam", shape_adam, vp_cpu_adam),
+    PREVIEW_OP("Adagrad", shape_onnx_adagrad, vp_cpu_onnx_adagrad),
+    PREVIEW_OP("Momentum", shape_onnx_momentum, vp_cpu_onnx_momentum),
+    PREVIEW_OP("Adam", shape_onnx_adam, vp_cpu_onnx_adam),
     {0},
 };

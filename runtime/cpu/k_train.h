@@ -1,0 +1,69 @@
+/* CPU kernels of the train family: the gradient ops of ONNX Runtime's training graphs
+ * (com.microsoft, same inputs, outputs, attributes and semantics as ONNX Runtime) and
+ * our optimizer updates (domain "vplan", PyTorch semantics; see planner/ops/train.c).
+ *
+ * Every kernel computes float32 and float64 natively and accumulates long sums in
+ * double; float16 and bfloat16 tensors are widened to float32 scratch by
+ * vp_lin_run_widened() and rounded back.  Files:
+ *   k_train_act.c    ReluGrad, GeluGrad, FastGeluGrad, SigmoidGrad, TanhGrad,
+ *                    SoftmaxGrad(_13), LogSoftmaxGrad(_13), DropoutGrad
+ *   k_train_norm.c   LayerNormalizationGrad, BatchNormInternal, BatchNormalizationGrad
+ *   k_train_conv.c   ConvGrad, MaxPoolGrad, AveragePoolGrad
+ *   k_train_index.c  GatherGrad, SoftmaxCrossEntropyLossGrad, InPlaceAccumulatorV2,
+ *                    ZeroGradient
+ *   k_train_optim.c  SGD, Momentum, Adam (vplan); Adagrad, Momentum, Adam of ONNX's
+ *                    ai.onnx.preview.training domain */
+#ifndef VP_K_TRAIN_H
+#define VP_K_TRAIN_H
+
+#include "op_registry.h"
+
+#define VP_TRAIN_KERNEL(name) \
+    vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
+
+VP_TRAIN_KERNEL(vp_cpu_relu_grad);
+VP_TRAIN_KERNEL(vp_cpu_gelu_grad);
+VP_TRAIN_KERNEL(vp_cpu_fast_gelu_grad);
+VP_TRAIN_KERNEL(vp_cpu_sigmoid_grad);
+VP_TRAIN_KERNEL(vp_cpu_tanh_grad);
+VP_TRAIN_KERNEL(vp_cpu_softmax_grad);     /* SoftmaxGrad and SoftmaxGrad_13 (reads op_type) */
+VP_TRAIN_KERNEL(vp_cpu_log_softmax_grad); /* LogSoftmaxGrad and LogSoftmaxGrad_13 */
+VP_TRAIN_KERNEL(vp_cpu_dropout_grad);
+
+VP_TRAIN_KERNEL(vp_cpu_layernorm_grad);
+VP_TRAIN_KERNEL(vp_cpu_batchnorm_internal);
+VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad);
+
+VP_TRAIN_KERNEL(vp_cpu_conv_grad);
+VP_TRAIN_KERNEL(vp_cpu_maxpool_grad);
+VP_TRAIN_KERNEL(vp_cpu_avgpool_grad);
+
+VP_TRAIN_KERNEL(vp_cpu_gather_grad);
+VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad);
+VP_TRAIN_KERNEL(vp_cpu_inplace_accumulator_v2);
+VP_TRAIN_KERNEL(vp_cpu_zero_gradient);
+
+VP_TRAIN_KERNEL(vp_cpu_sgd);
+VP_TRAIN_KERNEL(vp_cpu_momentum);
+VP_TRAIN_KERNEL(vp_cpu_adam);
+VP_TRAIN_KERNEL(vp_cpu_onnx_adagrad);  /* ai.onnx.preview.training */
+VP_TRAIN_KERNEL(vp_cpu_onnx_momentum);
+VP_TRAIN_KERNEL(vp_cpu_onnx_adam);
+
+/* ---- helpers shared by the kernel files ---- */
+
+/* True when the softmax-grad op is the opset-13 form (per-axis, default axis -1)
+ * rather than the 2-D coercing form (default axis 1). */
+int vp_train_softmax_is_13(const vp_node *n);
+
+/* A float32 attribute as the double its writer most likely meant: the shortest
+ * decimal that rounds to the same float (0.9f -> 0.9).  PyTorch keeps optimizer
+ * hyper-parameters and batch-norm momentum as Python doubles; reading them back this
+ * way makes 1 - beta, lr / (1 - beta1^t) and the running statistics agree with torch
+ * bit for bit, where the float32 values would round differently. */
+double vp_train_attr_double(const vp_node *n, const char *name, double dflt);
+
+/* Element i of a small float tensor (per-channel vectors, scalars) as a double. */
+double vp_train_scalar(const vp_tensor *t, int64_t i);
+
+#endif

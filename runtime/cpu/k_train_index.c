@@ -1,0 +1,147 @@
+/* GatherGrad, SoftmaxCrossEntropyLossGrad, InPlaceAccumulatorV2 and ZeroGradient. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "k_linalg.h"
+#include "k_train.h"
+
+static int64_t load_index(const vp_tensor *t, int64_t i) {
+    return t->dtype == VP_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+}
+
+/* Adds len elements of src into dst (both of dtype t). */
+static void add_run(void *dst, const void *src, vp_dtype t, int64_t len) {
+    if (t == VP_F32) {
+        float *d = dst;
+        const float *s = src;
+        for (int64_t i = 0; i < len; i++) d[i] += s[i];
+    } else {
+        double *d = dst;
+        const double *s = src;
+        for (int64_t i = 0; i < len; i++) d[i] += s[i];
+    }
+}
+
+/* ---- GatherGrad: dX = zeros(shape); dX[..., indices[j], ...] += dY[..., j, ...] ----
+ *
+ * Duplicate indices accumulate and negative ones count from the end of the axis, as
+ * Gather reads them. */
+VP_TRAIN_KERNEL(vp_cpu_gather_grad) {
+    if (!out[0]) return VP_OK;
+    const vp_tensor *idx = in[1], *dy = in[2];
+    vp_tensor *dx = out[0];
+    if (vp_lin_is_narrow(dy->dtype)) return vp_lin_run_widened(vp_cpu_gather_grad, n, in, out, err);
+    int64_t axis = vp_attr_int(n, "axis", 0);
+    if (axis < 0) axis += dx->rank;
+    int64_t outer = 1, inner = 1, dim = dx->dims[axis], count = vp_tensor_numel(idx);
+    for (int d = 0; d < axis; d++) outer *= dx->dims[d];
+    for (int d = (int)axis + 1; d < dx->rank; d++) inner *= dx->dims[d];
+    size_t es = vp_dtype_size(dx->dtype);
+    memset(dx->data, 0, vp_tensor_nbytes(dx));
+    for (int64_t j = 0; j < count; j++) {
+        int64_t k = load_index(idx, j);
+        if (k < -dim || k >= dim)
+            return vp_node_fail(err, VP_ERR_RUNTIME, n, "indices[%lld] = %lld is outside an axis of %lld", (long long)j,
+                                (long long)k, (long long)dim);
+        if (k < 0) k += dim;
+        for (int64_t o = 0; o < outer; o++)
+            add_run((char *)dx->data + ((o * dim + k) * inner) * (int64_t)es,
+                    (const char *)dy->data + ((o * count + j) * inner) * (int64_t)es, dx->dtype, inner);
+    }
+    return VP_OK;
+}
+
+/* ---- SoftmaxCrossEntropyLossGrad ----
+ *
+ * log_prob [N, C, D...], label [N, D...]; for each position (n, d) with label c not
+ * ignored and weight w = weight[c] (1 without weights):
+ *   d_logit[n, :, d] = s * (exp(log_prob[n, :, d]) - onehot(c)),
+ *   s = dY[n, d] * w             (reduction none)
+ *   s = dY * w                   (sum)
+ *   s = dY * w / total           (mean; total = the sum of w over non-ignored positions,
+ *                                 their count without weights, as ONNX's loss divides)
+ * Ignored positions get zeros; the optional bias is added to the result. */
+
+typedef struct sce_job {
+    int64_t batch, classes, inner;
+    int has_ignore;
+    int64_t ignore;
+} sce_job;
+
+static vp_status sce_total(const vp_node *n, const sce_job *j, const vp_tensor *label, const vp_tensor *weight,
+                           double *total, vp_error *err) {
+    *total = 0;
+    int64_t count = j->batch * j->inner;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t c = load_index(label, i);
+        if (j->has_ignore && c == j->ignore) continue;
+        if (c < 0 || c >= j->classes)
+            return vp_node_fail(err, VP_ERR_RUNTIME, n, "label[%lld] = %lld is outside [0, %lld)", (long long)i,
+                                (long long)c, (long long)j->classes);
+        *total += weight ? vp_train_scalar(weight, c) : 1.0;
+    }
+    return VP_OK;
+}
+
+VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad) {
+    if (!out[0]) return VP_OK;
+    const vp_tensor *dy = in[0], *lp = in[1], *label = in[2];
+    const vp_tensor *weight = n->n_inputs > 3 ? in[3] : NULL, *bias = n->n_inputs > 4 ? in[4] : NULL;
+    vp_tensor *dl = out[0];
+    if (vp_lin_is_narrow(lp->dtype)) return vp_lin_run_widened(vp_cpu_sce_loss_grad, n, in, out, err);
+    sce_job j = {lp->dims[0], lp->dims[1], 1, vp_node_attr(n, "ignore_index") != NULL, vp_attr_int(n, "ignore_index", 0)};
+    for (int d = 2; d < lp->rank; d++) j.inner *= lp->dims[d];
+    const char *red = vp_attr_string(n, "reduction", "mean");
+    int none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
+    double total;
+    vp_status s = sce_total(n, &j, label, weight, &total, err);
+    if (s) return s;
+    for (int64_t b = 0; b < j.batch; b++)
+        for (int64_t i = 0; i < j.inner; i++) {
+            int64_t pos = b * j.inner + i, c = load_index(label, pos), base = b * j.classes * j.inner + i;
+            int ignored = j.has_ignore && c == j.ignore;
+            double scale = ignored ? 0 : vp_train_scalar(dy, none ? pos : 0) * (weight ? vp_train_scalar(weight, c) : 1);
+            if (mean && !ignored) scale /= total;
+            for (int64_t k = 0; k < j.classes; k++) {
+                int64_t at = base + k * j.inner;
+                double g = ignored ? 0 : scale * (exp(vp_train_scalar(lp, at)) - (k == c));
+                if (bias) g += vp_train_scalar(bias, at);
+                vp_store(dl->data, dl->dtype, at, g);
+            }
+        }
+    return VP_OK;
+}
+
+/* ---- gradient accumulation ---- */
+
+/* InPlaceAccumulatorV2: buffer_out = overwrite ? value : buffer + value; the flag says
+ * the update happened (always, here).  Without buffer_out ONNX Runtime updates the
+ * buffer in place; our tensors are values, so only the flag is written. */
+VP_TRAIN_KERNEL(vp_cpu_inplace_accumulator_v2) {
+    (void)err;
+    const vp_tensor *buf = in[0], *val = in[1], *flag = n->n_inputs > 2 ? in[2] : NULL;
+    vp_tensor *done = out[0], *res = n->n_outputs > 1 ? out[1] : NULL;
+    if (done) ((uint8_t *)done->data)[0] = 1;
+    if (!res) return VP_OK;
+    int overwrite = flag && ((const uint8_t *)flag->data)[0];
+    int64_t count = vp_tensor_numel(res);
+    if (buf->dtype == val->dtype && (buf->dtype == VP_F32 || buf->dtype == VP_F64)) {
+        memcpy(res->data, overwrite ? val->data : buf->data, vp_tensor_nbytes(res));
+        if (!overwrite) add_run(res->data, val->data, res->dtype, count);
+        return VP_OK;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        double v = vp_train_scalar(val, i);
+        vp_store(res->data, res->dtype, i, overwrite ? v : vp_train_scalar(buf, i) + v);
+    }
+    return VP_OK;
+}
+
+VP_TRAIN_KERNEL(vp_cpu_zero_gradient) {
+    (void)n;
+    (void)in;
+    (void)err;
+    if (out[0]) memset(out[0]->data, 0, vp_tensor_nbytes(out[0]));
+    return VP_OK;
+}

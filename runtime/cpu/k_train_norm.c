@@ -1,0 +1,287 @@
+/* LayerNormalizationGrad, BatchNormInternal (batch normalisation in training mode) and
+ * BatchNormalizationGrad.
+ *
+ * Statistics and parameter gradients are sums over many elements, so they are kept in
+ * double whatever the tensor dtype; the per-element passes branch on dtype once per
+ * plane, never per element. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "k_linalg.h"
+#include "k_train.h"
+
+/* A small float tensor (per-channel or per-row statistics) as doubles; NULL when out of memory. */
+static double *load_doubles(const vp_tensor *t) {
+    int64_t count = vp_tensor_numel(t);
+    double *v = vp_lin_alloc(count, sizeof *v);
+    if (v)
+        for (int64_t i = 0; i < count; i++) v[i] = vp_train_scalar(t, i);
+    return v;
+}
+
+static void store_doubles(vp_tensor *t, const double *v) {
+    if (!t) return;
+    int64_t count = vp_tensor_numel(t);
+    for (int64_t i = 0; i < count; i++) vp_store(t->data, t->dtype, i, v[i]);
+}
+
+/* ---- LayerNormalizationGrad ----
+ *
+ * Per row (the leading axes), with xhat = (x - mean) * inv_std and g = dy * scale:
+ *   dx = inv_std * (g - mean(g) - xhat * mean(g * xhat))
+ *   scale_grad = sum over rows of dy * xhat,  bias_grad = sum over rows of dy. */
+
+typedef struct ln_job {
+    int64_t rows, len;
+    const double *mean, *inv_std;
+    double *dscale, *dbias; /* [len] accumulators */
+} ln_job;
+
+#define DEFINE_LN_GRAD(T)                                                                          \
+    static void ln_grad_##T(const ln_job *j, const T *dy, const T *x, const T *scale, T *dx) {     \
+        for (int64_t r = 0; r < j->rows; r++) {                                                    \
+            const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
+            double m = j->mean[r], s = j->inv_std[r], sum_g = 0, sum_gx = 0;                       \
+            for (int64_t k = 0; k < j->len; k++) {                                                 \
+                double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];                       \
+                sum_g += gk;                                                                       \
+                sum_gx += gk * xh;                                                                 \
+                j->dscale[k] += dyr[k] * xh;                                                       \
+                j->dbias[k] += dyr[k];                                                             \
+            }                                                                                      \
+            if (!dx) continue;                                                                     \
+            sum_g /= (double)j->len;                                                               \
+            sum_gx /= (double)j->len;                                                              \
+            for (int64_t k = 0; k < j->len; k++) {                                                 \
+                double xh = (xr[k] - m) * s;                                                       \
+                dx[r * j->len + k] = (T)(s * ((double)dyr[k] * scale[k] - sum_g - xh * sum_gx));   \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_LN_GRAD(float)
+DEFINE_LN_GRAD(double)
+
+VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
+    const vp_tensor *dy = in[0], *x = in[1], *scale = in[2];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_layernorm_grad, n, in, out, err);
+    ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL};
+    j.rows = j.len ? vp_tensor_numel(x) / j.len : 0;
+    double *mean = load_doubles(in[3]), *inv = load_doubles(in[4]);
+    double *acc = vp_lin_alloc(2 * j.len, sizeof *acc);
+    vp_status s = VP_OK;
+    if (!mean || !inv || !acc) {
+        s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+        goto done;
+    }
+    memset(acc, 0, (size_t)(2 * j.len) * sizeof *acc);
+    j.mean = mean;
+    j.inv_std = inv;
+    j.dscale = acc;
+    j.dbias = acc + j.len;
+    vp_tensor *dx = out[0];
+    if (x->dtype == VP_F32) ln_grad_float(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
+    else ln_grad_double(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
+    if (n->n_outputs > 1) store_doubles(out[1], j.dscale);
+    if (n->n_outputs > 2) store_doubles(out[2], j.dbias);
+done:
+    free(mean);
+    free(inv);
+    free(acc);
+    return s;
+}
+
+/* ---- batch normalisation: planes of X [N, C, spatial...] ---- */
+
+typedef struct bn_geom {
+    int64_t batch, channels, plane;
+} bn_geom;
+
+static bn_geom geom_of(const vp_tensor *x) {
+    bn_geom g = {x->dims[0], x->dims[1], 1};
+    for (int d = 2; d < x->rank; d++) g.plane *= x->dims[d];
+    return g;
+}
+
+/* sum(x - shift) and sum((x - shift)^2) over one plane. */
+static void plane_moments(const void *x, vp_dtype t, int64_t count, double shift, double *s1, double *s2) {
+    double a = 0, b = 0;
+    if (t == VP_F32) {
+        const float *p = x;
+        for (int64_t i = 0; i < count; i++) {
+            double v = p[i] - shift;
+            a += v;
+            b += v * v;
+        }
+    } else {
+        const double *p = x;
+        for (int64_t i = 0; i < count; i++) {
+            double v = p[i] - shift;
+            a += v;
+            b += v * v;
+        }
+    }
+    *s1 += a;
+    *s2 += b;
+}
+
+/* y = x * a + b over one plane. */
+static void plane_affine(const void *x, void *y, vp_dtype t, int64_t count, double a, double b) {
+    if (t == VP_F32) {
+        const float *p = x;
+        float *q = y, fa = (float)a, fb = (float)b;
+        for (int64_t i = 0; i < count; i++) q[i] = p[i] * fa + fb;
+    } else {
+        const double *p = x;
+        double *q = y;
+        for (int64_t i = 0; i < count; i++) q[i] = p[i] * a + b;
+    }
+}
+
+static const char *plane_at(const vp_tensor *t, bn_geom g, int64_t b, int64_t c) {
+    return (const char *)t->data + ((b * g.channels + c) * g.plane) * (int64_t)vp_dtype_size(t->dtype);
+}
+
+/* Biased batch mean and variance per channel (two passes: the mean, then deviations). */
+static void batch_moments(const vp_tensor *x, bn_geom g, double *mean, double *var) {
+    double count = (double)(g.batch * g.plane);
+    for (int64_t c = 0; c < g.channels; c++) {
+        double s1 = 0, s2 = 0;
+        for (int64_t b = 0; b < g.batch; b++) plane_moments(plane_at(x, g, b, c), x->dtype, g.plane, 0, &s1, &s2);
+        mean[c] = s1 / count;
+        s1 = s2 = 0;
+        for (int64_t b = 0; b < g.batch; b++) plane_moments(plane_at(x, g, b, c), x->dtype, g.plane, mean[c], &s1, &s2);
+        var[c] = s2 / count;
+    }
+}
+
+/* BatchNormInternal.  Training mode: Y uses the batch statistics (biased variance);
+ * running_mean = momentum * input_mean + (1 - momentum) * batch_mean and
+ * running_var = momentum * input_var + (1 - momentum) * unbiased_batch_var, as
+ * PyTorch updates them (ONNX momentum = 1 - torch momentum); saved_inv_std =
+ * 1 / sqrt(biased_var + epsilon).  Inference mode: plain BatchNormalization with the
+ * running statistics, passed through unchanged. */
+VP_TRAIN_KERNEL(vp_cpu_batchnorm_internal) {
+    const vp_tensor *x = in[0];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_batchnorm_internal, n, in, out, err);
+    bn_geom g = geom_of(x);
+    double eps = vp_train_attr_double(n, "epsilon", 1e-5), momentum = vp_train_attr_double(n, "momentum", 0.9);
+    int training = vp_attr_int(n, "training_mode", 1) != 0;
+    int64_t count = g.batch * g.plane;
+    if (training && count < 2)
+        return vp_node_fail(err, VP_ERR_RUNTIME, n, "training needs more than one value per channel (got %lld)",
+                            (long long)count);
+    double *buf = vp_lin_alloc(8 * g.channels, sizeof *buf);
+    double *scale = load_doubles(in[1]), *bias = load_doubles(in[2]), *rmean = load_doubles(in[3]),
+           *rvar = load_doubles(in[4]);
+    vp_status s = VP_OK;
+    if (!buf || !scale || !bias || !rmean || !rvar) {
+        s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+        goto done;
+    }
+    double *mean = buf, *var = buf + g.channels, *inv = buf + 2 * g.channels;
+    double *new_mean = buf + 3 * g.channels, *new_var = buf + 4 * g.channels;
+    if (training) batch_moments(x, g, mean, var);
+    for (int64_t c = 0; c < g.channels; c++) {
+        if (!training) {
+            mean[c] = rmean[c];
+            var[c] = rvar[c];
+        }
+        inv[c] = 1 / sqrt(var[c] + eps);
+        new_mean[c] = training ? momentum * rmean[c] + (1 - momentum) * mean[c] : rmean[c];
+        new_var[c] = training ? momentum * rvar[c] + (1 - momentum) * var[c] * (double)count / (double)(count - 1) : rvar[c];
+        double a = scale[c] * inv[c];
+        for (int64_t b = 0; b < g.batch && out[0]; b++)
+            plane_affine(plane_at(x, g, b, c), (void *)plane_at(out[0], g, b, c), x->dtype, g.plane, a,
+                         bias[c] - mean[c] * a);
+    }
+    if (n->n_outputs > 1) store_doubles(out[1], new_mean);
+    if (n->n_outputs > 2) store_doubles(out[2], new_var);
+    if (n->n_outputs > 3) store_doubles(out[3], mean);
+    if (n->n_outputs > 4) store_doubles(out[4], inv);
+done:
+    free(buf);
+    free(scale);
+    free(bias);
+    free(rmean);
+    free(rvar);
+    return s;
+}
+
+/* ---- BatchNormalizationGrad ----
+ *
+ * With xhat = (x - mean) * inv_std and M values per channel:
+ *   dbias = sum dy,  dscale = sum dy * xhat,
+ *   dx = scale * inv_std / M * (M * dy - dbias - xhat * dscale). */
+
+/* sum(dy) and sum(dy * (x - mean)) over one plane. */
+static void plane_grad_sums(const void *dy, const void *x, vp_dtype t, int64_t count, double mean, double *sdy,
+                            double *sdyx) {
+    double a = 0, b = 0;
+    if (t == VP_F32) {
+        const float *d = dy, *p = x;
+        for (int64_t i = 0; i < count; i++) {
+            a += d[i];
+            b += d[i] * (p[i] - mean);
+        }
+    } else {
+        const double *d = dy, *p = x;
+        for (int64_t i = 0; i < count; i++) {
+            a += d[i];
+            b += d[i] * (p[i] - mean);
+        }
+    }
+    *sdy += a;
+    *sdyx += b;
+}
+
+/* dx = k * (dy - cb - (x - mean) * cx) over one plane. */
+static void plane_bn_dx(const void *dy, const void *x, void *dx, vp_dtype t, int64_t count, double k, double cb,
+                        double mean, double cx) {
+    if (t == VP_F32) {
+        const float *d = dy, *p = x;
+        float *q = dx;
+        for (int64_t i = 0; i < count; i++) q[i] = (float)(k * (d[i] - cb - (p[i] - mean) * cx));
+    } else {
+        const double *d = dy, *p = x;
+        double *q = dx;
+        for (int64_t i = 0; i < count; i++) q[i] = k * (d[i] - cb - (p[i] - mean) * cx);
+    }
+}
+
+VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad) {
+    const vp_tensor *dy = in[0], *x = in[1];
+    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_batchnorm_grad, n, in, out, err);
+    bn_geom g = geom_of(x);
+    double m = (double)(g.batch * g.plane);
+    double *buf = vp_lin_alloc(2 * g.channels, sizeof *buf);
+    double *scale = load_doubles(in[2]), *mean = load_doubles(in[3]), *inv = load_doubles(in[4]);
+    vp_status s = VP_OK;
+    if (!buf || !scale || !mean || !inv) {
+        s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+        goto done;
+    }
+    double *dbias = buf, *dscale = buf + g.channels;
+    for (int64_t c = 0; c < g.channels; c++) {
+        double sdy = 0, sdyx = 0;
+        for (int64_t b = 0; b < g.batch; b++)
+            plane_grad_sums(plane_at(dy, g, b, c), plane_at(x, g, b, c), x->dtype, g.plane, mean[c], &sdy, &sdyx);
+        dbias[c] = sdy;
+        dscale[c] = sdyx * inv[c];
+        if (!out[0] || m == 0) continue;
+        /* dx = scale*inv * (dy - dbias/M - (x - mean) * inv^2 * sum(dy*(x-mean)) / M) */
+        double k = scale[c] * inv[c], cb = sdy / m, cx = inv[c] * inv[c] * sdyx / m;
+        for (int64_t b = 0; b < g.batch; b++)
+            plane_bn_dx(plane_at(dy, g, b, c), plane_at(x, g, b, c), (void *)plane_at(out[0], g, b, c), x->dtype,
+                        g.plane, k, cb, mean[c], cx);
+    }
+    if (n->n_outputs > 1) store_doubles(out[1], dscale);
+    if (n->n_outputs > 2) store_doubles(out[2], dbias);
+done:
+    free(buf);
+    free(scale);
+    free(mean);
+    free(inv);
+    return s;
+}
