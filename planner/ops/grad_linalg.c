@@ -10,10 +10,10 @@
 
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)
-#define TRY(call)                     \
-    do {                              \
-        vp_status s_ = (call);        \
-        if (s_) return s_;            \
+#define TRY(call)              \
+    do {                       \
+        vp_status s_ = (call); \
+        if (s_) return s_;     \
     } while (0)
 
 typedef struct shape {
@@ -189,8 +189,9 @@ static vp_status refuse_stat_grads(vp_grad_ctx *c, int node, const int *dy, int 
     const vp_node *n = vp_gr_node(c, node);
     for (int k = from; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0 && dy[k] >= 0)
-            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "output %d ('%s') reaches the loss; only Y has a gradient rule",
-                                k, vp_gr_val(c, n->outputs[k])->name);
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                                "output %d ('%s') reaches the loss; only Y has a gradient rule", k,
+                                vp_gr_val(c, n->outputs[k])->name);
     return VP_OK;
 }
 
@@ -258,8 +259,8 @@ VP_GRAD_RULE(vp_grad_layer_norm) {
 /* ---- InstanceNormalization, with standard ops ---- */
 
 /* Mean over the spatial axes (kept as 1). */
-static vp_status spatial_mean(vp_grad_ctx *c, int node, int v, int n_axes, const int64_t *axes, double inv_count, int *out,
-                              vp_error *err) {
+static vp_status spatial_mean(vp_grad_ctx *c, int node, int v, int n_axes, const int64_t *axes, double inv_count,
+                              int *out, vp_error *err) {
     TRY(vp_gr_reduce_sum(c, node, v, n_axes, axes, 1, out, err));
     return vp_gr_scale(c, node, *out, inv_count, out, err);
 }

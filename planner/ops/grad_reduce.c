@@ -16,10 +16,10 @@
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)
 #define DT(v) (vp_gr_val(c, v)->dtype)
-#define TRY(call)                     \
-    do {                              \
-        vp_status s_ = (call);        \
-        if (s_) return s_;            \
+#define TRY(call)              \
+    do {                       \
+        vp_status s_ = (call); \
+        if (s_) return s_;     \
     } while (0)
 
 /* What a Reduce* node did: the input's shape, its shape with the reduced axes kept as
@@ -216,8 +216,10 @@ static vp_status nll_weights(vp_grad_ctx *c, int node, vp_dtype dt, int *labels,
         vp_dtype lt = DT(t);
         int64_t ig = vp_attr_int(n, "ignore_index", 0), zero64 = 0;
         int32_t ig32 = (int32_t)ig, zero32 = 0;
-        int ign = vp_build_const(vp_grad_graph(c), "ignore_index", lt, 0, NULL, lt == VP_I32 ? (void *)&ig32 : (void *)&ig);
-        int z = vp_build_const(vp_grad_graph(c), "class0", lt, 0, NULL, lt == VP_I32 ? (void *)&zero32 : (void *)&zero64);
+        int ign =
+            vp_build_const(vp_grad_graph(c), "ignore_index", lt, 0, NULL, lt == VP_I32 ? (void *)&ig32 : (void *)&ig);
+        int z =
+            vp_build_const(vp_grad_graph(c), "class0", lt, 0, NULL, lt == VP_I32 ? (void *)&zero32 : (void *)&zero64);
         int is_ign, in[3];
         if (ign < 0 || z < 0) return vp_gr_nomem(err);
         TRY(vp_grad_op2(c, node, "Equal", t, ign, &is_ign, err));

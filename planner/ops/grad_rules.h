@@ -9,8 +9,8 @@
  * not.  A variant a builder cannot differentiate is refused with VP_ERR_UNSUPPORTED
  * naming the node; it never yields a wrong gradient.
  *
- * Files: grad_elementwise.c, grad_tensor.c, grad_linalg.c, grad_reduce.c (the rules of
- * each op family), grad_util.c (helpers below). */
+ * Files: grad_elementwise.c, grad_activation.c, grad_tensor.c, grad_linalg.c,
+ * grad_reduce.c (the rules of each op family), grad_util.c (helpers below). */
 #ifndef VP_GRAD_RULES_H
 #define VP_GRAD_RULES_H
 
@@ -18,7 +18,8 @@
 
 #define VP_GRAD_RULE(name) vp_status name(vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err)
 
-/* ---- elementwise (grad_elementwise.c) ---- */
+/* ---- elementwise (grad_elementwise.c; activations and transcendental functions in
+ * grad_activation.c) ---- */
 VP_GRAD_RULE(vp_grad_identity);
 VP_GRAD_RULE(vp_grad_add);
 VP_GRAD_RULE(vp_grad_sub);
@@ -122,6 +123,13 @@ vp_status vp_gr_nomem(vp_error *err);
 /* A scalar of a float dtype (half types: a float32 constant and a Cast). */
 vp_status vp_gr_scalar(vp_grad_ctx *c, int node, vp_dtype dt, double v, int *out, vp_error *err);
 vp_status vp_gr_ints(vp_grad_ctx *c, const int64_t *v, int n, int *out, vp_error *err);
+/* op(a, v) with v a scalar of a's dtype. */
+vp_status vp_gr_op_scalar(vp_grad_ctx *c, int node, const char *op, int a, double v, int *out, vp_error *err);
+vp_status vp_gr_where(vp_grad_ctx *c, int node, int cond, int a, int b, int *out, vp_error *err);
+/* dx[0] = dy[0] * f when input 0 needs a gradient: the tail of most unary rules. */
+vp_status vp_gr_times_dy(vp_grad_ctx *c, int node, const int *dy, int f, int *dx, vp_error *err);
+/* A com.microsoft op of two inputs and one output (ReluGrad(dY, X), ...). */
+vp_status vp_gr_ms2(vp_grad_ctx *c, int node, const char *op, int a, int b, int *out, vp_error *err);
 vp_status vp_gr_cast(vp_grad_ctx *c, int node, int x, vp_dtype to, int *out, vp_error *err);
 /* x * v, with v a scalar of x's dtype. */
 vp_status vp_gr_scale(vp_grad_ctx *c, int node, int x, double v, int *out, vp_error *err);

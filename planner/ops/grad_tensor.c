@@ -12,10 +12,10 @@
 
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)
-#define TRY(call)                     \
-    do {                              \
-        vp_status s_ = (call);        \
-        if (s_) return s_;            \
+#define TRY(call)              \
+    do {                       \
+        vp_status s_ = (call); \
+        if (s_) return s_;     \
     } while (0)
 
 /* A copy of a value's shape, which survives the graph growing. */

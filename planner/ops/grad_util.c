@@ -71,6 +71,29 @@ vp_status vp_gr_scale(vp_grad_ctx *c, int node, int x, double v, int *out, vp_er
     return s ? s : vp_grad_op2(c, node, "Mul", x, k, out, err);
 }
 
+vp_status vp_gr_op_scalar(vp_grad_ctx *c, int node, const char *op, int a, double v, int *out, vp_error *err) {
+    int k;
+    vp_status s = vp_gr_scalar(c, node, vp_gr_val(c, a)->dtype, v, &k, err);
+    return s ? s : vp_grad_op2(c, node, op, a, k, out, err);
+}
+
+vp_status vp_gr_where(vp_grad_ctx *c, int node, int cond, int a, int b, int *out, vp_error *err) {
+    int in[3] = {cond, a, b};
+    int w = vp_grad_begin(c, node, "Where", "", 3, in, 1);
+    return w < 0 ? vp_gr_nomem(err) : vp_grad_end(c, w, out, err);
+}
+
+vp_status vp_gr_times_dy(vp_grad_ctx *c, int node, const int *dy, int f, int *dx, vp_error *err) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    return vp_grad_op2(c, node, "Mul", dy[0], f, &dx[0], err);
+}
+
+vp_status vp_gr_ms2(vp_grad_ctx *c, int node, const char *op, int a, int b, int *out, vp_error *err) {
+    int in[2] = {a, b};
+    int n = vp_grad_begin(c, node, op, "com.microsoft", 2, in, 1);
+    return n < 0 ? vp_gr_nomem(err) : vp_grad_end(c, n, out, err);
+}
+
 /* An op taking x and one int64 vector input (Reshape, Expand, Transpose-free ops). */
 static vp_status op_with_ints(vp_grad_ctx *c, int node, const char *op, int x, int n, const int64_t *v, int *out,
                               vp_error *err) {
@@ -130,7 +153,8 @@ vp_status vp_gr_zeros(vp_grad_ctx *c, int node, vp_dtype dt, int rank, const int
 vp_status vp_gr_sum_to_dims(vp_grad_ctx *c, int node, int g, int rank, const int64_t *dims, int *out, vp_error *err) {
     const vp_value *G = vp_gr_val(c, g);
     int lead = G->rank - rank;
-    if (lead < 0) return vp_node_fail(err, VP_ERR_INVALID, vp_gr_node(c, node), "gradient has lower rank than its input");
+    if (lead < 0)
+        return vp_node_fail(err, VP_ERR_INVALID, vp_gr_node(c, node), "gradient has lower rank than its input");
     int64_t axes[VP_MAX_RANK];
     int n_axes = 0;
     for (int d = 0; d < G->rank; d++)
@@ -219,9 +243,7 @@ vp_status vp_gr_forward_output(vp_grad_ctx *c, int node, int k, const char *suff
 }
 
 /* Axes a Reduce* node takes as an input: ReduceSum from opset 13, the others from 18. */
-static int axes_are_input(const vp_node *n) {
-    return n->opset >= (strcmp(n->op_type, "ReduceSum") ? 18 : 13);
-}
+static int axes_are_input(const vp_node *n) { return n->opset >= (strcmp(n->op_type, "ReduceSum") ? 18 : 13); }
 
 vp_status vp_gr_reduce_axes(vp_grad_ctx *c, int node, int *reduced, int *noop, vp_error *err) {
     vp_graph *g = vp_grad_graph(c);
