@@ -397,6 +397,8 @@ def errors():
                {"kernel_shape": [2, 2], "strides": [2, 2], "storage_order": 1}, declare=[0], expect="unsupported")
     write_case("err_maxpool_grad_index_range", "MaxPoolGrad", MS, [dy, idx * 9], [rand(1, 1, 4, 4)],
                {"kernel_shape": [2, 2], "strides": [2, 2]}, declare=[0], expect="runtime")
+    write_case("err_maxpool_grad_declared_mismatch", "MaxPoolGrad", MS, [dy, idx], [rand(1, 1, 6, 6)],
+               {"kernel_shape": [2, 2], "strides": [2, 2]}, declare=[0], expect="invalid")
     write_case("err_avgpool_grad_ambiguous", "AveragePoolGrad", MS, [dy], [rand(1, 1, 4, 4)],
                {"kernel_shape": [2, 2], "strides": [2, 2]}, expect="unsupported")
     write_case("err_gather_grad_index_range", "GatherGrad", MS, [torch.tensor([5, 3]), torch.tensor([1, 5]),

@@ -242,13 +242,23 @@ static const vp_value *declared_output(vp_graph *g, const vp_node *n) {
     return v->rank >= 0 && v->dtype != VP_UNDEFINED ? v : NULL;
 }
 
-/* dX keeps dY's batch and channels; the spatial extents come from elsewhere. */
-static vp_status set_pool_dx(vp_graph *g, vp_node *n, const vp_value *dy, const int64_t *shape, vp_error *err) {
+/* Sets dX to `shape` after checking it against dY: the same batch and channels, and,
+ * when the node carries the pooling attributes (AveragePoolGrad always, MaxPoolGrad as
+ * gradient builders copy them), a window over dX's extents that gives dY's. */
+static vp_status set_pool_dx(vp_graph *g, vp_node *n, vp_window_kind kind, const vp_value *dy, const int64_t *shape,
+                             vp_error *err) {
     int64_t dims[VP_MAX_RANK]; /* a copy: shape may be the output value's own dims, which setting clears */
     memcpy(dims, shape, sizeof dims);
-    if (dims[0] != dy->dims[0] || dims[1] != dy->dims[1]) {
+    int ok = dims[0] == dy->dims[0] && dims[1] == dy->dims[1];
+    if (ok && (kind == VP_WINDOW_AVGPOOL || vp_node_attr(n, "kernel_shape"))) {
+        vp_window w;
+        vp_status s = vp_window_resolve(n, kind, dy->rank - 2, dims + 2, NULL, &w, err);
+        if (s) return s;
+        for (int d = 0; ok && d < w.n_sp; d++) ok = w.out[d] == dy->dims[d + 2];
+    }
+    if (!ok) {
         char s1[128], s2[128];
-        return vp_node_fail(err, VP_ERR_INVALID, n, "dX shape %s does not match dY %s in batch and channels",
+        return vp_node_fail(err, VP_ERR_INVALID, n, "pooling an input of shape %s does not give dY's shape %s",
                             vp_shape_str(dy->rank, dims, s1, sizeof s1), vp_shape_str(dy->rank, dy->dims, s2, sizeof s2));
     }
     return vp_shape_set_output(g, n, 0, dy->dtype, dy->rank, dims, err);
@@ -266,14 +276,38 @@ static vp_status shape_maxpool_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if (vp_attr_int(n, "storage_order", 0) != 0)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "storage_order=1 (column-major indices) is not supported");
     const vp_value *decl = declared_output(g, n);
-    if (decl && decl->rank == dy->rank) return set_pool_dx(g, n, dy, decl->dims, err);
+    if (decl && decl->rank == dy->rank) return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, decl->dims, err);
     const vp_node *pool = idx->producer >= 0 ? &g->nodes[idx->producer] : NULL;
     if (pool && !strcmp(pool->op_type, "MaxPool") && !pool->domain[0] && pool->n_inputs > 0 && pool->inputs[0] >= 0) {
         const vp_value *x = &g->values[pool->inputs[0]];
-        if (x->rank == dy->rank) return set_pool_dx(g, n, dy, x->dims, err);
+        if (x->rank == dy->rank) return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, x->dims, err);
     }
     return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
                         "the shape of dX is unknown: give the output value X's shape, or feed Indices from a MaxPool");
+}
+
+/* dX's extents when every stride is 1, the one case where dY's extents decide them:
+ * in = out - 1 + (kernel - 1) * dilation + 1 - pads (in = out with SAME padding).
+ * set_pool_dx() then checks the result against the full window geometry. */
+static vp_status unit_stride_dx(const vp_node *n, const vp_value *dy, int64_t *dims, vp_error *err) {
+    const int64_t *kernel, *strides, *dil, *pads;
+    int n_sp = dy->rank - 2, nk = vp_attr_ints(n, "kernel_shape", &kernel), ns = vp_attr_ints(n, "strides", &strides);
+    int nd = vp_attr_ints(n, "dilations", &dil), np = vp_attr_ints(n, "pads", &pads);
+    const char *pad = vp_attr_string(n, "auto_pad", "NOTSET");
+    int same = !strncmp(pad, "SAME", 4), valid = !strcmp(pad, "VALID");
+    if (nk != n_sp || (ns >= 0 && ns != n_sp) || (nd >= 0 && nd != n_sp) || (np >= 0 && np != 2 * n_sp))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "kernel_shape, strides, dilations or pads do not fit %d spatial axes",
+                            n_sp);
+    memcpy(dims, dy->dims, VP_MAX_RANK * sizeof *dims);
+    for (int d = 0; d < n_sp; d++) {
+        if (ns > 0 && strides[d] != 1)
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                                "the shape of dX is ambiguous with strides > 1: give the output value X's shape");
+        int64_t ext = (kernel[d] - 1) * (nd > 0 ? dil[d] : 1) + 1;
+        int64_t padding = np > 0 && !valid ? pads[d] + pads[n_sp + d] : 0;
+        if (!same) dims[d + 2] = dy->dims[d + 2] - 1 + ext - padding;
+    }
+    return VP_OK;
 }
 
 /* AveragePoolGrad(dY) -> dX with AveragePool's attributes. */
@@ -282,34 +316,11 @@ static vp_status shape_avgpool_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if (s) return s;
     const vp_value *dy = vp_shape_in(g, n, 0);
     if ((s = check_float(n, 0, dy, err)) || (s = check_rank_at_least(n, 0, dy, 3, err))) return s;
-    int n_sp = dy->rank - 2;
     int64_t dims[VP_MAX_RANK];
     const vp_value *decl = declared_output(g, n);
-    vp_window w;
-    if (decl && decl->rank == dy->rank) {
-        memcpy(dims, decl->dims, sizeof dims);
-    } else {
-        /* invert the window from dY's extents: unambiguous only with unit strides */
-        if ((s = vp_window_resolve(n, VP_WINDOW_AVGPOOL, n_sp, dy->dims + 2, NULL, &w, err))) return s;
-        memcpy(dims, dy->dims, sizeof dims);
-        const char *pad = vp_attr_string(n, "auto_pad", "NOTSET");
-        int same = !strncmp(pad, "SAME", 4);
-        for (int d = 0; d < n_sp; d++) {
-            if (w.stride[d] != 1)
-                return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
-                                    "the shape of dX is ambiguous with strides > 1: give the output value X's shape");
-            int64_t ext = (w.kernel[d] - 1) * w.dilation[d] + 1;
-            dims[d + 2] = same ? dy->dims[d + 2] : dy->dims[d + 2] - 1 + ext - w.pad_begin[d] - w.pad_end[d];
-        }
-    }
-    if ((s = vp_window_resolve(n, VP_WINDOW_AVGPOOL, n_sp, dims + 2, NULL, &w, err))) return s;
-    for (int d = 0; d < n_sp; d++)
-        if (w.out[d] != dy->dims[d + 2]) {
-            char s1[128], s2[128];
-            return vp_node_fail(err, VP_ERR_INVALID, n, "pooling dX %s does not give dY's shape %s",
-                                vp_shape_str(dy->rank, dims, s1, sizeof s1), vp_shape_str(dy->rank, dy->dims, s2, sizeof s2));
-        }
-    return set_pool_dx(g, n, dy, dims, err);
+    if (decl && decl->rank == dy->rank) memcpy(dims, decl->dims, sizeof dims);
+    else if ((s = unit_stride_dx(n, dy, dims, err))) return s;
+    return set_pool_dx(g, n, VP_WINDOW_AVGPOOL, dy, dims, err);
 }
 
 /* ---- indexing and loss ---- */
