@@ -285,7 +285,7 @@ def gathers():
     write_case("gather_grad_embedding_f32", "GatherGrad", MS, [torch.tensor([7, 4]), tokens, dy], [dw], {"axis": 0})
 
 
-def sce_case(name, logits, label, reduction, weight=None, ignore=None, dy=None, bias=None):
+def sce_case(name, logits, label, reduction, weight=None, ignore=None, dy=None, bias=None, write_ignore=True):
     logits = logits.clone().requires_grad_()
     kw = {"reduction": reduction}
     if weight is not None:
@@ -299,7 +299,7 @@ def sce_case(name, logits, label, reduction, weight=None, ignore=None, dy=None, 
     if bias is not None:
         dl = dl + bias
     attrs = {"reduction": reduction}
-    if ignore is not None:
+    if ignore is not None and write_ignore:
         attrs["ignore_index"] = ignore
     log_prob = F.log_softmax(logits.detach(), 1)
     write_case(name, "SoftmaxCrossEntropyLossGrad", MS, [dy, log_prob, label, weight, bias], [dl], attrs)
@@ -315,6 +315,8 @@ def sces():
     sce_case("sce_grad_mean_f32", rand(6, 5, dtype=torch.float32), torch.tensor([4, 0, 1, 1, 2, 3]), "mean",
              weight=torch.rand(5) + 0.1)
     sce_case("sce_grad_bias", rand(3, 4), torch.tensor([1, 0, 3]), "mean", bias=rand(3, 4))
+    # without the attribute ONNX Runtime's kernel ignores label -1
+    sce_case("sce_grad_default_ignore", rand(4, 3), torch.tensor([2, -1, 0, 1]), "mean", ignore=-1, write_ignore=False)
 
 
 def accumulators():

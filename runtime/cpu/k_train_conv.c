@@ -113,15 +113,25 @@ static vp_status conv_grad_group(const conv_grad_job *j, const vp_node *n, vp_dt
     return s;
 }
 
+/* Sum of count elements of a float32 or float64 tensor from offset base. */
+static double run_sum(const vp_tensor *t, int64_t base, int64_t count) {
+    double acc = 0;
+    if (t->dtype == VP_F32) {
+        const float *p = (const float *)t->data + base;
+        for (int64_t i = 0; i < count; i++) acc += p[i];
+    } else {
+        const double *p = (const double *)t->data + base;
+        for (int64_t i = 0; i < count; i++) acc += p[i];
+    }
+    return acc;
+}
+
 /* dB[m] = sum of dY over the batch and the spatial axes. */
 static void conv_bias_grad(const vp_tensor *dy, vp_tensor *db) {
     int64_t batch = dy->dims[0], m = dy->dims[1], plane = batch && m ? vp_tensor_numel(dy) / (batch * m) : 0;
     for (int64_t c = 0; c < m; c++) {
         double acc = 0;
-        for (int64_t b = 0; b < batch; b++) {
-            int64_t base = (b * m + c) * plane;
-            for (int64_t i = 0; i < plane; i++) acc += vp_train_scalar(dy, base + i);
-        }
+        for (int64_t b = 0; b < batch; b++) acc += run_sum(dy, (b * m + c) * plane, plane);
         vp_store(db->data, db->dtype, c, acc);
     }
 }

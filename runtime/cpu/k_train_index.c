@@ -61,12 +61,12 @@ VP_TRAIN_KERNEL(vp_cpu_gather_grad) {
  *   s = dY * w                   (sum)
  *   s = dY * w / total           (mean; total = the sum of w over non-ignored positions,
  *                                 their count without weights, as ONNX's loss divides)
- * Ignored positions get zeros; the optional bias is added to the result. */
+ * Ignored positions (label == ignore_index, or -1 without the attribute, as ONNX
+ * Runtime's kernel defaults it) get zeros; the optional bias is added to the result. */
 
 typedef struct sce_job {
     int64_t batch, classes, inner;
-    int has_ignore;
-    int64_t ignore;
+    int64_t ignore; /* the label to skip: ignore_index, -1 when absent as in ONNX Runtime */
 } sce_job;
 
 static vp_status sce_total(const vp_node *n, const sce_job *j, const vp_tensor *label, const vp_tensor *weight,
@@ -75,7 +75,7 @@ static vp_status sce_total(const vp_node *n, const sce_job *j, const vp_tensor *
     int64_t count = j->batch * j->inner;
     for (int64_t i = 0; i < count; i++) {
         int64_t c = load_index(label, i);
-        if (j->has_ignore && c == j->ignore) continue;
+        if (c == j->ignore) continue;
         if (c < 0 || c >= j->classes)
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "label[%lld] = %lld is outside [0, %lld)", (long long)i,
                                 (long long)c, (long long)j->classes);
@@ -90,7 +90,7 @@ VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad) {
     const vp_tensor *weight = n->n_inputs > 3 ? in[3] : NULL, *bias = n->n_inputs > 4 ? in[4] : NULL;
     vp_tensor *dl = out[0];
     if (vp_lin_is_narrow(lp->dtype)) return vp_lin_run_widened(vp_cpu_sce_loss_grad, n, in, out, err);
-    sce_job j = {lp->dims[0], lp->dims[1], 1, vp_node_attr(n, "ignore_index") != NULL, vp_attr_int(n, "ignore_index", 0)};
+    sce_job j = {lp->dims[0], lp->dims[1], 1, vp_attr_int(n, "ignore_index", -1)};
     for (int d = 2; d < lp->rank; d++) j.inner *= lp->dims[d];
     const char *red = vp_attr_string(n, "reduction", "mean");
     int none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
@@ -100,7 +100,7 @@ VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad) {
     for (int64_t b = 0; b < j.batch; b++)
         for (int64_t i = 0; i < j.inner; i++) {
             int64_t pos = b * j.inner + i, c = load_index(label, pos), base = b * j.classes * j.inner + i;
-            int ignored = j.has_ignore && c == j.ignore;
+            int ignored = c == j.ignore;
             double scale = ignored ? 0 : vp_train_scalar(dy, none ? pos : 0) * (weight ? vp_train_scalar(weight, c) : 1);
             if (mean && !ignored) scale /= total;
             for (int64_t k = 0; k < j.classes; k++) {
