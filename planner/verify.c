@@ -83,11 +83,11 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             written[b] = 1;
             G->first = 0;
         }
+        /* read after the step (outputs, the loss) or at the next step (parameters,
+         * state, and whatever an update writes in place over them) */
         if (pre || (v->flags & (VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)) || b == p->loss_buffer ||
-            p->buffers[b].alias_of >= 0) {
-            if (G->first < 0) G->first = 0;
+            p->buffers[b].alias_of >= 0)
             G->last = last_step;
-        }
     }
     for (int st = 0; st < p->n_steps; st++) {
         const vp_node *n = &g->nodes[p->steps[st]];

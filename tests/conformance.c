@@ -174,7 +174,23 @@ done:
     return r;
 }
 
-case_result conf_run_case(const char *dir, const conf_opts *o, char *why, size_t why_len) {
+/* Tests whose expected outputs ONNX wrote rounded by hand (ONNX's own runner compares
+ * with rtol 1e-3, so it never noticed): checked at the precision they were written in. */
+static double tolerance_for(const char *dir, double dflt) {
+    static const struct { const char *name; double tol; } rounded[] = {
+        {"test_averagepool_2d_ceil_last_window_starts_on_pad", 1e-4}, /* 0.1511 for 1.3595/9 */
+    };
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    for (size_t i = 0; i < sizeof rounded / sizeof rounded[0]; i++)
+        if (!strcmp(base, rounded[i].name)) return rounded[i].tol;
+    return dflt;
+}
+
+case_result conf_run_case(const char *dir, const conf_opts *o_in, char *why, size_t why_len) {
+    conf_opts o_case = *o_in;
+    o_case.tol = tolerance_for(dir, o_in->tol);
+    const conf_opts *o = &o_case;
     char path[4096];
     vp_error err;
     vp_graph *g;

@@ -14,7 +14,7 @@ typedef struct conf_opts {
 } conf_opts;
 
 /* Runs one test directory; fills why (for failures and unsupported). */
-case_result conf_run_case(const char *dir, const conf_opts *o, char *why, size_t why_len);
+case_result conf_run_case(const char *dir, const conf_opts *o_in, char *why, size_t why_len);
 
 /* Runs every test_* directory under suite whose name contains filter (NULL: all).
  * Prints failures and a summary; returns the number of failures. */
