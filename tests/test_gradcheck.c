@@ -18,6 +18,17 @@
  * from the kinks (and distinct from one another), since a finite difference across a
  * kink measures neither side.
  *
+ * Then every case runs again in float32, float16 and bfloat16 (parameters, constants
+ * and the op in that dtype; a half-precision output is cast to float32 for the loss, as
+ * mixed precision does), and its gradients are compared with the float64 ones just
+ * checked.  That proves the rules build the right dtypes (scalars, casts) in every
+ * float type and that the gradient kernels serve them.  The measure there is normwise,
+ * |g - g64| / max(max |g64|, 1e-3) over each gradient, since low precision loses the
+ * small entries of a gradient in absolute terms (inputs rounded to the dtype move every
+ * gradient by about eps times its scale, and cancellation in sums does the rest): it
+ * must stay under 1e-5 for float32 (eps 6e-8; seen: 2e-7), 1e-2 for float16 (eps
+ * 5e-4; seen: 2e-3) and 5e-2 for bfloat16 (eps 4e-3; seen: 3e-2).
+ *
  * usage: test_gradcheck [SUBSTR]   (only cases whose label contains SUBSTR)
  * Prints one line per case and a final "N passed, N failed". */
 #include <math.h>
@@ -27,6 +38,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_util.h"
 #include "exec.h"
 #include "graph_build.h"
 #include "infer.h"
@@ -34,7 +46,10 @@
 #include "training.h"
 
 #define FD_STEP 1e-5
-#define TOLERANCE 1e-6
+#define TOLERANCE 1e-6      /* float64 against finite differences */
+#define TOLERANCE_F32 1e-5  /* float32 against float64 */
+#define TOLERANCE_F16 1e-2  /* float16 against float64 */
+#define TOLERANCE_BF16 5e-2 /* bfloat16 against float64 */
 #define FLOOR 1e-3
 
 /* How a parameter's values are drawn. */
@@ -60,10 +75,22 @@ typedef struct gc_case {
     int n_loss;
     int loss_from[16]; /* values summed into the loss */
     int n_params;
+    int index; /* the case's number in a pass: its seed and its float64 reference */
 } gc_case;
+
+/* A case's float64 gradients, the reference of the other dtypes' passes. */
+typedef struct reference {
+    int n;
+    int64_t numel[16];
+    double *grad[16];
+} reference;
+
+#define MAX_CASES 1024
 
 static const char *g_filter;
 static int g_passed, g_failed, g_counter;
+static vp_dtype g_dtype = VP_F64; /* the float type of this pass */
+static reference g_refs[MAX_CASES];
 
 /* ---- building a case ---- */
 
@@ -102,47 +129,63 @@ static int64_t numel(int rank, const int64_t *dims) {
 /* Starts a case; returns 0 (and builds nothing) when the filter skips it. */
 static int gc_begin(gc_case *k, int opset, const char *fmt, ...) {
     memset(k, 0, sizeof *k);
+    k->index = g_counter++;
+    int at = g_dtype == VP_F64 ? 0 : snprintf(k->label, sizeof k->label, "[%s] ", vp_dtype_name(g_dtype));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(k->label, sizeof k->label, fmt, ap);
+    vsnprintf(k->label + at, sizeof k->label - (size_t)at, fmt, ap);
     va_end(ap);
     if (g_filter && !strstr(k->label, g_filter)) return 0;
     k->g = vp_graph_new();
     k->g->path = strdup("gradcheck");
     k->g->opset_onnx = opset;
     k->g->opset_ms = 1;
-    k->rng.state = 0x5eed0000u + (uint64_t)g_counter++;
+    k->rng.state = 0x5eed0000u + (uint64_t)k->index;
     return 1;
 }
 
-/* A float64 initializer: a trainable parameter. */
+/* Random values drawn in float64 and stored as dtype dt (heap). */
+static void *random_data(gc_case *k, vp_dtype dt, gen ge, int rank, const int64_t *dims) {
+    int64_t n = numel(rank, dims);
+    double *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    void *out = malloc((size_t)(n ? n : 1) * vp_dtype_size(dt));
+    fill(&k->rng, ge, p, n);
+    for (int64_t i = 0; i < n; i++) vp_store(out, dt, i, p[i]);
+    free(p);
+    return out;
+}
+
+/* An initializer of the pass's dtype: a trainable parameter. */
 static int gc_param(gc_case *k, gen ge, int rank, const int64_t *dims) {
     char name[32];
     snprintf(name, sizeof name, "p%d", k->n_params++);
     int id = vp_graph_add_unique_value(k->g, name);
     vp_value *v = &k->g->values[id];
-    v->dtype = VP_F64;
+    v->dtype = g_dtype;
     v->rank = rank;
     if (rank) memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
     v->flags |= VP_VAL_INITIALIZER;
-    int64_t n = numel(rank, dims);
-    double *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    fill(&k->rng, ge, p, n);
-    vp_value_set_data(k->g, id, p, VP_DATA_HEAP);
+    vp_value_set_data(k->g, id, random_data(k, g_dtype, ge, rank, dims), VP_DATA_HEAP);
     return id;
 }
 
-/* A float64 constant (not trained). */
-static int gc_const_f64(gc_case *k, gen ge, int rank, const int64_t *dims) {
-    int64_t n = numel(rank, dims);
-    double *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    fill(&k->rng, ge, p, n);
-    int id = vp_build_const(k->g, "c", VP_F64, rank, dims, p);
+/* A random constant (not trained) of dtype dt. */
+static int gc_const_of(gc_case *k, vp_dtype dt, gen ge, int rank, const int64_t *dims) {
+    void *p = random_data(k, dt, ge, rank, dims);
+    int id = vp_build_const(k->g, "c", dt, rank, dims, p);
     free(p);
     return id;
 }
 
-static int gc_scalar_f64(gc_case *k, double x) { return vp_build_const(k->g, "s", VP_F64, 0, NULL, &x); }
+static int gc_const(gc_case *k, gen ge, int rank, const int64_t *dims) {
+    return gc_const_of(k, g_dtype, ge, rank, dims);
+}
+
+static int gc_scalar(gc_case *k, double x) {
+    unsigned char buf[8];
+    vp_store(buf, g_dtype, 0, x);
+    return vp_build_const(k->g, "s", g_dtype, 0, NULL, buf);
+}
 
 static int gc_ints(gc_case *k, int n, const int64_t *v) {
     int64_t dims[1] = {n};
@@ -196,20 +239,31 @@ static void attr_s(gc_case *k, int node, const char *name, const char *s) {
 /* The loss nodes' opset: 13 (ReduceSum with no axes reduces all), whatever the op's. */
 #define LOSS_OPSET 13
 
+/* y cast to float32 when it is a half type (the loss is summed in float32). */
+static vp_status widen(gc_case *k, int y, int *out, vp_error *err) {
+    vp_dtype dt = k->g->values[y].dtype;
+    *out = y;
+    if (dt != VP_F16 && dt != VP_BF16) return VP_OK;
+    int n = vp_build_node(k->g, "Cast", "", "loss/cast", 1, &y, 1, VP_PHASE_FORWARD, LOSS_OPSET);
+    vp_node_add_attr_int(k->g, n, "to", VP_F32);
+    return vp_build_finish(k->g, n, out, err);
+}
+
 /* Appends L = sum_k ReduceSum(y_k * R_k) (phase forward) and makes it the output. */
 static vp_status add_loss(gc_case *k, int *loss, vp_error *err) {
     vp_graph *g = k->g;
     int total = -1;
     for (int j = 0; j < k->n_loss; j++) {
-        const vp_value *y = &g->values[k->loss_from[j]];
-        int64_t dims[VP_MAX_RANK];
-        int rank = y->rank;
-        memcpy(dims, y->dims, sizeof dims);
-        int r = gc_const_f64(k, UNI, rank, dims);
-        int in[2] = {k->loss_from[j], r}, prod, sum;
-        int n = vp_build_node(g, "Mul", "", "loss/mul", 2, in, 1, VP_PHASE_FORWARD, LOSS_OPSET);
-        vp_status s = vp_build_finish(g, n, &prod, err);
+        int y;
+        vp_status s = widen(k, k->loss_from[j], &y, err);
         if (s) return s;
+        int64_t dims[VP_MAX_RANK];
+        int rank = g->values[y].rank;
+        memcpy(dims, g->values[y].dims, sizeof dims);
+        int r = gc_const_of(k, g->values[y].dtype, UNI, rank, dims);
+        int in[2] = {y, r}, prod, sum;
+        int n = vp_build_node(g, "Mul", "", "loss/mul", 2, in, 1, VP_PHASE_FORWARD, LOSS_OPSET);
+        if ((s = vp_build_finish(g, n, &prod, err))) return s;
         n = vp_build_node(g, "ReduceSum", "", "loss/sum", 1, &prod, 1, VP_PHASE_FORWARD, LOSS_OPSET);
         vp_node_add_attr_int(g, n, "keepdims", 0);
         if ((s = vp_build_finish(g, n, &sum, err))) return s;
@@ -234,7 +288,7 @@ static vp_status read_scalar(vp_exec *x, int v, double *out, vp_error *err) {
     vp_tensor t;
     vp_status s = vp_exec_get(x, v, &t, err);
     if (s) return s;
-    *out = t.dtype == VP_F64 ? *(double *)t.data : *(float *)t.data;
+    *out = vp_load(t.data, t.dtype, 0);
     free(t.data);
     return VP_OK;
 }
@@ -245,6 +299,9 @@ static vp_status loss_at(vp_exec *x, int param, const double *data, int loss, do
     if (!s) s = read_scalar(x, loss, out, err);
     return s;
 }
+
+/* |a - b| / max(|a|, |b|, FLOOR): relative, absolute near zero. */
+static double error_measure(double a, double b) { return fabs(a - b) / fmax(fmax(fabs(a), fabs(b)), FLOOR); }
 
 /* Compares one parameter's gradient with finite differences; *worst gets the largest
  * error measure seen. */
@@ -270,7 +327,7 @@ static vp_status check_param(vp_exec *x, const vp_graph *g, int param, int grad,
         work[i] = base[i];
         fd /= 12 * FD_STEP;
         double an = grad >= 0 ? ((const double *)gt.data)[i] : 0.0;
-        double den = fmax(fmax(fabs(an), fabs(fd)), FLOOR), e = fabs(an - fd) / den;
+        double e = error_measure(an, fd);
         if (!(e <= *worst)) {
             *worst = e;
             if (!(e <= TOLERANCE))
@@ -281,6 +338,50 @@ static vp_status check_param(vp_exec *x, const vp_graph *g, int param, int grad,
     free(gt.data);
     free(base);
     free(work);
+    return s;
+}
+
+/* A gradient as doubles (zeros when no gradient reaches the parameter); heap. */
+static vp_status gradient_values(vp_exec *x, const vp_graph *g, int param, int grad, double **out, vp_error *err) {
+    int64_t n = vp_value_numel(&g->values[param]);
+    double *v = calloc((size_t)(n ? n : 1), sizeof *v);
+    vp_tensor gt = {0};
+    vp_status s = grad >= 0 ? vp_exec_get(x, grad, &gt, err) : VP_OK;
+    for (int64_t i = 0; !s && grad >= 0 && i < n; i++) v[i] = vp_load(gt.data, gt.dtype, i);
+    free(gt.data);
+    *out = v;
+    return s;
+}
+
+/* Keeps parameter i's float64 gradient as the case's reference. */
+static vp_status keep_reference(vp_exec *x, const vp_graph *g, const gc_case *k, int i, int param, int grad,
+                                vp_error *err) {
+    reference *r = &g_refs[k->index];
+    if (k->index >= MAX_CASES || i >= 16) return vp_fail(err, VP_ERR_USAGE, "too many cases or parameters");
+    r->n = i + 1;
+    r->numel[i] = vp_value_numel(&g->values[param]);
+    free(r->grad[i]);
+    return gradient_values(x, g, param, grad, &r->grad[i], err);
+}
+
+/* Compares parameter i's gradient in this pass's dtype with the float64 reference. */
+static vp_status compare_param(vp_exec *x, const vp_graph *g, const gc_case *k, int i, int param, int grad,
+                               double *worst, char *why, size_t why_len, vp_error *err) {
+    const reference *r = &g_refs[k->index];
+    int64_t n = vp_value_numel(&g->values[param]);
+    if (k->index >= MAX_CASES || i >= r->n || !r->grad[i] || r->numel[i] != n)
+        return vp_fail(err, VP_ERR_RUNTIME, "no float64 reference for parameter %d", i);
+    double *v, scale = FLOOR;
+    vp_status s = gradient_values(x, g, param, grad, &v, err);
+    for (int64_t e = 0; e < n; e++) scale = fmax(scale, fabs(r->grad[i][e]));
+    for (int64_t e = 0; !s && e < n; e++) {
+        double m = fabs(v[e] - r->grad[i][e]) / scale;
+        if (m <= *worst) continue;
+        *worst = m;
+        snprintf(why, why_len, "%s[%lld]: %s %.8g, float64 %.8g", g->values[param].name, (long long)e,
+                 vp_dtype_name(g_dtype), v[e], r->grad[i][e]);
+    }
+    free(v);
     return s;
 }
 
@@ -305,8 +406,14 @@ static vp_status run_case(gc_case *k, double *worst, char *why, size_t why_len, 
     if (!s && !(b = vp_backend_cpu_new())) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (!s) s = vp_exec_new(g, b, &x, err);
     if (!s) s = vp_exec_run(x, err);
-    for (int i = 0; !s && i < t.n_params; i++)
+    for (int i = 0; !s && i < t.n_params; i++) {
+        if (g_dtype != VP_F64) {
+            s = compare_param(x, g, k, i, t.params[i], t.grads[i], worst, why, why_len, err);
+            continue;
+        }
         s = check_param(x, g, t.params[i], t.grads[i], t.loss, worst, why, why_len, err);
+        if (!s) s = keep_reference(x, g, k, i, t.params[i], t.grads[i], err);
+    }
     vp_exec_free(x);
     if (b) vp_backend_free(b);
     vp_training_free(&t);
@@ -320,7 +427,11 @@ static void gc_run(gc_case *k) {
     char why[512] = "";
     vp_error err = {{0}};
     vp_status s = run_case(k, &worst, why, sizeof why, &err);
-    if (!s && worst <= TOLERANCE) {
+    double tolerance = g_dtype == VP_F64   ? TOLERANCE
+                       : g_dtype == VP_F32 ? TOLERANCE_F32
+                       : g_dtype == VP_F16 ? TOLERANCE_F16
+                                           : TOLERANCE_BF16;
+    if (!s && worst <= tolerance) {
         g_passed++;
         printf("PASS %s (max error %.1e)\n", k->label, worst);
     } else {
@@ -404,7 +515,7 @@ static void cases_arith(void) {
     }
     if (gc_begin(&k, 13, "Pow[2,3] ^ constant 3.0")) {
         int x = gc_param(&k, UNI, DIMS(2, 3));
-        gc_op(&k, "Pow", 2, (int[]){x, gc_scalar_f64(&k, 3.0)});
+        gc_op(&k, "Pow", 2, (int[]){x, gc_scalar(&k, 3.0)});
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Pow[2,3] ^ int64 constant 2")) {
@@ -491,7 +602,7 @@ static void cases_unary(void) {
         gc_run(&k);
     }
     if (gc_begin(&k, 15, "CastLike(x[2,3], like[])")) {
-        gc_op(&k, "CastLike", 2, (int[]){gc_param(&k, UNI, DIMS(2, 3)), gc_scalar_f64(&k, 0)});
+        gc_op(&k, "CastLike", 2, (int[]){gc_param(&k, UNI, DIMS(2, 3)), gc_scalar(&k, 0)});
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Cast(to float64)[2,3]")) {
@@ -517,12 +628,12 @@ static void cases_clip(void) {
     }
     if (gc_begin(&k, 11, "Clip[3,4] constant min, max opset 11")) {
         int x = gc_param(&k, AWAY, DIMS(3, 4));
-        gc_op(&k, "Clip", 3, (int[]){x, gc_scalar_f64(&k, -0.5), gc_scalar_f64(&k, 0.5)});
+        gc_op(&k, "Clip", 3, (int[]){x, gc_scalar(&k, -0.5), gc_scalar(&k, 0.5)});
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Clip[3,4] constant min only opset 13")) {
         int x = gc_param(&k, AWAY, DIMS(3, 4));
-        gc_op(&k, "Clip", 2, (int[]){x, gc_scalar_f64(&k, -0.5)});
+        gc_op(&k, "Clip", 2, (int[]){x, gc_scalar(&k, -0.5)});
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Clip[3,4] trainable min, max opset 13")) {
@@ -579,17 +690,17 @@ static void cases_dropout(void) {
     }
     if (gc_begin(&k, 13, "Dropout[3,4] opset 13 training_mode=false")) {
         int x = gc_param(&k, UNI, DIMS(3, 4));
-        gc_op(&k, "Dropout", 3, (int[]){x, gc_scalar_f64(&k, 0.3), gc_bool(&k, 0)});
+        gc_op(&k, "Dropout", 3, (int[]){x, gc_scalar(&k, 0.3), gc_bool(&k, 0)});
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Dropout[3,4] opset 13 training_mode=true seed=7")) {
         int x = gc_param(&k, UNI, DIMS(3, 4));
-        attr_i(&k, gc_op(&k, "Dropout", 3, (int[]){x, gc_scalar_f64(&k, 0.3), gc_bool(&k, 1)}), "seed", 7);
+        attr_i(&k, gc_op(&k, "Dropout", 3, (int[]){x, gc_scalar(&k, 0.3), gc_bool(&k, 1)}), "seed", 7);
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Dropout[3,4] opset 13 training, mask output declared")) {
         int x = gc_param(&k, UNI, DIMS(3, 4)), y[2];
-        int n = gc_node(&k, "Dropout", "", 3, (int[]){x, gc_scalar_f64(&k, 0.5), gc_bool(&k, 1)}, 2, y);
+        int n = gc_node(&k, "Dropout", "", 3, (int[]){x, gc_scalar(&k, 0.5), gc_bool(&k, 1)}, 2, y);
         attr_i(&k, n, "seed", 3);
         gc_loss_on(&k, y[0]);
         gc_run(&k);
@@ -1040,7 +1151,7 @@ static void case_loss(const char *op, const char *reduction, int rank, const int
     labels[0] = 1; /* one ignored entry at least when ignore_index is set */
     if (ignore && n > 1) labels[n - 1] = 1;
     int in[3] = {gc_param(&k, UNI, rank, dims), vp_build_const(k.g, "labels", VP_I64, lrank, ldims, labels), -1};
-    if (weights) in[2] = gc_const_f64(&k, POS, 1, dims + 1);
+    if (weights) in[2] = gc_const(&k, POS, 1, dims + 1);
     int y[2];
     int node = gc_node(&k, op, "", weights ? 3 : 2, in, log_prob ? 2 : 1, y);
     attr_s(&k, node, "reduction", reduction);
@@ -1066,8 +1177,7 @@ static void cases_loss(void) {
     case_loss(ops[0], "mean", DIMS(4, 3), 0, 0, 1);
 }
 
-int main(int argc, char **argv) {
-    g_filter = argc > 1 ? argv[1] : NULL;
+static void run_all(void) {
     cases_arith();
     cases_unary();
     cases_clip();
@@ -1086,6 +1196,18 @@ int main(int argc, char **argv) {
     cases_reduce();
     cases_softmax();
     cases_loss();
+}
+
+int main(int argc, char **argv) {
+    g_filter = argc > 1 ? argv[1] : NULL;
+    static const vp_dtype passes[] = {VP_F64, VP_F32, VP_F16, VP_BF16};
+    for (size_t p = 0; p < sizeof passes / sizeof *passes; p++) {
+        g_dtype = passes[p];
+        g_counter = 0;
+        run_all();
+    }
+    for (int i = 0; i < MAX_CASES; i++)
+        for (int j = 0; j < g_refs[i].n; j++) free(g_refs[i].grad[j]);
     printf("%d passed, %d failed\n", g_passed, g_failed);
     fflush(stdout);
     return g_failed ? 1 : 0;
