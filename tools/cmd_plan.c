@@ -85,7 +85,10 @@ int cmd_plan(int argc, char **argv) {
     if (!s && t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
     if (!s) s = vp_plan_build(&p, g, &t, dev, fused, &err);
     char knobs[512];
-    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", o.spec.loss.value, vp_opt_name(o.spec.opt.kind),
+    static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
+    char loss_arg[300];
+    snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
     vp_report_ctx rc = {model, knobs, 8};
     if (!s) {
@@ -104,7 +107,7 @@ int cmd_plan(int argc, char **argv) {
         char lr[32], fu[8];
         snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
         snprintf(fu, sizeof fu, "%d", fused);
-        vp_knob knob[] = {{"loss", o.spec.loss.value}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
+        vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
                           {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""}};
         s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
         if (!s) printf("wrote %s\n", out);
