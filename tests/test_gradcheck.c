@@ -902,6 +902,7 @@ static void cases_matmul(void) {
     case_matmul(DIMS(4, 5), DIMS(2, 5, 3));
     case_matmul(DIMS(2, 3, 4), DIMS(2, 4, 5));
     case_matmul(DIMS(2, 1, 3, 4), DIMS(3, 4, 2));
+    case_matmul(DIMS(2, 2, 3, 4), DIMS(4, 2));
     case_matmul(DIMS(4), DIMS(4, 5));
     case_matmul(DIMS(3, 4), DIMS(4));
     case_matmul(DIMS(4), DIMS(4));

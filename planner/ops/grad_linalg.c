@@ -47,6 +47,33 @@ static shape as_matrix(shape s, int left) {
     return m;
 }
 
+static vp_status gemm(vp_grad_ctx *c, int node, int a, int b, int ta, int tb, float alpha, int *out, vp_error *err);
+
+/* MatMul by a matrix B [K, N] (a Linear layer's weight): A's batch axes fold into its
+ * rows, so both gradients are one Gemm over [R, K] and [R, N] views, with no batched
+ * intermediate and no reduction over the batch. */
+static vp_status matmul_by_matrix(vp_grad_ctx *c, int node, const int *dy, shape a, shape b, shape am, shape bm,
+                                  int *dx, vp_error *err) {
+    int64_t k = bm.dims[0], n = bm.dims[1], rows = 1, gdims[2], adims[2];
+    for (int d = 0; d + 1 < am.rank; d++) rows *= am.dims[d];
+    gdims[0] = adims[0] = rows;
+    gdims[1] = n;
+    adims[1] = k;
+    int g, bv, av, t;
+    TRY(vp_gr_reshape(c, node, dy[0], 2, gdims, &g, err));
+    TRY(vp_gr_reshape(c, node, IN(1), 2, bm.dims, &bv, err));
+    if (vp_grad_needs(c, node, 0)) {
+        TRY(gemm(c, node, g, bv, 0, 1, 1.0f, &t, err));
+        TRY(vp_gr_reshape(c, node, t, a.rank, a.dims, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        TRY(vp_gr_reshape(c, node, IN(0), 2, adims, &av, err));
+        TRY(gemm(c, node, av, g, 1, 0, 1.0f, &t, err));
+        TRY(vp_gr_reshape(c, node, t, b.rank, b.dims, &dx[1], err));
+    }
+    return VP_OK;
+}
+
 /* dA = dY' B'^T and dB = A'^T dY' on the matrix forms, each summed over the batch axes
  * it was broadcast along, then shaped like its operand. */
 VP_GRAD_RULE(vp_grad_matmul) {
@@ -59,6 +86,7 @@ VP_GRAD_RULE(vp_grad_matmul) {
         ym.dims[ym.rank++] = a.rank == 1 ? 1 : y.dims[batch];
         ym.dims[ym.rank++] = b.rank == 1 ? 1 : y.dims[y.rank - 1];
     }
+    if (bm.rank == 2) return matmul_by_matrix(c, node, dy, a, b, am, bm, dx, err);
     int g, am_v, bm_v, t, prod;
     TRY(vp_gr_reshape(c, node, dy[0], ym.rank, ym.dims, &g, err));
     if (vp_grad_needs(c, node, 0)) {
