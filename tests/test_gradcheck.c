@@ -75,7 +75,8 @@ typedef struct gc_case {
     int n_loss;
     int loss_from[16]; /* values summed into the loss */
     int n_params;
-    int index; /* the case's number in a pass: its seed and its float64 reference */
+    int index;           /* the case's number in a pass: its seed and its float64 reference */
+    const char *refusal; /* expected: the build refuses, saying this */
 } gc_case;
 
 /* A case's float64 gradients, the reference of the other dtypes' passes. */
@@ -239,13 +240,14 @@ static void attr_s(gc_case *k, int node, const char *name, const char *s) {
 /* The loss nodes' opset: 13 (ReduceSum with no axes reduces all), whatever the op's. */
 #define LOSS_OPSET 13
 
-/* y cast to float32 when it is a half type (the loss is summed in float32). */
+/* y cast to the loss's dtype: float64 in the float64 pass, float32 otherwise (a half
+ * type is summed in float32, as mixed precision does). */
 static vp_status widen(gc_case *k, int y, int *out, vp_error *err) {
-    vp_dtype dt = k->g->values[y].dtype;
+    vp_dtype want = g_dtype == VP_F64 ? VP_F64 : VP_F32;
     *out = y;
-    if (dt != VP_F16 && dt != VP_BF16) return VP_OK;
+    if (k->g->values[y].dtype == want) return VP_OK;
     int n = vp_build_node(k->g, "Cast", "", "loss/cast", 1, &y, 1, VP_PHASE_FORWARD, LOSS_OPSET);
-    vp_node_add_attr_int(k->g, n, "to", VP_F32);
+    vp_node_add_attr_int(k->g, n, "to", want);
     return vp_build_finish(k->g, n, out, err);
 }
 
@@ -427,6 +429,15 @@ static void gc_run(gc_case *k) {
     char why[512] = "";
     vp_error err = {{0}};
     vp_status s = run_case(k, &worst, why, sizeof why, &err);
+    if (k->refusal) {
+        int ok = s == VP_ERR_UNSUPPORTED && strstr(err.msg, k->refusal);
+        ok ? g_passed++ : g_failed++;
+        printf("%s %s: %s\n", ok ? "PASS" : "FAIL", k->label, s ? err.msg : "built, but a refusal was expected");
+        fflush(stdout);
+        vp_graph_free(k->g);
+        k->g = NULL;
+        return;
+    }
     double tolerance = g_dtype == VP_F64   ? TOLERANCE
                        : g_dtype == VP_F32 ? TOLERANCE_F32
                        : g_dtype == VP_F16 ? TOLERANCE_F16
@@ -1178,6 +1189,41 @@ static void cases_loss(void) {
     case_loss(ops[0], "mean", DIMS(4, 3), 0, 0, 1);
 }
 
+/* Variants the rules refuse (with VP_ERR_UNSUPPORTED), never differentiate wrongly. */
+static void cases_refused(void) {
+    gc_case k;
+    if (gc_begin(&k, 13, "refused: Pad mode=reflect")) {
+        int x = gc_param(&k, UNI, DIMS(3, 4));
+        attr_s(&k, gc_op(&k, "Pad", 2, (int[]){x, gc_ints(&k, 4, (int64_t[]){1, 1, 1, 1})}), "mode", "reflect");
+        k.refusal = "mode 'reflect' has no gradient rule";
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "refused: trainable SoftmaxCrossEntropyLoss weights")) {
+        int64_t labels[4] = {0, 2, 1, 2};
+        int in[3] = {gc_param(&k, UNI, DIMS(4, 3)), vp_build_const(k.g, "l", VP_I64, 1, (int64_t[]){4}, labels),
+                     gc_param(&k, POS, DIMS(3))};
+        gc_op(&k, "SoftmaxCrossEntropyLoss", 3, in);
+        k.refusal = "class weights";
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 17, "refused: LayerNormalization Mean output in the loss")) {
+        int in[2] = {gc_param(&k, UNI, DIMS(2, 3)), gc_param(&k, POS, DIMS(3))}, y[3];
+        gc_node(&k, "LayerNormalization", "", 2, in, 3, y);
+        gc_loss_on(&k, y[0]);
+        gc_loss_on(&k, y[1]);
+        k.refusal = "only Y has a gradient rule";
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "refused: MaxPool storage_order=1")) {
+        int x = gc_param(&k, DISTINCT, DIMS(1, 1, 4, 4));
+        int n = gc_op(&k, "MaxPool", 1, &x);
+        attr_is(&k, n, "kernel_shape", 2, (int64_t[]){2, 2});
+        attr_i(&k, n, "storage_order", 1);
+        k.refusal = "storage_order";
+        gc_run(&k);
+    }
+}
+
 static void run_all(void) {
     cases_arith();
     cases_unary();
@@ -1197,6 +1243,7 @@ static void run_all(void) {
     cases_reduce();
     cases_softmax();
     cases_loss();
+    cases_refused();
 }
 
 int main(int argc, char **argv) {
