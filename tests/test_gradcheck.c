@@ -77,6 +77,7 @@ typedef struct gc_case {
     int n_params;
     int index;           /* the case's number in a pass: its seed and its float64 reference */
     const char *refusal; /* expected: the build refuses, saying this */
+    int raw;             /* differentiate the graph as it is: no training-mode rewrite */
 } gc_case;
 
 /* A case's float64 gradients, the reference of the other dtypes' passes. */
@@ -387,6 +388,20 @@ static vp_status compare_param(vp_exec *x, const vp_graph *g, const gc_case *k, 
     return s;
 }
 
+/* vp_training_build without its training-mode pass (which rewrites BatchNormalization),
+ * for rules of forms that pass never leaves: every float initializer is trainable. */
+static vp_status build_raw(vp_graph *g, int loss, vp_training *t, vp_error *err) {
+    t->loss = loss;
+    t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params);
+    for (int v = 0; v < g->n_values; v++)
+        if ((g->values[v].flags & VP_VAL_INITIALIZER) && vp_dtype_is_float(g->values[v].dtype)) {
+            g->values[v].flags |= VP_VAL_PARAM;
+            t->params[t->n_params++] = v;
+        }
+    vp_status s = vp_autodiff(g, t, err);
+    return s ? s : vp_graph_link(g, err);
+}
+
 static vp_status run_case(gc_case *k, double *worst, char *why, size_t why_len, vp_error *err) {
     vp_graph *g = k->g;
     int loss;
@@ -401,7 +416,7 @@ static vp_status run_case(gc_case *k, double *worst, char *why, size_t why_len, 
     spec.no_optimizer = 1;
     if (!s) {
         snprintf(spec.loss.value, sizeof spec.loss.value, "%s", g->values[loss].name);
-        s = vp_training_build(g, &spec, &t, err);
+        s = k->raw ? build_raw(g, loss, &t, err) : vp_training_build(g, &spec, &t, err);
     }
     vp_backend *b = NULL;
     vp_exec *x = NULL;
@@ -1052,6 +1067,31 @@ static void case_batchnorm(int opset, int rank, const int64_t *x) {
     gc_run(&k);
 }
 
+/* BatchNormalization left as the model has it: training_mode=1 (opset 15, with its
+ * running-statistics outputs), or inference (differentiated without the training-mode
+ * pass); the running statistics are constants. */
+static void case_batchnorm_as_is(int training, int per_activation, int rank, const int64_t *x) {
+    gc_case k;
+    char sx[64];
+    int opset = per_activation ? 7 : 15;
+    if (!gc_begin(&k, opset, "BatchNormalization%s %s%s as is, opset %d", vp_shape_str(rank, x, sx, sizeof sx),
+                  training ? "training_mode=1" : "inference", per_activation ? " spatial=0" : "", opset))
+        return;
+    int pr = per_activation ? rank - 1 : 1;
+    const int64_t *pd = x + 1;
+    gen var = {GEN_UNIFORM, 0.5, 1.5};
+    int in[5] = {gc_param(&k, UNI, rank, x), gc_param(&k, POS, pr, pd), gc_param(&k, UNI, pr, pd),
+                 gc_const(&k, UNI, pr, pd), gc_const(&k, var, pr, pd)};
+    int y[3];
+    int node = gc_node(&k, "BatchNormalization", "", 5, in, training ? 3 : 1, y);
+    gc_loss_on(&k, y[0]);
+    attr_f(&k, node, "epsilon", 1e-3);
+    if (training) attr_i(&k, node, "training_mode", 1);
+    if (per_activation) attr_i(&k, node, "spatial", 0);
+    k.raw = !training;
+    gc_run(&k);
+}
+
 static void case_layernorm(int axis, int bias, int n_out, int rank, const int64_t *x) {
     gc_case k;
     char sx[64];
@@ -1073,6 +1113,10 @@ static void cases_norm(void) {
     case_batchnorm(13, DIMS(2, 3, 4, 4));
     case_batchnorm(9, DIMS(5, 3));
     case_batchnorm(15, DIMS(3, 2, 5));
+    case_batchnorm_as_is(1, 0, DIMS(2, 3, 4, 4));
+    case_batchnorm_as_is(1, 0, DIMS(5, 3));
+    case_batchnorm_as_is(0, 0, DIMS(2, 3, 4, 4));
+    case_batchnorm_as_is(0, 1, DIMS(4, 3, 2));
     case_layernorm(-1, 1, 1, DIMS(2, 3, 4));
     case_layernorm(1, 1, 1, DIMS(2, 3, 4));
     case_layernorm(0, 1, 1, DIMS(2, 3, 4));

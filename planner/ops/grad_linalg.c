@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "grad_rules.h"
+#include "k_linalg.h"
 
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)
@@ -284,60 +285,132 @@ VP_GRAD_RULE(vp_grad_layer_norm) {
     return VP_OK;
 }
 
-/* ---- InstanceNormalization, with standard ops ---- */
+/* ---- InstanceNormalization, BatchNormalization: standard ops ---- */
 
-/* Mean over the spatial axes (kept as 1). */
-static vp_status spatial_mean(vp_grad_ctx *c, int node, int v, int n_axes, const int64_t *axes, double inv_count,
-                              int *out, vp_error *err) {
-    TRY(vp_gr_reduce_sum(c, node, v, n_axes, axes, 1, out, err));
-    return vp_gr_scale(c, node, *out, inv_count, out, err);
+/* What a normalisation did: y = scale xhat + B with xhat = (x - mean) / sqrt(var + eps). */
+typedef struct norm_plan {
+    int n_stat, n_param;
+    int64_t stat[VP_MAX_RANK];  /* the axes each mean and variance reduce */
+    int64_t param[VP_MAX_RANK]; /* the axes scale's and B's gradients sum over */
+    shape pshape;               /* scale's shape as it broadcasts against x */
+    double inv_count;           /* 1 / elements per statistic */
+    int mean, var;              /* given statistics (inference BatchNormalization), -1: the batch's */
+    double eps;
+} norm_plan;
+
+static vp_status axes_mean(vp_grad_ctx *c, int node, int v, const norm_plan *p, int *out, vp_error *err) {
+    TRY(vp_gr_reduce_sum(c, node, v, p->n_stat, p->stat, 1, out, err));
+    return vp_gr_scale(c, node, *out, p->inv_count, out, err);
 }
 
-/* y = scale xhat + B, xhat = (x - mean) / sqrt(var + eps) over each image's channel:
- * with g = dY scale, dX = (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps),
- * dscale = sum(dY xhat), dB = sum(dY) over the batch and spatial axes. */
-VP_GRAD_RULE(vp_grad_instance_norm) {
-    const vp_node *n = vp_gr_node(c, node);
-    double eps = vp_attr_float(n, "epsilon", 1e-5f);
-    shape x = shape_of(c, IN(0));
-    if (x.rank < 3) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 3 or more");
-    int64_t axes[VP_MAX_RANK], all[VP_MAX_RANK], chan[VP_MAX_RANK], count = 1;
-    int n_axes = 0;
-    all[0] = 0;
-    chan[0] = x.dims[1];
-    for (int d = 2; d < x.rank; d++) {
-        axes[n_axes] = all[n_axes + 1] = d;
-        chan[d - 1] = 1;
-        count *= x.dims[d];
-        n_axes++;
-    }
-    double ic = count ? 1.0 / (double)count : 0.0;
-    int mean, xc, var, inv, xhat, t;
-    TRY(spatial_mean(c, node, IN(0), n_axes, axes, ic, &mean, err));
+/* A given statistic reshaped to broadcast against x, in x's dtype. */
+static vp_status given_stat(vp_grad_ctx *c, int node, int v, const norm_plan *p, int *out, vp_error *err) {
+    TRY(vp_gr_reshape(c, node, v, p->pshape.rank, p->pshape.dims, out, err));
+    return vp_gr_cast(c, node, *out, vp_gr_val(c, IN(0))->dtype, out, err);
+}
+
+/* xhat and 1 / sqrt(var + eps), recomputed from x (or the given statistics). */
+static vp_status normalized(vp_grad_ctx *c, int node, const norm_plan *p, int *xhat, int *inv, vp_error *err) {
+    int mean, xc, var, t;
+    if (p->mean >= 0) TRY(given_stat(c, node, p->mean, p, &mean, err));
+    else TRY(axes_mean(c, node, IN(0), p, &mean, err));
     TRY(vp_grad_op2(c, node, "Sub", IN(0), mean, &xc, err));
-    TRY(vp_grad_op2(c, node, "Mul", xc, xc, &t, err));
-    TRY(spatial_mean(c, node, t, n_axes, axes, ic, &var, err));
-    TRY(vp_gr_scalar(c, node, vp_gr_val(c, var)->dtype, eps, &t, err));
-    TRY(vp_grad_op2(c, node, "Add", var, t, &var, err));
+    if (p->var >= 0) {
+        TRY(given_stat(c, node, p->var, p, &var, err));
+    } else {
+        TRY(vp_grad_op2(c, node, "Mul", xc, xc, &t, err));
+        TRY(axes_mean(c, node, t, p, &var, err));
+    }
+    TRY(vp_gr_op_scalar(c, node, "Add", var, p->eps, &var, err));
     TRY(vp_grad_op1(c, node, "Sqrt", var, &t, err));
-    TRY(vp_grad_op1(c, node, "Reciprocal", t, &inv, err));
-    TRY(vp_grad_op2(c, node, "Mul", xc, inv, &xhat, err));
+    TRY(vp_grad_op1(c, node, "Reciprocal", t, inv, err));
+    return vp_grad_op2(c, node, "Mul", xc, *inv, xhat, err);
+}
+
+/* With g = dY scale: dX = g / sqrt(var + eps) for given statistics, and
+ * (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps) for the batch's, whose mean and
+ * variance depend on x too.  dscale = sum(dY xhat), dB = sum(dY). */
+static vp_status norm_grads(vp_grad_ctx *c, int node, const int *dy, const norm_plan *p, int *dx, vp_error *err) {
+    int xhat, inv, t;
+    TRY(normalized(c, node, p, &xhat, &inv, err));
     if (vp_grad_needs(c, node, 0)) {
-        int sc, g, mg, gx, mgx;
-        TRY(vp_gr_reshape(c, node, IN(1), x.rank - 1, chan, &sc, err));
+        int sc, g, mg, mgx;
+        TRY(vp_gr_reshape(c, node, IN(1), p->pshape.rank, p->pshape.dims, &sc, err));
         TRY(vp_grad_op2(c, node, "Mul", dy[0], sc, &g, err));
-        TRY(spatial_mean(c, node, g, n_axes, axes, ic, &mg, err));
-        TRY(vp_grad_op2(c, node, "Mul", g, xhat, &gx, err));
-        TRY(spatial_mean(c, node, gx, n_axes, axes, ic, &mgx, err));
-        TRY(vp_grad_op2(c, node, "Mul", xhat, mgx, &mgx, err));
-        TRY(vp_grad_op2(c, node, "Sub", g, mg, &g, err));
-        TRY(vp_grad_op2(c, node, "Sub", g, mgx, &g, err));
+        if (p->mean < 0) {
+            TRY(axes_mean(c, node, g, p, &mg, err));
+            TRY(vp_grad_op2(c, node, "Mul", g, xhat, &t, err));
+            TRY(axes_mean(c, node, t, p, &mgx, err));
+            TRY(vp_grad_op2(c, node, "Mul", xhat, mgx, &mgx, err));
+            TRY(vp_grad_op2(c, node, "Sub", g, mg, &g, err));
+            TRY(vp_grad_op2(c, node, "Sub", g, mgx, &g, err));
+        }
         TRY(vp_grad_op2(c, node, "Mul", g, inv, &dx[0], err));
     }
     if (vp_grad_needs(c, node, 1)) {
         TRY(vp_grad_op2(c, node, "Mul", dy[0], xhat, &t, err));
-        TRY(vp_gr_reduce_sum(c, node, t, n_axes + 1, all, 0, &dx[1], err));
+        TRY(vp_gr_reduce_sum(c, node, t, p->n_param, p->param, 0, &dx[1], err));
     }
-    if (vp_grad_needs(c, node, 2)) TRY(vp_gr_reduce_sum(c, node, dy[0], n_axes + 1, all, 0, &dx[2], err));
+    if (vp_grad_needs(c, node, 2)) TRY(vp_gr_reduce_sum(c, node, dy[0], p->n_param, p->param, 0, &dx[2], err));
     return VP_OK;
+}
+
+/* Statistics over `from`.. and the batch axis too when with_batch; parameters of [C]. */
+static norm_plan channel_plan(shape x, int with_batch, double eps) {
+    norm_plan p = {0};
+    int64_t count = 1;
+    p.param[p.n_param++] = 0;
+    if (with_batch) {
+        p.stat[p.n_stat++] = 0;
+        count *= x.dims[0];
+    }
+    p.pshape.rank = x.rank - 1;
+    p.pshape.dims[0] = x.dims[1];
+    for (int d = 2; d < x.rank; d++) {
+        p.stat[p.n_stat++] = p.param[p.n_param++] = d;
+        p.pshape.dims[d - 1] = 1;
+        count *= x.dims[d];
+    }
+    p.inv_count = count ? 1.0 / (double)count : 0.0;
+    p.mean = p.var = -1;
+    p.eps = eps;
+    return p;
+}
+
+/* InstanceNormalization: statistics per image and channel. */
+VP_GRAD_RULE(vp_grad_instance_norm) {
+    const vp_node *n = vp_gr_node(c, node);
+    shape x = shape_of(c, IN(0));
+    if (x.rank < 3) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 3 or more");
+    norm_plan p = channel_plan(x, 0, vp_attr_float(n, "epsilon", 1e-5f));
+    return norm_grads(c, node, dy, &p, dx, err);
+}
+
+/* BatchNormalization as the model has it (training_mode=1 from opset 14, or inference):
+ * statistics per channel over the batch, or the running ones given as inputs.  (In a
+ * training step made by vp_training_build the inference form has become
+ * BatchNormInternal, whose rule is above.)  Per-activation statistics (spatial=0 before
+ * opset 9) reduce the batch axis alone. */
+VP_GRAD_RULE(vp_grad_batch_norm) {
+    const vp_node *n = vp_gr_node(c, node);
+    TRY(refuse_stat_grads(c, node, dy, 1, err));
+    shape x = shape_of(c, IN(0));
+    if (x.rank < 2) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 2 or more");
+    norm_plan p = channel_plan(x, 1, vp_attr_float(n, "epsilon", 1e-5f));
+    if (vp_batchnorm_is_per_activation(n)) {
+        p.n_stat = p.n_param = 1;
+        p.inv_count = x.dims[0] ? 1.0 / (double)x.dims[0] : 0.0;
+        memcpy(p.pshape.dims, x.dims + 1, (size_t)(x.rank - 1) * sizeof *x.dims);
+    }
+    if (!vp_batchnorm_is_training(n)) {
+        for (int k = 3; k < 5; k++)
+            if (vp_grad_needs(c, node, k))
+                return vp_node_fail(
+                    err, VP_ERR_UNSUPPORTED, n,
+                    "the running statistics ('%s') have no gradient rule; mark them state or freeze them",
+                    vp_gr_val(c, IN(k))->name);
+        p.mean = IN(3);
+        p.var = IN(4);
+    }
+    return norm_grads(c, node, dy, &p, dx, err);
 }
