@@ -116,16 +116,38 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
             fprintf(f, "budget %s: fits, %s to spare\n", vp_human_bytes(p->budget_bytes, b1, sizeof b1),
                     vp_human_bytes(p->budget_bytes - p->arena_bytes, b2, sizeof b2));
         } else {
+            /* what fills the peak, by category */
+            int64_t at_peak[VP_CAT_COUNT] = {0};
+            for (int b = 0; b < p->n_buffers; b++) {
+                const vp_buffer *buf = &p->buffers[b];
+                if (buf->alias_of < 0 && buf->first <= p->peak_step && buf->last >= p->peak_step) at_peak[buf->cat] += buf->size;
+            }
             int top = 0, second = -1;
             for (int k = 1; k < VP_CAT_COUNT; k++)
-                if (p->category_bytes[k] > p->category_bytes[top]) top = k;
+                if (at_peak[k] > at_peak[top]) top = k;
             for (int k = 0; k < VP_CAT_COUNT; k++)
-                if (k != top && (second < 0 || p->category_bytes[k] > p->category_bytes[second])) second = k;
-            fprintf(f, "budget %s: does NOT fit, over by %s; dominated by %s (%s) and %s (%s)\n",
+                if (k != top && (second < 0 || at_peak[k] > at_peak[second])) second = k;
+            char b4[32];
+            fprintf(f, "budget %s: does NOT fit, over by %s; at the peak: %s %s, %s %s\n",
                     vp_human_bytes(p->budget_bytes, b1, sizeof b1), vp_human_bytes(p->arena_bytes - p->budget_bytes, b2, sizeof b2),
-                    vp_category_name((vp_category)top), vp_human_bytes(p->category_bytes[top], b3, sizeof b3),
-                    vp_category_name((vp_category)second), vp_human_bytes(p->category_bytes[second], b1, sizeof b1));
+                    vp_category_name((vp_category)top), vp_human_bytes(at_peak[top], b3, sizeof b3),
+                    vp_category_name((vp_category)second), vp_human_bytes(at_peak[second], b4, sizeof b4));
+            if (c->remat && c->remat->kind != VP_REMAT_NONE)
+                fprintf(f, "the smallest peak %s checkpointing reaches is this plan's arena, %s\n", vp_remat_name(c->remat->kind),
+                        vp_human_bytes(p->arena_bytes, b1, sizeof b1));
         }
+    }
+    if (c->remat) {
+        const vp_remat_result *r = c->remat;
+        fprintf(f, "checkpointing: %s", vp_remat_name(r->kind));
+        if (r->kind != VP_REMAT_NONE)
+            fprintf(f, ", %d blocks (%d distinct), %d recompute nodes%s%s", r->n_blocks, r->n_distinct_blocks, r->n_recompute,
+                    r->choice[0] ? ", options " : "", r->choice);
+        fprintf(f, "\n");
+        double base = r->step_seconds - r->recompute_seconds;
+        fprintf(f, "estimated step time on %s: %.3f ms; recompute +%.1f%% (one extra forward pass would be +%.1f%%)\n",
+                p->device.name, 1e3 * r->step_seconds, base > 0 ? 100.0 * r->recompute_seconds / base : 0.0,
+                base > 0 ? 100.0 * r->forward_seconds / base : 0.0);
     }
     fprintf(f, "planned in %.3f s\n", p->planning_seconds);
 }
@@ -180,6 +202,22 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     vp_json_end_array(&j);
     vp_json_key(&j, "planning_seconds");
     vp_json_double(&j, p->planning_seconds);
+    if (c->remat) {
+        const vp_remat_result *r = c->remat;
+        double base = r->step_seconds - r->recompute_seconds;
+        vp_json_key(&j, "remat");
+        vp_json_string(&j, vp_remat_name(r->kind));
+        vp_json_key(&j, "blocks");
+        vp_json_int(&j, r->n_blocks);
+        vp_json_key(&j, "recompute_nodes");
+        vp_json_int(&j, r->n_recompute);
+        vp_json_key(&j, "estimated_step_seconds");
+        vp_json_double(&j, r->step_seconds);
+        vp_json_key(&j, "recompute_overhead");
+        vp_json_double(&j, base > 0 ? r->recompute_seconds / base : 0.0);
+        vp_json_key(&j, "forward_fraction");
+        vp_json_double(&j, base > 0 ? r->forward_seconds / base : 0.0);
+    }
     vp_json_end_object(&j);
     vp_json_finish(&j);
 }

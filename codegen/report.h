@@ -7,11 +7,13 @@
 #include <stdio.h>
 
 #include "plan.h"
+#include "remat.h"
 
 typedef struct vp_report_ctx {
     const char *model;
     const char *knobs;       /* "loss ce:logits, optimizer adamw, ..." */
     int top_live;            /* how many of the largest live buffers to list at the peak */
+    const vp_remat_result *remat; /* checkpointing decisions, or NULL */
 } vp_report_ctx;
 
 void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c);

@@ -371,3 +371,146 @@ const char *vp_shape_str(int rank, const int64_t *dims, char *buf, size_t len) {
     if (used < len) snprintf(buf + used, len - used, "]");
     return buf;
 }
+
+static char *dup_or_null(const char *s) { return s ? dup_str(s) : NULL; }
+
+static int clone_attr(vp_attr *dst, const vp_attr *src) {
+    *dst = *src;
+    dst->name = dup_str(src->name);
+    dst->s = dup_or_null(src->s);
+    dst->floats = NULL;
+    dst->ints = NULL;
+    dst->strings = NULL;
+    dst->t = NULL;
+    if (!dst->name || (src->s && !dst->s)) return 0;
+    if (src->floats) {
+        dst->floats = malloc((size_t)(src->n ? src->n : 1) * sizeof(float));
+        if (!dst->floats) return 0;
+        if (src->n) memcpy(dst->floats, src->floats, (size_t)src->n * sizeof(float));
+    }
+    if (src->ints) {
+        dst->ints = malloc((size_t)(src->n ? src->n : 1) * sizeof(int64_t));
+        if (!dst->ints) return 0;
+        if (src->n) memcpy(dst->ints, src->ints, (size_t)src->n * sizeof(int64_t));
+    }
+    if (src->strings) {
+        dst->strings = calloc((size_t)(src->n ? src->n : 1), sizeof(char *));
+        if (!dst->strings) return 0;
+        for (int i = 0; i < src->n; i++)
+            if (!(dst->strings[i] = dup_str(src->strings[i]))) return 0;
+    }
+    if (src->t) {
+        dst->t = malloc(sizeof *dst->t);
+        if (!dst->t) return 0;
+        *dst->t = *src->t;
+        size_t n = vp_tensor_nbytes(src->t);
+        dst->t->data = malloc(n ? n : 1);
+        if (!dst->t->data) return 0;
+        if (n) memcpy(dst->t->data, src->t->data, n);
+    }
+    return 1;
+}
+
+vp_graph *vp_graph_clone(const vp_graph *g) {
+    vp_graph *c = vp_graph_new();
+    if (!c) return NULL;
+    c->path = dup_or_null(g->path);
+    c->graph_name = dup_or_null(g->graph_name);
+    c->producer = dup_or_null(g->producer);
+    c->ir_version = g->ir_version;
+    c->opset_onnx = g->opset_onnx;
+    c->opset_ms = g->opset_ms;
+    int ok = 1;
+    for (int v = 0; v < g->n_values && ok; v++) {
+        int id = vp_graph_add_value(c, g->values[v].name);
+        if (id != v) { ok = 0; break; }
+        vp_value *dv = &c->values[id];
+        const vp_value *sv = &g->values[v];
+        dv->dtype = sv->dtype;
+        dv->rank = sv->rank;
+        memcpy(dv->dims, sv->dims, sizeof dv->dims);
+        for (int d = 0; d < VP_MAX_RANK; d++)
+            if (sv->dim_param[d] && !(dv->dim_param[d] = dup_str(sv->dim_param[d]))) ok = 0;
+        dv->flags = sv->flags;
+        dv->data = sv->data;
+        dv->data_owner = sv->data ? VP_DATA_BORROWED : VP_DATA_NONE;
+    }
+    for (int i = 0; i < g->n_nodes && ok; i++) {
+        const vp_node *n = &g->nodes[i];
+        int id = vp_graph_add_node(c, n->op_type, n->domain, n->name, n->n_inputs, n->inputs, n->n_outputs, n->outputs);
+        if (id < 0) { ok = 0; break; }
+        vp_node *d = &c->nodes[id];
+        d->opset = n->opset;
+        d->op = n->op;
+        d->folded = n->folded;
+        d->phase = n->phase;
+        d->precision = n->precision;
+        d->rank_id = n->rank_id;
+        if (n->n_attrs) {
+            d->attrs = calloc((size_t)n->n_attrs, sizeof *d->attrs);
+            if (!d->attrs) { ok = 0; break; }
+            for (int a = 0; a < n->n_attrs && ok; a++) {
+                ok = clone_attr(&d->attrs[a], &n->attrs[a]);
+                d->n_attrs = a + 1;
+            }
+        }
+    }
+    c->inputs = malloc(((size_t)g->n_inputs + 1) * sizeof(int));
+    c->outputs = malloc(((size_t)g->n_outputs + 1) * sizeof(int));
+    if (!ok || !c->inputs || !c->outputs) {
+        vp_graph_free(c);
+        return NULL;
+    }
+    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof(int));
+    memcpy(c->outputs, g->outputs, (size_t)g->n_outputs * sizeof(int));
+    c->n_inputs = g->n_inputs;
+    c->n_outputs = g->n_outputs;
+    if (vp_graph_link(c, NULL)) {
+        vp_graph_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+vp_status vp_graph_reorder(vp_graph *g, const int *order, vp_error *err) {
+    vp_node *nn = malloc(((size_t)g->n_nodes + 1) * sizeof *nn);
+    char *seen = calloc((size_t)g->n_nodes + 1, 1);
+    if (!nn || !seen) {
+        free(nn);
+        free(seen);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory reordering nodes");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (order[i] < 0 || order[i] >= g->n_nodes || seen[order[i]]) {
+            free(nn);
+            free(seen);
+            return vp_fail(err, VP_ERR_RUNTIME, "internal: node order is not a permutation");
+        }
+        seen[order[i]] = 1;
+        nn[i] = g->nodes[order[i]];
+    }
+    free(seen);
+    memcpy(g->nodes, nn, (size_t)g->n_nodes * sizeof *nn);
+    free(nn);
+    return vp_graph_link(g, err);
+}
+
+vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src) {
+    int n = g->nodes[src].n_attrs;
+    if (!n) return VP_OK;
+    vp_attr *a = calloc((size_t)n, sizeof *a);
+    if (!a) return VP_ERR_NOMEM;
+    int ok = 1, done = 0;
+    for (; done < n && ok; done++) ok = clone_attr(&a[done], &g->nodes[src].attrs[done]);
+    if (!ok) {
+        for (int i = 0; i < done; i++) free_attr(&a[i]);
+        free(a);
+        return VP_ERR_NOMEM;
+    }
+    vp_node *d = &g->nodes[dst];
+    for (int i = 0; i < d->n_attrs; i++) free_attr(&d->attrs[i]);
+    free(d->attrs);
+    d->attrs = a;
+    d->n_attrs = n;
+    return VP_OK;
+}

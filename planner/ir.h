@@ -194,6 +194,13 @@ vp_status vp_graph_link(vp_graph *g, vp_error *err);
 /* Makes a unique value name from a stem ("x" -> "x", "x_1", ...) and adds it. */
 int vp_graph_add_unique_value(vp_graph *g, const char *stem);
 
+/* A deep copy of the graph's structure; constant data is borrowed from g, which must
+ * outlive the copy.  NULL when out of memory. */
+vp_graph *vp_graph_clone(const vp_graph *g);
+/* Reorders the nodes: order[i] is the id of the node that becomes node i (a
+ * permutation of all node ids); producers and consumers are relinked. */
+vp_status vp_graph_reorder(vp_graph *g, const int *order, vp_error *err);
+
 /* Attaches constant data to a value, replacing any it had. */
 void vp_value_set_data(vp_graph *g, int id, void *data, vp_data_owner owner);
 /* A view of a value as a tensor (data may be NULL). */
@@ -213,6 +220,9 @@ vp_status vp_node_add_attr_int(vp_graph *g, int node, const char *name, int64_t 
 vp_status vp_node_add_attr_float(vp_graph *g, int node, const char *name, float v);
 vp_status vp_node_add_attr_ints(vp_graph *g, int node, const char *name, const int64_t *v, int n);
 vp_status vp_node_add_attr_string(vp_graph *g, int node, const char *name, const char *s);
+
+/* Copies the attributes of node src onto node dst (both in g). */
+vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src);
 
 /* Fails with "node 'NAME' (OpType): ..." so every node error names the node. */
 vp_status vp_node_fail(vp_error *err, vp_status code, const vp_node *n, const char *fmt, ...)

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "exec.h"
 #include "infer.h"
+#include "plan_exec.h"
 #include "onnx_load.h"
 #include "tensor_proto.h"
 
@@ -69,4 +72,61 @@ vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *o
     char path[4200];
     snprintf(path, sizeof path, "%s/fixtures/%s", m->dir, file);
     return vp_tensor_read_pb(path, out, NULL, err);
+}
+
+static int same_bits(const vp_tensor *a, const vp_tensor *b) {
+    return vp_tensor_nbytes(a) == vp_tensor_nbytes(b) && !memcmp(a->data, b->data, vp_tensor_nbytes(a));
+}
+
+int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, const int *ids, int n_ids, char *why,
+                         size_t why_len) {
+    vp_error err;
+    const mj *in = mj_get(m->meta, "input");
+    const char *xname = in ? in->str : "x";
+    vp_tensor x = {0}, labels = {0};
+    vp_backend *b = vp_backend_cpu_new();
+    vp_exec *nx = NULL;
+    vp_plan_exec *px = NULL;
+    int identical = 1;
+    why[0] = 0;
+    vp_status s = test_model_fixture(m, "x.pb", &x, &err);
+    if (!s) s = test_model_fixture(m, "labels.pb", &labels, &err);
+    if (!s) s = vp_exec_new(m->g, b, &nx, &err);
+    if (!s) s = vp_plan_exec_new(p, b, &px, &err);
+    if (!s) s = vp_exec_set_input(nx, xname, &x, &err);
+    if (!s) s = vp_exec_set_input(nx, "labels", &labels, &err);
+    for (int k = 0; k < steps && !s; k++) {
+        s = vp_plan_exec_set_input(px, xname, &x, &err);
+        if (!s) s = vp_plan_exec_set_input(px, "labels", &labels, &err);
+        if (!s) s = vp_exec_run(nx, &err);
+        if (!s) s = vp_plan_exec_run(px, &err);
+        vp_tensor l1 = {0}, l2 = {0};
+        if (!s) s = vp_exec_get(nx, m->t.loss, &l1, &err);
+        if (!s) s = vp_plan_exec_get(px, m->t.loss, &l2, &err);
+        if (!s && identical && !same_bits(&l1, &l2)) {
+            identical = 0;
+            snprintf(why, why_len, "the loss of step %d differs", k + 1);
+        }
+        free(l1.data);
+        free(l2.data);
+        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(nx, m->t.carry[c].from, m->t.carry[c].to, &err);
+    }
+    for (int i = 0; i < n_ids && !s; i++) {
+        vp_tensor a = {0}, c = {0};
+        s = vp_exec_get(nx, ids[i], &a, &err);
+        if (!s) s = vp_plan_exec_get(px, ids[i], &c, &err);
+        if (!s && identical && !same_bits(&a, &c)) {
+            identical = 0;
+            snprintf(why, why_len, "'%s' differs", m->g->values[ids[i]].name);
+        }
+        free(a.data);
+        free(c.data);
+    }
+    if (s) snprintf(why, why_len, "%s", err.msg);
+    vp_exec_free(nx);
+    vp_plan_exec_free(px);
+    vp_backend_free(b);
+    free(x.data);
+    free(labels.data);
+    return s ? -1 : identical;
 }

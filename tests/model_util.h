@@ -27,4 +27,12 @@ void test_model_free(test_model *m);
 /* Reads models/<name>/fixtures/<file> (a TensorProto). */
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);
 
+/* Runs `steps` training steps of m's graph naively and of plan p (whose graph may be a
+ * checkpointed copy with the same value ids), feeding the fixture batch, and compares
+ * every step's loss and, at the end, every value in ids, bit for bit.  Returns 1 when
+ * identical, 0 when not (why names the first difference), -1 on an error (why). */
+struct vp_plan;
+int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, const int *ids, int n_ids, char *why,
+                         size_t why_len);
+
 #endif

@@ -34,63 +34,13 @@ static void check(int ok, const char *fmt, ...) {
     ok ? passes++ : failures++;
 }
 
-static vp_status inputs(const test_model *m, vp_tensor *x, vp_tensor *labels, vp_error *err) {
-    vp_status s = test_model_fixture(m, "x.pb", x, err);
-    if (!s) s = test_model_fixture(m, "labels.pb", labels, err);
-    return s;
-}
-
-static int same_bits(const vp_tensor *a, const vp_tensor *b) {
-    return vp_tensor_nbytes(a) == vp_tensor_nbytes(b) && !memcmp(a->data, b->data, vp_tensor_nbytes(a));
-}
-
-/* Runs `steps` steps both ways and compares every value in ids (after the last step). */
+/* Runs `steps` steps planned and naive and compares the loss and every value in ids. */
 static void compare(const char *name, const char *what, test_model *m, const vp_plan *p, int steps, const int *ids, int n_ids) {
-    vp_error err;
-    const mj *in = mj_get(m->meta, "input");
-    const char *xname = in ? in->str : "x";
-    vp_tensor x = {0}, labels = {0};
-    vp_backend *b = vp_backend_cpu_new();
-    vp_exec *nx = NULL;
-    vp_plan_exec *px = NULL;
-    vp_status s = inputs(m, &x, &labels, &err);
-    if (!s) s = vp_exec_new(m->g, b, &nx, &err);
-    if (!s) s = vp_plan_exec_new(p, b, &px, &err);
-    if (!s) s = vp_exec_set_input(nx, xname, &x, &err);
-    if (!s) s = vp_exec_set_input(nx, "labels", &labels, &err);
-    int identical = 1;
-    for (int k = 0; k < steps && !s; k++) {
-        s = vp_plan_exec_set_input(px, xname, &x, &err);
-        if (!s) s = vp_plan_exec_set_input(px, "labels", &labels, &err);
-        if (!s) s = vp_exec_run(nx, &err);
-        if (!s) s = vp_plan_exec_run(px, &err);
-        vp_tensor l1 = {0}, l2 = {0};
-        if (!s) s = vp_exec_get(nx, m->t.loss, &l1, &err);
-        if (!s) s = vp_plan_exec_get(px, m->t.loss, &l2, &err);
-        if (!s && !same_bits(&l1, &l2)) identical = 0;
-        free(l1.data);
-        free(l2.data);
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(nx, m->t.carry[c].from, m->t.carry[c].to, &err);
-    }
-    for (int i = 0; i < n_ids && !s; i++) {
-        vp_tensor a = {0}, c = {0};
-        s = vp_exec_get(nx, ids[i], &a, &err);
-        if (!s) s = vp_plan_exec_get(px, ids[i], &c, &err);
-        if (!s && !same_bits(&a, &c)) {
-            identical = 0;
-            printf("  differs: %s\n", m->g->values[ids[i]].name);
-        }
-        free(a.data);
-        free(c.data);
-    }
-    if (s) check(0, "%s %s: %s", name, what, err.msg);
-    else check(identical, "%s %s: planned execution bit-identical to naive over %d step(s), %d values compared", name, what,
-               steps, n_ids + steps);
-    vp_exec_free(nx);
-    vp_plan_exec_free(px);
-    vp_backend_free(b);
-    free(x.data);
-    free(labels.data);
+    char why[1024];
+    int r = test_compare_planned(m, p, steps, ids, n_ids, why, sizeof why);
+    if (r < 0) check(0, "%s %s: %s", name, what, why);
+    else check(r, "%s %s: planned execution bit-identical to naive over %d step(s), %d values compared%s%s", name, what, steps,
+               n_ids + steps, r ? "" : "; ", r ? "" : why);
 }
 
 static void check_plan(const char *name, const vp_plan *p) {

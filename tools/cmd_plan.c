@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "cli_train.h"
 #include "plan_file.h"
+#include "remat.h"
 #include "report.h"
 
 static const char plan_usage[] =
@@ -20,6 +21,10 @@ static const char plan_usage[] =
     "  --budget SIZE         memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
     "                        powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)\n"
     "  --device NAME         cpu, a100, h100, h200: alignment and cost profile (default cpu)\n"
+    "  --remat none|sqrtn|dp which activations to recompute in the backward pass instead of\n"
+    "                        keeping them: dp (default with --budget) chooses per block of the\n"
+    "                        forward chain by a dynamic program under the budget; sqrtn keeps\n"
+    "                        every sqrt(n)-th block boundary (Chen et al. 2016); none keeps all\n"
     "  --no-fused-update     run every optimizer update after the whole backward pass\n"
     "                        (default: each update right after its gradient is final)\n"
     "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
@@ -30,7 +35,7 @@ static const char plan_usage[] =
     "            1 failure, 2 bad input or usage\n";
 
 int cmd_plan(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL;
+    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
     int fused = 1;
     cli_dims dims = {0};
     cli_train_opts o;
@@ -47,7 +52,7 @@ int cmd_plan(int argc, char **argv) {
         if (!strcmp(a, "--no-fused-update")) fused = 0;
         else if (!strcmp(a, "--fused-update")) fused = 1;
         else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
-                 !strcmp(a, "--budget")) {
+                 !strcmp(a, "--budget") || !strcmp(a, "--remat")) {
             if (i + 1 >= argc) {
                 s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
                 break;
@@ -57,6 +62,7 @@ int cmd_plan(int argc, char **argv) {
             else if (!strcmp(a, "-o")) out = v;
             else if (!strcmp(a, "--json")) json = v;
             else if (!strcmp(a, "--device")) device = v;
+            else if (!strcmp(a, "--remat")) remat_arg = v;
             else budget_arg = v;
         } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
         else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
@@ -72,9 +78,13 @@ int cmd_plan(int argc, char **argv) {
         s = vp_fail(&err, VP_ERR_USAGE, "--budget '%s' is not a size (examples: 16GiB, 800MB, 1073741824)", budget_arg);
     const vp_device_profile *dev = vp_device_find(device);
     if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
+    vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
+    if (!s && remat_arg) s = vp_remat_parse(remat_arg, &remat, &err);
     if (s) return cli_report(s, &err);
 
-    vp_graph *g = NULL;
+    vp_graph *g = NULL, *planned = NULL;
+    vp_remat_result rr;
+    memset(&rr, 0, sizeof rr);
     vp_training t;
     memset(&t, 0, sizeof t);
     vp_plan p;
@@ -83,14 +93,14 @@ int cmd_plan(int argc, char **argv) {
     if (!s) s = vp_infer(g, NULL, NULL, &err);
     if (!s) s = vp_training_build(g, &o.spec, &t, &err);
     if (!s && t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
-    if (!s) s = vp_plan_build(&p, g, &t, dev, fused, &err);
+    if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, &err);
     char knobs[512];
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
     snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
-    vp_report_ctx rc = {model, knobs, 8};
+    vp_report_ctx rc = {model, knobs, 8, s ? NULL : &rr};
     if (!s) {
         p.budget_bytes = budget;
         vp_report_text(stdout, &p, &rc);
@@ -108,13 +118,15 @@ int cmd_plan(int argc, char **argv) {
         snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
         snprintf(fu, sizeof fu, "%d", fused);
         vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
-                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""}};
+                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""},
+                          {"remat", vp_remat_name(remat)}};
         s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
         if (!s) printf("wrote %s\n", out);
     }
     int over = !s && budget > 0 && p.arena_bytes > budget;
     vp_plan_free(&p);
     vp_training_free(&t);
+    if (planned && planned != g) vp_graph_free(planned);
     vp_graph_free(g);
     if (s) return cli_report(s, &err);
     return over ? 3 : 0;

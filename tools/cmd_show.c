@@ -62,7 +62,7 @@ int cmd_show(int argc, char **argv) {
     size_t used = 0;
     for (int k = 0; k < lp.n_knobs && used < sizeof knobs; k++)
         used += (size_t)snprintf(knobs + used, sizeof knobs - used, "%s%s %s", k ? ", " : "", lp.knob_names[k], lp.knob_values[k]);
-    vp_report_ctx rc = {lp.model, knobs, 8};
+    vp_report_ctx rc = {lp.model, knobs, 8, NULL};
     if (json) vp_report_json(stdout, &lp.plan, &rc);
     else vp_report_text(stdout, &lp.plan, &rc);
     if (steps && !json) list_steps(&lp.plan);
