@@ -262,16 +262,29 @@ static vp_status pad_params(vp_grad_ctx *c, int node, int64_t *begin, int64_t *e
     return VP_OK;
 }
 
-/* The elements of the output that are padding get the constant value's gradient. */
-static vp_status pad_value_grad(vp_grad_ctx *c, int node, const int *dy, int kept, int *dx, vp_error *err) {
-    int rank = vp_gr_val(c, dy[0])->rank, total, inner, diff;
-    int64_t axes[VP_MAX_RANK];
-    for (int a = 0; a < rank; a++) axes[a] = a;
-    TRY(vp_gr_reduce_sum(c, node, dy[0], rank, axes, 0, &total, err));
-    TRY(vp_gr_reduce_sum(c, node, kept, rank, axes, 0, &inner, err));
-    TRY(vp_grad_op2(c, node, "Sub", total, inner, &diff, err));
-    shape v = shape_of(c, IN(2));
-    return vp_gr_reshape(c, node, diff, v.rank, v.dims, &dx[2], err);
+/* The constant value's gradient: dY summed over the padding, picked by a mask made by
+ * the same Pad of zeros with value 1 (a constant the build folds).  Summing the padding
+ * alone, rather than all of dY less the input's part, keeps low precision from
+ * cancelling. */
+static vp_status pad_value_grad(vp_grad_ctx *c, int node, const int *dy, const int64_t *begin, const int64_t *end,
+                                int *dx, vp_error *err) {
+    shape x = shape_of(c, IN(0)), v = shape_of(c, IN(2));
+    int64_t pads[2 * VP_MAX_RANK], axes[VP_MAX_RANK];
+    for (int a = 0; a < x.rank; a++) {
+        pads[a] = begin[a];
+        pads[x.rank + a] = end[a];
+        axes[a] = a;
+    }
+    int zeros, one, p, mask, b, t;
+    TRY(vp_gr_zeros(c, node, x.dtype, x.rank, x.dims, &zeros, err));
+    TRY(vp_gr_scalar(c, node, x.dtype, 1.0, &one, err));
+    TRY(vp_gr_ints(c, pads, 2 * x.rank, &p, err));
+    int in[3] = {zeros, p, one};
+    if (build(c, node, "Pad", "", 3, in, 1, &b)) return vp_gr_nomem(err);
+    TRY(vp_grad_end(c, b, &mask, err));
+    TRY(vp_grad_op2(c, node, "Mul", dy[0], mask, &t, err));
+    TRY(vp_gr_reduce_sum(c, node, t, x.rank, axes, 0, &t, err));
+    return vp_gr_reshape(c, node, t, v.rank, v.dims, &dx[2], err);
 }
 
 /* Pad: the gradient is the slice of dY where the input landed; cropped (negative pad)
@@ -294,7 +307,7 @@ VP_GRAD_RULE(vp_grad_pad) {
     for (int j = 0; j < 4; j++) TRY(vp_gr_ints(c, v[j], x.rank, &in[j + 1], err));
     if (build(c, node, "Slice", "", 5, in, 1, &b)) return vp_gr_nomem(err);
     TRY(vp_grad_end(c, b, &kept, err));
-    if (value_needed) TRY(pad_value_grad(c, node, dy, kept, dx, err));
+    if (value_needed) TRY(pad_value_grad(c, node, dy, begin, end, dx, err));
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     return pad_zeros(c, node, kept, x.rank, crop_b, crop_e, &dx[0], err);
 }
