@@ -27,6 +27,8 @@ static const char plan_usage[] =
     "                        every sqrt(n)-th block boundary (Chen et al. 2016); none keeps all\n"
     "  --no-fused-update     run every optimizer update after the whole backward pass\n"
     "                        (default: each update right after its gradient is final)\n"
+    "  --max-batch DIM       with --budget: find the largest value of the symbolic dim DIM\n"
+    "                        (a batch size) whose plan fits, then plan at that value\n"
     "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
     "  --json FILE           write the report as JSON (arena_bytes, lower_bound_bytes,\n"
     "                        budget_bytes, fits, categories, steps, buffers, planning_seconds)\n"
@@ -34,8 +36,71 @@ static const char plan_usage[] =
     "exit codes: 0 planned (and fits the budget), 3 planned but over the budget,\n"
     "            1 failure, 2 bad input or usage\n";
 
+/* Plans the model at the given dims; *fits and *arena report the outcome. */
+static vp_status try_plan(const char *model, const cli_dims *dims, const cli_train_opts *o, const vp_device_profile *dev,
+                          int fused, int64_t budget, vp_remat_kind remat, int *fits, int64_t *arena, vp_error *err) {
+    vp_graph *g = NULL, *planned = NULL;
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_remat_result rr;
+    vp_status s = cli_load(model, dims, &g, err);
+    if (!s) s = vp_infer(g, NULL, NULL, err);
+    if (!s) s = vp_training_build(g, &o->spec, &t, err);
+    if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, err);
+    if (!s) {
+        *fits = p.arena_bytes <= budget;
+        *arena = p.arena_bytes;
+    }
+    vp_plan_free(&p);
+    vp_training_free(&t);
+    if (planned && planned != g) vp_graph_free(planned);
+    vp_graph_free(g);
+    return s;
+}
+
+/* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
+static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
+                                int fused, int64_t budget, vp_remat_kind remat, vp_error *err) {
+    int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
+    int fits = 0;
+    vp_status s = VP_OK;
+    for (int64_t v = 1; v <= (1 << 24); v *= 2) {
+        dims->b[k].value = v;
+        s = try_plan(model, dims, o, dev, fused, budget, remat, &fits, &arena, err);
+        if (s) return s;
+        fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)v, (long long)arena, fits ? "fits" : "over");
+        if (!fits) {
+            hi = v;
+            hi_arena = arena;
+            break;
+        }
+        lo = v;
+        lo_arena = arena;
+    }
+    if (!lo) return vp_fail(err, VP_ERR_INVALID, "%s: even %s=1 does not fit the budget (arena %lld bytes)", model,
+                            dims->b[k].name, (long long)arena);
+    if (!hi) return vp_fail(err, VP_ERR_INVALID, "%s: %s fits the budget at every value tried (up to %lld)", model,
+                            dims->b[k].name, (long long)lo);
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        dims->b[k].value = mid;
+        s = try_plan(model, dims, o, dev, fused, budget, remat, &fits, &arena, err);
+        if (s) return s;
+        fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)mid, (long long)arena, fits ? "fits" : "over");
+        if (fits) lo = mid, lo_arena = arena;
+        else hi = mid, hi_arena = arena;
+    }
+    printf("max %s under the budget: %lld (arena %lld bytes); %lld needs %lld bytes\n", dims->b[k].name, (long long)lo,
+           (long long)lo_arena, (long long)hi, (long long)hi_arena);
+    dims->b[k].value = lo;
+    return VP_OK;
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
+    const char *max_dim = NULL;
     int fused = 1;
     cli_dims dims = {0};
     cli_train_opts o;
@@ -52,7 +117,7 @@ int cmd_plan(int argc, char **argv) {
         if (!strcmp(a, "--no-fused-update")) fused = 0;
         else if (!strcmp(a, "--fused-update")) fused = 1;
         else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
-                 !strcmp(a, "--budget") || !strcmp(a, "--remat")) {
+                 !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch")) {
             if (i + 1 >= argc) {
                 s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
                 break;
@@ -63,6 +128,7 @@ int cmd_plan(int argc, char **argv) {
             else if (!strcmp(a, "--json")) json = v;
             else if (!strcmp(a, "--device")) device = v;
             else if (!strcmp(a, "--remat")) remat_arg = v;
+            else if (!strcmp(a, "--max-batch")) max_dim = v;
             else budget_arg = v;
         } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
         else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
@@ -80,6 +146,17 @@ int cmd_plan(int argc, char **argv) {
     if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
     vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
     if (!s && remat_arg) s = vp_remat_parse(remat_arg, &remat, &err);
+    if (!s && max_dim) {
+        if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
+        int k = -1;
+        for (int i = 0; i < dims.n; i++)
+            if (!strcmp(dims.b[i].name, max_dim)) k = i;
+        if (!s && k < 0) {
+            if (dims.n == CLI_MAX_DIMS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
+            else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
+        }
+        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &err);
+    }
     if (s) return cli_report(s, &err);
 
     vp_graph *g = NULL, *planned = NULL;
