@@ -1048,6 +1048,80 @@ static void cases_conv(void) {
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) case_conv(&specs[i]);
 }
 
+typedef struct conv_t_spec {
+    const char *what;
+    int rank; /* spatial rank */
+    int64_t x[5], w[5];
+    int bias;
+    int64_t strides[3], pads[6], dilations[3], output_padding[3], output_shape[3], group;
+    const char *auto_pad;
+} conv_t_spec;
+
+static void case_conv_transpose(const conv_t_spec *cs) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "ConvTranspose %s", cs->what)) return;
+    int r = cs->rank + 2;
+    int in[3] = {gc_param(&k, UNI, r, cs->x), gc_param(&k, UNI, r, cs->w), -1};
+    int64_t group = cs->group ? cs->group : 1;
+    if (cs->bias) in[2] = gc_param(&k, UNI, 1, (int64_t[]){cs->w[1] * group});
+    int n = gc_op(&k, "ConvTranspose", cs->bias ? 3 : 2, in);
+    if (cs->strides[0]) attr_is(&k, n, "strides", cs->rank, cs->strides);
+    if (cs->dilations[0]) attr_is(&k, n, "dilations", cs->rank, cs->dilations);
+    if (cs->output_padding[0]) attr_is(&k, n, "output_padding", cs->rank, cs->output_padding);
+    if (cs->output_shape[0]) attr_is(&k, n, "output_shape", cs->rank, cs->output_shape);
+    if (cs->auto_pad) attr_s(&k, n, "auto_pad", cs->auto_pad);
+    else if (!cs->output_shape[0]) attr_is(&k, n, "pads", 2 * cs->rank, cs->pads);
+    if (cs->group) attr_i(&k, n, "group", cs->group);
+    gc_run(&k);
+}
+
+static void cases_conv_transpose(void) {
+    static const conv_t_spec specs[] = {
+        {"2-D [1,2,3,3]*[2,3,3,3] bias", 2, {1, 2, 3, 3}, {2, 3, 3, 3}, 1, {0}, {0}, {0}, {0}, {0}, 0, NULL},
+        {"2-D stride 2 pads 1 output_padding 1",
+         2,
+         {2, 2, 3, 4},
+         {2, 2, 3, 3},
+         1,
+         {2, 2},
+         {1, 1, 1, 1},
+         {0},
+         {1, 1},
+         {0},
+         0,
+         NULL},
+        {"2-D stride [2,3] asymmetric pads, no bias",
+         2,
+         {1, 1, 3, 2},
+         {1, 2, 2, 3},
+         0,
+         {2, 3},
+         {0, 1, 1, 0},
+         {0},
+         {0},
+         {0},
+         0,
+         NULL},
+        {"2-D dilation 2", 2, {1, 2, 3, 3}, {2, 1, 2, 2}, 1, {0}, {0}, {2, 2}, {0}, {0}, 0, NULL},
+        {"2-D groups 2", 2, {1, 4, 3, 3}, {4, 1, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {0}, {0}, {0}, 2, NULL},
+        {"2-D auto_pad SAME_UPPER stride 2",
+         2,
+         {1, 2, 3, 3},
+         {2, 2, 3, 3},
+         1,
+         {2, 2},
+         {0},
+         {0},
+         {0},
+         {0},
+         0,
+         "SAME_UPPER"},
+        {"2-D output_shape [6,7] stride 2", 2, {1, 2, 3, 3}, {2, 1, 3, 3}, 0, {2, 2}, {0}, {0}, {0}, {6, 7}, 0, NULL},
+        {"1-D stride 3", 1, {2, 2, 4}, {2, 3, 3}, 1, {3}, {0, 0}, {0}, {0}, {0}, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) case_conv_transpose(&specs[i]);
+}
+
 static void case_pool(const char *op, const char *what, int rank, const int64_t *x, int n_k, const int64_t *kernel,
                       const int64_t *strides, const int64_t *pads, int extra_attr, int indices_output) {
     gc_case k;
@@ -1353,6 +1427,7 @@ static void run_all(void) {
     cases_matmul();
     cases_gemm();
     cases_conv();
+    cases_conv_transpose();
     cases_pool();
     cases_norm();
     cases_reduce();

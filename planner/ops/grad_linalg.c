@@ -181,6 +181,72 @@ VP_GRAD_RULE(vp_grad_conv) {
     return VP_OK;
 }
 
+/* ---- ConvTranspose ---- */
+
+/* The window of a ConvTranspose node, with the pads its auto_pad or output_shape
+ * derive, checked to be one a Conv over its output can invert: non-negative pads, and
+ * a Conv of the output extent giving back the input's. */
+static vp_status transpose_window(vp_grad_ctx *c, int node, vp_window *w, vp_error *err) {
+    const vp_node *n = vp_gr_node(c, node);
+    shape x = shape_of(c, IN(0)), wt = shape_of(c, IN(1));
+    TRY(vp_window_resolve(n, VP_WINDOW_CONV_TRANSPOSE, x.rank - 2, x.dims + 2, wt.dims + 2, w, err));
+    for (int d = 0; d < w->n_sp; d++) {
+        int64_t ext = (w->kernel[d] - 1) * w->dilation[d] + 1;
+        int64_t back = (w->out[d] + w->pad_begin[d] + w->pad_end[d] - ext) / w->stride[d] + 1;
+        if (w->pad_begin[d] < 0 || w->pad_end[d] < 0 || back != w->in[d])
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                                "spatial axis %d: its padding (output_shape, output_padding) has no gradient rule", d);
+    }
+    return VP_OK;
+}
+
+/* The forward's window as explicit Conv attributes on node b. */
+static vp_status window_attrs(vp_grad_ctx *c, int b, const vp_window *w, int64_t group, vp_error *err) {
+    int64_t pads[2 * VP_MAX_SPATIAL];
+    for (int d = 0; d < w->n_sp; d++) {
+        pads[d] = w->pad_begin[d];
+        pads[w->n_sp + d] = w->pad_end[d];
+    }
+    TRY(vp_gr_attr_ints(c, b, "kernel_shape", w->kernel, w->n_sp, err));
+    TRY(vp_gr_attr_ints(c, b, "strides", w->stride, w->n_sp, err));
+    TRY(vp_gr_attr_ints(c, b, "dilations", w->dilation, w->n_sp, err));
+    TRY(vp_gr_attr_ints(c, b, "pads", pads, 2 * w->n_sp, err));
+    return vp_gr_attr_int(c, b, "group", group, err);
+}
+
+/* ConvTranspose is the adjoint of Conv with the same weight and window, so
+ * dX = Conv(dY, W), and dW is Conv's weight gradient with the roles of input and output
+ * swapped: ConvGrad(dY := X, X := dY, W).  dB sums dY over the batch and spatial axes. */
+VP_GRAD_RULE(vp_grad_conv_transpose) {
+    vp_window w;
+    TRY(transpose_window(c, node, &w, err));
+    int64_t group = vp_attr_int(vp_gr_node(c, node), "group", 1);
+    int b;
+    if (vp_grad_needs(c, node, 0)) {
+        int in[2] = {dy[0], IN(1)};
+        if ((b = vp_grad_begin(c, node, "Conv", "", 2, in, 1)) < 0) return vp_gr_nomem(err);
+        TRY(window_attrs(c, b, &w, group, err));
+        TRY(vp_grad_end(c, b, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        int in[3] = {IN(0), dy[0], IN(1)}, outs[3];
+        if ((b = vp_grad_begin(c, node, "ConvGrad", "com.microsoft", 3, in, 3)) < 0) return vp_gr_nomem(err);
+        TRY(window_attrs(c, b, &w, group, err));
+        vp_node *gn = &vp_grad_graph(c)->nodes[b];
+        gn->outputs[0] = gn->outputs[2] = -1;
+        TRY(vp_grad_end(c, b, outs, err));
+        dx[1] = outs[1];
+    }
+    if (vp_grad_needs(c, node, 2)) {
+        int64_t axes[VP_MAX_RANK];
+        int rank = vp_gr_val(c, dy[0])->rank, n_axes = 0;
+        for (int d = 0; d < rank; d++)
+            if (d != 1) axes[n_axes++] = d;
+        TRY(vp_gr_reduce_sum(c, node, dy[0], n_axes, axes, 0, &dx[2], err));
+    }
+    return VP_OK;
+}
+
 /* MaxPool: MaxPoolGrad(dY, Indices) scatters dY to the positions the forward chose. */
 VP_GRAD_RULE(vp_grad_max_pool) {
     const vp_node *n = vp_gr_node(c, node);

@@ -88,6 +88,7 @@ VP_GRAD_RULE(vp_grad_trilu);
 VP_GRAD_RULE(vp_grad_matmul);
 VP_GRAD_RULE(vp_grad_gemm);
 VP_GRAD_RULE(vp_grad_conv);
+VP_GRAD_RULE(vp_grad_conv_transpose);
 VP_GRAD_RULE(vp_grad_max_pool);
 VP_GRAD_RULE(vp_grad_average_pool);
 VP_GRAD_RULE(vp_grad_global_average_pool);

@@ -271,7 +271,7 @@ const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
     LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm, vp_grad_gemm),
     LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv, vp_grad_conv),
-    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, NULL),
+    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, vp_grad_conv_transpose),
     LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool, vp_grad_max_pool),
     LINALG_OP("AveragePool", 1, shape_avgpool, vp_cpu_avgpool, vp_grad_average_pool),
     LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool, vp_grad_global_average_pool),
