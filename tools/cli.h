@@ -28,6 +28,7 @@ int cli_report(vp_status s, const vp_error *err);
 int cmd_inspect(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_train_graph(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

@@ -19,6 +19,8 @@ static const char usage[] =
     "  train MODEL --loss ce:LOGITS [--optimizer sgd|momentum|adam|adamw] [--steps N]\n"
     "        [--data synthetic|DIR] [--json FILE] [--save OUT.onnx]\n"
     "      build the training step (loss, backward, optimizer) and run it on the CPU\n"
+    "  train-graph MODEL --loss SPEC [--optimizer NAME | --no-optimizer] -o OUT.onnx\n"
+    "      write the training step (forward, loss, backward, update) as an ONNX model\n"
     "  plan MODEL --loss SPEC [--optimizer NAME] [--budget SIZE] [-o PLAN] [--json FILE]\n"
     "      order the step, derive every buffer's lifetime, give each an offset in one\n"
     "      arena, and report the memory by category, the peak and the budget\n"
@@ -47,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train-graph")) return cmd_train_graph(argc - 1, argv + 1);
     if (!strcmp(cmd, "plan")) return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "show")) return cmd_show(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);

@@ -1,0 +1,498 @@
+/* IR -> ModelProto (see onnx_write.h for what goes where).
+ *
+ * The message is built on the heap and released with protobuf-c's free_unpacked,
+ * which frees every pointer field; initializer bytes are borrowed from the graph
+ * (no copy of the weights) and detached before that. */
+#include "onnx_write.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attr_proto.h"
+#include "onnx.pb-c.h"
+
+enum { ROLE_NONE = 0, ROLE_NODE, ROLE_INPUT, ROLE_INIT, ROLE_CONST };
+
+typedef struct writer {
+    const vp_graph *g;
+    const vp_training *t;
+    const char *path;
+    vp_error *err;
+    int oom;
+    unsigned char *need;  /* per value: read by a written node or a graph output */
+    unsigned char *role;  /* per value: ROLE_* */
+    unsigned char *is_out;
+    char **alias;         /* per value: the name written when not its own (gradients) */
+    Onnx__ModelProto *mp;
+    Onnx__GraphProto *gp;
+} writer;
+
+static void *w_calloc(writer *w, size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) w->oom = 1;
+    return p;
+}
+
+static char *w_strdup(writer *w, const char *s) {
+    char *p = strdup(s ? s : "");
+    if (!p) w->oom = 1;
+    return p;
+}
+
+/* The name a value is written under. */
+static const char *vname(const writer *w, int v) { return w->alias[v] ? w->alias[v] : w->g->values[v].name; }
+
+/* Gradients are written as "<param>_grad", ONNX Runtime's naming, where that name is free. */
+static void name_gradients(writer *w) {
+    const vp_training *t = w->t;
+    for (int i = 0; t && t->grads && i < t->n_params; i++) {
+        int gv = t->grads[i];
+        if (gv < 0 || w->alias[gv]) continue;
+        const char *p = w->g->values[t->params[i]].name;
+        size_t len = strlen(p) + 6;
+        char *name = w_calloc(w, len, 1);
+        if (!name) return;
+        snprintf(name, len, "%s_grad", p);
+        if (vp_graph_find_value(w->g, name) >= 0) free(name);
+        else w->alias[gv] = name;
+    }
+}
+
+static int is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
+
+/* ---- what each value becomes ---- */
+
+static void mark_outputs(writer *w, int *outs, int *n_outs) {
+    const vp_graph *g = w->g;
+    const vp_training *t = w->t;
+    int n = 0;
+#define ADD_OUT(v)                                                  \
+    do {                                                            \
+        int v_ = (v);                                               \
+        if (v_ >= 0 && !w->is_out[v_]) {                            \
+            w->is_out[v_] = 1;                                      \
+            outs[n++] = v_;                                         \
+        }                                                           \
+    } while (0)
+    for (int i = 0; i < g->n_outputs; i++) ADD_OUT(g->outputs[i]);
+    if (t) {
+        ADD_OUT(t->loss);
+        for (int i = 0; i < t->n_carry; i++) ADD_OUT(t->carry[i].to);
+        for (int i = 0; i < t->n_params && t->grads; i++)
+            if (t->grads[i] >= 0 && (g->values[t->grads[i]].flags & VP_VAL_OUTPUT)) ADD_OUT(t->grads[i]);
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & VP_VAL_OUTPUT) ADD_OUT(v);
+#undef ADD_OUT
+    *n_outs = n;
+}
+
+static vp_status classify(writer *w, const int *outs, int n_outs) {
+    const vp_graph *g = w->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded) continue;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) w->need[n->inputs[k]] = 1;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) w->need[n->outputs[k]] = 1;
+    }
+    for (int i = 0; i < n_outs; i++) w->need[outs[i]] = 1;
+    for (int i = 0; i < g->n_inputs; i++) w->need[g->inputs[i]] = 1;
+    for (int v = 0; v < g->n_values; v++) {
+        if (!w->need[v]) continue;
+        const vp_value *val = &g->values[v];
+        if (!vp_value_known(val))
+            return vp_fail(w->err, VP_ERR_INVALID, "%s: value '%s' has no inferred dtype and shape; infer the graph before writing it",
+                           w->path, val->name);
+        if (val->producer >= 0 && !g->nodes[val->producer].folded) w->role[v] = ROLE_NODE;
+        else if (val->flags & VP_VAL_INPUT) w->role[v] = ROLE_INPUT;
+        else if (val->data || vp_value_numel(val) == 0) {
+            if (val->flags & (VP_VAL_PARAM | VP_VAL_STATE | VP_VAL_INITIALIZER)) w->role[v] = ROLE_INIT;
+            else w->role[v] = vp_dtype_is_float(val->dtype) ? ROLE_CONST : ROLE_INIT;
+        } else
+            return vp_fail(w->err, VP_ERR_INVALID, "%s: value '%s' has no producer, no data and is not a graph input",
+                           w->path, val->name);
+        if (vp_dtype_size(val->dtype) == 0)
+            return vp_fail(w->err, VP_ERR_UNSUPPORTED, "%s: value '%s' is %s, which the writer cannot store", w->path,
+                           val->name, vp_dtype_name(val->dtype));
+    }
+    return VP_OK;
+}
+
+/* ---- protos ---- */
+
+static Onnx__ValueInfoProto *value_info(writer *w, int id) {
+    const vp_value *v = &w->g->values[id];
+    Onnx__ValueInfoProto *vi = w_calloc(w, 1, sizeof *vi);
+    Onnx__TypeProto *tp = w_calloc(w, 1, sizeof *tp);
+    Onnx__TypeProto__Tensor *tt = w_calloc(w, 1, sizeof *tt);
+    Onnx__TensorShapeProto *sh = w_calloc(w, 1, sizeof *sh);
+    if (!vi || !tp || !tt || !sh) {
+        free(vi), free(tp), free(tt), free(sh);
+        return NULL;
+    }
+    onnx__value_info_proto__init(vi);
+    onnx__type_proto__init(tp);
+    onnx__type_proto__tensor__init(tt);
+    onnx__tensor_shape_proto__init(sh);
+    vi->type = tp;
+    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    tt->has_elem_type = 1;
+    tt->elem_type = (int32_t)v->dtype;
+    tt->shape = sh;
+    vi->name = w_strdup(w, vname(w, id));
+    sh->dim = w_calloc(w, (size_t)v->rank, sizeof *sh->dim);
+    if (!sh->dim) return vi;
+    for (int d = 0; d < v->rank; d++) {
+        Onnx__TensorShapeProto__Dimension *dim = w_calloc(w, 1, sizeof *dim);
+        if (!dim) break;
+        onnx__tensor_shape_proto__dimension__init(dim);
+        dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dim->dim_value = v->dims[d];
+        sh->dim[sh->n_dim++] = dim;
+    }
+    return vi;
+}
+
+/* An initializer whose bytes are the graph's (detached before the message is freed). */
+static Onnx__TensorProto *initializer(writer *w, int id) {
+    const vp_value *v = &w->g->values[id];
+    Onnx__TensorProto *tp = w_calloc(w, 1, sizeof *tp);
+    if (!tp) return NULL;
+    onnx__tensor_proto__init(tp);
+    tp->name = w_strdup(w, vname(w, id));
+    tp->has_data_type = 1;
+    tp->data_type = (int32_t)v->dtype;
+    tp->dims = w_calloc(w, (size_t)v->rank, sizeof *tp->dims);
+    if (tp->dims) {
+        tp->n_dims = (size_t)v->rank;
+        for (int d = 0; d < v->rank; d++) tp->dims[d] = v->dims[d];
+    }
+    vp_tensor t = vp_value_tensor(v);
+    tp->has_raw_data = 1;
+    tp->raw_data.len = vp_tensor_nbytes(&t);
+    tp->raw_data.data = tp->raw_data.len ? (uint8_t *)v->data : NULL;
+    return tp;
+}
+
+static char **names_of(writer *w, const int *ids, int n) {
+    char **s = w_calloc(w, (size_t)n, sizeof *s);
+    if (!s) return NULL;
+    for (int k = 0; k < n; k++) s[k] = w_strdup(w, ids[k] >= 0 ? vname(w, ids[k]) : "");
+    return s;
+}
+
+static vp_status node_proto(writer *w, const vp_node *n, Onnx__NodeProto **out) {
+    Onnx__NodeProto *np = w_calloc(w, 1, sizeof *np);
+    *out = np;
+    if (!np) return VP_OK;
+    onnx__node_proto__init(np);
+    np->name = w_strdup(w, n->name);
+    np->op_type = w_strdup(w, n->op_type);
+    np->domain = w_strdup(w, n->domain);
+    /* trailing omitted inputs and outputs are dropped, inner ones stay as "" */
+    int n_in = n->n_inputs, n_out = n->n_outputs;
+    while (n_in > 0 && n->inputs[n_in - 1] < 0) n_in--;
+    while (n_out > 0 && n->outputs[n_out - 1] < 0) n_out--;
+    np->input = names_of(w, n->inputs, n_in);
+    if (np->input) np->n_input = (size_t)n_in;
+    np->output = names_of(w, n->outputs, n_out);
+    if (np->output) np->n_output = (size_t)n_out;
+    np->attribute = w_calloc(w, (size_t)n->n_attrs, sizeof *np->attribute);
+    if (!np->attribute) return VP_OK;
+    for (int a = 0; a < n->n_attrs; a++) {
+        Onnx__AttributeProto *ap = w_calloc(w, 1, sizeof *ap);
+        if (!ap) return VP_OK;
+        np->attribute[np->n_attribute++] = ap;
+        vp_status s = vp_attr_to_proto(&n->attrs[a], ap, w->err);
+        if (s == VP_ERR_NOMEM) w->oom = 1;
+        else if (s) {
+            vp_error_prefix(w->err, "%s: node '%s' (%s): ", w->path, n->name, n->op_type);
+            return s;
+        }
+    }
+    return VP_OK;
+}
+
+/* A float constant as a Constant node, named after the folded node that made it. */
+static vp_status constant_node(writer *w, int v, Onnx__NodeProto **out) {
+    const vp_graph *g = w->g;
+    const vp_value *val = &g->values[v];
+    char name[1100];
+    if (val->producer >= 0 && !strcmp(g->nodes[val->producer].op_type, "Constant"))
+        snprintf(name, sizeof name, "%s", g->nodes[val->producer].name);
+    else
+        snprintf(name, sizeof name, "%s/Constant", val->name);
+    vp_tensor t = vp_value_tensor(val);
+    vp_attr a = {.name = "value", .type = VP_ATTR_TENSOR, .t = &t};
+    vp_node n = {.name = name, .op_type = "Constant", .domain = "", .n_outputs = 1, .outputs = &v,
+                 .n_attrs = 1, .attrs = &a};
+    return node_proto(w, &n, out);
+}
+
+/* ---- opsets ---- */
+
+/* ONNX IR version a default-domain opset needs (onnx/helper.py's table). */
+static int64_t ir_for_opset(int opset) {
+    if (opset >= 15) return 8;
+    if (opset >= 12) return 7;
+    if (opset == 11) return 6;
+    if (opset == 10) return 5;
+    if (opset == 9) return 4;
+    return 4; /* initializers outside the graph inputs need IR 4 */
+}
+
+static vp_status add_opset(writer *w, const char *domain, int64_t version) {
+    Onnx__OperatorSetIdProto *op = w_calloc(w, 1, sizeof *op);
+    if (!op) return VP_OK;
+    onnx__operator_set_id_proto__init(op);
+    op->domain = w_strdup(w, domain);
+    op->has_version = 1;
+    op->version = version;
+    w->mp->opset_import[w->mp->n_opset_import++] = op;
+    return VP_OK;
+}
+
+static vp_status opsets(writer *w, int any_const) {
+    const vp_graph *g = w->g;
+    int onnx = 0, onnx_node = -1, any_default = any_const;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded || !is_default_domain(n->domain)) continue;
+        any_default = 1;
+        if (n->opset > onnx) {
+            onnx = n->opset;
+            onnx_node = i;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded || !is_default_domain(n->domain) || n->opset == onnx) continue;
+        const vp_node *hi = &g->nodes[onnx_node];
+        return vp_fail(w->err, VP_ERR_UNSUPPORTED,
+                       "%s: node '%s' (%s) is at opset %d and node '%s' (%s) at opset %d; an ONNX model imports one "
+                       "opset, and writing both at %d could change what the first computes (re-export the model at "
+                       "opset %d or later)",
+                       w->path, n->name, n->op_type, n->opset, hi->name, hi->op_type, onnx, onnx, onnx);
+    }
+    if (!onnx) onnx = g->opset_onnx > 0 ? g->opset_onnx : 13;
+    /* every distinct domain once: "" first, then in order of first use */
+    int cap = 1;
+    for (int i = 0; i < g->n_nodes; i++) cap += !g->nodes[i].folded;
+    w->mp->opset_import = w_calloc(w, (size_t)cap, sizeof *w->mp->opset_import);
+    if (!w->mp->opset_import) return VP_OK;
+    if (any_default) add_opset(w, "", onnx);
+    for (int i = 0; i < g->n_nodes && !w->oom; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded || is_default_domain(n->domain)) continue;
+        int seen = 0;
+        for (size_t k = 0; k < w->mp->n_opset_import && !seen; k++) seen = !strcmp(w->mp->opset_import[k]->domain, n->domain);
+        if (seen) continue;
+        int64_t version = 1; /* com.microsoft and vplan ops are version 1 */
+        if (strcmp(n->domain, "com.microsoft") && strcmp(n->domain, "vplan"))
+            for (int j = i; j < g->n_nodes; j++)
+                if (!g->nodes[j].folded && !strcmp(g->nodes[j].domain, n->domain) && g->nodes[j].opset > version)
+                    version = g->nodes[j].opset;
+        add_opset(w, n->domain, version);
+    }
+    int64_t ir = ir_for_opset(onnx);
+    int64_t model_ir = g->ir_version > 8 ? 8 : g->ir_version;
+    w->mp->has_ir_version = 1;
+    w->mp->ir_version = ir > model_ir ? ir : model_ir;
+    return VP_OK;
+}
+
+/* ---- metadata ---- */
+
+static void add_meta(writer *w, const char *key, const char *value) {
+    Onnx__StringStringEntryProto *e = w_calloc(w, 1, sizeof *e);
+    if (!e) return;
+    onnx__string_string_entry_proto__init(e);
+    e->key = w_strdup(w, key);
+    e->value = w_strdup(w, value);
+    w->mp->metadata_props[w->mp->n_metadata_props++] = e;
+}
+
+/* "a\tb\n" lines for pairs of value ids, heap. */
+static char *pair_lines(writer *w, int n, const int *from, const int *to) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++)
+        if (from[i] >= 0 && to[i] >= 0) len += strlen(vname(w, from[i])) + strlen(vname(w, to[i])) + 2;
+    char *s = w_calloc(w, len, 1);
+    if (!s) return NULL;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        int a = from[i], b = to[i];
+        if (a < 0 || b < 0) continue;
+        at += (size_t)snprintf(s + at, len - at, "%s\t%s\n", vname(w, a), vname(w, b));
+    }
+    return s;
+}
+
+static void metadata(writer *w) {
+    const vp_training *t = w->t;
+    if (!t) return;
+    w->mp->metadata_props = w_calloc(w, 3, sizeof *w->mp->metadata_props);
+    if (!w->mp->metadata_props) return;
+    if (t->loss >= 0) add_meta(w, "vplan.loss", vname(w, t->loss));
+    if (t->n_carry) {
+        int *from = w_calloc(w, (size_t)t->n_carry, sizeof *from), *to = w_calloc(w, (size_t)t->n_carry, sizeof *to);
+        for (int i = 0; i < t->n_carry && from && to; i++) {
+            from[i] = t->carry[i].from;
+            to[i] = t->carry[i].to;
+        }
+        char *s = from && to ? pair_lines(w, t->n_carry, from, to) : NULL;
+        if (s) add_meta(w, "vplan.carry", s);
+        free(s);
+        free(from);
+        free(to);
+    }
+    int any_grad = 0;
+    for (int i = 0; i < t->n_params && t->grads; i++) any_grad |= t->grads[i] >= 0;
+    if (any_grad) {
+        char *s = pair_lines(w, t->n_params, t->params, t->grads);
+        if (s) add_meta(w, "vplan.gradients", s);
+        free(s);
+    }
+}
+
+/* ---- the model ---- */
+
+static vp_status build(writer *w, const vp_onnx_write_opts *o) {
+    const vp_graph *g = w->g;
+    int *outs = malloc(((size_t)g->n_values + 1) * sizeof *outs);
+    if (!outs) return vp_fail(w->err, VP_ERR_NOMEM, "out of memory");
+    int n_outs = 0;
+    mark_outputs(w, outs, &n_outs);
+    name_gradients(w);
+    vp_status s = classify(w, outs, n_outs);
+    if (s) {
+        free(outs);
+        return s;
+    }
+    Onnx__ModelProto *mp = w->mp;
+    Onnx__GraphProto *gp = w->gp;
+    mp->producer_name = w_strdup(w, "onnx-vplan");
+    mp->producer_version = w_strdup(w, "0.1.0");
+    if (o && o->doc_string) mp->doc_string = w_strdup(w, o->doc_string);
+    gp->name = w_strdup(w, g->graph_name && g->graph_name[0] ? g->graph_name : "training_step");
+
+    int n_const = 0, n_init = 0, n_nodes = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        n_const += w->role[v] == ROLE_CONST;
+        n_init += w->role[v] == ROLE_INIT;
+    }
+    for (int i = 0; i < g->n_nodes; i++) n_nodes += !g->nodes[i].folded;
+
+    /* nodes: constants first, then the graph's nodes in order */
+    gp->node = w_calloc(w, (size_t)(n_const + n_nodes), sizeof *gp->node);
+    for (int v = 0; v < g->n_values && gp->node && !s && !w->oom; v++)
+        if (w->role[v] == ROLE_CONST) {
+            s = constant_node(w, v, &gp->node[gp->n_node]);
+            if (gp->node[gp->n_node]) gp->n_node++;
+        }
+    for (int i = 0; i < g->n_nodes && gp->node && !s && !w->oom; i++)
+        if (!g->nodes[i].folded) {
+            s = node_proto(w, &g->nodes[i], &gp->node[gp->n_node]);
+            if (gp->node[gp->n_node]) gp->n_node++;
+        }
+
+    gp->initializer = w_calloc(w, (size_t)n_init, sizeof *gp->initializer);
+    for (int v = 0; v < g->n_values && gp->initializer && !w->oom; v++)
+        if (w->role[v] == ROLE_INIT) {
+            gp->initializer[gp->n_initializer] = initializer(w, v);
+            if (gp->initializer[gp->n_initializer]) gp->n_initializer++;
+        }
+
+    /* inputs: the graph's order, then any other value marked as an input */
+    gp->input = w_calloc(w, (size_t)g->n_values, sizeof *gp->input);
+    unsigned char *listed = w_calloc(w, (size_t)g->n_values, 1);
+    for (int i = 0; i < g->n_inputs && gp->input && listed && !w->oom; i++) {
+        int v = g->inputs[i];
+        if (w->role[v] != ROLE_INPUT || listed[v]) continue;
+        listed[v] = 1;
+        if ((gp->input[gp->n_input] = value_info(w, v))) gp->n_input++;
+    }
+    for (int v = 0; v < g->n_values && gp->input && listed && !w->oom; v++)
+        if (w->role[v] == ROLE_INPUT && !listed[v])
+            if ((gp->input[gp->n_input] = value_info(w, v))) gp->n_input++;
+    free(listed);
+
+    gp->output = w_calloc(w, (size_t)n_outs, sizeof *gp->output);
+    for (int i = 0; i < n_outs && gp->output && !w->oom; i++)
+        if ((gp->output[gp->n_output] = value_info(w, outs[i]))) gp->n_output++;
+
+    /* value_info: every value a node (or a Constant) defines that is not an output */
+    gp->value_info = w_calloc(w, (size_t)g->n_values, sizeof *gp->value_info);
+    for (int v = 0; v < g->n_values && gp->value_info && !w->oom; v++)
+        if ((w->role[v] == ROLE_NODE || w->role[v] == ROLE_CONST) && !w->is_out[v])
+            if ((gp->value_info[gp->n_value_info] = value_info(w, v))) gp->n_value_info++;
+    free(outs);
+
+    if (!s) s = opsets(w, n_const > 0);
+    if (!s) metadata(w);
+    if (!s && w->oom) s = vp_fail(w->err, VP_ERR_NOMEM, "%s: out of memory building the ONNX model", w->path);
+    return s;
+}
+
+static vp_status write_file(writer *w) {
+    size_t size = onnx__model_proto__get_packed_size(w->mp);
+    if (size > (size_t)INT32_MAX)
+        return vp_fail(w->err, VP_ERR_UNSUPPORTED,
+                       "%s: the training graph is %zu bytes, over protobuf's 2 GB limit (external data is not written yet)",
+                       w->path, size);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) return vp_fail(w->err, VP_ERR_NOMEM, "%s: out of memory packing %zu bytes", w->path, size);
+    onnx__model_proto__pack(w->mp, buf);
+    vp_status s = VP_OK;
+    FILE *f = fopen(w->path, "wb");
+    if (!f) s = vp_fail(w->err, VP_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
+    else {
+        int ok = fwrite(buf, 1, size, f) == size;
+        int e = errno;
+        if (fclose(f)) ok = 0, e = errno;
+        if (!ok) s = vp_fail(w->err, VP_ERR_IO, "%s: write failed: %s", w->path, strerror(e));
+    }
+    free(buf);
+    return s;
+}
+
+vp_status vp_onnx_write_graph(const vp_graph *g, const char *path, const vp_onnx_write_opts *o, vp_error *err) {
+    writer w = {.g = g, .t = o ? o->training : NULL, .path = path, .err = err};
+    w.need = calloc((size_t)g->n_values + 1, 1);
+    w.role = calloc((size_t)g->n_values + 1, 1);
+    w.is_out = calloc((size_t)g->n_values + 1, 1);
+    w.alias = calloc((size_t)g->n_values + 1, sizeof *w.alias);
+    w.mp = calloc(1, sizeof *w.mp);
+    w.gp = calloc(1, sizeof *w.gp);
+    vp_status s = VP_OK;
+    if (!w.need || !w.role || !w.is_out || !w.alias || !w.mp || !w.gp) {
+        s = vp_fail(err, VP_ERR_NOMEM, "%s: out of memory", path);
+        free(w.mp);
+        free(w.gp);
+        w.mp = NULL;
+    } else {
+        onnx__model_proto__init(w.mp);
+        onnx__graph_proto__init(w.gp);
+        w.mp->graph = w.gp;
+        s = build(&w, o);
+        if (!s) s = write_file(&w);
+        /* the initializers' bytes are the graph's: detach them before freeing */
+        for (size_t i = 0; i < w.gp->n_initializer; i++) {
+            w.gp->initializer[i]->raw_data.data = NULL;
+            w.gp->initializer[i]->raw_data.len = 0;
+        }
+        onnx__model_proto__free_unpacked(w.mp, NULL);
+    }
+    free(w.need);
+    free(w.role);
+    free(w.is_out);
+    for (int v = 0; w.alias && v < g->n_values; v++) free(w.alias[v]);
+    free(w.alias);
+    return s;
+}
