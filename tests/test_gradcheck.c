@@ -929,6 +929,48 @@ static void cases_gather(void) {
     }
 }
 
+static void cases_scatter(void) {
+    gc_case k;
+    if (gc_begin(&k, 13, "GatherElements[3,4] axis 0 indices[2,4] (repeats, negative)")) {
+        int64_t idx[8] = {0, 2, -1, 1, 2, 2, 0, -3};
+        int x = gc_param(&k, UNI, DIMS(3, 4));
+        gc_op(&k, "GatherElements", 2, (int[]){x, vp_build_const(k.g, "idx", VP_I64, 2, (int64_t[]){2, 4}, idx)});
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "GatherElements[2,5,3] axis 1 indices[2,3,2] int32 (smaller off the axis)")) {
+        int32_t idx[12] = {4, 0, 1, 1, 3, 4, 0, 0, 2, 3, 4, 2};
+        int x = gc_param(&k, UNI, DIMS(2, 5, 3));
+        int i = vp_build_const(k.g, "idx", VP_I32, 3, (int64_t[]){2, 3, 2}, idx);
+        attr_i(&k, gc_op(&k, "GatherElements", 2, (int[]){x, i}), "axis", 1);
+        gc_run(&k);
+    }
+    for (int largest = 0; largest < 2; largest++) {
+        if (!gc_begin(&k, 11, "TopK[3,5] k=2 axis -1 largest=%d", largest)) continue;
+        int x = gc_param(&k, DISTINCT, DIMS(3, 5)), y[2];
+        int n = gc_node(&k, "TopK", "", 2, (int[]){x, gc_ints(&k, 1, (int64_t[]){2})}, 2, y);
+        attr_i(&k, n, "largest", largest);
+        gc_loss_on(&k, y[0]);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "TopK[4,3,2] k=3 axis 0")) {
+        int x = gc_param(&k, DISTINCT, DIMS(4, 3, 2)), y[2];
+        attr_i(&k, gc_node(&k, "TopK", "", 2, (int[]){x, gc_ints(&k, 1, (int64_t[]){3})}, 2, y), "axis", 0);
+        gc_loss_on(&k, y[0]);
+        gc_run(&k);
+    }
+    static const int64_t flags[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    for (int i = 0; i < 4; i++) {
+        if (!gc_begin(&k, 14, "CumSum[3,4] axis 1 exclusive=%d reverse=%d", (int)flags[i][0], (int)flags[i][1]))
+            continue;
+        int64_t axis = 1;
+        int x = gc_param(&k, UNI, DIMS(3, 4));
+        int n = gc_op(&k, "CumSum", 2, (int[]){x, vp_build_const(k.g, "axis", VP_I64, 0, NULL, &axis)});
+        attr_i(&k, n, "exclusive", flags[i][0]);
+        attr_i(&k, n, "reverse", flags[i][1]);
+        gc_run(&k);
+    }
+}
+
 static void cases_pad(void) {
     gc_case k;
     if (gc_begin(&k, 13, "Pad[3,4] pads=[1,0,2,3] constant")) {
@@ -1423,6 +1465,7 @@ static void run_all(void) {
     cases_concat_split();
     cases_slice();
     cases_gather();
+    cases_scatter();
     cases_pad();
     cases_matmul();
     cases_gemm();

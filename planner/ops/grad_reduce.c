@@ -302,3 +302,31 @@ VP_GRAD_RULE(vp_grad_nll_loss) {
     TRY(vp_grad_op1(c, node, "Neg", t, &t, err));
     return vp_gr_expand(c, node, t, rank, dims, &dx[0], err);
 }
+
+/* ---- CumSum, TopK ---- */
+
+/* CumSum: each input element feeds the sums after it (before it when reversed), so
+ * dX is dY's cumulative sum the other way, exclusive as the forward. */
+VP_GRAD_RULE(vp_grad_cumsum) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    const vp_node *n = vp_gr_node(c, node);
+    int64_t exclusive = vp_attr_int(n, "exclusive", 0), reverse = vp_attr_int(n, "reverse", 0);
+    int in[2] = {dy[0], IN(1)};
+    int b = vp_grad_begin(c, node, "CumSum", "", 2, in, 1);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, b, "exclusive", exclusive, err));
+    TRY(vp_gr_attr_int(c, b, "reverse", !reverse, err));
+    return vp_grad_end(c, b, &dx[0], err);
+}
+
+/* TopK: the values' gradient goes back to the positions the Indices output names. */
+VP_GRAD_RULE(vp_grad_topk) {
+    if (!vp_grad_needs(c, node, 0) || dy[0] < 0) return VP_OK;
+    const vp_value *x = vp_gr_val(c, IN(0));
+    int64_t dims[VP_MAX_RANK];
+    int rank = x->rank, axis, indices;
+    memcpy(dims, x->dims, sizeof dims);
+    TRY(vp_shape_axis(vp_gr_node(c, node), vp_attr_int(vp_gr_node(c, node), "axis", -1), rank, &axis, err));
+    TRY(vp_gr_forward_output(c, node, 1, "indices", &indices, err));
+    return vp_gr_scatter_add(c, node, dy[0], indices, axis, rank, dims, &dx[0], err);
+}

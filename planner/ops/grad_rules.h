@@ -83,6 +83,7 @@ VP_GRAD_RULE(vp_grad_gather);
 VP_GRAD_RULE(vp_grad_tile);
 VP_GRAD_RULE(vp_grad_pad);
 VP_GRAD_RULE(vp_grad_trilu);
+VP_GRAD_RULE(vp_grad_gather_elements);
 
 /* ---- linalg (grad_linalg.c) ---- */
 VP_GRAD_RULE(vp_grad_matmul);
@@ -111,6 +112,8 @@ VP_GRAD_RULE(vp_grad_softmax);
 VP_GRAD_RULE(vp_grad_log_softmax);
 VP_GRAD_RULE(vp_grad_softmax_cross_entropy_loss);
 VP_GRAD_RULE(vp_grad_nll_loss); /* NegativeLogLikelihoodLoss */
+VP_GRAD_RULE(vp_grad_cumsum);
+VP_GRAD_RULE(vp_grad_topk);
 
 /* ---- helpers (grad_util.c) ----
  * Each returns a status and writes the new value id to *out.  Node pointers go stale
@@ -158,6 +161,12 @@ vp_status vp_gr_attr_ints(vp_grad_ctx *c, int bnode, const char *name, const int
 /* Makes output k of the forward node exist (an optional output the backward pass
  * needs: MaxPool's Indices, LayerNormalization's Mean), re-inferring the node. */
 vp_status vp_gr_forward_output(vp_grad_ctx *c, int node, int k, const char *suffix, int *out, vp_error *err);
+/* dX of shape (rank, xdims) with g's elements added at the positions idx names along
+ * axis (GatherElements' and TopK's gradient; idx and g share a shape, no larger than
+ * xdims off the axis).  Built as a one-hot Equal, so it takes memory of g's size times
+ * xdims[axis]. */
+vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, int rank, const int64_t *xdims,
+                            int *out, vp_error *err);
 /* The axes a Reduce* node reduces (attribute, or input from opset 18; from 13 for
  * ReduceSum) as a mask over the input's axes.  *noop is set when the node reduces
  * nothing (empty axes with noop_with_empty_axes). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "grad_rules.h"
+#include "graph_build.h"
 #include "k_tensor.h"
 
 #define IN(k) vp_gr_in(c, node, k)
@@ -321,4 +322,53 @@ VP_GRAD_RULE(vp_grad_trilu) {
     if (build(c, node, "Trilu", "", IN(1) >= 0 ? 2 : 1, in, 1, &b)) return vp_gr_nomem(err);
     TRY(vp_gr_attr_int(c, b, "upper", upper, err));
     return vp_grad_end(c, b, &dx[0], err);
+}
+
+/* ---- GatherElements (and TopK's values): a scatter-add by one-hot ---- */
+
+vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, int rank, const int64_t *xdims,
+                            int *out, vp_error *err) {
+    shape ix = shape_of(c, idx);
+    vp_dtype dt = vp_gr_val(c, g)->dtype;
+    int64_t n = xdims[axis], wide[VP_MAX_RANK], cls_dims[VP_MAX_RANK], begin[VP_MAX_RANK] = {0}, end[VP_MAX_RANK];
+    if (rank + 1 > VP_MAX_RANK)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, vp_gr_node(c, node), "rank %d is too high for a gradient", rank);
+    /* indices and dY gain an axis after `axis` ([.., m, 1, ..]); the class ids run along
+     * it ([1, .., n, ..]); their Equal picks, for every (i, j), whether i gathered j */
+    for (int a = 0, d = 0; a <= rank; a++) {
+        wide[a] = a == axis + 1 ? 1 : ix.dims[d++];
+        cls_dims[a] = a == axis + 1 ? n : 1;
+    }
+    int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+    if (!ids) return vp_gr_nomem(err);
+    for (int64_t j = 0; j < n; j++) ids[j] = j;
+    int cls = vp_build_const(vp_grad_graph(c), "positions", VP_I64, rank + 1, cls_dims, ids);
+    free(ids);
+    if (cls < 0) return vp_gr_nomem(err);
+    int i64, neg, wrapped, iw, gw, hit, zero, picked, summed;
+    TRY(vp_gr_cast(c, node, idx, VP_I64, &i64, err)); /* negative indices count from the end */
+    int nconst = vp_build_const(vp_grad_graph(c), "extent", VP_I64, 0, NULL, &n);
+    int zconst = vp_build_const(vp_grad_graph(c), "zero", VP_I64, 0, NULL, &(int64_t){0});
+    if (nconst < 0 || zconst < 0) return vp_gr_nomem(err);
+    TRY(vp_grad_op2(c, node, "Less", i64, zconst, &neg, err));
+    TRY(vp_grad_op2(c, node, "Add", i64, nconst, &wrapped, err));
+    TRY(vp_gr_where(c, node, neg, wrapped, i64, &i64, err));
+    TRY(vp_gr_reshape(c, node, i64, rank + 1, wide, &iw, err));
+    TRY(vp_gr_reshape(c, node, g, rank + 1, wide, &gw, err));
+    TRY(vp_grad_op2(c, node, "Equal", iw, cls, &hit, err));
+    TRY(vp_gr_scalar(c, node, dt, 0.0, &zero, err));
+    TRY(vp_gr_where(c, node, hit, gw, zero, &picked, err));
+    TRY(vp_gr_reduce_sum(c, node, picked, 1, (int64_t[]){axis}, 0, &summed, err));
+    /* indices may be shorter than the data off the axis: the rest gets zeros */
+    for (int a = 0; a < rank; a++) end[a] = a == axis ? 0 : xdims[a] - ix.dims[a];
+    return pad_zeros(c, node, summed, rank, begin, end, out, err);
+}
+
+/* GatherElements: dY scatter-added back to the positions the indices name. */
+VP_GRAD_RULE(vp_grad_gather_elements) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    shape x = shape_of(c, IN(0));
+    int axis;
+    TRY(vp_shape_axis(vp_gr_node(c, node), vp_attr_int(vp_gr_node(c, node), "axis", 0), x.rank, &axis, err));
+    return vp_gr_scatter_add(c, node, dy[0], IN(1), axis, x.rank, x.dims, &dx[0], err);
 }

@@ -309,7 +309,7 @@ const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("QuantizeLinear", 10, shape_quantize, vp_cpu_quantize_linear, NULL),
     REDUCE_OP("DequantizeLinear", 10, shape_dequantize, vp_cpu_dequantize_linear, NULL),
     REDUCE_OP("DynamicQuantizeLinear", 11, shape_dynamic_quantize, vp_cpu_dynamic_quantize_linear, NULL),
-    REDUCE_OP("CumSum", 11, shape_cumsum, vp_cpu_cumsum, NULL),
-    REDUCE_OP("TopK", 1, shape_topk, vp_cpu_topk, NULL),
+    REDUCE_OP("CumSum", 11, shape_cumsum, vp_cpu_cumsum, vp_grad_cumsum),
+    REDUCE_OP("TopK", 1, shape_topk, vp_cpu_topk, vp_grad_topk),
     {0},
 };

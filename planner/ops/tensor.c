@@ -585,7 +585,7 @@ const vp_op_def vp_ops_tensor[] = {
     {"Expand", "", 8, expand_shape, vp_cpu_expand, 0, vp_grad_expand},
     {"Tile", "", 6, tile_shape, vp_cpu_tile, 0, vp_grad_tile},
     {"Gather", "", 1, gather_shape, vp_cpu_gather, 0, vp_grad_gather},
-    {"GatherElements", "", 11, gather_elements_shape, vp_cpu_gather_elements, 0, NULL},
+    {"GatherElements", "", 11, gather_elements_shape, vp_cpu_gather_elements, 0, vp_grad_gather_elements},
     {"Trilu", "", 14, trilu_shape, vp_cpu_trilu, 0, vp_grad_trilu},
     {"Pad", "", 2, pad_shape, vp_cpu_pad, 0, vp_grad_pad},
     {"Shape", "", 1, shape_shape, vp_cpu_shape, VP_OP_FOLD_SHAPE_ONLY, NULL},
