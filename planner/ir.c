@@ -169,9 +169,10 @@ int vp_graph_add_value(vp_graph *g, const char *name) {
 
 int vp_graph_add_unique_value(vp_graph *g, const char *stem) {
     if (vp_graph_find_value(g, stem) < 0) return vp_graph_add_value(g, stem);
+    /* one counter for the graph keeps this O(1) when thousands share a stem */
     char buf[512];
-    for (int k = 1;; k++) {
-        snprintf(buf, sizeof buf, "%s_%d", stem, k);
+    for (;;) {
+        snprintf(buf, sizeof buf, "%s_%d", stem, ++g->unique_counter);
         if (vp_graph_find_value(g, buf) < 0) return vp_graph_add_value(g, buf);
     }
 }
@@ -420,6 +421,7 @@ vp_graph *vp_graph_clone(const vp_graph *g) {
     c->ir_version = g->ir_version;
     c->opset_onnx = g->opset_onnx;
     c->opset_ms = g->opset_ms;
+    c->unique_counter = g->unique_counter;
     int ok = 1;
     for (int v = 0; v < g->n_values && ok; v++) {
         int id = vp_graph_add_value(c, g->values[v].name);

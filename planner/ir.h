@@ -173,6 +173,7 @@ typedef struct vp_graph {
     /* name -> value id, open addressing */
     int *name_slots;
     int n_name_slots;
+    int unique_counter;           /* suffix where vp_graph_add_unique_value resumes */
 
     int n_mappings;
     vp_mapping *mappings;         /* mmaps of the model and its external data */
