@@ -1,9 +1,10 @@
 /* Gradient rules of the linalg family: MatMul and Gemm with standard ops; Conv,
- * pooling and normalisation with ONNX Runtime's gradient ops (ConvGrad, MaxPoolGrad,
- * AveragePoolGrad, BatchNormalizationGrad, LayerNormalizationGrad), whose attributes
- * are the forward node's.  Forward outputs those ops read (MaxPool's Indices,
- * LayerNormalization's Mean and InvStdDev) are added to the forward node when the
- * model left them out. */
+ * ConvTranspose, pooling and normalisation with ONNX Runtime's gradient ops (ConvGrad,
+ * MaxPoolGrad, AveragePoolGrad, BatchNormalizationGrad, LayerNormalizationGrad), whose
+ * attributes are the forward node's; InstanceNormalization and BatchNormalization as
+ * exported, which ONNX Runtime has no gradient op for, with standard ops.  Forward
+ * outputs those ops read (MaxPool's Indices, LayerNormalization's Mean and InvStdDev)
+ * are added to the forward node when the model left them out. */
 #include <string.h>
 
 #include "grad_rules.h"
@@ -145,13 +146,15 @@ VP_GRAD_RULE(vp_grad_gemm) {
 
 /* ---- ONNX Runtime gradient ops ---- */
 
-/* Emits op(in) with the forward node's attributes and n_out outputs; outputs whose
- * input needs no gradient (want[k] == 0) are left out, as ONNX Runtime allows.  Each
- * output k kept is declared with input k's shape beforehand: a strided pooling or
- * convolution window cannot recover it from dY alone. */
-static vp_status ms_op(vp_grad_ctx *c, int node, const char *op, int n_in, const int *in, int n_out, const int *want,
-                       int *outs, vp_error *err) {
-    int b = vp_grad_begin(c, node, op, "com.microsoft", n_in, in, n_out);
+/* Emits ONNX Runtime's gradient op `op` of domain `domain` (com.microsoft, or ai.onnx
+ * for MaxPoolGrad and AveragePoolGrad, which ONNX Runtime defines there since opset 9)
+ * with the forward node's attributes and n_out outputs; outputs whose input needs no
+ * gradient (want[k] == 0) are left out, as ONNX Runtime allows.  Each output k kept is
+ * declared with input k's shape beforehand: a strided pooling or convolution window
+ * cannot recover it from dY alone. */
+static vp_status ort_op(vp_grad_ctx *c, int node, const char *op, const char *domain, int n_in, const int *in,
+                        int n_out, const int *want, int *outs, vp_error *err) {
+    int b = vp_grad_begin(c, node, op, domain, n_in, in, n_out);
     if (b < 0) return vp_gr_nomem(err);
     TRY(vp_gr_copy_attrs(c, node, b, err));
     vp_graph *g = vp_grad_graph(c);
@@ -175,7 +178,7 @@ VP_GRAD_RULE(vp_grad_conv) {
     int has_bias = IN(2) >= 0, outs[3];
     int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), has_bias && vp_grad_needs(c, node, 2)};
     int in[3] = {dy[0], IN(0), IN(1)};
-    TRY(ms_op(c, node, "ConvGrad", 3, in, 3, want, outs, err));
+    TRY(ort_op(c, node, "ConvGrad", "com.microsoft", 3, in, 3, want, outs, err));
     for (int k = 0; k < 3; k++)
         if (want[k]) dx[k] = outs[k];
     return VP_OK;
@@ -258,13 +261,13 @@ VP_GRAD_RULE(vp_grad_max_pool) {
     int indices, want = 1;
     TRY(vp_gr_forward_output(c, node, 1, "indices", &indices, err));
     int in[2] = {dy[0], indices};
-    return ms_op(c, node, "MaxPoolGrad", 2, in, 1, &want, &dx[0], err);
+    return ort_op(c, node, "MaxPoolGrad", "", 2, in, 1, &want, &dx[0], err);
 }
 
 VP_GRAD_RULE(vp_grad_average_pool) {
     int want = 1;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    return ms_op(c, node, "AveragePoolGrad", 1, &dy[0], 1, &want, &dx[0], err);
+    return ort_op(c, node, "AveragePoolGrad", "", 1, &dy[0], 1, &want, &dx[0], err);
 }
 
 /* GlobalAveragePool: dX = dY expanded over the spatial axes / their size. */
