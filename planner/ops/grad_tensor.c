@@ -1,8 +1,9 @@
 /* Gradient rules of the tensor family: each undoes the data movement of its op on the
  * gradient (a reshape back, the inverse permutation, a Split for a Concat, a Pad for
- * a Slice), with standard ops only; Gather uses ONNX Runtime's GatherGrad.  Shapes and
- * the parameters that decide them (Slice's starts, Pad's pads) are known ahead of time,
- * so the rules resolve them here with the resolvers the kernels use (k_tensor.h). */
+ * a Slice), with standard ops; Gather uses ONNX Runtime's GatherGrad, GatherElements a
+ * one-hot scatter-add (vp_gr_scatter_add).  Shapes and the parameters that decide them
+ * (Slice's starts, Pad's pads) are known ahead of time, so the rules resolve them here
+ * with the resolvers the kernels use (k_tensor.h). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
