@@ -143,7 +143,8 @@ vp_status vp_remat_apply(vp_graph *g, const char *keep, int *n_recompute, vp_err
 
 typedef struct block {
     int first, last;        /* forward positions, inclusive */
-    int cut;                /* the value leaving the block (kept always), -1 for the last */
+    int cut;                /* the value leaving the block, -1 for the last */
+    int64_t cut_bytes;
     int64_t all_bytes;      /* activations the backward reads, produced in the block */
     int64_t sel_bytes;      /* of which the outputs of expensive ops */
     double fwd_seconds, cheap_seconds;
@@ -242,6 +243,7 @@ static vp_status find_blocks(const vp_graph *g, const vp_device_profile *dev, in
             }
         }
         bk->signature = h;
+        bk->cut_bytes = bk->cut >= 0 ? value_bytes(g, bk->cut) : 0;
     }
     free(pos);
     free(cross);
@@ -257,18 +259,22 @@ static vp_status find_blocks(const vp_graph *g, const vp_device_profile *dev, in
     return VP_OK;
 }
 
-enum { OPT_ALL = 0, OPT_SELECTIVE, OPT_NONE, N_OPTS };
-static const char opt_letter[N_OPTS] = {'A', 'S', 'N'};
+/* Options of a block: keep all its activations, keep the expensive ones, keep none (its
+ * output, the cut, still kept), or D: part of a longer segment recomputed from the last
+ * kept cut, its own cut dropped too. */
+enum { OPT_ALL = 0, OPT_SELECTIVE, OPT_NONE, N_OPTS, OPT_DROPPED = N_OPTS };
+static const char opt_letter[N_OPTS + 1] = {'A', 'S', 'N', 'D'};
 
 static int64_t opt_kept(const block *b, int o) { return o == OPT_ALL ? b->all_bytes : o == OPT_SELECTIVE ? b->sel_bytes : 0; }
 static double opt_time(const block *b, int o) { return o == OPT_ALL ? 0 : o == OPT_SELECTIVE ? b->cheap_seconds : b->fwd_seconds; }
 
-/* keep[] from one option per block (cuts always kept); sqrtn passes choice NULL. */
+/* keep[] from one option per block; sqrtn passes choice NULL (all N, then drops cuts). */
 static void keep_from_choice(const vp_graph *g, const int *fwd, const block *b, int nb, const int *choice, char *keep) {
     for (int v = 0; v < g->n_values; v++) keep[v] = 1;
     for (int k = 0; k < nb; k++) {
         int o = choice ? choice[k] : OPT_NONE;
         if (o == OPT_ALL) continue;
+        if (o == OPT_DROPPED && b[k].cut >= 0) keep[b[k].cut] = 0;
         for (int i = b[k].first; i <= b[k].last; i++) {
             const vp_node *n = &g->nodes[fwd[i]];
             if (o == OPT_SELECTIVE && is_expensive(n->op_type)) continue;
@@ -278,69 +284,124 @@ static void keep_from_choice(const vp_graph *g, const int *fwd, const block *b, 
     }
 }
 
-/* Minimises recompute time subject to  base + sum(kept) + max(all - kept) <= budget:
- * for each candidate working set W, a knapsack over blocks in Q memory units. */
+/* Minimises recompute time subject to  sum(kept) + max(working set) <= room  over
+ * a partition of the chain into segments (Rotor-style): a one-block segment keeps its
+ * cut and takes option A, S or N; a longer one keeps only its last cut and recomputes
+ * all of it from the previous kept cut, its working set being all its activations.
+ * For each candidate bound W on the working set, a knapsack over the chain in Q memory
+ * units; the best over W wins. */
+typedef struct seg_pick {
+    short from;  /* segment start block */
+    char opt;    /* option of a one-block segment; OPT_DROPPED for longer ones */
+} seg_pick;
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int dp_choose(const block *b, int nb, int64_t room, int *choice) {
-    enum { Q = 1024 };
-    int64_t total_all = 0;
-    for (int k = 0; k < nb; k++) total_all += b[k].all_bytes;
-    if (room < 0) return 0;
-    double unit = (double)(total_all > 0 ? total_all : 1) / Q;
-    /* candidate W: distinct working sets of the options */
-    int64_t *ws = malloc(((size_t)nb * N_OPTS + 1) * sizeof *ws);
-    int nw = 0;
-    for (int k = 0; k < nb; k++)
-        for (int o = 0; o < N_OPTS; o++) {
-            int64_t w = b[k].all_bytes - opt_kept(&b[k], o), seen = 0;
-            for (int i = 0; i < nw && !seen; i++) seen = ws[i] == w;
-            if (!seen) ws[nw++] = w;
+    enum { Q = 512, MAX_W = 32 };
+    if (room < 0 || nb <= 0 || nb > 30000) return 0;
+    int64_t total = 0;
+    for (int k = 0; k < nb; k++) total += b[k].all_bytes + b[k].cut_bytes;
+    double unit = (double)(total > 0 ? total : 1) / Q;
+    /* candidate working-set bounds: quantiles of the one-block and segment values */
+    int64_t *cand = malloc(((size_t)nb * 8 + 16) * sizeof *cand);
+    int nc = 0;
+    for (int k = 0; k < nb; k++) {
+        cand[nc++] = b[k].all_bytes;
+        cand[nc++] = b[k].all_bytes - b[k].sel_bytes;
+        cand[nc++] = 0;
+        int64_t w = b[k].all_bytes;
+        for (int e = k + 1, len = 2; e < nb && len <= 64; e++, len *= 2) {
+            w = 0;
+            for (int i = k; i <= e; i++) w += b[i].all_bytes + (i < e ? b[i].cut_bytes : 0);
+            cand[nc++] = w;
         }
-    double *dp = malloc((size_t)(Q + 1) * sizeof *dp), *nx = malloc((size_t)(Q + 1) * sizeof *nx);
-    unsigned char *pick = malloc((size_t)nb * (Q + 1));
+    }
+    qsort(cand, (size_t)nc, sizeof *cand, cmp_i64);
+    int64_t ws[MAX_W];
+    int nw = 0;
+    for (int q = 0; q < MAX_W && nc; q++) {
+        int64_t w = cand[(size_t)((double)q / (MAX_W - 1) * (nc - 1))];
+        if (!nw || ws[nw - 1] != w) ws[nw++] = w;
+    }
+    free(cand);
+    size_t cells = (size_t)(nb + 1) * (Q + 1);
+    double *dp = malloc(cells * sizeof *dp);
+    seg_pick *pick = malloc(cells * sizeof *pick);
+    int *tmp = malloc((size_t)nb * sizeof *tmp);
     double best = INFINITY;
     int found = 0;
-    for (int wi = 0; wi < nw; wi++) {
-        int64_t cap_bytes = room - ws[wi];
-        if (cap_bytes < 0) continue;
-        int cap = cap_bytes / unit > Q ? Q : (int)(cap_bytes / unit);
-        for (int m = 0; m <= Q; m++) dp[m] = m == 0 ? 0 : INFINITY;
-        for (int k = 0; k < nb; k++) {
-            for (int m = 0; m <= Q; m++) nx[m] = INFINITY;
+    for (int wi = 0; dp && pick && tmp && wi < nw; wi++) {
+        int64_t W = ws[wi];
+        if (room - W < 0) continue;
+        int cap = (double)(room - W) / unit > Q ? Q : (int)((double)(room - W) / unit);
+        for (size_t i = 0; i < cells; i++) dp[i] = INFINITY;
+        dp[0] = 0;
+        for (int j = 0; j < nb; j++) { /* segments starting at block j */
             for (int m = 0; m <= cap; m++) {
-                if (dp[m] == INFINITY) continue;
+                double base = dp[(size_t)j * (Q + 1) + m];
+                if (base == INFINITY) continue;
                 for (int o = 0; o < N_OPTS; o++) {
-                    if (b[k].all_bytes - opt_kept(&b[k], o) > ws[wi]) continue;
-                    int cost = (int)ceil((double)opt_kept(&b[k], o) / unit);
-                    int m2 = m + cost;
+                    int64_t kept = opt_kept(&b[j], o);
+                    if (b[j].all_bytes - kept > W) continue;
+                    int m2 = m + (int)ceil((double)(kept + b[j].cut_bytes) / unit);
                     if (m2 > cap) continue;
-                    double t = dp[m] + opt_time(&b[k], o);
-                    if (t < nx[m2]) {
-                        nx[m2] = t;
-                        pick[(size_t)k * (Q + 1) + m2] = (unsigned char)o;
+                    size_t at = (size_t)(j + 1) * (Q + 1) + m2;
+                    double t = base + opt_time(&b[j], o);
+                    if (t < dp[at]) {
+                        dp[at] = t;
+                        pick[at] = (seg_pick){(short)j, (char)o};
+                    }
+                }
+                int64_t wseg = b[j].all_bytes;
+                double tseg = b[j].fwd_seconds;
+                for (int e = j + 1; e < nb; e++) {
+                    wseg += b[e - 1].cut_bytes + b[e].all_bytes;
+                    tseg += b[e].fwd_seconds;
+                    if (wseg > W) break;
+                    int m2 = m + (int)ceil((double)b[e].cut_bytes / unit);
+                    if (m2 > cap) continue;
+                    size_t at = (size_t)(e + 1) * (Q + 1) + m2;
+                    if (base + tseg < dp[at]) {
+                        dp[at] = base + tseg;
+                        pick[at] = (seg_pick){(short)j, OPT_DROPPED};
                     }
                 }
             }
-            memcpy(dp, nx, (size_t)(Q + 1) * sizeof *dp);
         }
         int bm = -1;
-        for (int m = 0; m <= cap; m++)
-            if (dp[m] < INFINITY && (bm < 0 || dp[m] < dp[bm])) bm = m;
-        if (bm < 0 || dp[bm] >= best) continue;
-        /* walk back: recover the picks by re-running the recurrence backwards */
-        best = dp[bm];
-        found = 1;
-        int m = bm;
-        for (int k = nb - 1; k >= 0; k--) {
-            int o = pick[(size_t)k * (Q + 1) + m];
-            choice[k] = o;
-            m -= (int)ceil((double)opt_kept(&b[k], o) / unit);
-            if (m < 0) m = 0;
+        for (int m = 0; m <= cap; m++) {
+            double v = dp[(size_t)nb * (Q + 1) + m];
+            if (v < INFINITY && (bm < 0 || v < dp[(size_t)nb * (Q + 1) + bm])) bm = m;
         }
+        if (bm < 0 || dp[(size_t)nb * (Q + 1) + bm] >= best) continue;
+        /* walk back through the segments, recovering each one's memory from its pick */
+        int k = nb, m = bm, ok = 1;
+        while (k > 0 && ok) {
+            seg_pick sp = pick[(size_t)k * (Q + 1) + m];
+            int j = sp.from;
+            if (sp.opt == OPT_DROPPED) {
+                for (int i = j; i < k - 1; i++) tmp[i] = OPT_DROPPED;
+                tmp[k - 1] = OPT_NONE;
+                m -= (int)ceil((double)b[k - 1].cut_bytes / unit);
+            } else {
+                tmp[j] = sp.opt;
+                m -= (int)ceil((double)(opt_kept(&b[j], sp.opt) + b[j].cut_bytes) / unit);
+            }
+            ok = m >= 0 && j < k;
+            k = j;
+        }
+        if (!ok) continue;
+        best = dp[(size_t)nb * (Q + 1) + bm];
+        memcpy(choice, tmp, (size_t)nb * sizeof *choice);
+        found = 1;
     }
-    free(ws);
     free(dp);
-    free(nx);
     free(pick);
+    free(tmp);
     return found;
 }
 
@@ -373,6 +434,55 @@ static vp_status plan_candidate(vp_graph *g, const vp_training *t, const vp_devi
     return VP_OK;
 }
 
+typedef struct candidate {
+    vp_plan p;
+    vp_graph *g;
+    int n_recompute;
+    int fits;
+    double recompute_seconds;
+    char choice[256];
+} candidate;
+
+static double step_seconds(const vp_graph *g, const vp_device_profile *dev, vp_phase only, int all);
+
+static vp_status add_candidate(candidate *c, int *n, int max, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
+                               int fused, const char *keep, int64_t budget, const char *choice, vp_error *err) {
+    if (*n >= max) return VP_OK;
+    candidate *k = &c[*n];
+    memset(k, 0, sizeof *k);
+    vp_status s = plan_candidate(g, t, dev, fused, keep, &k->g, &k->p, &k->n_recompute, err);
+    if (s) return s;
+    k->fits = !budget || k->p.arena_bytes <= budget;
+    k->recompute_seconds = step_seconds(k->g, dev, VP_PHASE_RECOMPUTE, 0);
+    snprintf(k->choice, sizeof k->choice, "%s", choice);
+    (*n)++;
+    return VP_OK;
+}
+
+/* The fitting candidate with the least recompute time, else the smallest arena. */
+static int pick_candidate(const candidate *c, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (!c[i].fits) continue;
+        if (best < 0 || c[i].recompute_seconds < c[best].recompute_seconds ||
+            (c[i].recompute_seconds == c[best].recompute_seconds && c[i].p.arena_bytes < c[best].p.arena_bytes))
+            best = i;
+    }
+    if (best >= 0) return best;
+    best = 0;
+    for (int i = 1; i < n; i++)
+        if (c[i].p.arena_bytes < c[best].p.arena_bytes) best = i;
+    return best;
+}
+
+/* Chen et al.: keep every ceil(sqrt(k))-th cut, recompute everything else. */
+static void sqrtn_keep(const vp_graph *g, const int *fwd, const block *b, int nb, char *keep) {
+    int stride = (int)ceil(sqrt((double)(nb > 0 ? nb : 1)));
+    keep_from_choice(g, fwd, b, nb, NULL, keep);
+    for (int k = 0; k < nb; k++)
+        if (b[k].cut >= 0 && (k + 1) % stride != 0) keep[b[k].cut] = 0;
+}
+
 vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                              vp_remat_kind kind, vp_graph **planned, vp_plan *p, vp_remat_result *r, vp_error *err) {
     memset(r, 0, sizeof *r);
@@ -402,12 +512,11 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
     int *choice = malloc(((size_t)nb + 1) * sizeof *choice);
     if (!keep || !choice) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     vp_graph *best_g = NULL;
+    enum { MAX_CANDS = 12 };
+    candidate cands[MAX_CANDS];
+    int nc = 0;
     if (!s && kind == VP_REMAT_SQRTN) {
-        /* keep every stride-th cut (all other activations recomputed segment by segment) */
-        int stride = (int)ceil(sqrt((double)(nb > 0 ? nb : 1)));
-        keep_from_choice(g, fwd, b, nb, NULL, keep);
-        for (int k = 0; k < nb; k++)
-            if (b[k].cut >= 0 && (k + 1) % stride != 0) keep[b[k].cut] = 0;
+        sqrtn_keep(g, fwd, b, nb, keep);
         s = plan_candidate(g, t, dev, fused, keep, &best_g, p, &r->n_recompute, err);
         r->iterations = 1;
     } else if (!s && budget > 0 && vp_plan_build(p, g, t, dev, fused, err) == VP_OK && p->arena_bytes <= budget) {
@@ -416,51 +525,61 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
         for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'A';
     } else if (!s) {
         vp_plan_free(p);
-        /* calibrate the estimate on a real plan that keeps nothing it can recompute */
-        vp_plan lo;
-        vp_graph *lo_g = NULL;
+        /* the baselines: recompute every block from its cut, and sqrtn's segments; dp's
+         * own choices join them and the best that fits wins (never worse than sqrtn) */
         for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
         keep_from_choice(g, fwd, b, nb, choice, keep);
-        s = plan_candidate(g, t, dev, fused, keep, &lo_g, &lo, &r->n_recompute, err);
-        int64_t max_all = 0;
-        for (int k = 0; k < nb; k++)
+        s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "N", err);
+        if (!s) {
+            sqrtn_keep(g, fwd, b, nb, keep);
+            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "sqrtn", err);
+        }
+        int64_t max_all = 0, cuts = 0;
+        for (int k = 0; k < nb; k++) {
             if (b[k].all_bytes > max_all) max_all = b[k].all_bytes;
-        int64_t base = s ? 0 : lo.arena_bytes - max_all;
+            cuts += b[k].cut_bytes;
+        }
+        /* calibrated so the estimate of the all-N plan is its real arena */
+        int64_t base = s ? 0 : cands[0].p.arena_bytes - max_all - cuts;
         int64_t target = budget > 0 ? budget : INT64_MAX / 4;
-        int done = 0;
-        for (int it = 0; !s && !done && it < 8; it++) {
+        for (int it = 0; !s && it < 8 && nc < MAX_CANDS; it++) {
             r->iterations++;
             if (!dp_choose(b, nb, target - base, choice)) break;
             keep_from_choice(g, fwd, b, nb, choice, keep);
-            vp_plan cand;
-            vp_graph *cg = NULL;
-            int nr = 0;
-            s = plan_candidate(g, t, dev, fused, keep, &cg, &cand, &nr, err);
-            if (s) break;
-            if (!budget || cand.arena_bytes <= budget) {
-                *p = cand;
-                best_g = cg;
-                r->n_recompute = nr;
-                done = 1;
-                size_t used = 0;
-                for (int k = 0; k < nb && used + 3 < sizeof r->choice; k++)
-                    used += (size_t)snprintf(r->choice + used, sizeof r->choice - used, "%c", opt_letter[choice[k]]);
-            } else {
-                target -= cand.arena_bytes - budget; /* the estimate was optimistic by that much */
-                vp_plan_free(&cand);
-                vp_graph_free(cg);
-            }
+            char letters[256];
+            size_t used = 0;
+            for (int k = 0; k < nb && used + 3 < sizeof letters; k++)
+                used += (size_t)snprintf(letters + used, sizeof letters - used, "%c", opt_letter[choice[k]]);
+            letters[used] = 0;
+            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, letters, err);
+            if (s || !budget || cands[nc - 1].fits) break;
+            target -= cands[nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
         }
-        if (!s && !done) { /* nothing fits: the smallest plan we know, reported as over budget */
-            *p = lo;
-            best_g = lo_g;
-            lo_g = NULL;
-            for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'N';
-        } else if (lo_g) {
-            vp_plan_free(&lo);
-            vp_graph_free(lo_g);
+        /* nothing fits: push down to the smallest peak dp can find, to report it */
+        int any_fits = 0;
+        for (int i = 0; i < nc; i++) any_fits |= cands[i].fits;
+        for (int it = 0; !s && !any_fits && it < 4 && nc < MAX_CANDS; it++) {
+            int small = pick_candidate(cands, nc);
+            int64_t goal = cands[small].p.arena_bytes - 1;
+            if (!dp_choose(b, nb, goal - base, choice)) break;
+            keep_from_choice(g, fwd, b, nb, choice, keep);
+            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "dp (smallest)", err);
+            if (s || cands[nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
+        }
+        if (!s) {
+            int w = pick_candidate(cands, nc);
+            *p = cands[w].p;
+            best_g = cands[w].g;
+            r->n_recompute = cands[w].n_recompute;
+            snprintf(r->choice, sizeof r->choice, "%s", cands[w].choice);
+            cands[w].g = NULL;
         }
     }
+    for (int i = 0; i < nc; i++)
+        if (cands[i].g) {
+            vp_plan_free(&cands[i].p);
+            vp_graph_free(cands[i].g);
+        }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!s) {
         p->planning_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
