@@ -1,0 +1,142 @@
+/* The CUDA kernels' launchers: plain C entry points over device pointers.
+ *
+ * cuda_backend.c (C) reads a node's attributes and shapes and calls these; the .cu
+ * files hold the kernels.  Every launcher enqueues on the given stream and returns
+ * cudaGetLastError(), so each launch is checked by its caller.  Dtype codes are
+ * vp_dtype's (ONNX TensorProto numbering): 1 float32, 11 float64, 6 int32, 7 int64,
+ * 9 bool.  Element strides are in elements, 0 where an input is broadcast. */
+#ifndef VP_CU_KERNELS_H
+#define VP_CU_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CU_MAX_RANK 8
+
+/* An output index space of `rank` dims (row-major, contiguous output) and, for up to
+ * three inputs, the element stride of each dim in that input. */
+typedef struct cu_nd {
+    int rank;
+    int64_t dims[CU_MAX_RANK];
+    int64_t s0[CU_MAX_RANK], s1[CU_MAX_RANK], s2[CU_MAX_RANK];
+} cu_nd;
+
+enum cu_binary_op {
+    CU_ADD, CU_SUB, CU_MUL, CU_DIV, CU_POW, CU_MAX, CU_MIN, CU_MOD, CU_FMOD, CU_PRELU,
+    CU_RELU_GRAD,    /* a = dY, b = X: dY * (X > 0) */
+    CU_SIGMOID_GRAD, /* a = dY, b = Y: dY * Y * (1 - Y) */
+    CU_TANH_GRAD,    /* a = dY, b = Y: dY * (1 - Y * Y) */
+    CU_GELU_GRAD,    /* a = dY, b = X: exact GELU derivative */
+    /* comparisons and logic write bool (uint8) */
+    CU_EQUAL, CU_LESS, CU_LESS_EQUAL, CU_GREATER, CU_GREATER_EQUAL, CU_AND, CU_OR, CU_XOR,
+};
+
+enum cu_unary_op {
+    CU_RELU, CU_NEG, CU_SQRT, CU_ERF, CU_EXP, CU_LOG, CU_ABS, CU_SIGMOID, CU_TANH, CU_RECIPROCAL,
+    CU_IDENTITY, CU_LEAKY_RELU, CU_ELU, CU_FLOOR, CU_CEIL, CU_SIN, CU_COS, CU_SOFTPLUS, CU_GELU,
+    CU_SIGN, CU_ROUND, CU_SELU, CU_HARD_SIGMOID, CU_SOFTSIGN, CU_CLIP, CU_TAN, CU_NOT,
+};
+
+enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU_RL1, CU_RL2, CU_RLOGSUMEXP, CU_RLOGSUM };
+
+/* y[i] = op(a[..], b[..]) over nd (s0 for a, s1 for b); dtype 1, 11, 6, 7 (9 for logic). */
+cudaError_t cu_binary(int dtype, int op, const cu_nd *nd, const void *a, const void *b, void *y, cudaStream_t st);
+/* y = op(x) elementwise, float32 or float64; alpha, beta are the op's attributes. */
+cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, void *y, float alpha, float beta, cudaStream_t st);
+/* y = cond ? a : b over nd (s0 cond, s1 a, s2 b); elements of esize bytes. */
+cudaError_t cu_where(int esize, const cu_nd *nd, const uint8_t *cond, const void *a, const void *b, void *y,
+                     cudaStream_t st);
+/* Copies an n-d block: dst[sum i_d * dst_str[d]] = src[sum i_d * src_str[d]]. */
+cudaError_t cu_copy_nd(int esize, int rank, const int64_t *dims, const void *src, const int64_t *src_str, void *dst,
+                       const int64_t *dst_str, cudaStream_t st);
+/* out[o, j, i] = data[o, idx[j], i]; negative indices count from the end, others out
+ * of range give zeros. */
+cudaError_t cu_gather(int esize, int64_t outer, int64_t dim, int64_t count, int64_t inner, const void *data,
+                      const void *idx, int idx64, void *out, cudaStream_t st);
+/* dx = 0; dx[o, idx[j], i] += dy[o, j, i] (float32). */
+cudaError_t cu_gather_grad(int64_t outer, int64_t dim, int64_t count, int64_t inner, const void *idx, int idx64,
+                           const float *dy, float *dx, cudaStream_t st);
+/* Elementwise conversion between float32, float64, float16, int8..int64, uint8, bool. */
+cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void *y, cudaStream_t st);
+
+/* Reduction: output index over kept dims (strides ks in x), reduced dims (strides rs). */
+typedef struct cu_reduce_geom {
+    int nk, nr;
+    int64_t kdims[CU_MAX_RANK], ks[CU_MAX_RANK];
+    int64_t rdims[CU_MAX_RANK], rs[CU_MAX_RANK];
+    int64_t n_out, n_red;
+} cu_reduce_geom;
+cudaError_t cu_reduce(int dtype, int op, const cu_reduce_geom *g, const void *x, void *y, cudaStream_t st);
+
+/* Softmax over rows of len elements, inner apart; kind 0 softmax, 1 log-softmax. */
+cudaError_t cu_softmax(int kind, int64_t outer, int64_t len, int64_t inner, const float *x, float *y, cudaStream_t st);
+/* kind 0: dx = y (dy - sum dy y); kind 1: dx = dy - exp(y) sum dy. */
+cudaError_t cu_softmax_grad(int kind, int64_t outer, int64_t len, int64_t inner, const float *dy, const float *y,
+                            float *dx, cudaStream_t st);
+/* LayerNormalization over rows of len; scale and bias [len] (bias may be NULL); mean and
+ * inv_std [rows] may be NULL. */
+cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, const float *x, const float *scale, const float *bias,
+                         float *y, float *mean, float *inv_std, cudaStream_t st);
+cudaError_t cu_layernorm_grad(int64_t rows, int64_t len, const float *dy, const float *x, const float *scale,
+                              const float *mean, const float *inv_std, float *dx, float *dscale, float *dbias,
+                              cudaStream_t st);
+/* Batch normalisation of x [n, c, plane]; training uses the batch statistics and
+ * writes the running statistics and saved mean / inverse std (any output may be NULL). */
+cudaError_t cu_batchnorm(int64_t n, int64_t c, int64_t plane, int training, double eps, double momentum, const float *x,
+                         const float *scale, const float *bias, const float *rmean, const float *rvar, float *y,
+                         float *out_mean, float *out_var, float *saved_mean, float *saved_inv, cudaStream_t st);
+cudaError_t cu_batchnorm_grad(int64_t n, int64_t c, int64_t plane, const float *dy, const float *x, const float *scale,
+                              const float *mean, const float *inv, float *dx, float *dscale, float *dbias,
+                              cudaStream_t st);
+
+/* 2-D convolution geometry (1-D convolutions have h = kh = oh = 1). */
+typedef struct cu_conv_geom {
+    int64_t n, c, h, w;  /* input */
+    int64_t m, oh, ow;   /* output channels and extent */
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw, group;
+} cu_conv_geom;
+cudaError_t cu_conv2d(const cu_conv_geom *g, const float *x, const float *w, const float *b, float *y, cudaStream_t st);
+/* Any of dx, dw, db may be NULL. */
+cudaError_t cu_conv2d_grad(const cu_conv_geom *g, const float *dy, const float *x, const float *w, float *dx,
+                           float *dw, float *db, cudaStream_t st);
+/* Pooling windows over planes; kind 0 max, 1 average (count_include_pad as given). */
+typedef struct cu_pool_geom {
+    int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    int count_include_pad;
+} cu_pool_geom;
+cudaError_t cu_pool2d(int kind, const cu_pool_geom *g, const float *x, float *y, cudaStream_t st);
+/* Global average (kind 1) or max (kind 0) over planes of len. */
+cudaError_t cu_global_pool(int kind, int64_t planes, int64_t len, const float *x, float *y, cudaStream_t st);
+
+/* SoftmaxCrossEntropyLoss over scores [batch, classes, spatial]; reduction 0 none,
+ * 1 sum, 2 mean; y is [batch, spatial] for none, else a scalar; log_prob may be NULL.
+ * scratch: 16 bytes of device memory. */
+cudaError_t cu_sce_loss(int64_t batch, int64_t classes, int64_t spatial, const float *x, const void *labels,
+                        int idx64, const float *weights, int has_ignore, int64_t ignore, int reduction, float *y,
+                        float *log_prob, double *scratch, cudaStream_t st);
+cudaError_t cu_sce_loss_grad(int64_t batch, int64_t classes, int64_t spatial, const float *dy, const float *log_prob,
+                             const void *labels, int idx64, const float *weights, int64_t ignore, int reduction,
+                             const float *bias, float *dx, double *scratch, cudaStream_t st);
+
+/* Optimizer updates with torch.optim's operation order (planner/ops/train.c). */
+typedef struct cu_opt {
+    double lr, weight_decay, momentum, beta1, beta2, eps;
+    int decoupled;
+} cu_opt;
+/* b, b_out NULL: plain SGD. */
+cudaError_t cu_sgd(int64_t n, const cu_opt *h, const float *w, const float *g, const float *b, float *w_out,
+                   float *b_out, cudaStream_t st);
+/* t: the float32 step count before this step; t_out (may alias t) gets t + 1. */
+cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, const float *m, const float *v,
+                    const float *t, float *w_out, float *m_out, float *v_out, float *t_out, cudaStream_t st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

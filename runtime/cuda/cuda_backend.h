@@ -1,0 +1,63 @@
+/* The CUDA backend: the same vtable as the CPU backend (backend.h), device memory,
+ * one stream, cuBLAS for MatMul and Gemm, our kernels for the rest.
+ *
+ *   vp_error err;
+ *   vp_backend *b = vp_backend_cuda_new(0, 0, &err);   // device 0, no TF32
+ *   if (!b) { fprintf(stderr, "%s\n", err.msg); ... }  // "no CUDA device (...)"
+ *   vp_backend_cuda_set_graph(b, plan.g);             // constant int inputs read on the host
+ *   ... vp_plan_exec_new(&plan, b, &x, &err); vp_plan_exec_run(x, &err); ...
+ *   vp_backend_free(b);
+ *
+ * Every CUDA and cuBLAS call and every launch is checked; a failure returns
+ * VP_ERR_RUNTIME naming the node and the CUDA error.  An op without a CUDA kernel
+ * returns VP_ERR_UNSUPPORTED naming the node; vp_backend_cuda_supports() answers
+ * ahead of time so a runner can refuse a plan before it starts.
+ *
+ * Memory: the caller's allocations (one arena for a plan) plus a fixed workspace the
+ * backend allocates once at creation (cuBLAS workspace and a few scalars for the
+ * losses), reported by vp_backend_cuda_workspace_bytes().  Nothing is allocated
+ * while a step runs.
+ *
+ * Numerics: float32 for the compute ops (float64 for the elementwise ones); sums
+ * kept in double as the CPU reference keeps them.  With allow_tf32, cuBLAS may use
+ * TF32 tensor cores for float32 MatMul and Gemm (about 1e-3 relative). */
+#ifndef VP_CUDA_BACKEND_H
+#define VP_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fails with "no CUDA device (...)" when cudaGetDeviceCount reports none or an error. */
+vp_backend *vp_backend_cuda_new(int device, int allow_tf32, vp_error *err);
+
+/* Number of CUDA devices; 0 with the reason in why (may be NULL) when there are none. */
+int vp_cuda_device_count(char *why, size_t why_len);
+
+/* 1 when the backend has a kernel for this op (domain "" or "ai.onnx" for ONNX's). */
+int vp_backend_cuda_supports(const char *domain, const char *op_type);
+
+/* Lets the backend read constant integer inputs (axes, starts, split sizes) from the
+ * graph's host copy instead of the device; g must be the graph the nodes belong to. */
+void vp_backend_cuda_set_graph(vp_backend *b, const vp_graph *g);
+
+/* cudaMemGetInfo on the backend's device. */
+vp_status vp_backend_cuda_mem_info(vp_backend *b, size_t *free_bytes, size_t *total_bytes, vp_error *err);
+
+/* Bytes the backend allocated for itself (cuBLAS workspace, loss scalars). */
+size_t vp_backend_cuda_workspace_bytes(const vp_backend *b);
+
+/* The device's name ("NVIDIA H200"). */
+const char *vp_backend_cuda_device_name(const vp_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
