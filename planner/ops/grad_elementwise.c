@@ -39,12 +39,13 @@ VP_GRAD_RULE(vp_grad_add) {
     return vp_gr_to_input(c, node, dy[0], 1, dx, err);
 }
 
+/* db = -dy summed to b's shape: summed first, so the negation runs on the smaller tensor. */
 VP_GRAD_RULE(vp_grad_sub) {
     TRY(vp_gr_to_input(c, node, dy[0], 0, dx, err));
     if (!vp_grad_needs(c, node, 1)) return VP_OK;
-    int neg;
-    TRY(op1(c, node, "Neg", dy[0], &neg, err));
-    return vp_gr_to_input(c, node, neg, 1, dx, err);
+    int summed[2] = {-1, -1};
+    TRY(vp_gr_to_input(c, node, dy[0], 1, summed, err));
+    return op1(c, node, "Neg", summed[1], &dx[1], err);
 }
 
 VP_GRAD_RULE(vp_grad_mul) {

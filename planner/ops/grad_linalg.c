@@ -270,15 +270,15 @@ VP_GRAD_RULE(vp_grad_average_pool) {
     return ort_op(c, node, "AveragePoolGrad", "", 1, &dy[0], 1, &want, &dx[0], err);
 }
 
-/* GlobalAveragePool: dX = dY expanded over the spatial axes / their size. */
+/* GlobalAveragePool: dX = dY / (spatial size), expanded over the spatial axes. */
 VP_GRAD_RULE(vp_grad_global_average_pool) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     shape x = shape_of(c, IN(0));
     int64_t area = 1;
     for (int d = 2; d < x.rank; d++) area *= x.dims[d];
     int t;
-    TRY(vp_gr_expand(c, node, dy[0], x.rank, x.dims, &t, err));
-    return vp_gr_scale(c, node, t, area ? 1.0 / (double)area : 0.0, &dx[0], err);
+    TRY(vp_gr_scale(c, node, dy[0], area ? 1.0 / (double)area : 0.0, &t, err));
+    return vp_gr_expand(c, node, t, x.rank, x.dims, &dx[0], err);
 }
 
 /* Fails when a gradient reaches one of outputs [from, n_outputs): statistics the

@@ -55,14 +55,15 @@ static vp_status put_back(vp_grad_ctx *c, int node, const reduction *r, int v, i
     return expand ? vp_gr_expand(c, node, *out, r->rank, r->dims, out, err) : VP_OK;
 }
 
-/* dX = dY spread back over the reduced axes, times `scale`. */
+/* dX = dY spread back over the reduced axes (divided by their size for a mean, before
+ * spreading, while it is small). */
 static vp_status spread_scaled(vp_grad_ctx *c, int node, const int *dy, int *dx, int mean, vp_error *err) {
     reduction r;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     TRY(reduction_of(c, node, &r, err));
     int g;
-    TRY(put_back(c, node, &r, dy[0], 1, &g, err));
-    return vp_gr_scale(c, node, g, mean && r.count ? 1.0 / (double)r.count : 1.0, &dx[0], err);
+    TRY(vp_gr_scale(c, node, dy[0], mean && r.count ? 1.0 / (double)r.count : 1.0, &g, err));
+    return put_back(c, node, &r, g, 1, &dx[0], err);
 }
 
 VP_GRAD_RULE(vp_grad_reduce_sum) { return spread_scaled(c, node, dy, dx, 0, err); }
@@ -90,10 +91,10 @@ VP_GRAD_RULE(vp_grad_reduce_sum_square) {
     reduction r;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     TRY(reduction_of(c, node, &r, err));
-    int g, x2;
-    TRY(put_back(c, node, &r, dy[0], 0, &g, err));
-    TRY(vp_gr_scale(c, node, IN(0), 2.0, &x2, err));
-    return vp_grad_op2(c, node, "Mul", x2, g, &dx[0], err);
+    int g;
+    TRY(vp_gr_scale(c, node, dy[0], 2.0, &g, err));
+    TRY(put_back(c, node, &r, g, 0, &g, err));
+    return vp_grad_op2(c, node, "Mul", IN(0), g, &dx[0], err);
 }
 
 /* dX = sign(x) dY (0 at 0, as torch.abs) */
