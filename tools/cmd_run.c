@@ -12,13 +12,22 @@
 #include "plan_exec.h"
 #include "plan_load.h"
 #include "report.h"
+#ifdef VP_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 static const char run_usage[] =
-    "usage: onnx-vplan run PLAN [--backend cpu] [--steps N] [--data synthetic|DIR] [--json FILE] [--seed N]\n"
+    "usage: onnx-vplan run PLAN [--backend cpu|cuda] [--steps N] [--data synthetic|DIR] [--json FILE] [--seed N]\n"
+    "                           [--tf32] [--cuda-device N]\n"
     "\n"
     "Executes the plan's training step N times inside one allocation of exactly the\n"
-    "planned arena, printing the loss per step.\n"
-    "  --backend cpu          the CPU reference backend (cuda where built and a GPU is present)\n"
+    "planned arena, printing the loss and time per step.\n"
+    "  --backend cpu|cuda     the CPU reference backend, or CUDA (where built and a GPU is\n"
+    "                         present: refuses before starting when a step has no CUDA\n"
+    "                         kernel or the arena does not fit the free device memory, and\n"
+    "                         reports the measured peak device memory beside the plan's)\n"
+    "  --tf32                 cuda: let cuBLAS use TF32 tensor cores for float32 products\n"
+    "  --cuda-device N        cuda: the device (default 0)\n"
     "  --steps N              training steps (default 1)\n"
     "  --data synthetic|DIR   as for train: DIR/<input>.pb, or seeded random data (default)\n"
     "  --json FILE            write {\"losses\": [...], \"arena_bytes\": ..., ...}\n";
@@ -35,9 +44,90 @@ static int64_t label_classes(const vp_graph *g) {
     return 0;
 }
 
+/* Device memory seen by cudaMemGetInfo: free bytes once the backend exists (context,
+ * cuBLAS workspace), once the arena is allocated, and the lowest after any step. */
+typedef struct cuda_memory {
+    size_t free_at_start, free_after_arena, lowest_free, total;
+    int64_t workspace_bytes, peak_bytes;
+    const char *device;
+} cuda_memory;
+
+#ifdef VP_HAVE_CUDA
+/* Refuses before anything runs: a step without a CUDA kernel (all of them listed), or
+ * an arena larger than the free device memory. */
+static vp_status cuda_start(const vp_plan *p, int device, int tf32, vp_backend **out, cuda_memory *mem, vp_error *err) {
+    char missing[1024] = "";
+    size_t used = 0;
+    int n_missing = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const vp_node *n = &p->g->nodes[p->steps[i]];
+        if (vp_backend_cuda_supports(n->domain, n->op_type)) continue;
+        n_missing++;
+        char item[160];
+        snprintf(item, sizeof item, "%s%s%s", n->domain && n->domain[0] ? n->domain : "", n->domain && n->domain[0] ? "." : "",
+                 n->op_type);
+        if (strstr(missing, item)) continue;
+        used += (size_t)snprintf(missing + used, used < sizeof missing ? sizeof missing - used : 0, "%s%s",
+                                 used ? ", " : "", item);
+        if (used >= sizeof missing) used = sizeof missing - 1;
+    }
+    if (n_missing)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "the CUDA backend has no kernel for %d step%s of this plan: %s", n_missing,
+                       n_missing == 1 ? "" : "s", missing);
+    vp_backend *b = vp_backend_cuda_new(device, tf32, err);
+    if (!b) return VP_ERR_RUNTIME;
+    vp_backend_cuda_set_graph(b, p->g);
+    vp_status s = vp_backend_cuda_mem_info(b, &mem->free_at_start, &mem->total, err);
+    mem->lowest_free = mem->free_at_start;
+    mem->workspace_bytes = (int64_t)vp_backend_cuda_workspace_bytes(b);
+    mem->device = vp_backend_cuda_device_name(b);
+    if (!s && (size_t)p->arena_bytes > mem->free_at_start)
+        s = vp_fail(err, VP_ERR_NOMEM,
+                    "the plan needs a %lld-byte arena but the device (%s) has %zu bytes free of %zu: refusing to start",
+                    (long long)p->arena_bytes, mem->device, mem->free_at_start, mem->total);
+    if (s) {
+        vp_backend_free(b);
+        return s;
+    }
+    *out = b;
+    return VP_OK;
+}
+
+static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_error *err) {
+    size_t fr = 0, total = 0;
+    vp_status s = vp_backend_cuda_mem_info(b, &fr, &total, err);
+    if (s) return s;
+    if (keep) *keep = fr;
+    if (fr < mem->lowest_free) mem->lowest_free = fr;
+    mem->peak_bytes = (int64_t)(mem->free_at_start - mem->lowest_free) + mem->workspace_bytes;
+    return VP_OK;
+}
+
+static void cuda_report(const cuda_memory *m, int64_t planned) {
+    char b1[32], b2[32], b3[32], b4[32];
+    int64_t arena = (int64_t)(m->free_at_start - m->free_after_arena);
+    printf("device %s: planned arena %s (%lld B); measured by cudaMemGetInfo: arena %s, peak %s (%lld B, with the\n"
+           "  backend's %s cuBLAS workspace); %lld B grew during the steps\n",
+           m->device, vp_human_bytes(planned, b1, sizeof b1), (long long)planned, vp_human_bytes(arena, b2, sizeof b2),
+           vp_human_bytes(m->peak_bytes, b3, sizeof b3), (long long)m->peak_bytes,
+           vp_human_bytes(m->workspace_bytes, b4, sizeof b4), (long long)(m->free_after_arena - m->lowest_free));
+}
+#else
+static vp_status cuda_start(const vp_plan *p, int device, int tf32, vp_backend **out, cuda_memory *mem, vp_error *err) {
+    (void)p, (void)device, (void)tf32, (void)out, (void)mem;
+    return vp_fail(err, VP_ERR_USAGE, "built without CUDA");
+}
+static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_error *err) {
+    (void)b, (void)mem, (void)keep, (void)err;
+    return VP_OK;
+}
+static void cuda_report(const cuda_memory *m, int64_t planned) { (void)m, (void)planned; }
+#endif
+
 int cmd_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu";
-    int64_t steps = 1, seed = 0;
+    int64_t steps = 1, seed = 0, cuda_device = 0;
+    int tf32 = 0;
     vp_error err;
     vp_status s = VP_OK;
     for (int i = 1; i < argc && !s; i++) {
@@ -46,8 +136,12 @@ int cmd_run(int argc, char **argv) {
             fputs(run_usage, stdout);
             return 0;
         }
+        if (!strcmp(a, "--tf32")) {
+            tf32 = 1;
+            continue;
+        }
         if (!strcmp(a, "--backend") || !strcmp(a, "--steps") || !strcmp(a, "--data") || !strcmp(a, "--json") ||
-            !strcmp(a, "--seed")) {
+            !strcmp(a, "--seed") || !strcmp(a, "--cuda-device")) {
             if (i + 1 >= argc) {
                 s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see run --help)", a);
                 break;
@@ -56,6 +150,7 @@ int cmd_run(int argc, char **argv) {
             if (!strcmp(a, "--backend")) backend = v;
             else if (!strcmp(a, "--steps")) s = cli_parse_int("--steps", v, &steps, &err);
             else if (!strcmp(a, "--seed")) s = cli_parse_int("--seed", v, &seed, &err);
+            else if (!strcmp(a, "--cuda-device")) s = cli_parse_int("--cuda-device", v, &cuda_device, &err);
             else if (!strcmp(a, "--data")) data = v;
             else json = v;
         } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "run: unknown option '%s' (see --help)", a);
@@ -65,20 +160,34 @@ int cmd_run(int argc, char **argv) {
         fputs(run_usage, stderr);
         return 2;
     }
+#ifdef VP_HAVE_CUDA
+    int use_cuda = !strcmp(backend, "cuda");
+    if (!s && strcmp(backend, "cpu") && !use_cuda)
+        s = vp_fail(&err, VP_ERR_USAGE, "--backend '%s' is not available in this build (cpu, cuda)", backend);
+#else
+    int use_cuda = 0;
     if (!s && strcmp(backend, "cpu"))
-        s = vp_fail(&err, VP_ERR_USAGE, "--backend '%s' is not available in this build (cpu)", backend);
+        s = vp_fail(&err, VP_ERR_USAGE, "--backend '%s' is not available in this build (cpu; built without CUDA)",
+                    backend);
+#endif
+    (void)tf32;
+    (void)cuda_device;
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
     if (s) return cli_report(s, &err);
 
     vp_loaded_plan lp;
     s = vp_plan_read(path, &lp, &err);
     if (s) return cli_report(s, &err);
-    vp_backend *b = vp_backend_cpu_new();
+    vp_backend *b = NULL;
     vp_plan_exec *x = NULL;
     cli_batch batch = {0};
-    double *losses = calloc((size_t)steps, sizeof *losses);
-    if (!b || !losses) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    cuda_memory mem = {0};
+    double *losses = calloc((size_t)steps, sizeof *losses), *seconds = calloc((size_t)steps, sizeof *seconds);
+    if (!losses || !seconds) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    if (!s && use_cuda) s = cuda_start(&lp.plan, (int)cuda_device, tf32, &b, &mem, &err);
+    else if (!s && !(b = vp_backend_cpu_new())) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     if (!s) s = vp_plan_exec_new(&lp.plan, b, &x, &err);
+    if (!s && use_cuda) s = cuda_sample(b, &mem, &mem.free_after_arena, &err);
     if (!s) s = cli_batch_load(lp.g, data, (uint64_t)seed, label_classes(lp.g), &batch, &err);
     char b1[32];
     if (!s) printf("running %s: %d steps per iteration in one %s arena on %s\n", path, lp.plan.n_steps,
@@ -92,13 +201,14 @@ int cmd_run(int argc, char **argv) {
         if (!s && lp.plan.loss_buffer >= 0) s = vp_plan_exec_get(x, lp.plan.buffers[lp.plan.loss_buffer].value, &loss, &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (!s && loss.data) losses[it] = vp_load(loss.data, loss.dtype, 0);
+        if (!s && use_cuda) s = cuda_sample(b, &mem, NULL, &err);
         free(loss.data);
-        if (!s)
-            printf("step %lld  loss %.6f  (%.3f s)\n", (long long)it + 1, losses[it],
-                   (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        seconds[it] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (!s) printf("step %lld  loss %.6f  (%.6f s)\n", (long long)it + 1, losses[it], seconds[it]);
     }
     if (!s) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
                    (long long)lp.plan.arena_bytes);
+    if (!s && use_cuda) cuda_report(&mem, lp.plan.arena_bytes);
     if (!s && json) {
         FILE *f = fopen(json, "w");
         if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
@@ -114,6 +224,20 @@ int cmd_run(int argc, char **argv) {
             vp_json_int(&j, lp.plan.arena_bytes);
             vp_json_key(&j, "device_bytes");
             vp_json_int(&j, vp_plan_exec_device_bytes(x));
+            if (use_cuda) {
+                vp_json_key(&j, "measured_peak_bytes");
+                vp_json_int(&j, mem.peak_bytes);
+                vp_json_key(&j, "arena_measured_bytes");
+                vp_json_int(&j, (int64_t)(mem.free_at_start - mem.free_after_arena));
+                vp_json_key(&j, "workspace_bytes");
+                vp_json_int(&j, mem.workspace_bytes);
+                vp_json_key(&j, "tf32");
+                vp_json_int(&j, tf32);
+            }
+            vp_json_key(&j, "step_seconds");
+            vp_json_begin_array(&j);
+            for (int64_t i = 0; i < steps; i++) vp_json_double(&j, seconds[i]);
+            vp_json_end_array(&j);
             vp_json_key(&j, "losses");
             vp_json_begin_array(&j);
             for (int64_t i = 0; i < steps; i++) vp_json_double(&j, losses[i]);
@@ -128,5 +252,6 @@ int cmd_run(int argc, char **argv) {
     vp_backend_free(b);
     vp_loaded_plan_free(&lp);
     free(losses);
+    free(seconds);
     return cli_report(s, &err);
 }

@@ -1071,7 +1071,7 @@ vp_backend *vp_backend_cuda_new(int device, int allow_tf32, vp_error *err) {
     char why[256];
     int count = vp_cuda_device_count(why, sizeof why);
     if (count == 0) {
-        vp_fail(err, VP_ERR_UNSUPPORTED, "no CUDA device (%s)", why);
+        vp_fail(err, VP_ERR_RUNTIME, "no CUDA device (%s)", why);
         return NULL;
     }
     if (device < 0 || device >= count) {
