@@ -319,8 +319,11 @@ static vp_status loss_at(vp_exec *x, int param, const double *data, int loss, do
     return s;
 }
 
-/* |a - b| / max(|a|, |b|, FLOOR): relative, absolute near zero. */
-static double error_measure(double a, double b) { return fabs(a - b) / fmax(fmax(fabs(a), fabs(b)), FLOOR); }
+/* |a - b| / max(|a|, |b|, FLOOR): relative, absolute near zero; infinite for a NaN. */
+static double error_measure(double a, double b) {
+    double e = fabs(a - b) / fmax(fmax(fabs(a), fabs(b)), FLOOR);
+    return isnan(e) ? INFINITY : e;
+}
 
 /* Compares one parameter's gradient with finite differences; *worst gets the largest
  * error measure seen. */
@@ -395,6 +398,7 @@ static vp_status compare_param(vp_exec *x, const vp_graph *g, const gc_case *k, 
     for (int64_t e = 0; e < n; e++) scale = fmax(scale, fabs(r->grad[i][e]));
     for (int64_t e = 0; !s && e < n; e++) {
         double m = fabs(v[e] - r->grad[i][e]) / scale;
+        if (isnan(m)) m = INFINITY;
         if (m <= *worst) continue;
         *worst = m;
         snprintf(why, why_len, "%s[%lld]: %s %.8g, float64 %.8g", g->values[param].name, (long long)e,
@@ -563,6 +567,19 @@ static void cases_arith(void) {
     if (gc_begin(&k, 13, "Pow[2,3] ^ constant 3.0")) {
         int x = gc_param(&k, UNI, DIMS(2, 3));
         gc_op(&k, "Pow", 2, (int[]){x, gc_scalar(&k, 3.0)});
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "Pow(a[4] with zeros, b[4] with a zero), as PyTorch at 0")) {
+        int a = gc_param(&k, POS, DIMS(4)), b = gc_param(&k, POS, DIMS(4));
+        gc_op(&k, "Pow", 2, (int[]){a, b});
+        /* a = 0 under the integer b = 2 (a^2 is smooth through 0, and a's finite
+         * differences stay real), and b = 0 at a > 0 */
+        double *pa = k.g->values[a].data, *pb = k.g->values[b].data;
+        if (g_pass == VP_F64 || g_reference) {
+            pa[0] = 0.0, pb[0] = 2.0, pb[1] = 0.0;
+        } else {
+            vp_store(pa, g_pass, 0, 0.0), vp_store(pb, g_pass, 0, 2.0), vp_store(pb, g_pass, 1, 0.0);
+        }
         gc_run(&k);
     }
     if (gc_begin(&k, 13, "Pow[2,3] ^ int64 constant 2")) {

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_util.h"
 #include "grad_rules.h"
 
 #define IN(k) vp_gr_in(c, node, k)
@@ -77,23 +78,50 @@ VP_GRAD_RULE(vp_grad_div) {
     return VP_OK;
 }
 
-/* y = a ^ b: da = dy * b * a^(b-1), db = dy * y * log(a).  b may be an integer. */
+/* Whether value v may hold a zero: unknown data may, constant data is looked at. */
+static int may_hold_zero(vp_grad_ctx *c, int v) {
+    const vp_value *x = vp_gr_val(c, v);
+    if (!x->data) return 1;
+    for (int64_t i = 0; i < vp_value_numel(x); i++)
+        if (vp_dtype_is_float(x->dtype) ? vp_load(x->data, x->dtype, i) == 0.0 : vp_load(x->data, x->dtype, i) == 0)
+            return 1;
+    return 0;
+}
+
+/* where(cond, 0, t) */
+static vp_status zero_where(vp_grad_ctx *c, int node, int cond, int t, int *out, vp_error *err) {
+    int zero;
+    TRY(vp_gr_scalar(c, node, DT(t), 0.0, &zero, err));
+    return vp_gr_where(c, node, cond, zero, t, out, err);
+}
+
+/* y = a ^ b: da = dy * b * a^(b-1), db = dy * y * log(a).  b may be an integer.  As
+ * PyTorch: da is 0 where b == 0 (not 0 * a^-1), db is 0 where a == 0 and b >= 0. */
 VP_GRAD_RULE(vp_grad_pow) {
-    int a = IN(0), b, t, u;
+    int a = IN(0), b, bf, t, u;
     TRY(vp_gr_operand(c, node, 1, &b, err));
+    TRY(vp_gr_cast(c, node, b, DT(a), &bf, err));
     if (vp_grad_needs(c, node, 0)) {
-        int bf, bm1, p;
-        TRY(vp_gr_cast(c, node, b, DT(a), &bf, err));
+        int bm1, p;
         TRY(vp_gr_op_scalar(c, node, "Sub", bf, 1.0, &bm1, err));
         TRY(op2(c, node, "Pow", a, bm1, &p, err));
         TRY(op2(c, node, "Mul", p, bf, &u, err));
+        if (may_hold_zero(c, IN(1))) {
+            int b0;
+            TRY(vp_gr_op_scalar(c, node, "Equal", bf, 0.0, &b0, err));
+            TRY(zero_where(c, node, b0, u, &u, err));
+        }
         TRY(op2(c, node, "Mul", dy[0], u, &t, err));
         TRY(vp_gr_to_input(c, node, t, 0, dx, err));
     }
     if (vp_grad_needs(c, node, 1)) {
-        int la, tb;
+        int la, tb, a0, bpos;
         TRY(op1(c, node, "Log", a, &la, err));
         TRY(op2(c, node, "Mul", OUT(0), la, &u, err));
+        TRY(vp_gr_op_scalar(c, node, "Equal", a, 0.0, &a0, err));
+        TRY(vp_gr_op_scalar(c, node, "GreaterOrEqual", bf, 0.0, &bpos, err));
+        TRY(op2(c, node, "And", a0, bpos, &a0, err));
+        TRY(zero_where(c, node, a0, u, &u, err));
         TRY(op2(c, node, "Mul", dy[0], u, &t, err));
         TRY(vp_gr_cast(c, node, t, DT(b), &tb, err));
         TRY(vp_gr_to_input(c, node, tb, 1, dx, err));
