@@ -208,7 +208,63 @@ static void check_errors(void) {
         check(s == VP_ERR_INVALID && strstr(err.msg, "'orphan'") && strstr(err.msg, "no producer"),
               "undefined value: %s", s ? err.msg : "no error");
     }
+    /* default-domain nodes at two opsets cannot share one import */
     test_model_free(&m);
+    if ((s = test_model_load(&m, "mlp", &spec, &err))) check(0, "mixed opsets: %s", err.msg);
+    else {
+        int first = -1;
+        for (int i = 0; i < m.g->n_nodes && first < 0; i++)
+            if (!m.g->nodes[i].folded && !m.g->nodes[i].domain[0]) first = i;
+        m.g->nodes[first].opset = 11;
+        s = vp_onnx_write_graph(m.g, "/tmp/never-written.onnx", NULL, &err);
+        check(s == VP_ERR_UNSUPPORTED && strstr(err.msg, "at opset 11") && strstr(err.msg, "re-export the model"),
+              "mixed opsets: %s", s ? err.msg : "no error");
+    }
+    test_model_free(&m);
+}
+
+/* The forward graph alone (no training step): folded shape arithmetic becomes
+ * constants, and the reloaded model's outputs equal the original's bit for bit. */
+static void check_forward(const char *name) {
+    test_model m;
+    vp_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s/vp_export_%d_%s_forward.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), name);
+    vp_graph *g2 = NULL;
+    vp_backend *b = vp_backend_cpu_new();
+    vp_exec *x1 = NULL, *x2 = NULL;
+    vp_training none;
+    memset(&none, 0, sizeof none);
+    vp_status s = test_model_load(&m, name, NULL, &err);
+    if (!s) s = vp_onnx_write_graph(m.g, path, NULL, &err);
+    if (!s) s = vp_onnx_load(path, &g2, &err);
+    if (!s) s = vp_infer(g2, NULL, NULL, &err);
+    if (!s && !b) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    if (!s) s = vp_exec_new(m.g, b, &x1, &err);
+    if (!s) s = vp_exec_new(g2, b, &x2, &err);
+    const mj *in = mj_get(m.meta, "input");
+    vp_tensor xin = {0};
+    if (!s) s = test_model_fixture(&m, "x.pb", &xin, &err);
+    if (!s) s = vp_exec_set_input(x1, in ? in->str : "x", &xin, &err);
+    if (!s) s = vp_exec_set_input(x2, in ? in->str : "x", &xin, &err);
+    free(xin.data);
+    if (!s) s = vp_exec_run(x1, &err);
+    if (!s) s = vp_exec_run(x2, &err);
+    char what[1200] = "";
+    int bad = s ? 0 : compare_outputs(x1, m.g, &none, x2, g2, what, sizeof what, &err);
+    int folded = 0;
+    for (int i = 0; !s && i < m.g->n_nodes; i++) folded += m.g->nodes[i].folded;
+    if (s) check(0, "%s forward only: %s", name, err.msg);
+    else
+        check(!bad && g2->n_outputs == m.g->n_outputs, "%s forward only: %d nodes (%d folded), reloaded as %d; outputs %s%s",
+              name, m.g->n_nodes, folded, g2->n_nodes, bad ? "differ: " : "bit for bit", what);
+    vp_exec_free(x1);
+    vp_exec_free(x2);
+    vp_backend_free(b);
+    vp_graph_free(g2);
+    test_model_free(&m);
+    remove(path);
 }
 
 int main(void) {
@@ -217,6 +273,7 @@ int main(void) {
     static const variant vars[] = {{"momentum", "momentum"}, {"adamw", "adamw"}, {"no-optimizer", NULL}};
     for (int i = 0; i < n; i++)
         for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) check_model(names[i], &vars[k]);
+    for (int i = 0; i < n; i++) check_forward(names[i]);
     check_errors();
     printf("%d passed, %d failed\n", passes, failures);
     return failures ? 1 : 0;
