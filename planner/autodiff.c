@@ -208,8 +208,8 @@ vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err) {
         c.cur_node = i;
         s = n->op->grad(&c, i, dy, dx, err);
         if (s) break;
-        n = &g->nodes[i]; /* the builder may have grown the node array */
-        for (int k = 0; k < n->n_inputs && !s; k++) {
+        for (int k = 0; k < g->nodes[i].n_inputs && !s; k++) {
+            n = &g->nodes[i]; /* builders and accumulation grow the node array */
             int v = n->inputs[k];
             if (dx[k] < 0 || !vp_grad_needs(&c, i, k)) continue;
             const vp_value *X = &g->values[v], *G = &g->values[dx[k]];

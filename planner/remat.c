@@ -307,7 +307,7 @@ static int dp_choose(const block *b, int nb, int64_t room, int *choice) {
     for (int k = 0; k < nb; k++) total += b[k].all_bytes + b[k].cut_bytes;
     double unit = (double)(total > 0 ? total : 1) / Q;
     /* candidate working-set bounds: quantiles of the one-block and segment values */
-    int64_t *cand = malloc(((size_t)nb * 8 + 16) * sizeof *cand);
+    int64_t *cand = malloc(((size_t)nb * 12 + 16) * sizeof *cand); /* 3 per block + one per doubling length */
     int nc = 0;
     for (int k = 0; k < nb; k++) {
         cand[nc++] = b[k].all_bytes;
