@@ -16,7 +16,10 @@
  *
  * Inputs of ops with kinks (Relu, Abs, Clip, Max, pooling, ReduceMax) are drawn away
  * from the kinks (and distinct from one another), since a finite difference across a
- * kink measures neither side.
+ * kink measures neither side.  At the kinks themselves a few cases compare with the
+ * exact gradients PyTorch gives there (Relu and Abs 0 at 0, Clip 1 on its closed
+ * range, ties of Max and ReduceMax split evenly, ...), with the loss sum(y).
+ * Variants a rule does not handle are checked to be refused, never differentiated.
  *
  * Then every case runs again in float32, float16 and bfloat16 (parameters, constants
  * and the op in that dtype; a half-precision output is cast to float32 for the loss, as
@@ -67,8 +70,8 @@ typedef struct gen {
 } gen;
 
 static const gen UNI = {GEN_UNIFORM, -1, 1}, AWAY = {GEN_AWAY, -1, 1}, DISTINCT = {GEN_DISTINCT, -1, 1},
-                 POS = {GEN_UNIFORM, 0.5, 2}, HARD = {GEN_DISTINCT, -4.5, 4.5}, HALF = {GEN_UNIFORM, -0.9, 0.9},
-                 ABOVE1 = {GEN_UNIFORM, 1.2, 3};
+                 POS = {GEN_UNIFORM, 0.5, 2}, ONES = {GEN_UNIFORM, 1, 1}, HARD = {GEN_DISTINCT, -4.5, 4.5},
+                 HALF = {GEN_UNIFORM, -0.9, 0.9}, ABOVE1 = {GEN_UNIFORM, 1.2, 3};
 
 typedef struct gc_case {
     vp_graph *g;
@@ -77,9 +80,11 @@ typedef struct gc_case {
     int n_loss;
     int loss_from[16]; /* values summed into the loss */
     int n_params;
-    int index;           /* the case's number in a pass: its seed and its float64 reference */
-    const char *refusal; /* expected: the build refuses, saying this */
-    int raw;             /* differentiate the graph as it is: no training-mode rewrite */
+    int index;               /* the case's number in a pass: its seed and its float64 reference */
+    const char *refusal;     /* expected: the build refuses, saying this */
+    int raw;                 /* differentiate the graph as it is: no training-mode rewrite */
+    const double *expect[4]; /* exact float64 gradients expected (at kinks, where finite
+                              * differences cannot judge), with the loss sum(y) */
 } gc_case;
 
 /* A case's float64 gradients, the reference of the other dtypes' passes. */
@@ -279,7 +284,8 @@ static vp_status add_loss(gc_case *k, int *loss, vp_error *err) {
         int64_t dims[VP_MAX_RANK];
         int rank = g->values[y].rank;
         memcpy(dims, g->values[y].dims, sizeof dims);
-        int r = gc_const_of(k, loss_dtype(), UNI, rank, dims);
+        int r = k->expect[0] ? gc_const_of(k, loss_dtype(), ONES, rank, dims)
+                             : gc_const_of(k, loss_dtype(), UNI, rank, dims);
         int in[2] = {y, r}, prod, sum;
         int n = vp_build_node(g, "Mul", "", "loss/mul", 2, in, 1, VP_PHASE_FORWARD, LOSS_OPSET);
         if ((s = vp_build_finish(g, n, &prod, err))) return s;
@@ -422,6 +428,23 @@ static vp_status build_raw(vp_graph *g, int loss, vp_training *t, vp_error *err)
     return s ? s : vp_graph_link(g, err);
 }
 
+/* Compares a float64 gradient with the exact values expected. */
+static vp_status expect_param(vp_exec *x, const vp_graph *g, const double *want, int param, int grad, double *worst,
+                              char *why, size_t why_len, vp_error *err) {
+    int64_t n = vp_value_numel(&g->values[param]);
+    double *v;
+    if (!want) return vp_fail(err, VP_ERR_USAGE, "no expected gradient for '%s'", g->values[param].name);
+    vp_status s = gradient_values(x, g, param, grad, &v, err);
+    for (int64_t e = 0; !s && e < n; e++) {
+        double m = error_measure(v[e], want[e]);
+        if (m <= *worst) continue;
+        *worst = m;
+        snprintf(why, why_len, "%s[%lld]: %.10g, expected %.10g", g->values[param].name, (long long)e, v[e], want[e]);
+    }
+    free(v);
+    return s;
+}
+
 static vp_status run_case(gc_case *k, double *worst, char *why, size_t why_len, vp_error *err) {
     vp_graph *g = k->g;
     int loss;
@@ -448,7 +471,9 @@ static vp_status run_case(gc_case *k, double *worst, char *why, size_t why_len, 
             s = compare_param(x, g, k, i, t.params[i], t.grads[i], worst, why, why_len, err);
             continue;
         }
-        if (!g_reference) s = check_param(x, g, t.params[i], t.grads[i], t.loss, worst, why, why_len, err);
+        if (!g_reference && k->expect[0])
+            s = expect_param(x, g, k->expect[i < 4 ? i : 0], t.params[i], t.grads[i], worst, why, why_len, err);
+        else if (!g_reference) s = check_param(x, g, t.params[i], t.grads[i], t.loss, worst, why, why_len, err);
         if (!s) s = keep_reference(x, g, k, i, t.params[i], t.grads[i], err);
     }
     vp_exec_free(x);
@@ -1437,6 +1462,56 @@ static void cases_loss(void) {
     case_loss(ops[0], "mean", DIMS(4, 3), 0, 0, 1);
 }
 
+/* Sets parameter p's values (already drawn) to v, in the pass's storage dtype. */
+static void set_values(gc_case *k, int p, int n, const double *v) {
+    vp_value *x = &k->g->values[p];
+    for (int i = 0; i < n; i++) vp_store(x->data, x->dtype, i, v[i]);
+}
+
+/* A unary op at its kinks, with PyTorch's gradient there (the loss is sum(y)). */
+static void case_kink(const char *op, const char *attr, double attr_v, int n, const double *x, const double *want) {
+    gc_case k;
+    if (!gc_begin(&k, 14, "%s at its kinks, as PyTorch", op)) return;
+    int p = gc_param(&k, UNI, 1, (int64_t[]){n});
+    set_values(&k, p, n, x);
+    int node = gc_op(&k, op, 1, &p);
+    if (attr) attr_f(&k, node, attr, attr_v);
+    k.expect[0] = want;
+    gc_run(&k);
+}
+
+static void cases_kinks(void) {
+    case_kink("Relu", NULL, 0, 3, (double[]){0, -1, 2}, (double[]){0, 0, 1});
+    case_kink("Abs", NULL, 0, 3, (double[]){0, -2, 3}, (double[]){0, -1, 1});
+    case_kink("LeakyRelu", "alpha", 0.25, 3, (double[]){0, -1, 1}, (double[]){0.25, 0.25, 1});
+    case_kink("HardSwish", NULL, 0, 4, (double[]){-3, 3, -4, 4}, (double[]){-0.5, 1.5, 0, 1});
+    case_kink("Shrink", "lambd", 0.5, 3, (double[]){-0.5, 0.5, 1}, (double[]){0, 0, 1});
+    gc_case k;
+    if (gc_begin(&k, 13, "Clip at its bounds, as PyTorch (1 on [min, max])")) {
+        int p = gc_param(&k, UNI, 1, (int64_t[]){4});
+        set_values(&k, p, 4, (double[]){-0.5, 0.5, -1, 1});
+        gc_op(&k, "Clip", 3, (int[]){p, gc_scalar(&k, -0.5), gc_scalar(&k, 0.5)});
+        k.expect[0] = (double[]){1, 1, 0, 0};
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "Max ties split evenly, as torch.maximum")) {
+        int a = gc_param(&k, UNI, 1, (int64_t[]){2}), b = gc_param(&k, UNI, 1, (int64_t[]){2});
+        set_values(&k, a, 2, (double[]){1, 2});
+        set_values(&k, b, 2, (double[]){1, 3});
+        gc_op(&k, "Max", 2, (int[]){a, b});
+        k.expect[0] = (double[]){0.5, 0};
+        k.expect[1] = (double[]){0.5, 1};
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 18, "ReduceMax ties split evenly, as torch.amax")) {
+        int p = gc_param(&k, UNI, 1, (int64_t[]){4});
+        set_values(&k, p, 4, (double[]){1, 3, 3, 2});
+        attr_i(&k, gc_op(&k, "ReduceMax", 1, &p), "keepdims", 0);
+        k.expect[0] = (double[]){0, 0.5, 0.5, 0};
+        gc_run(&k);
+    }
+}
+
 /* Variants the rules refuse (with VP_ERR_UNSUPPORTED), never differentiate wrongly. */
 static void cases_refused(void) {
     gc_case k;
@@ -1493,6 +1568,7 @@ static void run_all(void) {
     cases_reduce();
     cases_softmax();
     cases_loss();
+    cases_kinks();
     cases_refused();
 }
 

@@ -146,18 +146,18 @@ VP_GRAD_RULE(vp_grad_hard_sigmoid) {
     return vp_gr_where(c, node, inside, slope, zero, &dx[0], err);
 }
 
-/* y = x relu6(x + 3) / 6: dy/dx = 0 below -3, 1 above 3, (2x + 3) / 6 between (as
- * torch's hardswish_backward). */
+/* y = x relu6(x + 3) / 6: dy/dx = 0 below -3, 1 above 3, (2x + 3) / 6 on [-3, 3]
+ * (ends included, as torch's hardswish_backward). */
 VP_GRAD_RULE(vp_grad_hard_swish) {
-    int x = IN(0), lin, inside, above, zero, one, f;
+    int x = IN(0), lin, below, above, zero, one, f;
     TRY(vp_gr_scale(c, node, x, 1.0 / 3.0, &lin, err));
     TRY(vp_gr_op_scalar(c, node, "Add", lin, 0.5, &lin, err));
-    TRY(band(c, node, x, -3.0, 3.0, &inside, err));
-    TRY(vp_gr_op_scalar(c, node, "Greater", x, 0.0, &above, err));
+    TRY(vp_gr_op_scalar(c, node, "Less", x, -3.0, &below, err));
+    TRY(vp_gr_op_scalar(c, node, "Greater", x, 3.0, &above, err));
     TRY(vp_gr_scalar(c, node, DT(x), 0.0, &zero, err));
     TRY(vp_gr_scalar(c, node, DT(x), 1.0, &one, err));
-    TRY(vp_gr_where(c, node, above, one, zero, &f, err));
-    TRY(vp_gr_where(c, node, inside, lin, f, &f, err));
+    TRY(vp_gr_where(c, node, above, one, lin, &f, err));
+    TRY(vp_gr_where(c, node, below, zero, f, &f, err));
     return vp_gr_times_dy(c, node, dy, f, dx, err);
 }
 
@@ -288,12 +288,14 @@ static vp_status masked_dy(vp_grad_ctx *c, int node, const int *dy, int mask, in
     return vp_gr_where(c, node, mask, dy[0], zero, &dx[0], err);
 }
 
-/* Shrink: slope 1 outside [-lambd, lambd], 0 inside. */
+/* Shrink: slope 1 outside [-lambd, lambd], 0 on it (ends included: y is 0 there, as
+ * torch's hardshrink_backward). */
 VP_GRAD_RULE(vp_grad_shrink) {
     double lambd = vp_attr_float(vp_gr_node(c, node), "lambd", 0.5f);
-    int inside, outside;
-    TRY(band(c, node, IN(0), -lambd, lambd, &inside, err));
-    TRY(op1(c, node, "Not", inside, &outside, err));
+    int below, above, outside;
+    TRY(vp_gr_op_scalar(c, node, "Less", IN(0), -lambd, &below, err));
+    TRY(vp_gr_op_scalar(c, node, "Greater", IN(0), lambd, &above, err));
+    TRY(op2(c, node, "Or", below, above, &outside, err));
     return masked_dy(c, node, dy, outside, dx, err);
 }
 
