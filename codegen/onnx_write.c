@@ -111,7 +111,11 @@ static vp_status classify(writer *w, const int *outs, int n_outs) {
         if (val->producer >= 0 && !g->nodes[val->producer].folded) w->role[v] = ROLE_NODE;
         else if (val->flags & VP_VAL_INPUT) w->role[v] = ROLE_INPUT;
         else if (val->data || vp_value_numel(val) == 0) {
-            if (val->flags & (VP_VAL_PARAM | VP_VAL_STATE | VP_VAL_INITIALIZER)) w->role[v] = ROLE_INIT;
+            /* in a training step, float data that is neither trained nor carried
+             * (constants, frozen weights) is a Constant node: as an initializer it would
+             * read as a parameter; a graph without a step keeps its initializers */
+            unsigned init = w->t ? VP_VAL_PARAM | VP_VAL_STATE : VP_VAL_PARAM | VP_VAL_STATE | VP_VAL_INITIALIZER;
+            if (val->flags & init) w->role[v] = ROLE_INIT;
             else w->role[v] = vp_dtype_is_float(val->dtype) ? ROLE_CONST : ROLE_INIT;
         } else
             return vp_fail(w->err, VP_ERR_INVALID, "%s: value '%s' has no producer, no data and is not a graph input",
@@ -224,7 +228,7 @@ static vp_status constant_node(writer *w, int v, Onnx__NodeProto **out) {
     const vp_graph *g = w->g;
     const vp_value *val = &g->values[v];
     char name[1100];
-    if (val->producer >= 0 && !strcmp(g->nodes[val->producer].op_type, "Constant"))
+    if (val->producer >= 0 && !strcmp(g->nodes[val->producer].op_type, "Constant") && g->nodes[val->producer].n_outputs == 1)
         snprintf(name, sizeof name, "%s", g->nodes[val->producer].name);
     else
         snprintf(name, sizeof name, "%s/Constant", val->name);

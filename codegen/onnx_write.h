@@ -4,11 +4,12 @@
  *
  * What the file holds:
  *   - nodes: every node that was not folded, in the graph's (topological) order.
- *     Outputs of folded nodes and other constants with data are written as Constant
+ *     Outputs of folded nodes, constants and frozen weights are written as Constant
  *     nodes when they are float (so a reader does not take them for parameters) and as
  *     initializers otherwise.
  *   - initializers: the parameters, the optimizer state (zero at the first step), the
- *     running statistics and the model's other (frozen, integer) initializers.
+ *     running statistics, and integer data (shapes, axes, indices).  Written without a
+ *     training step (opts->training NULL), the graph's initializers stay initializers.
  *   - graph inputs: the fed inputs, with the labels or target the loss added; shapes
  *     are concrete (symbolic dims were bound before the step was built).
  *   - graph outputs: the model's own outputs, the loss, then each updated parameter and

@@ -151,8 +151,22 @@ static void check_model(const char *name, const variant *var) {
     if (!s) s = vp_exec_new(g2, b, &x2, &err);
     if (!s) s = feed(x1, &m, &err);
     if (!s) s = feed(x2, &m, &err);
-    int bad = 0;
+    int bad = 0, n_float_init = 0;
     char what[1200] = "";
+    /* the float initializers of the file are exactly the parameters and the state */
+    for (int v = 0; !s && v < g2->n_values; v++) {
+        const vp_value *val = &g2->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
+        n_float_init++;
+        int v1 = vp_graph_find_value(m.g, val->name);
+        if (v1 < 0 || !(m.g->values[v1].flags & (VP_VAL_PARAM | VP_VAL_STATE)))
+            if (!bad++) snprintf(what, sizeof what, "float initializer '%s' is neither a parameter nor state", val->name);
+    }
+    for (int i = 0; !s && i < m.t.n_params; i++) {
+        int v2 = vp_graph_find_value(g2, m.g->values[m.t.params[i]].name);
+        if ((v2 < 0 || !(g2->values[v2].flags & VP_VAL_INITIALIZER)) && !bad++)
+            snprintf(what, sizeof what, "parameter '%s' is not an initializer", m.g->values[m.t.params[i]].name);
+    }
     for (int step = 0; step < 2 && !s && !bad; step++) {
         s = vp_exec_run(x1, &err);
         if (!s) s = vp_exec_run(x2, &err);
@@ -163,8 +177,9 @@ static void check_model(const char *name, const variant *var) {
     }
     if (s) check(0, "%s %s: %s", name, var->label, err.msg);
     else
-        check(!bad, "%s %s: %d nodes written, reloaded as %d; %d outputs, 2 steps%s%s", name, var->label,
-              m.g->n_nodes, g2->n_nodes, g2->n_outputs, bad ? ", differ: " : " bit for bit", bad ? what : "");
+        check(!bad, "%s %s: %d nodes written, reloaded as %d; %d float initializers (parameters, state); %d outputs, "
+                    "2 steps%s%s", name, var->label, m.g->n_nodes, g2->n_nodes, n_float_init, g2->n_outputs,
+              bad ? ", differ: " : " bit for bit", bad ? what : "");
     vp_exec_free(x1);
     vp_exec_free(x2);
     vp_backend_free(b);
