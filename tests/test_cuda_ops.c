@@ -1,0 +1,793 @@
+/* The CUDA backend against the CPU reference, op by op and model by model.
+ *
+ * Three groups of cases, each run on both backends with the same inputs (the naive
+ * executor, one buffer per value) and compared output by output:
+ *   ops/     one-node graphs with seeded random inputs, listed in `cases` below
+ *            (elementwise with broadcasting, movement, linalg, norms, reductions,
+ *            softmax, losses, optimizer updates); MatMul and Gemm again with TF32;
+ *   train/   every case of tests/data/train_ops (the train family's fixtures), its
+ *            inputs as given;
+ *   models/  the training step of every model in models/ (forward, loss, backward,
+ *            optimizer): every value any node computes compared, then the five-step
+ *            loss curves against the PyTorch fixtures, as test_training does on the CPU.
+ * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-3 with
+ * TF32, 1e-10 for float64, exact for integers and bools; model values 1e-4 of the
+ * value's own scale (long chains), losses 1e-4 from torch.
+ *
+ * A case whose op the CUDA backend refuses with VP_ERR_UNSUPPORTED (a dtype or
+ * variant without a kernel) is skipped, not failed, and named.
+ *
+ * Without a device (or without CUDA in the build) it checks only that every op of the
+ * models' training steps has a CUDA kernel, prints "SKIP: no CUDA device (...)" and
+ * "0 passed, 0 failed, N skipped", and exits 0.
+ *
+ * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR) */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "cpu_util.h"
+#include "exec.h"
+#include "graph_build.h"
+#include "infer.h"
+#include "mini_json.h"
+#include "model_util.h"
+#include "rng.h"
+#include "tensor_proto.h"
+#ifdef VP_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+#define MAX_IO 16
+#define TRAIN_DIR VP_SOURCE_DIR "/tests/data/train_ops"
+
+static int passes, failures, skips;
+static const char *filter;
+
+static int selected(const char *name) { return !filter || strstr(name, filter); }
+
+/* ---- the random one-node cases ----
+ *
+ * inputs: "f32:2,3,4" uniform in [-1, 1), "pos:2,3" in [0.5, 1.5), "f64:..",
+ *         "i64:4,16:64" random integers in [0, 64) of shape [4, 16], "bool:2,3",
+ *         "c64:0,2" a constant int64 vector (shape [count]) with those values,
+ *         "c64s:5" a constant int64 scalar, "-" an omitted input;
+ *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0.
+ * attrs:  "axis=i:1;perm=is:0,2,1;epsilon=f:1e-5;reduction=s:sum". */
+typedef struct op_case {
+    const char *name, *op, *domain;
+    int opset;
+    const char *inputs[8];
+    int n_out;
+    const char *attrs;
+} op_case;
+
+static const op_case cases[] = {
+    {"add_bcast", "Add", "", 17, {"f32:2,3,4", "f32:3,1"}, 1, ""},
+    {"sub_bcast", "Sub", "", 17, {"f32:4", "f32:2,3,4"}, 1, ""},
+    {"mul_bcast", "Mul", "", 17, {"f32:2,1,4", "f32:1,3,1"}, 1, ""},
+    {"div", "Div", "", 17, {"f32:2,3", "pos:2,3"}, 1, ""},
+    {"pow_scalar", "Pow", "", 17, {"f32:3,5", "c32f:2"}, 1, ""},
+    {"pow", "Pow", "", 17, {"pos:3,5", "f32:3,5"}, 1, ""},
+    {"sqrt", "Sqrt", "", 17, {"pos:7,3"}, 1, ""},
+    {"erf", "Erf", "", 17, {"f32:1000"}, 1, ""},
+    {"exp", "Exp", "", 17, {"f32:100"}, 1, ""},
+    {"neg", "Neg", "", 17, {"f32:10"}, 1, ""},
+    {"relu", "Relu", "", 17, {"f32:5,7"}, 1, ""},
+    {"sigmoid", "Sigmoid", "", 17, {"f32:64"}, 1, ""},
+    {"tanh", "Tanh", "", 17, {"f32:64"}, 1, ""},
+    {"log", "Log", "", 17, {"pos:64"}, 1, ""},
+    {"leaky_relu", "LeakyRelu", "", 17, {"f32:64"}, 1, "alpha=f:0.1"},
+    {"add_f64", "Add", "", 17, {"f64:3,4", "f64:4"}, 1, ""},
+    {"add_i64", "Add", "", 17, {"i64:3,4:100", "i64:4:100"}, 1, ""},
+    {"equal_i64", "Equal", "", 17, {"i64:3,4:3", "i64:4:3"}, 1, ""},
+    {"less", "Less", "", 17, {"f32:3,4", "f32:3,4"}, 1, ""},
+    {"where", "Where", "", 17, {"bool:2,3,4", "f32:3,4", "f32:2,1,4"}, 1, ""},
+    {"max3", "Max", "", 17, {"f32:3,4", "f32:4", "f32:3,1"}, 1, ""},
+    {"sum3", "Sum", "", 17, {"f32:3,4", "f32:3,4", "f32:3,4"}, 1, ""},
+    {"clip", "Clip", "", 17, {"f32:50", "c32f:-0.5", "c32f:0.25"}, 1, ""},
+    {"cast_f32_i64", "Cast", "", 17, {"f32:20"}, 1, "to=i:7"},
+    {"cast_i64_f32", "Cast", "", 17, {"i64:20:1000"}, 1, "to=i:1"},
+    {"identity", "Identity", "", 17, {"f32:3,4"}, 1, ""},
+    {"reshape", "Reshape", "", 17, {"f32:2,3,4", "c64:4,6"}, 1, ""},
+    {"flatten", "Flatten", "", 17, {"f32:2,3,4"}, 1, "axis=i:2"},
+    {"unsqueeze", "Unsqueeze", "", 17, {"f32:3,4", "c64:0,3"}, 1, ""},
+    {"squeeze", "Squeeze", "", 17, {"f32:3,1,4", "c64:1"}, 1, ""},
+    {"transpose_0213", "Transpose", "", 17, {"f32:2,3,4,5"}, 1, "perm=is:0,2,1,3"},
+    {"transpose_default", "Transpose", "", 17, {"f32:3,4,5"}, 1, ""},
+    {"transpose_i64", "Transpose", "", 17, {"i64:3,4:9"}, 1, "perm=is:1,0"},
+    {"expand", "Expand", "", 17, {"f32:3,1", "c64:2,3,4"}, 1, ""},
+    {"concat_axis1", "Concat", "", 17, {"f32:2,3,4", "f32:2,1,4", "f32:2,2,4"}, 1, "axis=i:1"},
+    {"concat_i64", "Concat", "", 17, {"i64:2:9", "i64:3:9"}, 1, "axis=i:0"},
+    {"split_attr", "Split", "", 11, {"f32:2,6,3"}, 3, "axis=i:1;split=is:1,2,3"},
+    {"split_input", "Split", "", 17, {"f32:4,96", "c64:32,32,32"}, 3, "axis=i:-1"},
+    {"slice", "Slice", "", 17, {"f32:5,6,7", "c64:1,-5", "c64:4,100", "c64:0,2", "c64:1,2"}, 1, ""},
+    {"slice_neg_step", "Slice", "", 17, {"f32:5,6", "c64:-1", "c64:-100", "c64:1", "c64:-2"}, 1, ""},
+    {"gather_rows", "Gather", "", 17, {"f32:10,4", "i64:3,5:10"}, 1, ""},
+    {"gather_axis1", "Gather", "", 17, {"f32:3,10,4", "i64:6:10"}, 1, "axis=i:1"},
+    {"gather_scalar_idx", "Gather", "", 17, {"f32:7,3", "c64s:4"}, 1, ""},
+    {"gather_grad", "GatherGrad", "com.microsoft", 17, {"c64:10,4", "i64:3,5:10", "f32:3,5,4"}, 1, ""},
+    {"matmul_2d", "MatMul", "", 17, {"f32:7,13", "f32:13,5"}, 1, ""},
+    {"matmul_batched", "MatMul", "", 17, {"f32:2,3,7,13", "f32:2,3,13,5"}, 1, ""},
+    {"matmul_shared_b", "MatMul", "", 17, {"f32:4,16,32", "f32:32,96"}, 1, ""},
+    {"matmul_shared_a", "MatMul", "", 17, {"f32:16,32", "f32:4,32,8"}, 1, ""},
+    {"matmul_bcast", "MatMul", "", 17, {"f32:2,1,5,6", "f32:1,3,6,4"}, 1, ""},
+    {"matmul_vec", "MatMul", "", 17, {"f32:6", "f32:3,6,4"}, 1, ""},
+    {"gemm", "Gemm", "", 17, {"f32:8,32", "f32:64,32", "f32:64"}, 1, "transB=i:1"},
+    {"gemm_ta_alpha", "Gemm", "", 17, {"f32:32,8", "f32:32,16", "f32:8,1"}, 1, "transA=i:1;alpha=f:0.5;beta=f:2"},
+    {"gemm_no_c", "Gemm", "", 17, {"f32:5,6", "f32:6,7"}, 1, ""},
+    {"conv3x3", "Conv", "", 17, {"f32:2,3,8,8", "f32:4,3,3,3"}, 1, "pads=is:1,1,1,1"},
+    {"conv_stride_bias", "Conv", "", 17, {"f32:2,4,9,9", "f32:6,4,3,3", "f32:6"}, 1, "strides=is:2,2;pads=is:1,1,1,1"},
+    {"conv_group_dil", "Conv", "", 17, {"f32:1,4,10,10", "f32:4,2,3,3"}, 1, "group=i:2;dilations=is:2,2"},
+    {"conv_1x1_s2", "Conv", "", 17, {"f32:2,16,8,8", "f32:32,16,1,1"}, 1, "strides=is:2,2"},
+    {"conv_same", "Conv", "", 17, {"f32:1,2,7,7", "f32:3,2,4,4"}, 1, "auto_pad=s:SAME_UPPER"},
+    {"conv_1d", "Conv", "", 17, {"f32:2,3,11", "f32:5,3,3"}, 1, "pads=is:1,1"},
+    {"conv_grad", "ConvGrad", "com.microsoft", 17, {"f32:2,4,8,8", "f32:2,3,8,8", "f32:4,3,3,3"}, 3,
+     "pads=is:1,1,1,1;strides=is:1,1;dilations=is:1,1;group=i:1;kernel_shape=is:3,3"},
+    {"conv_grad_s2", "ConvGrad", "com.microsoft", 17, {"f32:2,6,5,5", "f32:2,4,9,9", "f32:6,4,3,3"}, 3,
+     "pads=is:1,1,1,1;strides=is:2,2;dilations=is:1,1;group=i:1;kernel_shape=is:3,3"},
+    {"maxpool", "MaxPool", "", 17, {"f32:2,3,8,8"}, 1, "kernel_shape=is:2,2;strides=is:2,2"},
+    {"avgpool_pad", "AveragePool", "", 17, {"f32:2,3,7,7"}, 1, "kernel_shape=is:3,3;pads=is:1,1,1,1"},
+    {"global_avgpool", "GlobalAveragePool", "", 17, {"f32:2,5,4,4"}, 1, ""},
+    {"global_maxpool", "GlobalMaxPool", "", 17, {"f32:2,5,4,4"}, 1, ""},
+    {"batchnorm_eval", "BatchNormalization", "", 14, {"f32:2,3,4,4", "f32:3", "f32:3", "f32:3", "pos:3"}, 1, ""},
+    {"batchnorm_internal", "BatchNormInternal", "com.microsoft", 17,
+     {"f32:4,3,5,5", "f32:3", "f32:3", "f32:3", "pos:3"}, 5, "epsilon=f:1e-5;momentum=f:0.9"},
+    {"batchnorm_grad", "BatchNormalizationGrad", "com.microsoft", 17,
+     {"f32:4,3,5,5", "f32:4,3,5,5", "f32:3", "f32:3", "pos:3"}, 3, ""},
+    {"layernorm", "LayerNormalization", "", 17, {"f32:4,16,32", "f32:32", "f32:32"}, 3, ""},
+    {"layernorm_axis1", "LayerNormalization", "", 17, {"f32:4,6,5", "f32:6,5"}, 1, "axis=i:1;epsilon=f:1e-3"},
+    {"layernorm_grad", "LayerNormalizationGrad", "com.microsoft", 17,
+     {"f32:8,32", "f32:8,32", "f32:32", "f32:8,1", "pos:8,1"}, 3, ""},
+    {"reduce_sum_axes", "ReduceSum", "", 17, {"f32:4,16,32", "c64:0,1"}, 1, "keepdims=i:0"},
+    {"reduce_sum_keep", "ReduceSum", "", 17, {"f32:4,16,32", "c64:-1"}, 1, ""},
+    {"reduce_sum_all", "ReduceSum", "", 17, {"f32:300,7"}, 1, "keepdims=i:0"},
+    {"reduce_mean", "ReduceMean", "", 17, {"f32:4,16,32"}, 1, "axes=is:-1"},
+    {"reduce_mean_mid", "ReduceMean", "", 17, {"f32:4,160,3"}, 1, "axes=is:1;keepdims=i:0"},
+    {"reduce_max", "ReduceMax", "", 17, {"f32:5,300"}, 1, "axes=is:1"},
+    {"reduce_l2", "ReduceL2", "", 17, {"f32:5,6"}, 1, "axes=is:0"},
+    {"reduce_lse", "ReduceLogSumExp", "", 17, {"f32:5,200"}, 1, "axes=is:1"},
+    {"softmax_last", "Softmax", "", 17, {"f32:4,2,16,16"}, 1, ""},
+    {"softmax_axis1", "Softmax", "", 17, {"f32:3,5,7"}, 1, "axis=i:1"},
+    {"softmax_legacy", "Softmax", "", 11, {"f32:3,5,7"}, 1, ""},
+    {"softmax_wide", "Softmax", "", 17, {"f32:3,2000"}, 1, ""},
+    {"log_softmax", "LogSoftmax", "", 17, {"f32:6,33"}, 1, ""},
+    {"softmax_grad_13", "SoftmaxGrad_13", "com.microsoft", 17, {"f32:4,2,16,16", "pos:4,2,16,16"}, 1, "axis=i:-1"},
+    {"softmax_grad_legacy", "SoftmaxGrad", "com.microsoft", 17, {"f32:3,5,7", "pos:3,5,7"}, 1, "axis=i:1"},
+    {"relu_grad", "ReluGrad", "com.microsoft", 17, {"f32:5,7", "f32:5,7"}, 1, ""},
+    {"sce_mean", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10"}, 2, ""},
+    {"sce_spatial_sum", "SoftmaxCrossEntropyLoss", "", 17, {"f32:4,64,16", "i64:4,16:64"}, 2, "reduction=s:sum"},
+    {"sce_none_weights", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10", "pos:10"}, 1, "reduction=s:none"},
+    {"sce_ignore", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:3"}, 1, "ignore_index=i:1"},
+    {"sce_grad", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:8,10", "i64:8:10"}, 1, ""},
+    {"sce_grad_spatial", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:4,64,16", "i64:4,16:64"}, 1, ""},
+    {"sce_grad_sum_w", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:8,10", "i64:8:10", "pos:10"}, 1,
+     "reduction=s:sum"},
+    {"sgd", "SGD", "vplan", 17, {"f32:300", "f32:300"}, 1, "lr=f:0.1;weight_decay=f:0.01"},
+    {"momentum", "Momentum", "vplan", 17, {"f32:300", "f32:300", "f32:300"}, 2, "lr=f:0.1;momentum=f:0.9"},
+    {"adam", "Adam", "vplan", 17, {"f32:300", "f32:300", "f32:300", "pos:300", "step:"}, 4,
+     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0"},
+    {"adamw", "Adam", "vplan", 17, {"f32:300", "f32:300", "zero:300", "zero:300", "step:"}, 4,
+     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---- a one-node graph with its inputs ---- */
+
+typedef struct graph_case {
+    vp_graph *g;
+    int n_in, n_out;
+    int in_id[MAX_IO], out_id[MAX_IO];
+    vp_tensor in[MAX_IO]; /* data fed at run time (NULL data: constant or omitted) */
+} graph_case;
+
+static void graph_case_free(graph_case *c) {
+    vp_graph_free(c->g);
+    for (int k = 0; k < MAX_IO; k++) free(c->in[k].data);
+    memset(c, 0, sizeof *c);
+}
+
+static int parse_dims(const char *s, int64_t *dims) {
+    int rank = 0;
+    while (*s && *s != ':' && rank < VP_MAX_RANK) {
+        char *end;
+        dims[rank++] = strtoll(s, &end, 10);
+        if (end == s) break;
+        s = end;
+        if (*s == ',') s++;
+    }
+    return rank;
+}
+
+static vp_status add_attrs(vp_graph *g, int node, const char *spec, vp_error *err) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", spec);
+    vp_status s = VP_OK;
+    for (char *save = NULL, *item = strtok_r(buf, ";", &save); item && !s; item = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(item, '='), *colon = eq ? strchr(eq, ':') : NULL;
+        if (!eq || !colon) return vp_fail(err, VP_ERR_PARSE, "bad attr '%s'", item);
+        *eq = *colon = 0;
+        const char *kind = eq + 1, *val = colon + 1;
+        if (!strcmp(kind, "i")) s = vp_node_add_attr_int(g, node, item, strtoll(val, NULL, 10));
+        else if (!strcmp(kind, "f")) s = vp_node_add_attr_float(g, node, item, strtof(val, NULL));
+        else if (!strcmp(kind, "s")) s = vp_node_add_attr_string(g, node, item, val);
+        else {
+            int64_t v[16];
+            int k = 0;
+            for (const char *p = val; *p && k < 16;) {
+                char *end;
+                v[k++] = strtoll(p, &end, 10);
+                if (end == p) break;
+                p = end;
+                if (*p == ',') p++;
+            }
+            s = vp_node_add_attr_ints(g, node, item, v, k);
+        }
+    }
+    return s;
+}
+
+/* Builds inputs from the case's specs with data drawn from rng. */
+static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_error *err) {
+    c->g = vp_graph_new();
+    if (!c->g) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    c->g->path = strdup(oc->name);
+    c->g->opset_onnx = oc->opset;
+    c->g->opset_ms = 1;
+    vp_status s = VP_OK;
+    for (int k = 0; k < 8 && oc->inputs[k] && !s; k++) {
+        const char *spec = oc->inputs[k], *colon = strchr(spec, ':');
+        char name[16], kind[8];
+        snprintf(name, sizeof name, "in_%d", k);
+        snprintf(kind, sizeof kind, "%.*s", colon ? (int)(colon - spec) : 7, spec);
+        c->n_in = k + 1;
+        c->in_id[k] = -1;
+        if (!strcmp(kind, "-")) continue;
+        int64_t dims[VP_MAX_RANK];
+        int rank = colon && strcmp(kind, "c32f") ? parse_dims(colon + 1, dims) : 0;
+        if (!strcmp(kind, "c64") || !strcmp(kind, "c64s") || !strcmp(kind, "c32f")) {
+            /* constants: values, not shapes */
+            int64_t v[VP_MAX_RANK];
+            float f = 0;
+            int count = rank;
+            memcpy(v, dims, sizeof v);
+            if (!strcmp(kind, "c32f")) f = strtof(colon + 1, NULL);
+            int64_t shape[1] = {count};
+            int is_scalar = strcmp(kind, "c64");
+            c->in_id[k] = !strcmp(kind, "c32f") ? vp_build_const(c->g, name, VP_F32, 0, shape, &f)
+                                                : vp_build_const(c->g, name, VP_I64, is_scalar ? 0 : 1, shape, v);
+            if (c->in_id[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        vp_dtype dt = !strcmp(kind, "f64") ? VP_F64 : !strcmp(kind, "i64") ? VP_I64 : !strcmp(kind, "bool") ? VP_BOOL : VP_F32;
+        int64_t hi = 0;
+        if (dt == VP_I64) {
+            const char *c2 = strchr(colon + 1, ':');
+            hi = c2 ? strtoll(c2 + 1, NULL, 10) : 10;
+        }
+        s = vp_build_input(c->g, name, dt, rank, dims, &c->in_id[k], err);
+        if (s) break;
+        vp_tensor *t = &c->in[k];
+        *t = (vp_tensor){.dtype = dt, .rank = rank};
+        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+        int64_t n = vp_tensor_numel(t);
+        t->data = calloc((size_t)(n ? n : 1), vp_dtype_size(dt));
+        if (!t->data) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            double u = vp_rng_uniform(rng);
+            if (dt == VP_F32) ((float *)t->data)[i] = !strcmp(kind, "zero") || !strcmp(kind, "step") ? 0.0f
+                                                      : !strcmp(kind, "pos")                        ? (float)(0.5 + u)
+                                                                                                    : (float)(2 * u - 1);
+            else if (dt == VP_F64) ((double *)t->data)[i] = 2 * u - 1;
+            else if (dt == VP_I64) ((int64_t *)t->data)[i] = (int64_t)(u * (double)hi);
+            else ((uint8_t *)t->data)[i] = u < 0.5;
+        }
+        if (!strcmp(kind, "step")) ((float *)t->data)[0] = 2.0f; /* the third Adam step */
+    }
+    for (int k = 0; k < oc->n_out && !s; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "out_%d", k);
+        c->out_id[k] = vp_graph_add_value(c->g, name);
+    }
+    c->n_out = oc->n_out;
+    if (s) return s;
+    int node = vp_graph_add_node(c->g, oc->op, oc->domain, "node", c->n_in, c->in_id, c->n_out, c->out_id);
+    if (node < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    c->g->nodes[node].opset = oc->domain[0] ? 1 : oc->opset;
+    s = add_attrs(c->g, node, oc->attrs, err);
+    if (!s) s = vp_graph_link(c->g, err);
+    if (!s) s = vp_infer(c->g, NULL, NULL, err);
+    return s;
+}
+
+/* ---- running one graph on one backend ---- */
+
+static vp_status run_on(vp_backend *b, graph_case *c, vp_tensor *got, vp_error *err) {
+    vp_exec *x = NULL;
+    vp_status s = vp_exec_new(c->g, b, &x, err);
+    for (int k = 0; k < c->n_in && !s; k++)
+        if (c->in[k].data && c->in_id[k] >= 0) s = vp_exec_write_value(x, c->in_id[k], c->in[k].data, err);
+    if (!s) s = vp_exec_run(x, err);
+    for (int k = 0; k < c->n_out && !s; k++)
+        if (c->out_id[k] >= 0) s = vp_exec_get(x, c->out_id[k], &got[k], err);
+    vp_exec_free(x);
+    return s;
+}
+
+static double tol_for(vp_dtype t, double f32_tol) {
+    return t == VP_F64 ? 1e-10 : t == VP_F32 ? f32_tol : vp_dtype_is_float(t) ? 1e-2 : 0;
+}
+
+/* Largest |a - b| / max(|b|, 1); -1 on a dtype or shape mismatch. */
+static double compare(const vp_tensor *a, const vp_tensor *b, int64_t *where) {
+    if (a->dtype != b->dtype || a->rank != b->rank) return -1;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return -1;
+    double worst = 0;
+    for (int64_t i = 0; i < vp_tensor_numel(b); i++) {
+        double x = vp_load(a->data, a->dtype, i), y = vp_load(b->data, b->dtype, i);
+        double e = isnan(x) != isnan(y) ? INFINITY : isnan(x) ? 0 : fabs(x - y) / fmax(fabs(y), 1.0);
+        if (e > worst) {
+            worst = e;
+            *where = i;
+        }
+    }
+    return worst;
+}
+
+static void report(const char *group, const char *name, int result, const char *detail) {
+    const char *word = result > 0 ? "ok  " : result == 0 ? "FAIL" : "skip";
+    printf("%s %s/%s: %s\n", word, group, name, detail);
+    if (result > 0) passes++;
+    else if (result == 0) failures++;
+    else skips++;
+}
+
+#ifdef VP_HAVE_CUDA
+/* Runs c on the CPU and on cuda, compares every output. */
+static void check_graph(const char *group, const char *name, graph_case *c, vp_backend *cpu, vp_backend *cuda,
+                        double f32_tol) {
+    vp_tensor want[MAX_IO], got[MAX_IO];
+    memset(want, 0, sizeof want);
+    memset(got, 0, sizeof got);
+    vp_error err = {{0}};
+    char detail[1200];
+    vp_status s = run_on(cpu, c, want, &err);
+    if (s) {
+        snprintf(detail, sizeof detail, "the CPU refuses: %.1000s", err.msg);
+        report(group, name, -1, detail);
+        goto done;
+    }
+    vp_backend_cuda_set_graph(cuda, c->g);
+    s = run_on(cuda, c, got, &err);
+    if (s) {
+        snprintf(detail, sizeof detail, "%s: %.1000s", s == VP_ERR_UNSUPPORTED ? "no CUDA kernel" : "CUDA failed", err.msg);
+        report(group, name, s == VP_ERR_UNSUPPORTED ? -1 : 0, detail);
+        goto done;
+    }
+    double worst = 0;
+    int ok = 1;
+    detail[0] = 0;
+    for (int k = 0; k < c->n_out && ok; k++) {
+        if (!want[k].data) continue;
+        int64_t at = 0;
+        double e = compare(&got[k], &want[k], &at), tol = tol_for(want[k].dtype, f32_tol);
+        if (e < 0 || e > tol) {
+            ok = 0;
+            if (e < 0) snprintf(detail, sizeof detail, "output %d: dtype or shape differs", k);
+            else
+                snprintf(detail, sizeof detail, "output %d element %lld: cuda %.9g, cpu %.9g (error %.3g > %.0e)", k,
+                         (long long)at, vp_load(got[k].data, got[k].dtype, at), vp_load(want[k].data, want[k].dtype, at), e,
+                         tol);
+        }
+        if (e > worst) worst = e;
+    }
+    if (ok) snprintf(detail, sizeof detail, "largest error %.3g", worst);
+    report(group, name, ok, detail);
+done:
+    vp_backend_cuda_set_graph(cuda, NULL);
+    for (int k = 0; k < MAX_IO; k++) {
+        free(want[k].data);
+        free(got[k].data);
+    }
+}
+
+static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf32) {
+    for (int i = 0; i < N_CASES; i++) {
+        const op_case *oc = &cases[i];
+        if (!selected(oc->name)) continue;
+        graph_case c;
+        memset(&c, 0, sizeof c);
+        vp_rng rng = {(uint64_t)i * 7919 + 1};
+        vp_error err = {{0}};
+        vp_status s = build_random(oc, &c, &rng, &err);
+        if (s) {
+            report("ops", oc->name, 0, err.msg);
+        } else {
+            check_graph("ops", oc->name, &c, cpu, cuda, 1e-5);
+            if (cuda_tf32 && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
+                char name[96];
+                snprintf(name, sizeof name, "%s_tf32", oc->name);
+                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-3);
+            }
+        }
+        graph_case_free(&c);
+    }
+}
+
+/* ---- tests/data/train_ops ---- */
+
+static vp_status build_train_case(const char *dir, graph_case *c, vp_error *err) {
+    char path[1400], line[512], op[128] = "", domain[128] = "";
+    int expect = 0;
+    c->g = vp_graph_new();
+    if (!c->g) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    c->g->path = strdup(dir);
+    c->g->opset_onnx = 17;
+    c->g->opset_ms = 1;
+    vp_tensor want[MAX_IO];
+    memset(want, 0, sizeof want);
+    vp_status s = VP_OK;
+    for (int k = 0; k < MAX_IO && !s; k++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/in_%d.pb", dir, k);
+        c->in_id[k] = -1;
+        if (stat(path, &st) == 0) {
+            s = vp_tensor_read_pb(path, &c->in[k], NULL, err);
+            c->n_in = k + 1;
+        }
+        snprintf(path, sizeof path, "%s/out_%d.pb", dir, k);
+        c->out_id[k] = -1;
+        if (!s && stat(path, &st) == 0) {
+            s = vp_tensor_read_pb(path, &want[k], NULL, err);
+            c->n_out = k + 1;
+        }
+    }
+    for (int k = 0; k < c->n_in && !s; k++) {
+        if (!c->in[k].data) continue;
+        char name[16];
+        snprintf(name, sizeof name, "in_%d", k);
+        vp_tensor *t = &c->in[k];
+        s = vp_build_input(c->g, name, t->dtype, t->rank, t->dims, &c->in_id[k], err);
+        /* integer inputs are bound (shapes, axes, labels); floats are fed, so nothing folds */
+        if (!s && !vp_dtype_is_float(t->dtype)) {
+            s = vp_bind_input_data(c->g, name, t, err);
+            free(t->data);
+            t->data = NULL;
+        }
+    }
+    for (int k = 0; k < c->n_out && !s; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "out_%d", k);
+        if (want[k].data) c->out_id[k] = vp_graph_add_value(c->g, name);
+    }
+    snprintf(path, sizeof path, "%s/case.txt", dir);
+    FILE *f = s ? NULL : fopen(path, "r");
+    if (!s && !f) s = vp_fail(err, VP_ERR_IO, "cannot open %s", path);
+    if (!s && (!fgets(line, sizeof line, f) || sscanf(line, "op %127s %127s", op, domain) < 1))
+        s = vp_fail(err, VP_ERR_PARSE, "%s: no op line", path);
+    int node = s ? -1 : vp_graph_add_node(c->g, op, domain, "node", c->n_in, c->in_id, c->n_out, c->out_id);
+    if (!s && node < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    while (!s && fgets(line, sizeof line, f)) {
+        int k;
+        if (!strncmp(line, "attr ", 5)) {
+            char *name = strtok(line + 5, " \n"), *kind = strtok(NULL, " \n"), *val = strtok(NULL, "\n");
+            if (!name || !kind || !val) continue;
+            char spec[512];
+            snprintf(spec, sizeof spec, "%s=%s:%s", name, !strcmp(kind, "ints") ? "is" : kind, val);
+            for (char *p = strchr(spec, ':'); p && *p; p++)
+                if (*p == ' ') *p = ',';
+            s = add_attrs(c->g, node, spec, err);
+        } else if (!strncmp(line, "expect ", 7)) {
+            expect = 1;
+        } else if (sscanf(line, "declare %d", &k) == 1 && k >= 0 && k < c->n_out && c->out_id[k] >= 0) {
+            vp_value *v = &c->g->values[c->out_id[k]];
+            v->dtype = want[k].dtype;
+            v->rank = want[k].rank;
+            memcpy(v->dims, want[k].dims, sizeof v->dims);
+        }
+    }
+    if (f) fclose(f);
+    for (int k = 0; k < MAX_IO; k++) free(want[k].data);
+    if (!s && expect) return vp_fail(err, VP_ERR_USAGE, "a refusal case");
+    if (!s) s = vp_graph_link(c->g, err);
+    if (!s) s = vp_infer(c->g, NULL, NULL, err);
+    return s;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int list_train_cases(char ***out) {
+    DIR *d = opendir(TRAIN_DIR);
+    int n = 0, cap = 0;
+    char **names = NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = realloc(names, (size_t)cap * sizeof *names);
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    if (d) closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, by_name);
+    *out = names;
+    return n;
+}
+
+static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
+    char **names;
+    int n = list_train_cases(&names);
+    for (int i = 0; i < n; i++) {
+        if (selected(names[i])) {
+            char dir[1100];
+            snprintf(dir, sizeof dir, "%s/%s", TRAIN_DIR, names[i]);
+            graph_case c;
+            memset(&c, 0, sizeof c);
+            vp_error err = {{0}};
+            vp_status s = build_train_case(dir, &c, &err);
+            if (s == VP_ERR_USAGE) report("train", names[i], -1, "a refusal case (the CPU test covers it)");
+            else if (s) report("train", names[i], -1, err.msg);
+            else check_graph("train", names[i], &c, cpu, cuda, 1e-5);
+            graph_case_free(&c);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* ---- models: every value of a training step, then the loss curves ---- */
+
+static vp_status feed(vp_exec *x, const test_model *m, vp_error *err) {
+    const mj *in = mj_get(m->meta, "input");
+    vp_tensor xin = {0}, labels = {0};
+    vp_status s = test_model_fixture(m, "x.pb", &xin, err);
+    if (!s) s = test_model_fixture(m, "labels.pb", &labels, err);
+    if (!s) s = vp_exec_set_input(x, in ? in->str : "x", &xin, err);
+    if (!s) s = vp_exec_set_input(x, "labels", &labels, err);
+    free(xin.data);
+    free(labels.data);
+    return s;
+}
+
+/* max |a - b| over the reference's largest magnitude. */
+static double scaled_error(const vp_tensor *a, const vp_tensor *b) {
+    int64_t n = vp_tensor_numel(b);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(vp_load(b->data, b->dtype, i)));
+    for (int64_t i = 0; i < n; i++) {
+        double x = vp_load(a->data, a->dtype, i), y = vp_load(b->data, b->dtype, i);
+        double e = isnan(x) != isnan(y) ? INFINITY : fabs(x - y) / (scale > 1e-6 ? scale : 1e-6);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static vp_status load_for_curve(const char *name, const char *fixture, test_model *m, mj **curve, vp_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/%s/fixtures/%s", VP_SOURCE_DIR, name, fixture);
+    *curve = mj_parse_file(path);
+    if (!*curve) return vp_fail(err, VP_ERR_IO, "cannot read %s", path);
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, err);
+    const mj *opt = mj_get(*curve, "optimizer"), *v;
+    vp_opt_parse(opt && !strcmp(opt->str, "adamw") ? "adamw" : "momentum", &spec.opt, err);
+    if ((v = mj_get(*curve, "lr"))) spec.opt.lr = v->num;
+    if ((v = mj_get(*curve, "momentum"))) spec.opt.momentum = v->num;
+    if ((v = mj_get(*curve, "weight_decay"))) spec.opt.weight_decay = v->num;
+    if ((v = mj_get(*curve, "eps"))) spec.opt.eps = v->num;
+    if ((v = mj_get(*curve, "betas")) && v->n == 2) {
+        spec.opt.beta1 = v->items[0].num;
+        spec.opt.beta2 = v->items[1].num;
+    }
+    return test_model_load(m, name, &spec, err);
+}
+
+/* One step on both backends; every value a node computed, in node order. */
+static void check_model_values(const char *name, const char *fixture, vp_backend *cpu, vp_backend *cuda) {
+    char label[160];
+    snprintf(label, sizeof label, "%.60s_%.60s_values", name, fixture);
+    test_model m;
+    mj *curve = NULL;
+    vp_error err = {{0}};
+    vp_exec *xc = NULL, *xg = NULL;
+    vp_status s = load_for_curve(name, fixture, &m, &curve, &err);
+    int loaded = !s;
+    if (!s) s = vp_exec_new(m.g, cpu, &xc, &err);
+    if (!s) s = vp_exec_new(m.g, cuda, &xg, &err);
+    if (!s) s = feed(xc, &m, &err);
+    if (!s) s = feed(xg, &m, &err);
+    if (!s) s = vp_exec_run(xc, &err);
+    if (!s) {
+        vp_backend_cuda_set_graph(cuda, m.g);
+        s = vp_exec_run(xg, &err);
+        vp_backend_cuda_set_graph(cuda, NULL);
+    }
+    char detail[1400] = "";
+    int ok = !s, values = 0;
+    double worst = 0;
+    if (s) snprintf(detail, sizeof detail, "%.1300s", err.msg);
+    for (int i = 0; ok && i < m.g->n_nodes; i++) {
+        const vp_node *n = &m.g->nodes[i];
+        if (n->folded) continue;
+        for (int k = 0; k < n->n_outputs && ok; k++) {
+            int v = n->outputs[k];
+            if (v < 0) continue;
+            vp_tensor a = {0}, b = {0};
+            s = vp_exec_get(xg, v, &a, &err);
+            if (!s) s = vp_exec_get(xc, v, &b, &err);
+            if (s) {
+                ok = 0;
+                snprintf(detail, sizeof detail, "%.1300s", err.msg);
+            } else {
+                int is_float = vp_dtype_is_float(b.dtype);
+                double e = is_float ? scaled_error(&a, &b) : 0;
+                if (!is_float)
+                    for (int64_t j = 0; j < vp_tensor_numel(&b); j++)
+                        if (vp_load(a.data, a.dtype, j) != vp_load(b.data, b.dtype, j)) e = INFINITY;
+                values++;
+                if (e > worst) worst = e;
+                if (e > 1e-4) {
+                    ok = 0;
+                    snprintf(detail, sizeof detail, "node %d '%s' (%s) output %d '%s': error %.3g of its scale", i, n->name,
+                             n->op_type, k, m.g->values[v].name, e);
+                }
+            }
+            free(a.data);
+            free(b.data);
+        }
+    }
+    if (ok) snprintf(detail, sizeof detail, "%d values, largest error %.3g of their scale", values, worst);
+    report("models", label, ok, detail);
+    vp_exec_free(xc);
+    vp_exec_free(xg);
+    if (loaded) test_model_free(&m);
+    mj_free(curve);
+}
+
+static void check_model_curve(const char *name, const char *fixture, vp_backend *cuda) {
+    char label[160];
+    snprintf(label, sizeof label, "%.60s_%.60s_curve", name, fixture);
+    test_model m;
+    mj *curve = NULL;
+    vp_error err = {{0}};
+    vp_exec *x = NULL;
+    vp_status s = load_for_curve(name, fixture, &m, &curve, &err);
+    int loaded = !s;
+    if (!s) s = vp_exec_new(m.g, cuda, &x, &err);
+    if (!s) s = feed(x, &m, &err);
+    const mj *losses = curve ? mj_get(curve, "losses") : NULL;
+    int steps = losses ? losses->n : 0;
+    double worst = 0, got[16] = {0};
+    if (!s) vp_backend_cuda_set_graph(cuda, m.g);
+    for (int k = 0; k < steps && k < 16 && !s; k++) {
+        s = vp_exec_run(x, &err);
+        vp_tensor loss = {0};
+        if (!s) s = vp_exec_get(x, m.t.loss, &loss, &err);
+        if (!s) got[k] = vp_load(loss.data, loss.dtype, 0);
+        free(loss.data);
+        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
+        worst = fmax(worst, fabs(got[k] - losses->items[k].num));
+    }
+    vp_backend_cuda_set_graph(cuda, NULL);
+    char detail[1200];
+    if (s) snprintf(detail, sizeof detail, "%.1100s", err.msg);
+    else
+        snprintf(detail, sizeof detail, "%d steps, losses %.6f .. %.6f, worst difference from torch %.2g", steps, got[0],
+                 got[steps ? steps - 1 : 0], worst);
+    report("models", label, !s && steps > 0 && worst <= 1e-4, detail);
+    vp_exec_free(x);
+    if (loaded) test_model_free(&m);
+    mj_free(curve);
+}
+#endif
+
+/* ---- without a device: the models' ops all have kernels ---- */
+
+static int collect_model_ops(char names[][64], int max_models, char ops[][96], int max_ops, int *n_ops) {
+    int n = test_model_list(names, max_models);
+    *n_ops = 0;
+    for (int i = 0; i < n; i++) {
+        test_model m;
+        vp_error err;
+        vp_train_spec spec;
+        memset(&spec, 0, sizeof spec);
+        vp_loss_parse("ce:logits", &spec.loss, &err);
+        vp_opt_parse("adamw", &spec.opt, &err);
+        if (test_model_load(&m, names[i], &spec, &err)) continue;
+        for (int k = 0; k < m.g->n_nodes; k++) {
+            const vp_node *nd = &m.g->nodes[k];
+            if (nd->folded) continue;
+            char key[96];
+            snprintf(key, sizeof key, "%s%s%s", nd->domain, nd->domain[0] ? "." : "", nd->op_type);
+            int seen = 0;
+            for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
+            if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
+        }
+        /* momentum too: its update op differs */
+        test_model_free(&m);
+        memset(&spec, 0, sizeof spec);
+        vp_loss_parse("ce:logits", &spec.loss, &err);
+        vp_opt_parse("momentum", &spec.opt, &err);
+        if (test_model_load(&m, names[i], &spec, &err)) continue;
+        for (int k = 0; k < m.g->n_nodes; k++) {
+            const vp_node *nd = &m.g->nodes[k];
+            if (nd->folded || strcmp(nd->domain, "vplan")) continue;
+            char key[96];
+            snprintf(key, sizeof key, "vplan.%s", nd->op_type);
+            int seen = 0;
+            for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
+            if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
+        }
+        test_model_free(&m);
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    filter = argc > 1 ? argv[1] : NULL;
+    char names[32][64], ops[256][96];
+    int n_ops = 0, n_models = collect_model_ops(names, 32, ops, 256, &n_ops);
+    char **train_names;
+    int n_train = list_train_cases(&train_names);
+    for (int i = 0; i < n_train; i++) free(train_names[i]);
+    free(train_names);
+    int total = N_CASES + n_train + 4 * n_models;
+#ifdef VP_HAVE_CUDA
+    int missing = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const char *dot = strrchr(ops[i], '.');
+        char domain[64] = "";
+        if (dot) snprintf(domain, sizeof domain, "%.*s", (int)(dot - ops[i]), ops[i]);
+        if (!vp_backend_cuda_supports(domain, dot ? dot + 1 : ops[i])) {
+            printf("FAIL coverage: the models use %s, which has no CUDA kernel\n", ops[i]);
+            missing++;
+        }
+    }
+    if (!missing) printf("ok   coverage: all %d ops of the %d models' training steps have CUDA kernels\n", n_ops, n_models);
+    char why[256];
+    if (vp_cuda_device_count(why, sizeof why) == 0) {
+        printf("SKIP: no CUDA device (%s)\n", why);
+        printf("0 passed, %d failed, %d skipped\n", missing ? 1 : 0, total);
+        return missing ? 1 : 0;
+    }
+    vp_error err = {{0}};
+    vp_backend *cpu = vp_backend_cpu_new(), *cuda = vp_backend_cuda_new(0, 0, &err), *tf32 = NULL;
+    if (cuda) tf32 = vp_backend_cuda_new(0, 1, &err);
+    if (!cpu || !cuda || !tf32) {
+        printf("FAIL: cannot create the backends: %s\n", err.msg);
+        printf("0 passed, 1 failed, %d skipped\n", total);
+        return 1;
+    }
+    printf("device: %s\n", vp_backend_cuda_device_name(cuda));
+    if (missing) failures++;
+    run_op_cases(cpu, cuda, tf32);
+    run_train_cases(cpu, cuda);
+    for (int i = 0; i < n_models; i++) {
+        const char *fixtures[2] = {"train_sgd_momentum.json", "train_adamw.json"};
+        for (int f = 0; f < 2; f++) {
+            char label[160];
+            snprintf(label, sizeof label, "%.60s_%.60s", names[i], fixtures[f]);
+            if (!selected(label)) continue;
+            check_model_values(names[i], fixtures[f], cpu, cuda);
+            check_model_curve(names[i], fixtures[f], cuda);
+        }
+    }
+    vp_backend_free(tf32);
+    vp_backend_free(cuda);
+    vp_backend_free(cpu);
+    printf("%d passed, %d failed, %d skipped\n", passes, failures, skips);
+    return failures ? 1 : 0;
+#else
+    (void)ops;
+    (void)n_ops;
+    printf("SKIP: no CUDA device (built without CUDA)\n");
+    printf("0 passed, 0 failed, %d skipped\n", total);
+    return 0;
+#endif
+}
