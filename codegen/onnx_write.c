@@ -120,7 +120,7 @@ static vp_status classify(writer *w, const int *outs, int n_outs) {
         } else
             return vp_fail(w->err, VP_ERR_INVALID, "%s: value '%s' has no producer, no data and is not a graph input",
                            w->path, val->name);
-        if (vp_dtype_size(val->dtype) == 0)
+        if ((w->role[v] == ROLE_INIT || w->role[v] == ROLE_CONST) && vp_dtype_size(val->dtype) == 0)
             return vp_fail(w->err, VP_ERR_UNSUPPORTED, "%s: value '%s' is %s, which the writer cannot store", w->path,
                            val->name, vp_dtype_name(val->dtype));
     }
