@@ -23,19 +23,38 @@ vp_status vp_exec_new(const vp_graph *g, vp_backend *b, vp_exec **out, vp_error 
         vp_exec_free(x);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
+    /* buffers for what a step touches: values of nodes that run, inputs, outputs
+     * (an initializer nothing reads, a model's unused 2 GB table, is never copied) */
+    char *used = calloc((size_t)g->n_values + 1, 1);
+    if (!used) {
+        vp_exec_free(x);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded) continue;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) used[n->inputs[k]] = 1;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) used[n->outputs[k]] = 1;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & (VP_VAL_INPUT | VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)) used[v] = 1;
     for (int v = 0; v < g->n_values; v++) {
         const vp_value *val = &g->values[v];
-        if (!vp_value_known(val)) continue;
+        if (!vp_value_known(val) || !used[v]) continue;
         size_t bytes = (size_t)vp_value_numel(val) * vp_dtype_size(val->dtype);
         vp_status s = b->iface->alloc(b, bytes, &x->buf[v], err);
         if (!s && val->data && bytes) s = b->iface->copy_to_device(b, x->buf[v], val->data, bytes, err);
         if (s) {
             vp_error_prefix(err, "value '%s': ", val->name);
+            free(used);
             vp_exec_free(x);
             return s;
         }
         x->is_set[v] = val->data != NULL || bytes == 0;
     }
+    free(used);
     *out = x;
     return VP_OK;
 }
