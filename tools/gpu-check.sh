@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The device check: everything that needs a GPU, in one run of under 10 minutes on one
+# H200 with 16 cores.  From the repository root:
+#
+#   bash tools/gpu-check.sh
+#
+# 1. installs the build dependencies (tools/install-deps.sh; skipped when present) and
+#    builds with CUDA in Release (sm_90 + PTX);
+# 2. runs tests/test_cuda_ops: every op case on the CUDA and the CPU backend on the
+#    same inputs (float32 1e-5, TF32 1e-3), the train-op fixtures, every value of the
+#    models' training steps, and their loss curves against the PyTorch fixtures;
+# 3. for each model and both fixture optimizers: `onnx-vplan plan` then
+#    `onnx-vplan run --backend cuda --steps 5` on the fixture batch, losses compared
+#    with models/*/fixtures/train_*.json (1e-4);
+# 4. benchmarks a training step (AdamW) of the GPT-style model and the ResNet-style CNN
+#    against PyTorch eager on the same GPU (where python3 has torch with CUDA) and
+#    prints one table: step time ours / PyTorch, our arena and measured peak /
+#    torch.cuda.max_memory_reserved.
+# Every command is printed before it runs ("+ ...").  Exit 0 when every check passed.
+#
+# Environment: BUILD (build-gpu), PYTHON (python3), BENCH_BATCH (64), BENCH_STEPS (50),
+# BACKEND (cuda; "cpu" is a dry run of steps 3 and 4 without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-gpu}
+PY=${PYTHON:-python3}
+BATCH=${BENCH_BATCH:-64}
+STEPS=${BENCH_STEPS:-50}
+BACKEND=${BACKEND:-cuda}
+WORK=$(mktemp -d /tmp/gpu-check.XXXXXX)
+failed=()
+t_start=$SECONDS
+
+run() {
+    echo "+ $*" >&2
+    "$@"
+}
+section() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - t_start)); }
+
+section "machine"
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv 2>/dev/null || echo "nvidia-smi: not available"
+nvcc --version 2>/dev/null | tail -1 || true
+
+section "build"
+run bash tools/install-deps.sh || echo "warning: tools/install-deps.sh failed; building with what is installed"
+run cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVP_CUDA=ON >/dev/null
+run cmake --build "$BUILD" -j "$(nproc)" --target onnx-vplan test_cuda_ops
+VP="$BUILD/onnx-vplan"
+
+section "CUDA against CPU, op by op and model by model"
+rc=0
+run "$BUILD/tests/test_cuda_ops" >"$WORK/test_cuda_ops.log" 2>&1 || rc=$?
+grep -v '^ok ' "$WORK/test_cuda_ops.log" || true # failures, skips and the summary
+echo "($(grep -c '^ok ' "$WORK/test_cuda_ops.log") cases ok; the full log: $BUILD/test_cuda_ops.log)"
+cp "$WORK/test_cuda_ops.log" "$BUILD/test_cuda_ops.log"
+if [[ $rc -ne 0 ]]; then failed+=(test_cuda_ops); fi
+
+# the plan options that reproduce a fixture curve
+plan_opts() { # FIXTURE_JSON
+    "$PY" - "$1" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+if c["optimizer"] == "adamw":
+    b1, b2 = c.get("betas", [0.9, 0.999])
+    print("--optimizer adamw --lr %r --betas %r,%r --eps %r --weight-decay %r"
+          % (c["lr"], b1, b2, c.get("eps", 1e-8), c.get("weight_decay", 0.01)))
+else:
+    print("--optimizer momentum --lr %r --momentum %r --weight-decay %r"
+          % (c["lr"], c.get("momentum", 0.9), c.get("weight_decay", 0)))
+EOF
+}
+
+# the model's torch buffers, frozen (not parameters in torch)
+freeze_of() { # META_JSON
+    "$PY" -c 'import json,sys,re; b=[x for x in json.load(open(sys.argv[1])).get("buffers",[]) if "running_" not in x]; print("^(" + "|".join(re.escape(x) for x in b) + ")$" if b else "")' "$1"
+}
+
+section "plan + run --backend $BACKEND against the PyTorch fixtures"
+for dir in models/*/; do
+    m=$(basename "$dir")
+    [[ -f $dir/meta.json && -f $dir/fixtures/x.pb ]] || continue
+    input=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["input"])' "$dir/meta.json")
+    mkdir -p "$WORK/data-$m"
+    ln -sf "$PWD/$dir/fixtures/x.pb" "$WORK/data-$m/$input.pb"
+    ln -sf "$PWD/$dir/fixtures/labels.pb" "$WORK/data-$m/labels.pb"
+    freeze=$(freeze_of "$dir/meta.json")
+    for fx in "$dir"/fixtures/train_*.json; do
+        f=$(basename "$fx" .json)
+        read -r -a opts <<<"$(plan_opts "$fx")"
+        extra=()
+        [[ -n $freeze ]] && extra=(--freeze "$freeze")
+        plan="$WORK/$m-$f.vplan"
+        if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits "${opts[@]}" "${extra[@]}" --dim batch=4 --device h200 \
+            -o "$plan" >"$WORK/$m-$f.plan.log"; then
+            cat "$WORK/$m-$f.plan.log"
+            failed+=("plan $m $f")
+            continue
+        fi
+        if ! run "$VP" run "$plan" --backend "$BACKEND" --steps 5 --data "$WORK/data-$m" --json "$WORK/$m-$f.json" \
+            >"$WORK/$m-$f.run.log" 2>&1; then
+            cat "$WORK/$m-$f.run.log"
+            failed+=("run $m $f")
+            continue
+        fi
+        if ! "$PY" - "$WORK/$m-$f.json" "$fx" "$m $f" <<'EOF'; then failed+=("curve $m $f"); fi
+import json, sys
+got = json.load(open(sys.argv[1]))["losses"]
+want = json.load(open(sys.argv[2]))["losses"]
+worst = max(abs(a - b) for a, b in zip(got, want))
+ok = len(got) == len(want) and worst <= 1e-4
+print("%s %s: losses %s, torch %s, worst difference %.2g"
+      % ("ok  " if ok else "FAIL", sys.argv[3], " ".join("%.5f" % x for x in got),
+         " ".join("%.5f" % x for x in want), worst))
+sys.exit(0 if ok else 1)
+EOF
+        grep -E '^device ' "$WORK/$m-$f.run.log" || true
+    done
+done
+
+section "benchmark: one AdamW training step, batch $BATCH, median of $STEPS steps"
+have_torch=0
+if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then have_torch=1; fi
+[[ $BACKEND == cpu ]] && "$PY" -c 'import torch' 2>/dev/null && have_torch=2
+[[ $have_torch == 0 ]] && echo "PyTorch with CUDA is not installed for $PY: our side only"
+rows=()
+for m in gpt cnn; do
+    dir=models/$m
+    freeze=$(freeze_of "$dir/meta.json")
+    extra=()
+    [[ -n $freeze ]] && extra=(--freeze "$freeze")
+    plan="$WORK/bench-$m.vplan"
+    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "${extra[@]}" --dim "batch=$BATCH" --device h200 \
+        -o "$plan" >"$WORK/bench-$m.plan.log"; then
+        cat "$WORK/bench-$m.plan.log"
+        failed+=("bench plan $m")
+        continue
+    fi
+    if ! run "$VP" run "$plan" --backend "$BACKEND" --steps "$STEPS" --json "$WORK/bench-$m.json" >"$WORK/bench-$m.run.log" 2>&1; then
+        cat "$WORK/bench-$m.run.log"
+        failed+=("bench run $m")
+        continue
+    fi
+    tjson=""
+    if [[ $have_torch != 0 ]]; then
+        dev=cuda
+        [[ $have_torch == 2 ]] && dev=cpu
+        if run "$PY" tools/bench/torch_step.py --model "$m" --batch "$BATCH" --steps "$STEPS" --device "$dev" \
+            --json "$WORK/torch-$m.json"; then
+            tjson="$WORK/torch-$m.json"
+        else
+            failed+=("torch $m")
+        fi
+    fi
+    rows+=("$m|$WORK/bench-$m.json|$tjson")
+done
+"$PY" - "${rows[@]}" <<'EOF'
+import json, statistics, sys
+def mib(b):
+    return "%.2f MiB" % (b / 2**20) if b else "-"
+print()
+print("| model | batch | ours ms | torch ms | ours / torch | our arena | our measured peak | torch max_memory_reserved | peak / torch |")
+print("|---|---|---|---|---|---|---|---|---|")
+for row in sys.argv[1:]:
+    name, ours_path, torch_path = row.split("|")
+    ours = json.load(open(ours_path))
+    secs = ours.get("step_seconds", [])
+    tail = secs[len(secs) // 5:] or secs  # past the first fifth: warm
+    ours_ms = statistics.median(tail) * 1e3 if tail else float("nan")
+    peak = ours.get("measured_peak_bytes", 0)
+    t = json.load(open(torch_path)) if torch_path else None
+    t_ms = t["step_ms_median"] if t else None
+    t_mem = t["max_memory_reserved"] if t else 0
+    batch = t["batch"] if t else "-"
+    print("| %s | %s | %.3f | %s | %s | %s | %s | %s | %s |" % (
+        name, batch, ours_ms, "%.3f" % t_ms if t_ms else "-", "%.2f" % (ours_ms / t_ms) if t_ms else "-",
+        mib(ours["arena_bytes"]), mib(peak), mib(t_mem), "%.2f" % (peak / t_mem) if peak and t_mem else "-"))
+EOF
+
+section "done"
+rm -rf "$WORK"
+if ((${#failed[@]})); then
+    printf 'FAILED: %s\n' "${failed[@]}"
+    exit 1
+fi
+echo "all device checks passed"
