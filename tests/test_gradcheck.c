@@ -519,6 +519,12 @@ static void gc_run(gc_case *k) {
     k->g = NULL;
 }
 
+/* Sets parameter p's values (already drawn) to v, in the pass's storage dtype. */
+static void set_values(gc_case *k, int p, int n, const double *v) {
+    vp_value *x = &k->g->values[p];
+    for (int i = 0; i < n; i++) vp_store(x->data, x->dtype, i, v[i]);
+}
+
 /* ---- elementwise ---- */
 
 static void case_unary(const char *op, int opset, gen ge, const char *attr, double v) {
@@ -1397,6 +1403,17 @@ static void cases_reduce(void) {
         case_reduce(ops[i], 18, ge, 1, (int64_t[]){-1}, 0, 0);
         case_reduce(ops[i], 13, ge, 0, NULL, 0, 0);
     }
+    case_reduce("ReduceProd", 13, UNI, 1, (int64_t[]){1}, 1, 0);
+    case_reduce("ReduceProd", 18, UNI, 2, (int64_t[]){0, 2}, 0, 0);
+    gc_case k;
+    if (gc_begin(&k, 18, "ReduceProd with zeros, as PyTorch")) {
+        int p = gc_param(&k, UNI, 2, (int64_t[]){3, 3});
+        /* rows: no zero, one zero, two zeros */
+        set_values(&k, p, 9, (double[]){2, 3, 0.5, 2, 0, 3, 0, 4, 0});
+        gc_op(&k, "ReduceProd", 2, (int[]){p, gc_ints(&k, 1, (int64_t[]){1})});
+        k.expect[0] = (double[]){1.5, 1, 6, 0, 6, 0, 0, 0, 0};
+        gc_run(&k);
+    }
     case_reduce("ReduceSum", 13, UNI, 0, NULL, 1, 1);
     case_reduce("ReduceMean", 18, UNI, 0, NULL, 0, 1);
 }
@@ -1467,12 +1484,6 @@ static void cases_loss(void) {
         case_loss(ops[i], "none", DIMS(2, 3, 2, 2), 1, 1, 0);
     }
     case_loss(ops[0], "mean", DIMS(4, 3), 0, 0, 1);
-}
-
-/* Sets parameter p's values (already drawn) to v, in the pass's storage dtype. */
-static void set_values(gc_case *k, int p, int n, const double *v) {
-    vp_value *x = &k->g->values[p];
-    for (int i = 0; i < n; i++) vp_store(x->data, x->dtype, i, v[i]);
 }
 
 /* A unary op at its kinks, with PyTorch's gradient there (the loss is sum(y)). */

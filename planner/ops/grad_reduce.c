@@ -97,6 +97,45 @@ VP_GRAD_RULE(vp_grad_reduce_sum_square) {
     return vp_grad_op2(c, node, "Mul", IN(0), g, &dx[0], err);
 }
 
+/* ReduceProd of x over the node's axes, kept as 1 (axes an input from opset 18). */
+static vp_status keep_prod(vp_grad_ctx *c, int node, const reduction *r, int x, int *out, vp_error *err) {
+    int opset = vp_gr_node(c, node)->opset, ax = -1, b;
+    opset = opset > 13 ? opset : 13; /* the opset vp_grad_begin gives the node */
+    if (opset >= 18) TRY(vp_gr_ints(c, r->axes, r->n_axes, &ax, err));
+    int in[2] = {x, ax};
+    if ((b = vp_grad_begin(c, node, "ReduceProd", "", ax >= 0 ? 2 : 1, in, 1)) < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, b, "keepdims", 1, err));
+    if (opset < 18) TRY(vp_gr_attr_ints(c, b, "axes", r->axes, r->n_axes, err));
+    return vp_grad_end(c, b, out, err);
+}
+
+/* y = prod x: dx_i = dy * (product of the others), exact with zeros (as PyTorch): with
+ * no zero in the group it is y / x_i; with one, the zero's is the product of the rest
+ * and the others' 0; with more, all 0. */
+VP_GRAD_RULE(vp_grad_reduce_prod) {
+    reduction r;
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    TRY(reduction_of(c, node, &r, err));
+    if (r.noop || !r.n_axes) return vp_grad_identity(c, node, dy, dx, err);
+    vp_dtype dt = DT(IN(0));
+    int x = IN(0), zero, one, is0, zeros, x1, p1, ratio, none, single, own, g, t;
+    TRY(vp_gr_scalar(c, node, dt, 0.0, &zero, err));
+    TRY(vp_gr_scalar(c, node, dt, 1.0, &one, err));
+    TRY(vp_grad_op2(c, node, "Equal", x, zero, &is0, err));
+    TRY(vp_gr_cast(c, node, is0, dt, &zeros, err));
+    TRY(vp_gr_reduce_sum(c, node, zeros, r.n_axes, r.axes, 1, &zeros, err));
+    TRY(vp_gr_where(c, node, is0, one, x, &x1, err));
+    TRY(keep_prod(c, node, &r, x1, &p1, err));
+    TRY(vp_grad_op2(c, node, "Div", p1, x1, &ratio, err));
+    TRY(vp_gr_op_scalar(c, node, "Equal", zeros, 0.0, &none, err));
+    TRY(vp_gr_op_scalar(c, node, "Equal", zeros, 1.0, &single, err));
+    TRY(vp_grad_op2(c, node, "And", single, is0, &own, err));
+    TRY(vp_gr_where(c, node, own, p1, zero, &t, err));
+    TRY(vp_gr_where(c, node, none, ratio, t, &t, err));
+    TRY(put_back(c, node, &r, dy[0], 0, &g, err));
+    return vp_grad_op2(c, node, "Mul", t, g, &dx[0], err);
+}
+
 /* dX = sign(x) dY (0 at 0, as torch.abs) */
 VP_GRAD_RULE(vp_grad_reduce_l1) {
     reduction r;

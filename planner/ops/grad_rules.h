@@ -107,6 +107,7 @@ VP_GRAD_RULE(vp_grad_reduce_sum_square);
 VP_GRAD_RULE(vp_grad_reduce_l1);
 VP_GRAD_RULE(vp_grad_reduce_l2);
 VP_GRAD_RULE(vp_grad_reduce_log_sum);
+VP_GRAD_RULE(vp_grad_reduce_prod);
 VP_GRAD_RULE(vp_grad_reduce_log_sum_exp);
 VP_GRAD_RULE(vp_grad_softmax);
 VP_GRAD_RULE(vp_grad_log_softmax);

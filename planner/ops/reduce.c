@@ -292,7 +292,7 @@ const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("ReduceMean", 1, shape_reduce, vp_cpu_reduce_mean, vp_grad_reduce_mean),
     REDUCE_OP("ReduceMax", 1, shape_reduce, vp_cpu_reduce_max, vp_grad_reduce_max_min),
     REDUCE_OP("ReduceMin", 1, shape_reduce, vp_cpu_reduce_min, vp_grad_reduce_max_min),
-    REDUCE_OP("ReduceProd", 1, shape_reduce, vp_cpu_reduce_prod, NULL),
+    REDUCE_OP("ReduceProd", 1, shape_reduce, vp_cpu_reduce_prod, vp_grad_reduce_prod),
     REDUCE_OP("ReduceL1", 1, shape_reduce, vp_cpu_reduce_l1, vp_grad_reduce_l1),
     REDUCE_OP("ReduceL2", 1, shape_reduce, vp_cpu_reduce_l2, vp_grad_reduce_l2),
     REDUCE_OP("ReduceSumSquare", 1, shape_reduce, vp_cpu_reduce_sum_square, vp_grad_reduce_sum_square),
