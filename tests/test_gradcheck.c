@@ -425,6 +425,8 @@ static vp_status build_raw(vp_graph *g, int loss, vp_training *t, vp_error *err)
             t->params[t->n_params++] = v;
         }
     vp_status s = vp_autodiff(g, t, err);
+    for (int i = 0; !s && i < t->n_params; i++) /* the step's results, as vp_training_build marks them */
+        if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
     return s ? s : vp_graph_link(g, err);
 }
 
