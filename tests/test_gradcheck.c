@@ -670,6 +670,7 @@ static void cases_unary(void) {
     case_unary("Floor", 13, AWAY, NULL, 0);
     case_unary("Round", 13, AWAY, NULL, 0);
     case_unary("Sign", 13, AWAY, NULL, 0);
+    case_unary("Hardmax", 13, DISTINCT, NULL, 0);
     case_unary("Gelu", 20, UNI, NULL, 0);
     gc_case k;
     if (gc_begin(&k, 20, "Gelu approximate=tanh [2,3,4] opset 20")) {

@@ -70,7 +70,7 @@ VP_GRAD_RULE(vp_grad_celu);
 VP_GRAD_RULE(vp_grad_mish);
 VP_GRAD_RULE(vp_grad_shrink);
 VP_GRAD_RULE(vp_grad_thresholded_relu);
-VP_GRAD_RULE(vp_grad_zero); /* Floor, Ceil, Round, Sign: zero almost everywhere, as PyTorch */
+VP_GRAD_RULE(vp_grad_zero); /* Floor, Ceil, Round, Sign, Hardmax: zero almost everywhere, as PyTorch */
 
 /* ---- tensor (grad_tensor.c) ---- */
 VP_GRAD_RULE(vp_grad_reshape); /* Reshape, Flatten, Squeeze, Unsqueeze */

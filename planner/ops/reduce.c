@@ -302,7 +302,7 @@ const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("ArgMin", 1, shape_arg, vp_cpu_argmin, NULL),
     REDUCE_OP("Softmax", 1, shape_softmax, vp_cpu_softmax, vp_grad_softmax),
     REDUCE_OP("LogSoftmax", 1, shape_softmax, vp_cpu_log_softmax, vp_grad_log_softmax),
-    REDUCE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, NULL),
+    REDUCE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, vp_grad_zero),
     REDUCE_OP("SoftmaxCrossEntropyLoss", 12, shape_loss, vp_cpu_softmax_cross_entropy_loss,
               vp_grad_softmax_cross_entropy_loss),
     REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_cpu_nll_loss, vp_grad_nll_loss),
