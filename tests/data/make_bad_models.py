@@ -68,6 +68,17 @@ def main():
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, 3])], [vi("z", [2, 3])]),
          "undefined_output.onnx")
 
+    # training-step inputs: a rank-1 output (no classes axis for ce), an op without a
+    # gradient rule between the parameter and the loss
+    w = numpy_helper.from_array(np.full((3, 3), 0.5, np.float32), "w")
+    save(model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                helper.make_node("ReduceSum", ["h"], ["y"], name="sum_all", keepdims=0)],
+               [vi("x", [2, 3])], [vi("y", [])], [w], opset=11), "rank0_output.onnx")
+    wc = numpy_helper.from_array(np.full((3, 3, 1, 1), 0.5, np.float32), "wc")
+    save(model([helper.make_node("Conv", ["x", "wc"], ["h"], name="conv"),
+                helper.make_node("LRN", ["h"], ["y"], name="lrn", size=3)],
+               [vi("x", [1, 3, 4, 4])], [vi("y", [1, 3, 4, 4])], [wc]), "no_gradient_rule.onnx")
+
     # tensors for --input: one that fits good_relu.onnx's x, one of the wrong shape, one of the wrong dtype
     for name, arr in (("x_2x3.pb", np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5),
                       ("x_4x4.pb", np.zeros((4, 4), np.float32)),

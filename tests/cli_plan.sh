@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The training and planning commands from a user's seat: the right numbers for the
+# bundled models, and clear errors (exit 2) for bad losses, budgets and plan files.
+set -u
+tool=$1
+src=$2
+bad=$src/tests/data/bad
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+expect() { # expect CODE PATTERN -- command...
+    local code=$1 pattern=$2
+    shift 3
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [[ $rc -eq $code ]] && grep -q -- "$pattern" <<<"$out"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $* -> exit $rc (want $code), output: ${out:0:600} (want /$pattern/)"
+    fi
+}
+
+mlp=$src/models/mlp/model.onnx
+gpt=$src/models/gpt/model.onnx
+# train: torch's first loss on the fixture batch (models/mlp/fixtures/loss.pb = 2.444989)
+expect 0 "step 1  loss 2.444989" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer momentum --lr 0.1 --steps 2 --data "$src/models/mlp/fixtures"
+expect 0 "step 1" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 1 --json "$tmp/t.json"
+expect 0 '"losses"' -- cat "$tmp/t.json"
+expect 0 "saved trained weights" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 1 --save "$tmp/trained.onnx"
+expect 0 "params: 6922" -- "$tool" inspect "$tmp/trained.onnx" --dim batch=4
+expect 2 "--loss names 'nope', which the model does not have" -- "$tool" train "$mlp" --dim batch=4 --loss ce:nope
+expect 2 "needs logits of rank 2 or more" -- "$tool" train "$bad/rank0_output.onnx" --loss ce:y
+expect 2 "node 'lrn' (LRN): has no gradient rule" -- "$tool" train "$bad/no_gradient_rule.onnx" --loss mse:y
+expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --freeze nothing_matches
+expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
+expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4
+# plan, show, verify, run
+expect 0 "arena / bound" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' -o "$tmp/gpt.vplan" --json "$tmp/gpt.json"
+expect 0 '"lower_bound_bytes"' -- cat "$tmp/gpt.json"
+expect 0 "sound: " -- "$tool" verify "$tmp/gpt.vplan"
+expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt.vplan" --steps 2
+expect 0 '"arena_bytes"' -- "$tool" show "$tmp/gpt.vplan" --json
+expect 3 "does NOT fit" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 100KiB --remat none
+expect 0 "checkpointing: dp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 1MiB
+expect 0 "max batch under the budget" -- "$tool" plan "$gpt" --loss ce:logits --freeze '^causal_mask$' --budget 2MiB --max-batch batch
+expect 2 "--budget 'lots' is not a size" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --budget lots
+expect 2 "--device 'tpu' is not one of" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --device tpu
+expect 2 "--remat expects none, sqrtn, dp or ilp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --remat magic
+# damaged plan files
+size=$(stat -c %s "$tmp/gpt.vplan")
+head -c $((size / 2)) "$tmp/gpt.vplan" >"$tmp/truncated.vplan"
+expect 2 "truncated plan file" -- "$tool" verify "$tmp/truncated.vplan"
+cp "$tmp/gpt.vplan" "$tmp/flipped.vplan"
+printf '\x5a' | dd of="$tmp/flipped.vplan" bs=1 seek=$((size - 100)) conv=notrunc status=none
+expect 2 "checksum mismatch" -- "$tool" run "$tmp/flipped.vplan"
+cp "$tmp/gpt.vplan" "$tmp/version.vplan"
+printf '\x09' | dd of="$tmp/version.vplan" bs=1 seek=6 conv=notrunc status=none
+expect 2 "plan format version 9" -- "$tool" show "$tmp/version.vplan"
+expect 2 "not an onnx-vplan plan file" -- "$tool" show "$mlp"
+# the arena alone
+printf 'id,lower,upper,size\n0,0,2,64\n1,1,3,64\n2,2,4,128\n' >"$tmp/a.csv"
+expect 0 "lower bound: 192 bytes" -- "$tool" arena "$tmp/a.csv" -o "$tmp/out.csv"
+printf 'id,lower,upper,size\n0,5,2,64\n' >"$tmp/bad.csv"
+expect 2 "lifetime \[5, 2)" -- "$tool" arena "$tmp/bad.csv"
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
