@@ -26,6 +26,10 @@ expect() { # expect CODE PATTERN -- command...
 
 mlp=$src/models/mlp/model.onnx
 gpt=$src/models/gpt/model.onnx
+# inspect: torch's parameter counts (models/*/meta.json)
+expect 0 "params: 6922 in 6 tensors" -- "$tool" inspect "$mlp" --dim batch=4
+expect 0 "19994 trainable, 288 BatchNorm running statistics" -- "$tool" inspect "$src/models/cnn/model.onnx" --dim batch=4
+expect 0 '"trainable_params": 19994' -- "$tool" inspect "$src/models/cnn/model.onnx" --dim batch=4 --json
 # train: torch's first loss on the fixture batch (models/mlp/fixtures/loss.pb = 2.444989)
 expect 0 "step 1  loss 2.444989" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer momentum --lr 0.1 --steps 2 --data "$src/models/mlp/fixtures"
 expect 0 "step 1" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 1 --json "$tmp/t.json"

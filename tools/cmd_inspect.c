@@ -14,7 +14,8 @@ static const char inspect_usage[] =
     "op this tool cannot handle with the nodes that use it.\n"
     "\n"
     "  --dim NAME=VALUE  bind a symbolic dim (repeatable), e.g. --dim batch=32\n"
-    "  --json            print one JSON object: nodes, params, param_bytes, ops,\n"
+    "  --json            print one JSON object: nodes, params (float initializer\n"
+    "                    elements), trainable_params (less BatchNorm statistics), param_bytes, ops,\n"
     "                    inputs, outputs (name, dtype, shape), unsupported\n";
 
 typedef struct op_count {
@@ -129,7 +130,16 @@ int cmd_inspect(int argc, char **argv) {
         return cli_report(s, &err);
     }
 
-    int64_t params = 0, param_bytes = 0;
+    /* BatchNorm running statistics are float initializers too, but no optimizer
+     * trains them: counted apart so the trainable count matches the framework's */
+    char *is_stat = calloc((size_t)g->n_values + 1, 1);
+    for (int i = 0; is_stat && i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (!strcmp(n->op_type, "BatchNormalization") && n->n_inputs == 5)
+            for (int k = 3; k < 5; k++)
+                if (n->inputs[k] >= 0) is_stat[n->inputs[k]] = 1;
+    }
+    int64_t params = 0, param_bytes = 0, stats = 0;
     int param_tensors = 0;
     for (int v = 0; v < g->n_values; v++) {
         const vp_value *val = &g->values[v];
@@ -137,7 +147,9 @@ int cmd_inspect(int argc, char **argv) {
         params += vp_value_numel(val);
         param_bytes += vp_value_numel(val) * (int64_t)vp_dtype_size(val->dtype);
         param_tensors++;
+        if (is_stat && is_stat[v]) stats += vp_value_numel(val);
     }
+    free(is_stat);
     histogram h = {0}, uh = {0};
     for (int i = 0; i < g->n_nodes; i++) {
         op_count *o = hist_get(&h, &g->nodes[i]);
@@ -171,6 +183,10 @@ int cmd_inspect(int argc, char **argv) {
         vp_json_int(&j, g->n_nodes);
         vp_json_key(&j, "params");
         vp_json_int(&j, params);
+        vp_json_key(&j, "trainable_params");
+        vp_json_int(&j, params - stats);
+        vp_json_key(&j, "running_statistics");
+        vp_json_int(&j, stats);
         vp_json_key(&j, "param_tensors");
         vp_json_int(&j, param_tensors);
         vp_json_key(&j, "param_bytes");
@@ -217,8 +233,10 @@ int cmd_inspect(int argc, char **argv) {
         print_values("inputs", g, g->inputs, g->n_inputs);
         print_values("outputs", g, g->outputs, g->n_outputs);
         printf("nodes: %d (%d folded ahead of time)\n", g->n_nodes, res.n_folded);
-        printf("params: %lld in %d tensors, %s\n", (long long)params, param_tensors,
+        printf("params: %lld in %d tensors, %s", (long long)params, param_tensors,
                human_bytes((double)param_bytes, b1, sizeof b1));
+        if (stats) printf(" (%lld trainable, %lld BatchNorm running statistics)", (long long)(params - stats), (long long)stats);
+        printf("\n");
         printf("ops:\n");
         for (int i = 0; i < h.n; i++)
             printf("  %-28s %d\n", h.ops[i].op, h.ops[i].count);
