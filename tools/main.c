@@ -30,11 +30,18 @@ static const char usage[] =
     "      execute a plan inside one allocation of exactly its arena\n"
     "  arena FILE.csv [-o OUT.csv]      the offset assignment alone on id,lower,upper,size\n"
     "\n"
+    "a typical session:\n"
+    "  onnx-vplan inspect model.onnx --dim batch=32\n"
+    "  onnx-vplan plan model.onnx --dim batch=32 --loss ce:logits --optimizer adamw \\\n"
+    "      --budget 16GiB -o model.vplan          (--max-batch batch finds the largest)\n"
+    "  onnx-vplan verify model.vplan && onnx-vplan run model.vplan --steps 10\n"
+    "\n"
     "Run 'onnx-vplan COMMAND --help' for a command's options.\n"
     "Symbolic dims (a batch size, a sequence length) are bound with --dim, e.g.\n"
     "  onnx-vplan inspect models/gpt/model.onnx --dim batch=8\n"
     "\n"
-    "exit codes: 0 success, 1 failure while running, 2 bad input or usage\n";
+    "exit codes: 0 success, 1 failure while running, 2 bad input or usage,\n"
+    "            3 (plan) planned but over the budget\n";
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
