@@ -1460,8 +1460,11 @@ static void case_loss(const char *op, const char *reduction, int rank, const int
         if (d != 1) ldims[lrank++] = dims[d];
     int64_t n = numel(lrank, ldims);
     for (int64_t i = 0; i < n; i++) labels[i] = (int64_t)(vp_rng_next(&k.rng) % (uint64_t)dims[1]);
-    labels[0] = 1; /* one ignored entry at least when ignore_index is set */
-    if (ignore && n > 1) labels[n - 1] = 1;
+    labels[0] = 1;         /* one ignored entry at least when ignore_index is set */
+    if (ignore && n > 2) { /* two ignored, one counted at least: a mean over none is NaN */
+        labels[n - 1] = 1;
+        labels[1] = 0;
+    }
     int in[3] = {gc_param(&k, UNI, rank, dims), vp_build_const(k.g, "labels", VP_I64, lrank, ldims, labels), -1};
     if (weights) in[2] = gc_const(&k, POS, 1, dims + 1);
     int y[2];
