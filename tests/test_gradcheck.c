@@ -1348,7 +1348,26 @@ static void case_layernorm(int axis, int bias, int n_out, int rank, const int64_
     gc_run(&k);
 }
 
+static void case_lrn(int size, double alpha, double beta, double bias, int rank, const int64_t *x) {
+    gc_case k;
+    char sx[64];
+    if (!gc_begin(&k, 13, "LRN%s size=%d alpha=%g beta=%g bias=%g", vp_shape_str(rank, x, sx, sizeof sx), size, alpha,
+                  beta, bias))
+        return;
+    int p = gc_param(&k, UNI, rank, x);
+    int n = gc_op(&k, "LRN", 1, &p);
+    attr_i(&k, n, "size", size);
+    attr_f(&k, n, "alpha", alpha);
+    attr_f(&k, n, "beta", beta);
+    attr_f(&k, n, "bias", bias);
+    gc_run(&k);
+}
+
 static void cases_norm(void) {
+    case_lrn(3, 0.5, 0.75, 1.0, DIMS(2, 5, 3, 2));
+    case_lrn(4, 0.3, 0.5, 2.0, DIMS(1, 6, 4));
+    case_lrn(5, 1e-4, 0.75, 1.0, DIMS(1, 3, 2, 2));
+    case_lrn(1, 0.8, 1.5, 1.5, DIMS(2, 4, 3));
     case_batchnorm(13, DIMS(2, 3, 4, 4));
     case_batchnorm(9, DIMS(5, 3));
     case_batchnorm(15, DIMS(3, 2, 5));

@@ -354,6 +354,55 @@ VP_GRAD_RULE(vp_grad_layer_norm) {
     return VP_OK;
 }
 
+/* ---- LRN ---- */
+
+/* Sums of v over windows of channels [c - lo, c + hi] (zeros past the ends): a Conv of
+ * v seen as [N, 1, C, rest] with a ones kernel of height lo + hi + 1. */
+static vp_status channel_window_sum(vp_grad_ctx *c, int node, int v, int64_t lo, int64_t hi, int *out, vp_error *err) {
+    const vp_value *x = vp_gr_val(c, v);
+    vp_dtype dt = x->dtype;
+    int64_t back[VP_MAX_RANK], view[4] = {x->dims[0], 1, x->dims[1], 1}, kdims[4] = {1, 1, lo + hi + 1, 1};
+    int rank = x->rank;
+    memcpy(back, x->dims, sizeof back);
+    for (int d = 2; d < rank; d++) view[3] *= back[d];
+    int64_t pads[4] = {lo, 0, hi, 0};
+    int t, one, ones, b;
+    TRY(vp_gr_reshape(c, node, v, 4, view, &t, err));
+    TRY(vp_gr_scalar(c, node, dt, 1.0, &one, err));
+    TRY(vp_gr_expand(c, node, one, 4, kdims, &ones, err));
+    int in[2] = {t, ones};
+    if ((b = vp_grad_begin(c, node, "Conv", "", 2, in, 1)) < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_ints(c, b, "pads", pads, 4, err));
+    TRY(vp_grad_end(c, b, &t, err));
+    return vp_gr_reshape(c, node, t, rank, back, out, err);
+}
+
+/* y = x d^-beta, d = bias + alpha/size * (sum of x^2 over the channel window
+ * [c - lo, c + hi], lo = (size-1)/2 rounded down, hi rounded up):
+ * dx_j = dy_j d_j^-beta - (2 alpha beta / size) x_j * sum over the windows holding j of
+ * dy_c y_c / d_c, those windows being [j - hi, j + lo]. */
+VP_GRAD_RULE(vp_grad_lrn) {
+    if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    const vp_node *n = vp_gr_node(c, node);
+    int64_t size = vp_attr_int(n, "size", 0), lo = (size - 1) / 2, hi = size - 1 - lo;
+    double alpha = vp_attr_float(n, "alpha", 1e-4f), beta = vp_attr_float(n, "beta", 0.75f);
+    double bias = vp_attr_float(n, "bias", 1.0f);
+    if (size < 1) return vp_node_fail(err, VP_ERR_INVALID, n, "size must be positive");
+    int x = IN(0), y = OUT(0), x2, d, dpow, direct, u, w, t;
+    TRY(vp_grad_op2(c, node, "Mul", x, x, &x2, err));
+    TRY(channel_window_sum(c, node, x2, lo, hi, &d, err));
+    TRY(vp_gr_scale(c, node, d, alpha / (double)size, &d, err));
+    TRY(vp_gr_op_scalar(c, node, "Add", d, bias, &d, err));
+    TRY(vp_gr_op_scalar(c, node, "Pow", d, -beta, &dpow, err));
+    TRY(vp_grad_op2(c, node, "Mul", dy[0], dpow, &direct, err));
+    TRY(vp_grad_op2(c, node, "Mul", dy[0], y, &u, err));
+    TRY(vp_grad_op2(c, node, "Div", u, d, &u, err));
+    TRY(channel_window_sum(c, node, u, hi, lo, &w, err));
+    TRY(vp_grad_op2(c, node, "Mul", x, w, &t, err));
+    TRY(vp_gr_scale(c, node, t, 2.0 * alpha * beta / (double)size, &t, err));
+    return vp_grad_op2(c, node, "Sub", direct, t, &dx[0], err);
+}
+
 /* ---- InstanceNormalization, BatchNormalization: standard ops ---- */
 
 /* What a normalisation did: y = scale xhat + B with xhat = (x - mean) / sqrt(var + eps). */

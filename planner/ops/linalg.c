@@ -276,7 +276,7 @@ const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("AveragePool", 1, shape_avgpool, vp_cpu_avgpool, vp_grad_average_pool),
     LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool, vp_grad_global_average_pool),
     LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_cpu_global_maxpool, vp_grad_global_max_pool),
-    LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, NULL),
+    LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, vp_grad_lrn),
     LINALG_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, vp_grad_batch_norm),
     LINALG_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, vp_grad_instance_norm),
     LINALG_OP("LayerNormalization", 17, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
