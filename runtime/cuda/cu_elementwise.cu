@@ -328,7 +328,7 @@ __global__ void k_sgd(int64_t n, float wd, int has_wd, float neg_lr, float mom, 
         float d = g[i];
         if (has_wd) d = fmaf(wd, w[i], d);
         if (b) {
-            d = b[i] * mom + d;
+            d = __fadd_rn(__fmul_rn(b[i], mom), d); /* unfused, as the CPU computes it */
             if (b_out) b_out[i] = d;
         }
         if (w_out) w_out[i] = fmaf(neg_lr, d, w[i]);

@@ -313,7 +313,7 @@ __global__ void k_batchnorm(int64_t n, int64_t channels, int64_t plane, int trai
     if (y)
         for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
             int64_t at = bn_at(c, channels, plane, i);
-            y[at] = x[at] * fa + fb;
+            y[at] = __fadd_rn(__fmul_rn(x[at], fa), fb); /* unfused, as the CPU computes it */
         }
     if (threadIdx.x == 0) {
         double rm = rmean ? (double)rmean[c] : 0, rv = rvar ? (double)rvar[c] : 0;
@@ -409,18 +409,19 @@ __global__ void k_sce_positions(int64_t batch, int64_t classes, int64_t spatial,
         if (log_prob)
             for (int64_t k = lane; k < classes; k += 32)
                 log_prob[base + k * spatial] = (float)(((double)x[base + k * spatial] - m) - ls);
-        if (lane) continue;
-        int64_t t = label_at(labels, idx64, pos);
-        double loss = 0, w = 0;
-        if (!(has_ignore && t == ignore) && t >= 0 && t < classes) {
-            w = weights ? (double)weights[t] : 1.0;
-            loss = -(((double)x[base + t * spatial] - m) - ls) * w;
-        }
-        if (reduction == 0) {
-            if (y) y[pos] = (float)loss;
-        } else {
-            atomicAdd(&sums[0], loss);
-            atomicAdd(&sums[1], w);
+        if (lane == 0) {
+            int64_t t = label_at(labels, idx64, pos);
+            double loss = 0, w = 0;
+            if (!(has_ignore && t == ignore) && t >= 0 && t < classes) {
+                w = weights ? (double)weights[t] : 1.0;
+                loss = -(((double)x[base + t * spatial] - m) - ls) * w;
+            }
+            if (reduction == 0) {
+                if (y) y[pos] = (float)loss;
+            } else {
+                atomicAdd(&sums[0], loss);
+                atomicAdd(&sums[1], w);
+            }
         }
     }
 }

@@ -184,9 +184,14 @@ static vp_status op_binary(cuda_ctx *c, const vp_node *n, const vp_tensor *const
     if (op == CU_MOD && vp_attr_int(n, "fmod", 0)) op = CU_FMOD;
     vp_dtype t = in[0]->dtype;
     int logic = op == CU_AND || op == CU_OR || op == CU_XOR;
-    int ok = logic ? t == VP_BOOL : (t == VP_F32 || t == VP_F64 || ((t == VP_I32 || t == VP_I64) && op <= CU_FMOD));
+    int is_int = t == VP_I32 || t == VP_I64;
+    int ok = logic ? t == VP_BOOL : (t == VP_F32 || t == VP_F64 || (is_int && (op <= CU_FMOD || op >= CU_EQUAL)));
     if (op >= CU_EQUAL && !logic && t == VP_BOOL) ok = op == CU_EQUAL;
     if (!ok) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(t));
+    for (int k = 1; k < n->n_inputs; k++)
+        if (in[k] && in[k]->dtype != t) /* Pow with an integer exponent, say */
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s and %s", n->op_type,
+                                vp_dtype_name(t), vp_dtype_name(in[k]->dtype));
     if (n->n_inputs < 2) return copy_d2d(c, n, out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]), err);
     if (n->n_inputs > 2 && op >= CU_EQUAL) return vp_node_fail(err, VP_ERR_INVALID, n, "more than two inputs");
     vp_status s = run_binary_pair(c, n, op, in[0], in[1], out[0], err);
@@ -361,18 +366,17 @@ static vp_status op_split(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
     int64_t xs[VP_MAX_RANK], es = (int64_t)vp_dtype_size(x->dtype), at = 0;
     contiguous_strides(x->rank, x->dims, xs);
     vp_status s = VP_OK;
+    for (int k = 0; k + 1 < n->n_outputs; k++)
+        if (!out[k]) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "an omitted output before the last one");
     /* each output's extent along the axis is its shape's, which the planner decided */
     for (int k = 0; k < n->n_outputs && !s; k++) {
         vp_tensor *y = out[k];
-        if (!y) continue; /* an omitted output still occupies its part: unknown, refuse */
+        if (!y) continue;
         int64_t ys[VP_MAX_RANK];
         contiguous_strides(y->rank, y->dims, ys);
         s = LAUNCH(cu_copy_nd((int)es, y->rank, y->dims, (const char *)x->data + at * xs[axis] * es, xs, y->data, ys, c->stream));
         at += y->dims[axis];
     }
-    for (int k = 0; k < n->n_outputs; k++)
-        if (!out[k] && k + 1 < n->n_outputs)
-            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "an omitted output before the last one");
     return s;
 }
 
