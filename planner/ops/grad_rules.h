@@ -10,7 +10,8 @@
  * naming the node; it never yields a wrong gradient.
  *
  * Files: grad_elementwise.c, grad_activation.c, grad_tensor.c, grad_linalg.c,
- * grad_reduce.c (the rules of each op family), grad_util.c (helpers below). */
+ * grad_norm.c, grad_reduce.c (the rules of each op family), grad_util.c (helpers
+ * below).  Tested by tests/test_gradcheck.c (finite differences, every rule). */
 #ifndef VP_GRAD_RULES_H
 #define VP_GRAD_RULES_H
 
@@ -85,7 +86,7 @@ VP_GRAD_RULE(vp_grad_pad);
 VP_GRAD_RULE(vp_grad_trilu);
 VP_GRAD_RULE(vp_grad_gather_elements);
 
-/* ---- linalg (grad_linalg.c) ---- */
+/* ---- linalg (grad_linalg.c; normalisations in grad_norm.c) ---- */
 VP_GRAD_RULE(vp_grad_matmul);
 VP_GRAD_RULE(vp_grad_gemm);
 VP_GRAD_RULE(vp_grad_conv);
