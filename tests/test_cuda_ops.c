@@ -45,10 +45,7 @@
 #define MAX_IO 16
 #define TRAIN_DIR VP_SOURCE_DIR "/tests/data/train_ops"
 
-static int passes, failures, skips;
 static const char *filter;
-
-static int selected(const char *name) { return !filter || strstr(name, filter); }
 
 /* ---- the random one-node cases ----
  *
@@ -175,6 +172,31 @@ static const op_case cases[] = {
      "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int list_train_cases(char ***out) {
+    DIR *d = opendir(TRAIN_DIR);
+    int n = 0, cap = 0;
+    char **names = NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = realloc(names, (size_t)cap * sizeof *names);
+        }
+        names[n++] = strdup(e->d_name);
+    }
+    if (d) closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, by_name);
+    *out = names;
+    return n;
+}
+
+#ifdef VP_HAVE_CUDA
+static int passes, failures, skips;
+
+static int selected(const char *name) { return !filter || strstr(name, filter); }
 
 /* ---- a one-node graph with its inputs ---- */
 
@@ -347,7 +369,6 @@ static void report(const char *group, const char *name, int result, const char *
     else skips++;
 }
 
-#ifdef VP_HAVE_CUDA
 /* Runs c on the CPU and on cuda, compares every output. */
 static void check_graph(const char *group, const char *name, graph_case *c, vp_backend *cpu, vp_backend *cuda,
                         double f32_tol) {
@@ -497,26 +518,6 @@ static vp_status build_train_case(const char *dir, graph_case *c, vp_error *err)
     if (!s) s = vp_graph_link(c->g, err);
     if (!s) s = vp_infer(c->g, NULL, NULL, err);
     return s;
-}
-
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int list_train_cases(char ***out) {
-    DIR *d = opendir(TRAIN_DIR);
-    int n = 0, cap = 0;
-    char **names = NULL;
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            names = realloc(names, (size_t)cap * sizeof *names);
-        }
-        names[n++] = strdup(e->d_name);
-    }
-    if (d) closedir(d);
-    if (n) qsort(names, (size_t)n, sizeof *names, by_name);
-    *out = names;
-    return n;
 }
 
 static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
