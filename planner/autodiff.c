@@ -187,7 +187,15 @@ vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err) {
     for (int i = n_fwd_nodes - 1; i >= 0 && !s; i--) {
         int dy[16], dx[16], any_dy = 0, any_need = 0;
         const vp_node *n = &g->nodes[i];
-        if (n->n_outputs > 16 || n->n_inputs > 16) continue;
+        if (n->n_outputs > 16 || n->n_inputs > 16) {
+            int touches = 0;
+            for (int k = 0; k < n->n_inputs; k++) touches |= vp_grad_needs(&c, i, k);
+            if (touches) {
+                s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has more than 16 inputs or outputs on the gradient path");
+                break;
+            }
+            continue;
+        }
         for (int k = 0; k < n->n_outputs; k++) {
             int v = n->outputs[k];
             dy[k] = v >= 0 && v < n_fwd_values && reaches[v] && c.requires[v] ? grads[v] : -1;

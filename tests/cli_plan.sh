@@ -45,6 +45,9 @@ expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4
 # plan, show, verify, run
 expect 0 "arena / bound" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' -o "$tmp/gpt.vplan" --json "$tmp/gpt.json"
 expect 0 '"lower_bound_bytes"' -- cat "$tmp/gpt.json"
+expect 0 "wrote .*gpt.svg" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 1MiB --dot "$tmp/gpt.dot" --timeline "$tmp/gpt.svg"
+expect 0 "" -- dot -Tsvg "$tmp/gpt.dot" -o "$tmp/gpt_dot.svg"
+expect 0 "<svg" -- head -c 400 "$tmp/gpt.svg"
 expect 0 "sound: " -- "$tool" verify "$tmp/gpt.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt.vplan" --steps 2
 expect 0 '"arena_bytes"' -- "$tool" show "$tmp/gpt.vplan" --json

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "cli_train.h"
+#include "plan_artifacts.h"
 #include "plan_file.h"
 #include "remat.h"
 #include "report.h"
@@ -30,6 +31,9 @@ static const char plan_usage[] =
     "  --max-batch DIM       with --budget: find the largest value of the symbolic dim DIM\n"
     "                        (a batch size) whose plan fits, then plan at that value\n"
     "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
+    "  --dot FILE            the plan as a Graphviz graph (render: dot -Tsvg FILE -o plan.svg)\n"
+    "  --timeline FILE       an SVG of live bytes over the steps by category, with the\n"
+    "                        budget and arena lines, and the arena layout beneath\n"
     "  --json FILE           write the report as JSON (arena_bytes, lower_bound_bytes,\n"
     "                        budget_bytes, fits, categories, steps, buffers, planning_seconds)\n"
     "\n"
@@ -100,7 +104,7 @@ static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const 
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
-    const char *max_dim = NULL;
+    const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
     int fused = 1;
     cli_dims dims = {0};
     cli_train_opts o;
@@ -117,7 +121,8 @@ int cmd_plan(int argc, char **argv) {
         if (!strcmp(a, "--no-fused-update")) fused = 0;
         else if (!strcmp(a, "--fused-update")) fused = 1;
         else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
-                 !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch")) {
+                 !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch") || !strcmp(a, "--dot") ||
+                 !strcmp(a, "--timeline")) {
             if (i + 1 >= argc) {
                 s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
                 break;
@@ -129,6 +134,8 @@ int cmd_plan(int argc, char **argv) {
             else if (!strcmp(a, "--device")) device = v;
             else if (!strcmp(a, "--remat")) remat_arg = v;
             else if (!strcmp(a, "--max-batch")) max_dim = v;
+            else if (!strcmp(a, "--dot")) dot = v;
+            else if (!strcmp(a, "--timeline")) timeline = v;
             else budget_arg = v;
         } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
         else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
@@ -189,6 +196,14 @@ int cmd_plan(int argc, char **argv) {
             vp_report_json(f, &p, &rc);
             if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
         }
+    }
+    if (!s && dot) {
+        s = vp_dot_write(&p, dot, &err);
+        if (!s) printf("wrote %s\n", dot);
+    }
+    if (!s && timeline) {
+        s = vp_timeline_write(&p, timeline, &err);
+        if (!s) printf("wrote %s\n", timeline);
     }
     if (!s && out) {
         char lr[32], fu[8];
