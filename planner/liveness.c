@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_registry.h"
 #include "plan.h"
 
 const char *vp_category_name(vp_category c) {
@@ -36,6 +37,47 @@ static vp_category categorize(const vp_plan *p, const vp_training *t, int v, con
 }
 
 static int64_t align_up(int64_t x, int64_t a) { return a > 1 ? (x + a - 1) / a * a : x; }
+
+static int root_of(const vp_plan *p, int b) {
+    while (p->buffers[b].alias_of >= 0) b = p->buffers[b].alias_of;
+    return b;
+}
+
+/* In-place reuse, as ggml-alloc does: an op that allows it writes its output over an
+ * input that nothing reads afterwards (same size and dtype), so the two share storage. */
+static void share_in_place(vp_plan *p, const vp_training *t) {
+    const vp_graph *g = p->g;
+    for (int s = 0; s < p->n_steps; s++) {
+        const vp_node *n = &g->nodes[p->steps[s]];
+        if (!n->op || !(n->op->flags & VP_OP_INPLACE) || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+        int ob = p->buffer_of[n->outputs[0]];
+        if (ob < 0 || p->buffers[ob].alias_of >= 0) continue;
+        const vp_value *out = &g->values[n->outputs[0]];
+        if (out->flags & (VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE) || (t && n->outputs[0] == t->loss)) continue;
+        for (int k = 0; k < 2 && k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0) continue;
+            const vp_value *in = &g->values[v];
+            int ib = p->buffer_of[v];
+            if (ib < 0) continue;
+            int root = root_of(p, ib);
+            const vp_value *rv = &g->values[p->buffers[root].value];
+            /* only storage some step wrote this time, read for the last time here */
+            if (rv->producer < 0 || rv->data || (rv->flags & (VP_VAL_INPUT | VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)))
+                continue;
+            if (in->dtype != out->dtype || p->buffers[ib].bytes != p->buffers[ob].bytes) continue;
+            if (p->buffers[root].last != s || (t && v == t->loss)) continue;
+            if (k == 1 && n->inputs[0] == v) continue;
+            p->buffers[ob].alias_of = root;
+            vp_buffer *r = &p->buffers[root];
+            if (p->buffers[ob].last > r->last) {
+                r->last = p->buffers[ob].last;
+                r->cat = p->buffers[ob].cat; /* the group lives on as what the output is */
+            }
+            break;
+        }
+    }
+}
 
 vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
     vp_graph *g = p->g;
@@ -97,6 +139,7 @@ vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
         root->first = 0;
         root->last = last_step;
     }
+    share_in_place(p, t);
     free(is_grad);
     free(step_of);
     return VP_OK;

@@ -25,6 +25,9 @@ typedef vp_status (*vp_cpu_fn)(const vp_node *n, const vp_tensor *const *in, vp_
 enum {
     VP_OP_FOLD_SHAPE_ONLY = 1u << 0, /* output depends on input shapes only (Shape, Size) */
     VP_OP_NO_FOLD = 1u << 1,         /* never fold (random ops, training-mode side effects) */
+    VP_OP_INPLACE = 1u << 2,         /* output 0 may share input 0's or input 1's memory when
+                                        they have its shape and dtype: the CPU kernel reads each
+                                        element before it writes it */
 };
 
 struct vp_grad_ctx;

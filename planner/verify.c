@@ -83,10 +83,9 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             written[b] = 1;
             G->first = 0;
         }
-        /* read after the step (outputs, the loss) or at the next step (parameters,
-         * state, and whatever an update writes in place over them) */
-        if (pre || (v->flags & (VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)) || b == p->loss_buffer ||
-            p->buffers[b].alias_of >= 0)
+        /* read after the step (outputs, the loss) or at the next step (parameters and
+         * state; an update writing over one shares its group, so lives on with it) */
+        if (pre || (v->flags & (VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)) || b == p->loss_buffer)
             G->last = last_step;
     }
     for (int st = 0; st < p->n_steps; st++) {
