@@ -48,5 +48,7 @@ expect 2 "input 'x' has shape \[2, 3\], the data given has shape \[4, 4\]" -- "$
 expect 2 "input 'x' is float32, the data given is int64" -- "$tool" eval "$data/good_relu.onnx" --input "x=$data/x_int64.pb"
 expect 2 "not a valid TensorProto" -- "$tool" eval "$data/good_relu.onnx" --input "x=$data/not_onnx.onnx"
 
+expect 1 "node 'lookup' (Gather).*99" -- "$tool" eval "$data/gather.onnx" --input "ids=$data/ids_out_of_range.pb"
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

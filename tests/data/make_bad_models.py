@@ -78,6 +78,13 @@ def main():
                 helper.make_node("Mod", ["h", "x"], ["y"], name="mod_it", fmod=1)],
                [vi("x", [2, 3])], [vi("y", [2, 3])], [w]), "no_gradient_rule.onnx")
 
+    # run-time data errors: an index past the end of the table it gathers from
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
+    save(model([helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")],
+               [vi("ids", [2], TensorProto.INT64)], [vi("y", [2, 3])], [table]), "gather.onnx")
+    with open(os.path.join(HERE, "ids_out_of_range.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.array([1, 99], np.int64), "ids").SerializeToString())
+
     # tensors for --input: one that fits good_relu.onnx's x, one of the wrong shape, one of the wrong dtype
     for name, arr in (("x_2x3.pb", np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5),
                       ("x_4x4.pb", np.zeros((4, 4), np.float32)),
