@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cost.h"
 #include "gpt_graph.h"
 #include "plan.h"
 #include "remat.h"
@@ -116,6 +117,86 @@ static void korthikanti(int batch, int seq, int hidden, int heads) {
     vp_graph_free(g);
 }
 
+/* Saved activation bytes of /blocks.1/ in a plan, and the estimated extra compute. */
+static void transformer_point(const char *what, vp_graph *g, const vp_training *t, const char *keep) {
+    vp_error err;
+    vp_graph *c = vp_graph_clone(g);
+    int nr = 0;
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_status s = c ? vp_remat_apply(c, keep, &nr, &err) : VP_ERR_NOMEM;
+    if (!s) s = vp_plan_build(&p, c, t, vp_device_find("h100"), 1, &err);
+    if (s) {
+        printf("| %s | error |\n", what);
+    } else {
+        int64_t saved = 0;
+        int n_saved = 0;
+        double rec = 0, rest = 0;
+        /* what the backward pass reads of the forward pass's own values */
+        for (int vi = 0; vi < c->n_values; vi++) {
+            const vp_value *v = &c->values[vi];
+            if (v->producer < 0) continue;
+            const vp_node *n = &c->nodes[v->producer];
+            if (n->phase != VP_PHASE_FORWARD || strncmp(n->name, "/blocks.1/", 10)) continue;
+            int read_back = 0;
+            for (int k = 0; k < v->n_consumers; k++) read_back |= c->nodes[v->consumers[k]].phase == VP_PHASE_BACKWARD;
+            if (!read_back) continue;
+            saved += vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype);
+            n_saved++;
+            if (getenv("VP_DEBUG_SAVED")) fprintf(stderr, "%s: %s\n", what, v->name);
+        }
+        for (int i = 0; i < c->n_nodes; i++) {
+            vp_node_cost k = vp_cost_node(c, &c->nodes[i]);
+            double sec = vp_cost_seconds(&k, vp_device_find("h100"), 0);
+            if (c->nodes[i].phase == VP_PHASE_RECOMPUTE) rec += sec;
+            else rest += sec;
+        }
+        printf("| %s | %d | %.2f | %d | +%.1f%% | %.2f GiB |\n", what, n_saved, (double)saved / (4.0 * 1024 * 8 * 768), nr,
+               100 * rec / rest, (double)p.arena_bytes / 1073741824.0);
+    }
+    vp_plan_free(&p);
+    vp_graph_free(c);
+}
+
+/* Korthikanti et al.'s two reference points on a 12-layer GPT: full recomputation
+ * (each layer keeps its input only) and selective recomputation of the attention core
+ * (QK^T, scale, mask, softmax recomputed; everything else kept). */
+static void transformer_points(void) {
+    gpt_config c = {12, 768, 12, 1024, 8, 50257};
+    vp_error err;
+    vp_graph *g = NULL;
+    vp_training t;
+    if (build_step(&c, &g, &t, &err)) {
+        printf("error: %s\n", err.msg);
+        return;
+    }
+    char *keep = malloc((size_t)g->n_values);
+    printf("\nreference points, 12 layers (saved activations of a middle layer, in units of sbh*4 bytes):\n\n");
+    printf("| plan | saved tensors per layer | saved, sbh*4 units | recompute nodes | extra compute | arena |\n|---|---|---|---|---|---|\n");
+    memset(keep, 1, (size_t)g->n_values);
+    transformer_point("keep everything", g, &t, keep);
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (val->producer < 0 || g->nodes[val->producer].phase != VP_PHASE_FORWARD) continue;
+        const char *name = g->nodes[val->producer].name;
+        /* the layer input is the previous layer's last residual Add (or the embedding sum) */
+        keep[v] = strstr(name, "/Add_2") != NULL || !strcmp(name, "/Add");
+    }
+    transformer_point("full recompute (layer input only)", g, &t, keep);
+    memset(keep, 1, (size_t)g->n_values);
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (val->producer < 0) continue;
+        const char *name = g->nodes[val->producer].name;
+        if (strstr(name, "/attn/MatMul") && !strstr(name, "MatMul_1")) keep[v] = 0;
+        if (strstr(name, "/attn/Mul") || strstr(name, "/attn/Add") || strstr(name, "/attn/Softmax")) keep[v] = 0;
+    }
+    transformer_point("selective: attention core recomputed", g, &t, keep);
+    free(keep);
+    vp_training_free(&t);
+    vp_graph_free(g);
+}
+
 int main(int argc, char **argv) {
     int layers[8] = {12, 24, 48, 96}, n = 4;
     if (argc > 2 && !strcmp(argv[1], "--layers")) {
@@ -127,5 +208,6 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) speed(layers[i]);
     korthikanti(8, 1024, 768, 12);
+    transformer_points();
     return 0;
 }
