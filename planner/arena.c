@@ -163,11 +163,18 @@ static void make_order(const vp_arena_item *items, const int *idx, int n, int wh
     for (int i = 0; i < n; i++) order[i] = scratch[i].idx;
 }
 
-/* ---- greedy placement ---- */
+/* ---- greedy placement ----
+ *
+ * Each item, in the order given, goes into a gap among the placed items that overlap
+ * it in time: the smallest gap that holds it (best fit) or the lowest (first fit),
+ * else on top of them all.  Scanning those items by offset with a cursor (the highest
+ * end seen so far) yields the gaps: [cursor, q.offset) wherever q.offset > cursor. */
 
-/* Places items in order; placed[] is kept sorted by offset so one pass finds the gaps
- * among the items that overlap in time.  Returns the arena (max end offset). */
-static int64_t place(vp_arena_item *items, const int *order, int n, int best_fit, int *placed) {
+/* The reference placer: keeps every placed item sorted by offset and scans them all,
+ * O(n^2) over a piece.  It serves small pieces and pieces with lifetimes of no steps
+ * (which overlap only what strictly contains them, beyond what the slot tree below
+ * expresses).  Returns the arena (max end offset). */
+static int64_t place_scan(vp_arena_item *items, const int *order, int n, int best_fit, int *placed) {
     int n_placed = 0;
     int64_t arena = 0;
     for (int oi = 0; oi < n; oi++) {
@@ -208,6 +215,377 @@ static int64_t place(vp_arena_item *items, const int *order, int n, int best_fit
     return arena;
 }
 
+/* The block placer: the scan's algorithm on records kept by offset in blocks of at
+ * most BLOCK_ITEMS, each block with the time span of its items, so a placement reads
+ * memory in order and skips the blocks whose items all miss its lifetime.  It serves
+ * pieces where most items overlap most others (nested lifetimes of a training step),
+ * where any placer must visit about as many items as the scan does. */
+
+typedef struct rec {
+    int64_t off, top;   /* bytes [off, top) */
+    int64_t start, end; /* lifetime */
+} rec;
+
+enum { BLOCK_ITEMS = 128 };
+
+typedef struct block {
+    int n;
+    int64_t t_lo, t_hi; /* min start, max end of its items */
+    rec r[BLOCK_ITEMS];
+} block;
+
+typedef struct block_list {
+    block **b;          /* in offset order */
+    int n, cap;         /* blocks in use, allocated */
+    block **pool;
+    int n_pool;
+} block_list;
+
+static void block_list_free(block_list *l) {
+    for (int i = 0; i < l->n_pool; i++) free(l->pool[i]);
+    free(l->pool);
+    free(l->b);
+    memset(l, 0, sizeof *l);
+}
+
+/* Room for n items; 0 when out of memory. */
+static int block_list_prepare(block_list *l, int n) {
+    int need = n / (BLOCK_ITEMS / 2) + 2;
+    if (need > l->cap) {
+        block **b = realloc(l->b, (size_t)need * sizeof *b), **p = b ? realloc(l->pool, (size_t)need * sizeof *p) : NULL;
+        if (b) l->b = b;
+        if (!b || !p) return 0;
+        l->pool = p;
+        for (; l->n_pool < need; l->n_pool++)
+            if (!(l->pool[l->n_pool] = malloc(sizeof(block)))) return 0;
+        l->cap = need;
+    }
+    return 1;
+}
+
+static void block_span(block *b) {
+    b->t_lo = INT64_MAX;
+    b->t_hi = INT64_MIN;
+    for (int i = 0; i < b->n; i++) {
+        if (b->r[i].start < b->t_lo) b->t_lo = b->r[i].start;
+        if (b->r[i].end > b->t_hi) b->t_hi = b->r[i].end;
+    }
+}
+
+static void block_insert(block_list *l, rec x) {
+    if (!l->n) {
+        l->b[0] = l->pool[0];
+        l->b[0]->n = 0;
+        l->n = 1;
+    }
+    /* the last block whose first item is at or below x.off */
+    int lo = 1, hi = l->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (l->b[mid]->r[0].off <= x.off) lo = mid + 1;
+        else hi = mid;
+    }
+    int bi = lo - 1;
+    block *b = l->b[bi];
+    if (b->n == BLOCK_ITEMS) { /* split in halves; the pool holds a block per slot of b[] */
+        block *nb = l->pool[l->n];
+        memmove(l->b + bi + 2, l->b + bi + 1, (size_t)(l->n - bi - 1) * sizeof *l->b);
+        l->b[bi + 1] = nb;
+        l->n++;
+        int half = BLOCK_ITEMS / 2;
+        memcpy(nb->r, b->r + half, (size_t)(BLOCK_ITEMS - half) * sizeof *b->r);
+        nb->n = BLOCK_ITEMS - half;
+        b->n = half;
+        block_span(b);
+        block_span(nb);
+        if (x.off >= nb->r[0].off) b = nb;
+    }
+    int p = 0, q = b->n; /* after the items at or below x.off */
+    while (p < q) {
+        int mid = (p + q) / 2;
+        if (b->r[mid].off <= x.off) p = mid + 1;
+        else q = mid;
+    }
+    memmove(b->r + p + 1, b->r + p, (size_t)(b->n - p) * sizeof *b->r);
+    b->r[p] = x;
+    if (!b->n++) b->t_lo = x.start, b->t_hi = x.end;
+    if (x.start < b->t_lo) b->t_lo = x.start;
+    if (x.end > b->t_hi) b->t_hi = x.end;
+}
+
+static int64_t place_blocks(block_list *l, vp_arena_item *items, const int *order, int n, int best_fit) {
+    int64_t arena = 0;
+    l->n = 0;
+    for (int oi = 0; oi < n; oi++) {
+        vp_arena_item *it = &items[order[oi]];
+        const int64_t s = it->start, e = it->end, size = it->size;
+        int64_t cursor = 0, best_off = -1, best_gap = INT64_MAX;
+        for (int bi = 0; bi < l->n; bi++) {
+            const block *b = l->b[bi];
+            if (b->t_lo >= e || b->t_hi <= s) continue;
+            for (int j = 0; j < b->n; j++) { /* branch-free but for the exit: overlaps are unpredictable */
+                const rec *q = &b->r[j];
+                int live = (q->start < e) & (q->end > s);
+                int64_t gap = q->off - cursor;
+                int fits = live & (gap > 0) & (gap >= size) & (gap < best_gap);
+                best_gap = fits ? gap : best_gap;
+                best_off = fits ? cursor : best_off;
+                if (fits && (!best_fit || gap == size)) goto found; /* nothing later fits tighter */
+                cursor = live && q->top > cursor ? q->top : cursor;
+            }
+        }
+    found:
+        it->offset = best_off >= 0 ? best_off : cursor;
+        if (it->offset + size > arena) arena = it->offset + size;
+        block_insert(l, (rec){it->offset, it->offset + size, s, e});
+    }
+    return arena;
+}
+
+/* The tree placer.  The gaps the scan finds depend only on the union of the byte
+ * ranges [offset, offset + size) of the overlapping items (a zero-size item is a point
+ * that splits a gap it lies strictly inside), not on the items themselves, duplicates
+ * or the order of equal offsets.  So the placer keeps unions ("runs": sorted, disjoint,
+ * touching ranges merged) in a segment tree over the piece's time slots: at each node
+ * the union of the items whose slot range covers the node and no ancestor (cov, the
+ * canonical cover) and of those stored there or below (all).  The items overlapping
+ * slots [l, r) are those stored at a node of the canonical cover of [l, r) or below
+ * one (all) and those stored above one (cov of the ancestors), so a placement merges
+ * O(log T) run lists by offset, however many items they stand for.  The result is the
+ * scan's, byte for byte (tests/test_arena.c checks the properties; the change that
+ * brought this placer compared it with the scan on thousands of random instances). */
+
+typedef struct run {
+    int64_t a, b; /* [a, b) occupied; a == b: a zero-size item's point */
+} run;
+
+typedef struct runlist {
+    run *r;
+    int n, cap;
+} runlist;
+
+typedef struct seg_node {
+    runlist cov, all; /* items stored at this node; at this node or below */
+} seg_node;
+
+typedef struct head {
+    int64_t a; /* start of the list's next run */
+    int k;     /* the list */
+} head;
+
+typedef struct slot_tree {
+    int leaves;          /* power of two >= slots */
+    int cap_nodes;       /* allocated nodes (2 * leaves of the largest piece so far) */
+    seg_node *node;
+    int *lo, *hi;        /* per item (by index into items[]): slot range [lo, hi) */
+    int64_t *times;      /* distinct starts and ends of the piece, sorted */
+    /* per placement */
+    int canon[128], n_canon, anc[128], n_anc;
+    int *stamp, cur_stamp;
+    const run *lst_r[256]; /* the lists being merged */
+    int lst_n[256], lst_pos[256];
+    head heap[256];
+} slot_tree;
+
+static void slot_tree_free(slot_tree *t) {
+    for (int i = 0; t->node && i < t->cap_nodes; i++) {
+        free(t->node[i].cov.r);
+        free(t->node[i].all.r);
+    }
+    free(t->node);
+    free(t->stamp);
+    free(t->lo);
+    free(t->hi);
+    free(t->times);
+    memset(t, 0, sizeof *t);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int upper_index(const int64_t *v, int m, int64_t x) {
+    int lo = 0, hi = m;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] <= x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int lower_index(const int64_t *v, int m, int64_t x) {
+    int lo = 0, hi = m;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Maps the piece's lifetimes to slot ranges and sizes the tree; 0 when out of memory. */
+static int slot_tree_prepare(slot_tree *t, const vp_arena_item *items, const int *idx, int n) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        t->times[m++] = items[idx[i]].start;
+        t->times[m++] = items[idx[i]].end;
+    }
+    qsort(t->times, (size_t)m, sizeof *t->times, cmp_i64);
+    int u = 0;
+    for (int i = 0; i < m; i++)
+        if (!u || t->times[u - 1] != t->times[i]) t->times[u++] = t->times[i];
+    for (int i = 0; i < n; i++) {
+        const vp_arena_item *it = &items[idx[i]];
+        t->lo[idx[i]] = lower_index(t->times, u, it->start);
+        t->hi[idx[i]] = lower_index(t->times, u, it->end);
+    }
+    int leaves = 1;
+    while (leaves < u - 1) leaves *= 2;
+    t->leaves = leaves;
+    if (2 * leaves > t->cap_nodes) {
+        seg_node *nn = realloc(t->node, (size_t)(2 * leaves) * sizeof *nn);
+        int *ns = realloc(t->stamp, (size_t)(2 * leaves) * sizeof *ns);
+        if (nn) t->node = nn;
+        if (ns) t->stamp = ns;
+        if (!nn || !ns) return 0;
+        memset(t->node + t->cap_nodes, 0, (size_t)(2 * leaves - t->cap_nodes) * sizeof *nn);
+        memset(t->stamp + t->cap_nodes, 0, (size_t)(2 * leaves - t->cap_nodes) * sizeof *ns);
+        t->cap_nodes = 2 * leaves;
+    }
+    return 1;
+}
+
+/* Adds [a, b) to a run list, merging the runs it touches; 0 when out of memory. */
+static int runlist_add(runlist *l, int64_t a, int64_t b) {
+    int lo = 0, hi = l->n; /* first run with end >= a */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (l->r[mid].b < a) lo = mid + 1;
+        else hi = mid;
+    }
+    int j = lo;
+    while (j < l->n && l->r[j].a <= b) j++;
+    if (j > lo) { /* runs lo..j-1 touch [a, b]: they become one */
+        run merged = {l->r[lo].a < a ? l->r[lo].a : a, l->r[j - 1].b > b ? l->r[j - 1].b : b};
+        l->r[lo] = merged;
+        memmove(l->r + lo + 1, l->r + j, (size_t)(l->n - j) * sizeof *l->r);
+        l->n -= j - lo - 1;
+        return 1;
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 4;
+        run *r = realloc(l->r, (size_t)cap * sizeof *r);
+        if (!r) return 0;
+        l->r = r;
+        l->cap = cap;
+    }
+    memmove(l->r + lo + 1, l->r + lo, (size_t)(l->n - lo) * sizeof *l->r);
+    l->r[lo] = (run){a, b};
+    l->n++;
+    return 1;
+}
+
+/* The canonical nodes of slots [l, r) and their strict ancestors. */
+static void slot_tree_nodes(slot_tree *t, int l, int r) {
+    t->n_canon = t->n_anc = 0;
+    t->cur_stamp++;
+    for (l += t->leaves, r += t->leaves; l < r; l >>= 1, r >>= 1) {
+        if (l & 1) t->canon[t->n_canon++] = l++;
+        if (r & 1) t->canon[t->n_canon++] = --r;
+    }
+    for (int k = 0; k < t->n_canon; k++)
+        for (int a = t->canon[k] >> 1; a >= 1 && t->stamp[a] != t->cur_stamp; a >>= 1) {
+            t->stamp[a] = t->cur_stamp;
+            t->anc[t->n_anc++] = a;
+        }
+}
+
+static void heap_down(head *h, int n_heap, int i) {
+    head x = h[i];
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n_heap) break;
+        if (c + 1 < n_heap && h[c + 1].a < h[c].a) c++;
+        if (h[c].a >= x.a) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+/* The offset the scan would choose for an item of this size among the runs of the
+ * lists gathered in t->lst_*, merged by start through a heap of the lists' heads. */
+static int64_t choose_offset(slot_tree *t, int n_lists, int64_t size, int best_fit) {
+    int64_t cursor = 0, best_off = -1, best_gap = INT64_MAX;
+    head *h = t->heap;
+    int n_heap = 0;
+    for (int k = 0; k < n_lists; k++) {
+        t->lst_pos[k] = 0;
+        h[n_heap++] = (head){t->lst_r[k][0].a, k};
+    }
+    for (int i = n_heap / 2 - 1; i >= 0; i--) heap_down(h, n_heap, i);
+    while (n_heap) {
+        /* take runs from the first list while they come before every other list's */
+        int k = h[0].k, pos = t->lst_pos[k], end = t->lst_n[k];
+        const run *r = t->lst_r[k];
+        int64_t next = n_heap > 1 ? h[1].a : INT64_MAX;
+        if (n_heap > 2 && h[2].a < next) next = h[2].a;
+        do {
+            run q = r[pos++];
+            if (q.a > cursor) {
+                int64_t gap = q.a - cursor;
+                if (gap >= size) {
+                    if (!best_fit || gap == size) return cursor; /* no later gap fits tighter */
+                    if (gap < best_gap) {
+                        best_gap = gap;
+                        best_off = cursor;
+                    }
+                }
+            }
+            if (q.b > cursor) cursor = q.b;
+        } while (pos < end && r[pos].a <= next);
+        t->lst_pos[k] = pos;
+        if (pos == end) h[0] = h[--n_heap];
+        else h[0].a = r[pos].a;
+        if (n_heap > 1) heap_down(h, n_heap, 0);
+    }
+    return best_off >= 0 ? best_off : cursor;
+}
+
+static int gather(slot_tree *t, int n_lists, const runlist *l) {
+    if (l->n) {
+        t->lst_r[n_lists] = l->r;
+        t->lst_n[n_lists++] = l->n;
+    }
+    return n_lists;
+}
+
+/* Returns the arena, or -1 when out of memory. */
+static int64_t place_tree(slot_tree *t, vp_arena_item *items, const int *order, int n, int best_fit) {
+    for (int i = 1; i < 2 * t->leaves; i++) t->node[i].cov.n = t->node[i].all.n = 0;
+    int64_t arena = 0;
+    for (int oi = 0; oi < n; oi++) {
+        vp_arena_item *it = &items[order[oi]];
+        slot_tree_nodes(t, t->lo[order[oi]], t->hi[order[oi]]);
+        int n_lists = 0;
+        for (int k = 0; k < t->n_canon; k++) n_lists = gather(t, n_lists, &t->node[t->canon[k]].all);
+        for (int k = 0; k < t->n_anc; k++) n_lists = gather(t, n_lists, &t->node[t->anc[k]].cov);
+        int64_t off = choose_offset(t, n_lists, it->size, best_fit);
+        it->offset = off;
+        if (off + it->size > arena) arena = off + it->size;
+        for (int k = 0; k < t->n_canon; k++) { /* a leaf's cov is never read: leaves have no descendants */
+            seg_node *c = &t->node[t->canon[k]];
+            if (!runlist_add(&c->all, off, off + it->size)) return -1;
+            if (t->canon[k] < t->leaves && !runlist_add(&c->cov, off, off + it->size)) return -1;
+        }
+        for (int k = 0; k < t->n_anc; k++)
+            if (!runlist_add(&t->node[t->anc[k]].all, off, off + it->size)) return -1;
+    }
+    return arena;
+}
+
 /* ---- pieces ---- */
 
 static int by_start_idx(const void *a, const void *b, void *ctx) {
@@ -221,12 +599,69 @@ typedef struct solve_state {
     vp_arena_item *items;
     const vp_arena_opts *opts;
     vp_arena_result *res;
-    int *order, *best_order, *placed;
+    int *order, *best_order, *placed, *top;
     keyed *scratch;
     int64_t *offsets_best;
     int64_t *crowd;
     vp_rng rng;
+    slot_tree tree;
+    block_list blocks;
+    int placer;    /* how this piece is placed: PLACE_SCAN, PLACE_BLOCKS, PLACE_TREE */
 } solve_state;
+
+enum { PLACE_SCAN, PLACE_BLOCKS, PLACE_TREE };
+
+/* Pieces smaller than this are placed by the scan, which is faster there (the result
+ * is the same either way). */
+#ifndef VP_ARENA_SCAN_BELOW
+#define VP_ARENA_SCAN_BELOW 48
+#endif
+
+/* Past this many items in one piece only the two size orders run unless asked
+ * (run_all, only): one placement of 100,000 items with thousands live at once takes
+ * seconds, so the whole portfolio would take a minute. */
+#ifndef VP_ARENA_LARGE_PIECE
+#define VP_ARENA_LARGE_PIECE 50000
+#endif
+
+static int64_t place(solve_state *st, const int *order, int n, int best_fit) {
+    if (st->placer == PLACE_TREE) return place_tree(&st->tree, st->items, order, n, best_fit);
+    if (st->placer == PLACE_BLOCKS) return place_blocks(&st->blocks, st->items, order, n, best_fit);
+    return place_scan(st->items, order, n, best_fit, st->placed);
+}
+
+#ifndef VP_ARENA_FORCE
+#define VP_ARENA_FORCE -1
+#endif
+
+/* All placers give the same offsets; this picks the one likely fastest for the piece:
+ * the slot tree where an item overlaps few others, the blocks where it overlaps a good
+ * share of the piece (the tree's lists then hold about as many runs as there are items
+ * and merging them costs more than reading the blocks in order).  tmp: 2n values. */
+static int choose_placer(const vp_arena_item *items, const int *idx, int n, int64_t *tmp) {
+    int zero_life = 0;
+    for (int i = 0; i < n; i++)
+        if (items[idx[i]].start == items[idx[i]].end) zero_life = 1;
+    if (VP_ARENA_FORCE >= 0) return VP_ARENA_FORCE == PLACE_TREE && zero_life ? PLACE_BLOCKS : VP_ARENA_FORCE;
+    if (n < VP_ARENA_SCAN_BELOW) return PLACE_SCAN;
+    if (zero_life) return PLACE_BLOCKS;
+    /* overlapping pairs: item i overlaps the items that neither start at or after its
+     * end nor end at or before its start */
+    int64_t *starts = tmp, *ends = tmp + n;
+    for (int i = 0; i < n; i++) {
+        starts[i] = items[idx[i]].start;
+        ends[i] = items[idx[i]].end;
+    }
+    qsort(starts, (size_t)n, sizeof *starts, cmp_i64);
+    qsort(ends, (size_t)n, sizeof *ends, cmp_i64);
+    double pairs = 0;
+    for (int i = 0; i < n; i++) {
+        int start_after = n - lower_index(starts, n, items[idx[i]].end);
+        int end_before = upper_index(ends, n, items[idx[i]].start);
+        pairs += n - start_after - end_before;
+    }
+    return pairs > (double)n * n / 8 ? PLACE_BLOCKS : PLACE_TREE;
+}
 
 static void record_offsets(const vp_arena_item *items, const int *idx, int n, int64_t *out) {
     for (int i = 0; i < n; i++) out[i] = items[idx[i]].offset;
@@ -236,20 +671,33 @@ static void restore_offsets(vp_arena_item *items, const int *idx, int n, const i
     for (int i = 0; i < n; i++) items[idx[i]].offset = in[i];
 }
 
-/* Solves one piece (items idx[0..n)); returns its arena. */
+/* Positions in the best order of the items that reach the arena's top (items[] holds
+ * the best placement); returns their count. */
+static int top_positions(const solve_state *st, int n, int64_t arena) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const vp_arena_item *it = &st->items[st->best_order[i]];
+        if (it->offset + it->size == arena) st->top[k++] = i;
+    }
+    return k;
+}
+
+/* Solves one piece (items idx[0..n)); returns its arena, or -1 when out of memory. */
 static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound, int64_t *piece_algo_arena,
                            const char **kept, double search_budget) {
     vp_arena_item *items = st->items;
     int64_t best = INT64_MAX;
     int best_algo = -1;
     int have_crowd = 0;
-    /* placement scans the placed items, so a piece of n items costs O(n^2): past
-     * LARGE_PIECE items only the order that is best in practice runs, unless asked */
-    enum { LARGE_PIECE = 20000 };
-    int large = n > LARGE_PIECE && !st->opts->run_all;
+    st->placer = choose_placer(items, idx, n, st->tree.times);
+    if (st->placer == PLACE_TREE && !slot_tree_prepare(&st->tree, items, idx, n)) return -1;
+    if (st->placer == PLACE_BLOCKS && !block_list_prepare(&st->blocks, n)) return -1;
+    int large = n > VP_ARENA_LARGE_PIECE && !st->opts->run_all;
+    double placing = 0;
+    int placed_runs = 0;
     for (int a = 0; a < N_ORDERS * 2; a++) {
         if (st->opts->only >= 0 && a != st->opts->only) continue;
-        if (large && st->opts->only < 0 && a != ORDER_SIZE * 2) continue;
+        if (large && st->opts->only < 0 && a / 2 != ORDER_SIZE) continue;
         int which = a / 2;
         double t0 = now_seconds();
         if (which == ORDER_CONFLICT && !have_crowd) {
@@ -257,8 +705,13 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
             have_crowd = 1;
         }
         make_order(items, idx, n, which, st->crowd, st->order, st->scratch);
-        int64_t arena = place(items, st->order, n, a % 2 == 0, st->placed);
-        st->res->algos[a].seconds += now_seconds() - t0;
+        double t1 = now_seconds();
+        int64_t arena = place(st, st->order, n, a % 2 == 0);
+        if (arena < 0) return -1;
+        double t2 = now_seconds();
+        placing += t2 - t1;
+        placed_runs++;
+        st->res->algos[a].seconds += t2 - t0;
         piece_algo_arena[a] = arena;
         if (arena < best) {
             best = arena;
@@ -269,12 +722,27 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
         if (best <= bound && !st->opts->run_all) break;
     }
     *kept = vp_arena_algo_name(best_algo);
-    /* bounded search: perturb the best order (move one item earlier) and keep improvements */
-    double deadline = now_seconds() + (large ? 0 : search_budget);
+    restore_offsets(items, idx, n, st->offsets_best);
+    /* bounded search: perturb the best order and keep what improves.  Half the moves
+     * take an item that reaches the top (those decide the arena) to an earlier place
+     * in the order, the rest move a random item anywhere.  No placement starts that
+     * would not finish within the budget. */
+    double per_place = placed_runs ? placing / placed_runs : 0;
+    double deadline = now_seconds() + search_budget;
     int fit = best_algo % 2 == 0;
-    while (best > bound && n > 2 && now_seconds() < deadline) {
+    int n_top = best > bound && n > 2 ? top_positions(st, n, best) : 0;
+    while (best > bound && n > 2 && now_seconds() + per_place < deadline) {
         memcpy(st->order, st->best_order, (size_t)n * sizeof *st->order);
-        int i = (int)(vp_rng_next(&st->rng) % (uint64_t)n), j = (int)(vp_rng_next(&st->rng) % (uint64_t)n);
+        int i, j;
+        uint64_t r = vp_rng_next(&st->rng);
+        if ((r & 1) && n_top) {
+            i = st->top[(r >> 1) % (uint64_t)n_top];
+            if (!i) continue;
+            j = (int)(vp_rng_next(&st->rng) % (uint64_t)i);
+        } else {
+            i = (int)((r >> 1) % (uint64_t)n);
+            j = (int)(vp_rng_next(&st->rng) % (uint64_t)n);
+        }
         if (i == j) continue;
         int moved = st->order[i];
         if (i < j) {
@@ -283,11 +751,13 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
             memmove(st->order + j + 1, st->order + j, (size_t)(i - j) * sizeof *st->order);
         }
         st->order[j] = moved;
-        int64_t arena = place(items, st->order, n, fit, st->placed);
+        int64_t arena = place(st, st->order, n, fit);
+        if (arena < 0) return -1;
         if (arena < best) {
             best = arena;
             memcpy(st->best_order, st->order, (size_t)n * sizeof *st->order);
             record_offsets(items, idx, n, st->offsets_best);
+            n_top = top_positions(st, n, best);
             *kept = "search";
         }
     }
@@ -301,7 +771,7 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     memset(res, 0, sizeof *res);
     double t_start = now_seconds();
     res->n_algos = N_ORDERS * 2;
-    for (int a = 0; a < res->n_algos; a++) snprintf(res->algos[a].name, sizeof res->algos[a].name, "%s", vp_arena_algo_name(a));
+    for (int a = 0; a < res->n_algos; a++) snprintf(res->algos[a].name, sizeof res->algos[a].name, "%.47s", vp_arena_algo_name(a));
     for (int i = 0; i < n; i++) {
         if (items[i].size < 0 || items[i].end < items[i].start)
             return vp_fail(err, VP_ERR_INVALID, "arena item %d has size %lld and lifetime [%lld, %lld)", i,
@@ -309,7 +779,12 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         items[i].offset = 0;
     }
     if (!n) return VP_OK;
-    solve_state st = {items, opts, res, NULL, NULL, NULL, NULL, NULL, NULL, {0x5eed}};
+    solve_state st;
+    memset(&st, 0, sizeof st);
+    st.items = items;
+    st.opts = opts;
+    st.res = res;
+    st.rng.state = 0x5eed;
     int *idx = malloc((size_t)n * sizeof *idx);
     st.order = malloc((size_t)n * sizeof *st.order);
     st.best_order = malloc((size_t)n * sizeof *st.best_order);
@@ -317,9 +792,14 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     st.scratch = malloc((size_t)n * sizeof *st.scratch);
     st.offsets_best = malloc((size_t)n * sizeof *st.offsets_best);
     st.crowd = malloc((size_t)n * sizeof *st.crowd);
+    st.top = malloc((size_t)n * sizeof *st.top);
+    st.tree.lo = malloc((size_t)n * sizeof *st.tree.lo);
+    st.tree.hi = malloc((size_t)n * sizeof *st.tree.hi);
+    st.tree.times = malloc((size_t)(2 * n) * sizeof *st.tree.times);
     int64_t *piece_algo = calloc(N_ORDERS * 2, sizeof *piece_algo);
     vp_status s = VP_OK;
-    if (!idx || !st.order || !st.best_order || !st.placed || !st.scratch || !st.offsets_best || !st.crowd || !piece_algo) {
+    if (!idx || !st.order || !st.best_order || !st.placed || !st.scratch || !st.offsets_best || !st.crowd || !piece_algo ||
+        !st.top || !st.tree.lo || !st.tree.hi || !st.tree.times) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
         goto done;
     }
@@ -340,6 +820,10 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         const char *kept = NULL;
         for (int a = 0; a < N_ORDERS * 2; a++) piece_algo[a] = -1;
         int64_t arena = solve_piece(&st, idx + lo, hi - lo, bound, piece_algo, &kept, budget);
+        if (arena < 0) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
+            goto done;
+        }
         if (arena > res->arena) res->arena = arena;
         for (int a = 0; a < N_ORDERS * 2; a++) {
             /* an algorithm skipped on a piece (stopped early) is charged the kept result */
@@ -361,6 +845,9 @@ done:
     free(st.scratch);
     free(st.offsets_best);
     free(st.crowd);
+    free(st.top);
+    slot_tree_free(&st.tree);
+    block_list_free(&st.blocks);
     free(piece_algo);
     res->seconds = now_seconds() - t_start;
     return s;

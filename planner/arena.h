@@ -6,7 +6,14 @@
  * one step).  The solver splits the timeline where no item spans a step boundary,
  * solves each piece with a portfolio of greedy orders (size, lifetime, area,
  * conflicts, start) and placements (best fit, first fit), stops a piece as soon as one
- * reaches its bound, and then spends a bounded search on what gap remains. */
+ * reaches its bound, and then spends a bounded search on what gap remains (moving
+ * items, most often those that reach the top, earlier in the best order).
+ *
+ * Speed: a placement visits only what overlaps the item in time, kept as unions of
+ * byte ranges in a segment tree over time (or, where most items overlap most others,
+ * records in offset-sorted blocks); 100,000 buffers with thousands live at once take
+ * seconds per algorithm (tools/bench/RESULTS.md).  Pieces of more than 50,000 items run
+ * only the two size orders unless run_all or only asks for more. */
 #ifndef VP_ARENA_H
 #define VP_ARENA_H
 

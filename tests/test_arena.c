@@ -1,0 +1,312 @@
+/* The arena solver's properties on random instances, checked independently of it:
+ * - no two items live at once share a byte (a sweep over time keeping the live items
+ *   sorted by offset, checking each new one against its neighbours);
+ * - the arena is the highest end offset and at least the lower bound;
+ * - the lower bound equals the most bytes live at one step, summed by brute force;
+ * - the same for every algorithm of the portfolio run alone.
+ * Instances: 1 to 5,000 items with ties, zero sizes, identical lifetimes, pieces
+ * disjoint in time, and (checked pairwise) lifetimes of no steps.  Then the CSV
+ * reader: a good file, and the errors a user can make, with their messages.
+ *
+ * Prints one line per failure and a final "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "rng.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what, const char *detail) {
+    if (ok) passed++;
+    else {
+        failed++;
+        printf("FAIL %s: %s\n", what, detail);
+    }
+}
+
+/* ---- independent checks ---- */
+
+typedef struct ev {
+    int64_t t;
+    int start; /* 0: end, 1: start; ends first at one time */
+    int i;
+} ev;
+
+static int by_ev(const void *a, const void *b) {
+    const ev *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->start != y->start) return x->start - y->start;
+    return x->i - y->i;
+}
+
+/* Items live at once (lifetimes of at least one step, sizes above zero) must not share
+ * a byte.  Returns 1 when valid, else 0 with the offending pair in why. */
+static int valid_sweep(const vp_arena_item *it, int n, char *why, size_t len) {
+    ev *e = malloc((size_t)(2 * n + 1) * sizeof *e);
+    int *live = malloc((size_t)(n + 1) * sizeof *live), n_live = 0, m = 0, ok = 1;
+    for (int i = 0; i < n; i++) {
+        if (it[i].size == 0 || it[i].start == it[i].end) continue;
+        if (it[i].offset < 0) {
+            snprintf(why, len, "item %d has offset %lld", i, (long long)it[i].offset);
+            ok = 0;
+        }
+        e[m++] = (ev){it[i].start, 1, i};
+        e[m++] = (ev){it[i].end, 0, i};
+    }
+    qsort(e, (size_t)m, sizeof *e, by_ev);
+    for (int k = 0; k < m && ok; k++) {
+        int i = e[k].i;
+        int lo = 0, hi = n_live; /* first live item with offset >= it[i].offset */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (it[live[mid]].offset < it[i].offset) lo = mid + 1;
+            else hi = mid;
+        }
+        if (!e[k].start) { /* live offsets are distinct (the items are disjoint), so this finds i */
+            if (lo < n_live && live[lo] == i) {
+                memmove(live + lo, live + lo + 1, (size_t)(n_live - lo - 1) * sizeof *live);
+                n_live--;
+            }
+            continue;
+        }
+        int prev = lo > 0 ? live[lo - 1] : -1, next = lo < n_live ? live[lo] : -1;
+        if (prev >= 0 && it[prev].offset + it[prev].size > it[i].offset) ok = 0, next = prev;
+        else if (next >= 0 && it[i].offset + it[i].size > it[next].offset) ok = 0;
+        if (!ok) {
+            snprintf(why, len, "items %d [%lld, %lld) at %lld+%lld and %d [%lld, %lld) at %lld+%lld overlap", i,
+                     (long long)it[i].start, (long long)it[i].end, (long long)it[i].offset, (long long)it[i].size, next,
+                     (long long)it[next].start, (long long)it[next].end, (long long)it[next].offset,
+                     (long long)it[next].size);
+            break;
+        }
+        memmove(live + lo + 1, live + lo, (size_t)(n_live - lo) * sizeof *live);
+        live[lo] = i;
+        n_live++;
+    }
+    free(e);
+    free(live);
+    return ok;
+}
+
+/* Pairwise, for instances with lifetimes of no steps: [a, a) overlaps what strictly
+ * contains a, two such never overlap each other. */
+static int valid_pairs(const vp_arena_item *it, int n, char *why, size_t len) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const vp_arena_item *a = &it[i], *b = &it[j];
+            int in_time = a->start < b->end && b->start < a->end;
+            int in_bytes = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+            if (in_time && in_bytes) {
+                snprintf(why, len, "items %d and %d overlap", i, j);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+/* The most bytes live at one step: at each start time, the sum over every item. */
+static int64_t brute_bound(const vp_arena_item *it, int n) {
+    int64_t best = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = it[i].start, live = 0;
+        for (int j = 0; j < n; j++)
+            if (it[j].start <= t && t < it[j].end) live += it[j].size;
+        if (live > best) best = live;
+    }
+    return best;
+}
+
+static int64_t top_of(const vp_arena_item *it, int n) {
+    int64_t top = 0;
+    for (int i = 0; i < n; i++)
+        if (it[i].offset + it[i].size > top) top = it[i].offset + it[i].size;
+    return top;
+}
+
+/* ---- instances ---- */
+
+enum { K_MIXED, K_TIES, K_ZERO_SIZES, K_SAME_LIFE, K_PIECES, K_NESTED, K_ZERO_LIFE, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"mixed", "ties", "zero sizes", "identical lifetimes", "disjoint pieces",
+                                                "nested", "zero-step lifetimes"};
+
+static int64_t rnd(vp_rng *r, int64_t n) { return n > 0 ? (int64_t)(vp_rng_next(r) % (uint64_t)n) : 0; }
+
+static void make_instance(vp_rng *r, int kind, int n, vp_arena_item *it) {
+    int64_t steps = kind == K_TIES ? 6 : 2 * (int64_t)n + 2;
+    for (int i = 0; i < n; i++) {
+        int64_t size = rnd(r, 4) == 0 ? 64 * (1 + rnd(r, 3)) : 1 + rnd(r, 1 << 20);
+        if (kind == K_ZERO_SIZES && rnd(r, 3) == 0) size = 0;
+        int64_t start = rnd(r, steps), len = 1 + rnd(r, rnd(r, 2) ? steps / 8 + 1 : steps);
+        if (kind == K_SAME_LIFE && i && rnd(r, 2)) start = it[i - 1].start, len = it[i - 1].end - it[i - 1].start;
+        if (kind == K_PIECES) { /* blocks of 10 steps with a gap of 5 between */
+            int64_t block = rnd(r, n / 20 + 1);
+            start = block * 15 + rnd(r, 10);
+            len = 1 + rnd(r, 10 - (start - block * 15));
+        }
+        if (kind == K_NESTED) {
+            int64_t half = n / 2 + 1, k = i % half;
+            start = i < half ? k : 2 * half - k - 1;
+            len = i < half ? 2 * half - 2 * k : 1 + rnd(r, 3);
+        }
+        if (kind == K_ZERO_LIFE && rnd(r, 4) == 0) len = 0;
+        it[i] = (vp_arena_item){size, start, start + len, -1};
+    }
+}
+
+static void check_solution(const char *what, const vp_arena_item *it, int n, const vp_arena_result *res, int64_t bound,
+                           int zero_life) {
+    char why[400];
+    int ok = zero_life ? valid_pairs(it, n, why, sizeof why) : valid_sweep(it, n, why, sizeof why);
+    check(ok, what, why);
+    snprintf(why, sizeof why, "arena %lld, highest end %lld, lower bound %lld (expected %lld)", (long long)res->arena,
+             (long long)top_of(it, n), (long long)res->lower_bound, (long long)bound);
+    check(res->arena == top_of(it, n) && res->arena >= bound && res->lower_bound == bound, what, why);
+}
+
+static void test_random_instances(void) {
+    vp_rng r = {20261129};
+    int sizes[] = {1, 2, 3, 5, 10, 30, 47, 48, 60, 100, 200, 500, 1000, 2000, 5000};
+    int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
+    int cap = 5000;
+    vp_arena_item *orig = malloc((size_t)cap * sizeof *orig), *it = malloc((size_t)cap * sizeof *it);
+    for (int round = 0; round < 3; round++)
+        for (int si = 0; si < n_sizes; si++)
+            for (int kind = 0; kind < N_KINDS; kind++) {
+                int n = sizes[si];
+                if (kind == K_ZERO_LIFE && n > 1000) continue; /* checked pairwise */
+                if (n >= 2000 && round) continue;
+                make_instance(&r, kind, n, orig);
+                int64_t bound = brute_bound(orig, n);
+                char what[160];
+                snprintf(what, sizeof what, "%s, %d items, round %d", kind_names[kind], n, round);
+                check(vp_arena_lower_bound(orig, n) == bound, what, "vp_arena_lower_bound differs from brute force");
+                /* the default solver, a short search */
+                memcpy(it, orig, (size_t)n * sizeof *it);
+                vp_arena_opts o = {0, 0.002, -1};
+                vp_arena_result res;
+                vp_error err;
+                vp_status s = vp_arena_solve(it, n, &o, &res, &err);
+                check(!s, what, s ? err.msg : "");
+                if (!s) check_solution(what, it, n, &res, bound, kind == K_ZERO_LIFE);
+                /* each algorithm alone */
+                for (int a = 0; a < vp_arena_algo_count() && !s; a++) {
+                    memcpy(it, orig, (size_t)n * sizeof *it);
+                    vp_arena_opts oa = {0, -1, a};
+                    char w2[220];
+                    snprintf(w2, sizeof w2, "%s, %s", what, vp_arena_algo_name(a));
+                    vp_status sa = vp_arena_solve(it, n, &oa, &res, &err);
+                    check(!sa, w2, sa ? err.msg : "");
+                    if (!sa) check_solution(w2, it, n, &res, bound, kind == K_ZERO_LIFE);
+                    if (!sa && n) check(res.algos[a].arena == res.arena, w2, "the algorithm's own arena differs");
+                }
+            }
+    free(orig);
+    free(it);
+}
+
+/* run_all reports every algorithm, and the kept arena is the smallest of them or better. */
+static void test_run_all(void) {
+    vp_rng r = {7};
+    int n = 800;
+    vp_arena_item *it = malloc((size_t)n * sizeof *it);
+    make_instance(&r, K_MIXED, n, it);
+    vp_arena_opts o = {1, -1, -1};
+    vp_arena_result res;
+    vp_error err;
+    vp_status s = vp_arena_solve(it, n, &o, &res, &err);
+    check(!s, "run_all", s ? err.msg : "");
+    int64_t smallest = INT64_MAX;
+    for (int a = 0; a < res.n_algos; a++) {
+        check(res.algos[a].arena >= res.lower_bound, "run_all", res.algos[a].name);
+        if (res.algos[a].arena < smallest) smallest = res.algos[a].arena;
+    }
+    check(res.arena <= smallest, "run_all keeps the smallest", res.kept);
+    free(it);
+}
+
+/* The checker itself catches an overlap. */
+static void test_checker(void) {
+    vp_arena_item it[3] = {{100, 0, 5, 0}, {50, 3, 8, 100}, {10, 5, 9, 0}};
+    char why[400];
+    check(valid_sweep(it, 3, why, sizeof why), "checker accepts a valid assignment", why);
+    it[1].offset = 99; /* shares byte 99 with item 0 during steps 3 and 4 */
+    check(!valid_sweep(it, 3, why, sizeof why), "checker finds an overlap", "accepted");
+    it[1].offset = 100;
+    it[2].offset = 140; /* inside item 1 during steps 5 to 7 */
+    check(!valid_sweep(it, 3, why, sizeof why), "checker finds an overlap above", "accepted");
+    check(!valid_pairs(it, 3, why, sizeof why), "pairwise checker finds it too", "accepted");
+    check(brute_bound(it, 3) == 150, "brute-force bound", "not 150");
+}
+
+static void test_bad_items(void) {
+    vp_arena_item it[2] = {{64, 0, 2, 0}, {-1, 0, 2, 0}};
+    vp_arena_result res;
+    vp_error err;
+    vp_status s = vp_arena_solve(it, 2, NULL, &res, &err);
+    check(s == VP_ERR_INVALID && strstr(err.msg, "item 1") && strstr(err.msg, "size -1"), "negative size rejected",
+          s ? err.msg : "accepted");
+    vp_arena_item back[1] = {{64, 5, 3, 0}};
+    s = vp_arena_solve(back, 1, NULL, &res, &err);
+    check(s == VP_ERR_INVALID && strstr(err.msg, "[5, 3)"), "end before start rejected", s ? err.msg : "accepted");
+    s = vp_arena_solve(NULL, 0, NULL, &res, &err);
+    check(!s && res.arena == 0 && res.lower_bound == 0, "no items", s ? err.msg : "");
+}
+
+/* ---- CSV ---- */
+
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/test_arena_%s.csv", VP_BINARY_DIR, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+static void csv_error(const char *name, const char *text, vp_status want, const char *msg_part) {
+    const char *path = write_tmp(name, text);
+    vp_arena_item *it = NULL;
+    int n = 0;
+    vp_error err;
+    vp_status s = vp_arena_read_csv(path, &it, &n, &err);
+    char what[128], why[1200];
+    snprintf(what, sizeof what, "csv %s", name);
+    snprintf(why, sizeof why, "status %d, message '%s' (want %d and '%s')", (int)s, s ? err.msg : "", (int)want, msg_part);
+    check(s == want && strstr(err.msg, msg_part) != NULL, what, why);
+    if (!s) free(it);
+    remove(path);
+}
+
+static void test_csv(void) {
+    const char *path = write_tmp("good", "id,lower,upper,size\n0,0,3,128\n# a comment\n\n1, 2, 5, 64\n2,4,6,0\r\n");
+    vp_arena_item *it = NULL;
+    int n = 0;
+    vp_error err;
+    vp_status s = vp_arena_read_csv(path, &it, &n, &err);
+    check(!s && n == 3 && it[0].size == 128 && it[1].start == 2 && it[1].end == 5 && it[2].size == 0, "csv good",
+          s ? err.msg : "wrong items");
+    free(it);
+    remove(path);
+    csv_error("bad_line", "0,0,3,128\n1,2,x,64\n", VP_ERR_PARSE, ":2: expected 'id,lower,upper,size', got '1,2,x,64");
+    csv_error("short_line", "0,0,3\n", VP_ERR_PARSE, ":1: expected 'id,lower,upper,size'");
+    csv_error("extra_field", "0,0,3,128,9\n", VP_ERR_PARSE, ":1: expected");
+    csv_error("negative_size", "id,lower,upper,size\n7,0,3,-128\n", VP_ERR_INVALID, ":2: buffer 7 has size -128");
+    csv_error("upper_below_lower", "0,5,3,128\n", VP_ERR_INVALID, ":1: buffer 0 has size 128 and lifetime [5, 3)");
+    it = NULL;
+    s = vp_arena_read_csv(VP_BINARY_DIR "/no_such_file.csv", &it, &n, &err);
+    check(s == VP_ERR_IO && strstr(err.msg, "no_such_file.csv: cannot open"), "csv missing file", s ? err.msg : "read");
+}
+
+int main(void) {
+    test_checker();
+    test_bad_items();
+    test_csv();
+    test_run_all();
+    test_random_instances();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}

@@ -1,0 +1,342 @@
+/* The arena solver against its lower bound (the most bytes live at one step).
+ *
+ * 1. Training steps (AdamW, ce loss) of every model in models/ (dims from meta.json,
+ *    its torch buffers frozen) and of ONNX's light/ graphs (batch 1; their weights,
+ *    ConstantOfShape outputs there, promoted to parameters; ce on the input of the
+ *    final Softmax, or mse on the output of a graph without one): arena / bound for each algorithm of the portfolio alone
+ *    (no search), for the result the planner keeps (portfolio and search), the time
+ *    of the whole plan, and the arena with the fused update and with the updates last.
+ * 2. Generated hard instances of 100 to 100,000 buffers, sizes log-uniform from 64 B
+ *    to 64 MiB: random lifetimes, and a training-like shape whose forward activations
+ *    live until their mirrored backward step.  Written beside this program as
+ *    arena_instances/<shape>_<n>.csv ("id,lower,upper,size") for `onnx-vplan arena`.
+ *
+ * usage: bench_arena [--quick]   (--quick: instances up to 10,000 buffers) */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "arena.h"
+#include "infer.h"
+#include "onnx_load.h"
+#include "plan.h"
+#include "promote.h"
+#include "rng.h"
+#include "training.h"
+
+/* The benchmarks link the library only; the models' meta.json reader and loader are
+ * the tests' (tests/model_util.c), compiled in here. */
+#include "../../tests/mini_json.c"
+#include "../../tests/model_util.c"
+
+#define DEVICE "h200"
+
+static double ratio(int64_t arena, int64_t bound) { return bound > 0 ? (double)arena / (double)bound : 1.0; }
+
+/* ---- 1. training steps of real models ---- */
+
+typedef struct model_row {
+    char name[64];
+    char error[160];     /* why the row is empty */
+    int params, steps, buffers;
+    int64_t bound;
+    double algo[VP_ARENA_MAX_ALGOS];
+    double kept_ratio;
+    char kept[48];
+    double plan_seconds;
+    int64_t fused, separate;
+} model_row;
+
+static vp_status plan_row(vp_graph *g, vp_training *t, model_row *r, vp_error *err) {
+    const vp_device_profile *dev = vp_device_find(DEVICE);
+    vp_plan p;
+    vp_status s = vp_plan_build(&p, g, t, dev, 1, err);
+    if (!s) {
+        r->params = t->n_params;
+        r->steps = p.n_steps;
+        for (int b = 0; b < p.n_buffers; b++) r->buffers += p.buffers[b].alias_of < 0;
+        r->bound = p.lower_bound_bytes;
+        r->fused = p.arena_bytes;
+        r->kept_ratio = ratio(p.arena_bytes, p.lower_bound_bytes);
+        snprintf(r->kept, sizeof r->kept, "%s", p.arena.kept);
+        r->plan_seconds = p.planning_seconds;
+        for (int a = 0; !s && a < vp_arena_algo_count(); a++) {
+            vp_arena_opts o = {0, -1, a};
+            s = vp_assign_offsets(&p, &o, err);
+            r->algo[a] = ratio(p.arena.arena, p.arena.lower_bound);
+        }
+    }
+    vp_plan_free(&p);
+    if (s) return s;
+    s = vp_plan_build(&p, g, t, dev, 0, err);
+    if (!s) r->separate = p.arena_bytes;
+    vp_plan_free(&p);
+    return s;
+}
+
+static void model_rows_from_models(model_row *rows, int *n_rows, int max) {
+    char names[32][64];
+    int n = test_model_list(names, 32);
+    for (int i = 0; i < n && *n_rows < max; i++) {
+        model_row *r = &rows[(*n_rows)++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%.63s", names[i]);
+        vp_train_spec spec;
+        memset(&spec, 0, sizeof spec);
+        vp_error err;
+        test_model m;
+        memset(&m, 0, sizeof m);
+        vp_status s = vp_loss_parse("ce:logits", &spec.loss, &err);
+        if (!s) s = vp_opt_parse("adamw", &spec.opt, &err);
+        if (!s) s = test_model_load(&m, names[i], &spec, &err);
+        if (!s) s = plan_row(m.g, &m.t, r, &err);
+        if (s) snprintf(r->error, sizeof r->error, "%.159s", err.msg);
+        test_model_free(&m);
+        fprintf(stderr, "bench_arena: %s done\n", r->name);
+    }
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Every symbolic input dim bound to 1, as ONNX's runner does for these graphs. */
+static vp_status bind_ones(vp_graph *g, vp_error *err) {
+    vp_dim_binding b[64];
+    int nb = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        for (int d = 0; d < v->rank; d++)
+            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], 1};
+    }
+    return vp_bind_dims(g, b, nb, err);
+}
+
+static vp_status light_row(const char *path, model_row *r, vp_error *err) {
+    vp_graph *g = NULL;
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_status s = vp_onnx_load(path, &g, err);
+    if (!s) s = bind_ones(g, err);
+    if (!s) s = vp_infer(g, NULL, NULL, err);
+    if (!s) s = vp_promote_constant_weights(g, err);
+    int softmax = -1;
+    for (int i = 0; !s && i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].op_type, "Softmax") && !g->nodes[i].domain[0]) softmax = i;
+    if (!s && softmax < 0 && g->n_outputs < 1) s = vp_fail(err, VP_ERR_UNSUPPORTED, "no Softmax and no output");
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    if (!s) { /* ce on the Softmax's input; without one (densenet121 ends in a pool), mse on the output */
+        char loss[300];
+        if (softmax >= 0) snprintf(loss, sizeof loss, "ce:%.290s", g->values[g->nodes[softmax].inputs[0]].name);
+        else snprintf(loss, sizeof loss, "mse:%.290s", g->values[g->outputs[0]].name);
+        if (softmax < 0) snprintf(r->name + strlen(r->name), sizeof r->name - strlen(r->name), " (mse)");
+        s = vp_loss_parse(loss, &spec.loss, err);
+    }
+    if (!s) s = vp_opt_parse("adamw", &spec.opt, err);
+    if (!s) s = vp_training_build(g, &spec, &t, err);
+    if (!s) s = plan_row(g, &t, r, err);
+    vp_training_free(&t);
+    vp_graph_free(g);
+    return s;
+}
+
+static void model_rows_from_light(model_row *rows, int *n_rows, int max) {
+    const char *dir = VP_ONNX_TESTS "/light";
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char *names[64];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && !strcmp(e->d_name + len - 5, ".onnx") && !strncmp(e->d_name, "light_", 6))
+            names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+        if (*n_rows < max) {
+            model_row *r = &rows[(*n_rows)++];
+            memset(r, 0, sizeof *r);
+            snprintf(r->name, sizeof r->name, "light/%.*s", (int)strlen(names[i] + 6) - 5, names[i] + 6);
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            vp_error err;
+            if (light_row(path, r, &err)) { /* messages start with the file's path: drop it */
+                size_t pl = strlen(path);
+                const char *m = strncmp(err.msg, path, pl) || strncmp(err.msg + pl, ": ", 2) ? err.msg : err.msg + pl + 2;
+                snprintf(r->error, sizeof r->error, "%.159s", m);
+            }
+            fprintf(stderr, "bench_arena: %s done\n", r->name);
+        }
+        free(names[i]);
+    }
+}
+
+static const char *mib(int64_t bytes, char *buf, size_t len) {
+    snprintf(buf, len, "%.2f", (double)bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+/* Prints the table and the goal line. */
+static void print_model_table(const model_row *rows, int n) {
+    int na = vp_arena_algo_count(), met = 0, planned = 0;
+    printf("Training steps (AdamW, ce loss), device profile %s (256-byte alignment). Each algorithm column is\n"
+           "arena / lower bound of that algorithm alone (no search); *kept* is what the planner keeps (portfolio,\n"
+           "then search); *plan* is the time of the whole plan (schedule, liveness, offsets). Peaks are the arena\n"
+           "with each update fused after the gradient's last use and with all updates last.\n\n",
+           DEVICE);
+    printf("| model | params | steps | buffers | lower bound MiB |");
+    for (int a = 0; a < na; a++) printf(" %s |", vp_arena_algo_name(a));
+    printf(" kept | kept by | plan s | peak fused MiB | peak separate MiB |\n|---|---|---|---|---|");
+    for (int a = 0; a < na; a++) printf("---|");
+    printf("---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const model_row *r = &rows[i];
+        char b1[32], b2[32], b3[32];
+        if (r->error[0]) {
+            printf("| %s | not planned: %s |\n", r->name, r->error);
+            continue;
+        }
+        planned++;
+        printf("| %s | %d | %d | %d | %s |", r->name, r->params, r->steps, r->buffers, mib(r->bound, b1, sizeof b1));
+        for (int a = 0; a < na; a++) printf(" %.4f |", r->algo[a]);
+        printf(" **%.4f** | %s | %.3f | %s | %s |\n", r->kept_ratio, r->kept, r->plan_seconds,
+               mib(r->fused, b2, sizeof b2), mib(r->separate, b3, sizeof b3));
+        met += r->kept_ratio <= 1.01;
+    }
+    if (met == planned)
+        printf("\nGoal met: the arena of every model planned (%d of %d) is within 1%% of its lower bound.\n\n", planned, n);
+    else
+        printf("\nGoal NOT met: %d of the %d models planned have an arena more than 1%% above the lower bound.\n\n",
+               planned - met, planned);
+    if (planned < n)
+        printf("%d of %d models were not planned (the training step could not be built; see the table).\n\n",
+               n - planned, n);
+}
+
+/* ---- 2. generated instances ---- */
+
+static int64_t log_uniform_size(vp_rng *r) {
+    double lo = log(64.0), hi = log(64.0 * 1024 * 1024);
+    int64_t s = (int64_t)exp(lo + vp_rng_uniform(r) * (hi - lo));
+    return (s + 63) / 64 * 64;
+}
+
+/* Random lifetimes: starts uniform over 2n steps, lengths log-uniform up to n/2. */
+static void gen_random(vp_arena_item *it, int n, uint64_t seed) {
+    vp_rng r = {seed};
+    int64_t steps = 2 * (int64_t)n, longest = n / 2 > 2 ? n / 2 : 2;
+    for (int i = 0; i < n; i++) {
+        int64_t start = (int64_t)(vp_rng_uniform(&r) * (double)steps);
+        int64_t len = (int64_t)exp(vp_rng_uniform(&r) * log((double)longest));
+        if (len < 1) len = 1;
+        it[i] = (vp_arena_item){log_uniform_size(&r), start, start + len, 0};
+    }
+}
+
+/* A training step of L layers: forward step f of layer l saves one activation read
+ * again at the mirrored backward step, and makes 1 to 5 temporaries that die within
+ * 1 to 3 steps; each backward step makes 1 to 5 temporaries and one weight gradient
+ * that the fused update reads at the next step. */
+static void gen_training(vp_arena_item *it, int n, uint64_t seed) {
+    vp_rng r = {seed};
+    int k = 0;
+    int64_t layers = n / 8 > 1 ? n / 8 : 1, steps = 2 * layers + 1;
+    for (int64_t l = 0; l < layers && k < n; l++) {
+        int64_t f = l, b = steps - 1 - l;
+        it[k++] = (vp_arena_item){log_uniform_size(&r), f, b + 1, 0};
+        for (int phase = 0; phase < 2; phase++) {
+            int temps = 1 + (int)(vp_rng_next(&r) % 5);
+            for (int j = 0; j < temps && k < n; j++) {
+                int64_t s = phase ? b : f;
+                it[k++] = (vp_arena_item){log_uniform_size(&r), s, s + 1 + (int64_t)(vp_rng_next(&r) % 3), 0};
+            }
+        }
+        if (k < n) it[k++] = (vp_arena_item){log_uniform_size(&r), b, b + 2, 0}; /* the fused update reads it */
+    }
+    while (k < n) { /* fill with forward temporaries */
+        int64_t s = (int64_t)(vp_rng_next(&r) % (uint64_t)layers);
+        it[k++] = (vp_arena_item){log_uniform_size(&r), s, s + 1 + (int64_t)(vp_rng_next(&r) % 3), 0};
+    }
+}
+
+static int write_csv(const char *path, const vp_arena_item *it, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return 0;
+    fprintf(f, "id,lower,upper,size\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d,%lld,%lld,%lld\n", i, (long long)it[i].start, (long long)it[i].end, (long long)it[i].size);
+    return fclose(f) == 0;
+}
+
+static void instance_row(const char *shape, int n, const char *csv_dir) {
+    vp_arena_item *items = malloc((size_t)n * sizeof *items), *work = malloc((size_t)n * sizeof *work);
+    if (!items || !work) {
+        printf("| %s | %d | out of memory |\n", shape, n);
+        free(items);
+        free(work);
+        return;
+    }
+    if (!strcmp(shape, "random")) gen_random(items, n, 0x1234 + (uint64_t)n);
+    else gen_training(items, n, 0x5678 + (uint64_t)n);
+    char path[4400] = "";
+    if (csv_dir) {
+        snprintf(path, sizeof path, "%s/%s_%d.csv", csv_dir, shape, n);
+        if (!write_csv(path, items, n)) path[0] = 0;
+    }
+    int64_t bound = vp_arena_lower_bound(items, n);
+    printf("| %s | %d | %.1f |", shape, n, (double)bound / (1024.0 * 1024.0));
+    vp_error err;
+    vp_arena_result res;
+    for (int a = 0; a < vp_arena_algo_count(); a++) {
+        memcpy(work, items, (size_t)n * sizeof *items);
+        vp_arena_opts o = {0, -1, a};
+        if (vp_arena_solve(work, n, &o, &res, &err)) printf(" %s |", err.msg);
+        else printf(" %.4f / %.2f s |", ratio(res.arena, res.lower_bound), res.seconds);
+        fflush(stdout);
+    }
+    memcpy(work, items, (size_t)n * sizeof *items);
+    if (vp_arena_solve(work, n, NULL, &res, &err)) printf(" %s |", err.msg);
+    else printf(" **%.4f** / %.2f s | %s |", ratio(res.arena, res.lower_bound), res.seconds, res.kept);
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "bench_arena: %s %d done\n", shape, n);
+    free(items);
+    free(work);
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    model_row rows[64];
+    int n_rows = 0;
+    model_rows_from_models(rows, &n_rows, 64);
+    model_rows_from_light(rows, &n_rows, 64);
+    print_model_table(rows, n_rows);
+
+    /* instances go beside this program */
+    char csv_dir[4200];
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(csv_dir, sizeof csv_dir, "%.*sarena_instances", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
+    const char *dir = mkdir(csv_dir, 0755) == 0 || errno == EEXIST ? csv_dir : NULL;
+    printf("Generated instances (sizes log-uniform 64 B to 64 MiB; *random*: starts uniform over 2n steps, lengths\n"
+           "log-uniform up to n/2; *training*: n/8 layers, each saving one activation until its mirrored backward\n"
+           "step, with short temporaries and a weight gradient read by the fused update at the next step). Each cell: arena / lower bound and\n"
+           "time of that algorithm alone; *kept*: the default solver (portfolio, stop at the bound, 0.2 s search).\n"
+           "The instances are written as `arena_instances/<shape>_<n>.csv` in the build folder (`onnx-vplan arena`\n"
+           "reads them).\n\n");
+    printf("| shape | buffers | lower bound MiB |");
+    for (int a = 0; a < vp_arena_algo_count(); a++) printf(" %s |", vp_arena_algo_name(a));
+    printf(" kept | kept by |\n|---|---|---|");
+    for (int a = 0; a < vp_arena_algo_count(); a++) printf("---|");
+    printf("---|---|\n");
+    const char *shapes[2] = {"random", "training"};
+    int sizes[4] = {100, 1000, 10000, 100000};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 4; k++)
+            if (!quick || sizes[k] <= 10000) instance_row(shapes[s], sizes[k], dir);
+    return 0; /* the goal line says how it went; run.sh records every benchmark */
+}
