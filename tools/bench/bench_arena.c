@@ -23,15 +23,12 @@
 #include "arena.h"
 #include "infer.h"
 #include "onnx_load.h"
+#include "light_step.h"
 #include "plan.h"
 #include "promote.h"
 #include "rng.h"
+#include "model_util.h"
 #include "training.h"
-
-/* The benchmarks link the library only; the models' meta.json reader and loader are
- * the tests' (tests/model_util.c), compiled in here. */
-#include "../../tests/mini_json.c"
-#include "../../tests/model_util.c"
 
 #define DEVICE "h200"
 
@@ -103,40 +100,12 @@ static void model_rows_from_models(model_row *rows, int *n_rows, int max) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Every symbolic input dim bound to 1, as ONNX's runner does for these graphs. */
-static vp_status bind_ones(vp_graph *g, vp_error *err) {
-    vp_dim_binding b[64];
-    int nb = 0;
-    for (int k = 0; k < g->n_inputs; k++) {
-        const vp_value *v = &g->values[g->inputs[k]];
-        for (int d = 0; d < v->rank; d++)
-            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], 1};
-    }
-    return vp_bind_dims(g, b, nb, err);
-}
-
 static vp_status light_row(const char *path, model_row *r, vp_error *err) {
     vp_graph *g = NULL;
     vp_training t;
-    memset(&t, 0, sizeof t);
-    vp_status s = vp_onnx_load(path, &g, err);
-    if (!s) s = bind_ones(g, err);
-    if (!s) s = vp_infer(g, NULL, NULL, err);
-    if (!s) s = vp_promote_constant_weights(g, err);
-    int softmax = -1;
-    for (int i = 0; !s && i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].op_type, "Softmax") && !g->nodes[i].domain[0]) softmax = i;
-    if (!s && softmax < 0 && g->n_outputs < 1) s = vp_fail(err, VP_ERR_UNSUPPORTED, "no Softmax and no output");
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    if (!s) { /* ce on the Softmax's input; without one (densenet121 ends in a pool), mse on the output */
-        char loss[300];
-        if (softmax >= 0) snprintf(loss, sizeof loss, "ce:%.290s", g->values[g->nodes[softmax].inputs[0]].name);
-        else snprintf(loss, sizeof loss, "mse:%.290s", g->values[g->outputs[0]].name);
-        if (softmax < 0) snprintf(r->name + strlen(r->name), sizeof r->name - strlen(r->name), " (mse)");
-        s = vp_loss_parse(loss, &spec.loss, err);
-    }
-    if (!s) s = vp_opt_parse("adamw", &spec.opt, err);
-    if (!s) s = vp_training_build(g, &spec, &t, err);
+    int mse = 0;
+    vp_status s = light_step_build(path, &g, &t, &mse, err);
+    if (!s && mse) snprintf(r->name + strlen(r->name), sizeof r->name - strlen(r->name), " (mse)");
     if (!s) s = plan_row(g, &t, r, err);
     vp_training_free(&t);
     vp_graph_free(g);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gpt_graph.h"
+#include "light_step.h"
 #include "infer.h"
 #include "onnx_load.h"
 #include "plan.h"
@@ -102,6 +103,24 @@ int main(void) {
             snprintf(title, sizeof title, "models/%s, batch 32", models[i]);
             table(title, g, &t);
         }
+        vp_training_free(&t);
+        vp_graph_free(g);
+    }
+    const char *light[] = {"light_resnet50", "light_vgg19", "light_inception_v1", "light_squeezenet", "light_densenet121"};
+    for (size_t i = 0; i < sizeof light / sizeof light[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/light/%s.onnx", VP_ONNX_TESTS, light[i]);
+        vp_graph *g = NULL;
+        vp_training t;
+        vp_error e;
+        int mse;
+        if (light_step_build(path, &g, &t, &mse, &e)) {
+            fprintf(stderr, "%s: %s\n", path, e.msg);
+            continue;
+        }
+        char title[128];
+        snprintf(title, sizeof title, "light/%s as a training step, batch 1%s", light[i] + 6, mse ? " (mse loss)" : "");
+        table(title, g, &t);
         vp_training_free(&t);
         vp_graph_free(g);
     }

@@ -1,0 +1,51 @@
+#include "light_step.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "infer.h"
+#include "onnx_load.h"
+#include "promote.h"
+
+static vp_status bind_ones(vp_graph *g, vp_error *err) {
+    vp_dim_binding b[64];
+    int nb = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        for (int d = 0; d < v->rank; d++)
+            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], 1};
+    }
+    return vp_bind_dims(g, b, nb, err);
+}
+
+vp_status light_step_build(const char *path, vp_graph **out, vp_training *t, int *used_mse, vp_error *err) {
+    vp_graph *g = NULL;
+    memset(t, 0, sizeof *t);
+    *used_mse = 0;
+    vp_status s = vp_onnx_load(path, &g, err);
+    if (!s) s = bind_ones(g, err);
+    if (!s) s = vp_infer(g, NULL, NULL, err);
+    if (!s) s = vp_promote_constant_weights(g, err);
+    int softmax = -1;
+    for (int i = 0; !s && i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].op_type, "Softmax") && !g->nodes[i].domain[0]) softmax = i;
+    if (!s && softmax < 0 && g->n_outputs < 1) s = vp_fail(err, VP_ERR_UNSUPPORTED, "no Softmax and no output");
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    if (!s) { /* ce on the Softmax's input; without one (densenet121 ends in a pool), mse on the output */
+        char loss[300];
+        if (softmax >= 0) snprintf(loss, sizeof loss, "ce:%.290s", g->values[g->nodes[softmax].inputs[0]].name);
+        else snprintf(loss, sizeof loss, "mse:%.290s", g->values[g->outputs[0]].name);
+        *used_mse = softmax < 0;
+        s = vp_loss_parse(loss, &spec.loss, err);
+    }
+    if (!s) s = vp_opt_parse("adamw", &spec.opt, err);
+    if (!s) s = vp_training_build(g, &spec, t, err);
+    if (s) {
+        vp_training_free(t);
+        vp_graph_free(g);
+        return s;
+    }
+    *out = g;
+    return VP_OK;
+}
