@@ -635,9 +635,11 @@ static int64_t place(solve_state *st, const int *order, int n, int best_fit) {
 #endif
 
 /* All placers give the same offsets; this picks the one likely fastest for the piece:
- * the slot tree where an item overlaps few others, the blocks where it overlaps a good
- * share of the piece (the tree's lists then hold about as many runs as there are items
- * and merging them costs more than reading the blocks in order).  tmp: 2n values. */
+ * the slot tree where an item overlaps few others, the blocks where it overlaps a
+ * quarter of the piece or more (the tree's lists then hold about as many runs as there
+ * are items and merging them costs more than reading the blocks in order; measured at
+ * 100,000 items: an eighth, the tree twice as fast; a half, the blocks four times). */
+/* tmp: room for 2n values. */
 static int choose_placer(const vp_arena_item *items, const int *idx, int n, int64_t *tmp) {
     int zero_life = 0;
     for (int i = 0; i < n; i++)
@@ -660,7 +662,7 @@ static int choose_placer(const vp_arena_item *items, const int *idx, int n, int6
         int end_before = upper_index(ends, n, items[idx[i]].start);
         pairs += n - start_after - end_before;
     }
-    return pairs > (double)n * n / 8 ? PLACE_BLOCKS : PLACE_TREE;
+    return pairs > (double)n * n / 4 ? PLACE_BLOCKS : PLACE_TREE;
 }
 
 static void record_offsets(const vp_arena_item *items, const int *idx, int n, int64_t *out) {
@@ -723,10 +725,13 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
     }
     *kept = vp_arena_algo_name(best_algo);
     restore_offsets(items, idx, n, st->offsets_best);
-    /* bounded search: perturb the best order and keep what improves.  Half the moves
-     * take an item that reaches the top (those decide the arena) to an earlier place
-     * in the order, the rest move a random item anywhere.  No placement starts that
-     * would not finish within the budget. */
+    /* bounded search: perturb the best order and keep what does not get worse (so the
+     * walk crosses plateaus; "search" is named only when it beats the portfolio).  Half
+     * the moves take an item that reaches the top (those decide the arena) to an
+     * earlier place in the order, the rest move a random item anywhere.  Together the
+     * two cut the gap left after 0.3 s from 2.7% to 2.0% on average over 24 random
+     * instances of 300 to 1,700 buffers (either alone: 2.7%).  No placement starts
+     * that would not finish within the budget. */
     double per_place = placed_runs ? placing / placed_runs : 0;
     double deadline = now_seconds() + search_budget;
     int fit = best_algo % 2 == 0;
@@ -753,12 +758,12 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
         st->order[j] = moved;
         int64_t arena = place(st, st->order, n, fit);
         if (arena < 0) return -1;
-        if (arena < best) {
+        if (arena <= best) { /* equal arenas too: the walk crosses plateaus */
+            if (arena < best) *kept = "search";
             best = arena;
             memcpy(st->best_order, st->order, (size_t)n * sizeof *st->order);
             record_offsets(items, idx, n, st->offsets_best);
             n_top = top_positions(st, n, best);
-            *kept = "search";
         }
     }
     restore_offsets(items, idx, n, st->offsets_best);
