@@ -617,9 +617,9 @@ enum { PLACE_SCAN, PLACE_BLOCKS, PLACE_TREE };
 #define VP_ARENA_SCAN_BELOW 48
 #endif
 
-/* Past this many items in one piece only the two size orders run unless asked
- * (run_all, only): one placement of 100,000 items with thousands live at once takes
- * seconds, so the whole portfolio would take a minute. */
+/* Past this many items in one piece only the size and lifetime orders run unless
+ * asked (run_all, only): one placement of 100,000 items with thousands live at once
+ * takes up to seconds, so the whole portfolio would take half a minute. */
 #ifndef VP_ARENA_LARGE_PIECE
 #define VP_ARENA_LARGE_PIECE 50000
 #endif
@@ -699,7 +699,7 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
     int placed_runs = 0;
     for (int a = 0; a < N_ORDERS * 2; a++) {
         if (st->opts->only >= 0 && a != st->opts->only) continue;
-        if (large && st->opts->only < 0 && a / 2 != ORDER_SIZE) continue;
+        if (large && st->opts->only < 0 && a / 2 != ORDER_SIZE && a / 2 != ORDER_LIFETIME) continue;
         int which = a / 2;
         double t0 = now_seconds();
         if (which == ORDER_CONFLICT && !have_crowd) {

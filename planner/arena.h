@@ -13,7 +13,7 @@
  * byte ranges in a segment tree over time (or, where most items overlap most others,
  * records in offset-sorted blocks); 100,000 buffers with thousands live at once take
  * seconds per algorithm (tools/bench/RESULTS.md).  Pieces of more than 50,000 items run
- * only the two size orders unless run_all or only asks for more. */
+ * only the size and lifetime orders unless run_all or only asks for more. */
 #ifndef VP_ARENA_H
 #define VP_ARENA_H
 
