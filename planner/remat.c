@@ -530,10 +530,6 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
         for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
         keep_from_choice(g, fwd, b, nb, choice, keep);
         s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "N", err);
-        if (!s) {
-            sqrtn_keep(g, fwd, b, nb, keep);
-            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "sqrtn", err);
-        }
         int64_t max_all = 0, cuts = 0;
         for (int k = 0; k < nb; k++) {
             if (b[k].all_bytes > max_all) max_all = b[k].all_bytes;
@@ -554,6 +550,16 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
             s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, letters, err);
             if (s || !budget || cands[nc - 1].fits) break;
             target -= cands[nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
+        }
+        /* sqrtn recomputes about one forward pass: planned only when no dp choice that
+         * fits recomputes less, so dp is never worse than it */
+        double one_forward = 0, best_rt = INFINITY;
+        for (int k = 0; k < nb; k++) one_forward += b[k].fwd_seconds;
+        for (int i = 0; i < nc; i++)
+            if (cands[i].fits && cands[i].recompute_seconds < best_rt) best_rt = cands[i].recompute_seconds;
+        if (!s && !(best_rt < one_forward)) {
+            sqrtn_keep(g, fwd, b, nb, keep);
+            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "sqrtn", err);
         }
         /* nothing fits: push down to the smallest peak dp can find, to report it */
         int any_fits = 0;
