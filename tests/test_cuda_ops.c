@@ -6,7 +6,7 @@
  *            (elementwise with broadcasting, movement, linalg, norms, reductions,
  *            softmax, losses, optimizer updates); MatMul and Gemm again with TF32;
  *   train/   every case of tests/data/train_ops (the train family's fixtures), its
- *            inputs as given;
+ *            inputs as given, float64 and float16 ones rounded to float32;
  *   models/  the training step of every model in models/ (forward, loss, backward,
  *            optimizer): every value any node computes compared, then the five-step
  *            loss curves against the PyTorch fixtures, as test_training does on the CPU.
@@ -205,11 +205,15 @@ typedef struct graph_case {
     int n_in, n_out;
     int in_id[MAX_IO], out_id[MAX_IO];
     vp_tensor in[MAX_IO]; /* data fed at run time (NULL data: constant or omitted) */
+    void *bound[MAX_IO];  /* data bound into the graph, freed after it */
 } graph_case;
 
 static void graph_case_free(graph_case *c) {
     vp_graph_free(c->g);
-    for (int k = 0; k < MAX_IO; k++) free(c->in[k].data);
+    for (int k = 0; k < MAX_IO; k++) {
+        free(c->in[k].data);
+        free(c->bound[k]);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -473,11 +477,21 @@ static vp_status build_train_case(const char *dir, graph_case *c, vp_error *err)
         char name[16];
         snprintf(name, sizeof name, "in_%d", k);
         vp_tensor *t = &c->in[k];
+        if (vp_dtype_is_float(t->dtype) && t->dtype != VP_F32) {
+            /* the CUDA kernels compute float32: both backends get the fixture rounded to it */
+            int64_t count = vp_tensor_numel(t);
+            float *f = malloc((size_t)(count ? count : 1) * sizeof *f);
+            if (!f) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            for (int64_t i = 0; i < count; i++) f[i] = (float)vp_load(t->data, t->dtype, i);
+            free(t->data);
+            t->data = f;
+            t->dtype = VP_F32;
+        }
         s = vp_build_input(c->g, name, t->dtype, t->rank, t->dims, &c->in_id[k], err);
         /* integer inputs are bound (shapes, axes, labels); floats are fed, so nothing folds */
         if (!s && !vp_dtype_is_float(t->dtype)) {
             s = vp_bind_input_data(c->g, name, t, err);
-            free(t->data);
+            c->bound[k] = t->data;
             t->data = NULL;
         }
     }
@@ -507,7 +521,7 @@ static vp_status build_train_case(const char *dir, graph_case *c, vp_error *err)
             expect = 1;
         } else if (sscanf(line, "declare %d", &k) == 1 && k >= 0 && k < c->n_out && c->out_id[k] >= 0) {
             vp_value *v = &c->g->values[c->out_id[k]];
-            v->dtype = want[k].dtype;
+            v->dtype = vp_dtype_is_float(want[k].dtype) ? VP_F32 : want[k].dtype;
             v->rank = want[k].rank;
             memcpy(v->dims, want[k].dims, sizeof v->dims);
         }
