@@ -11,16 +11,15 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "check.h"
 #include "exec.h"
 #include "infer.h"
 #include "onnx.pb-c.h"
 #include "onnx_load.h"
 
-static int passes, failures;
-
-static void check(int ok, const char *what, const char *detail) {
-    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail && *detail ? ": " : "", detail ? detail : "");
-    ok ? passes++ : failures++;
+/* "what: detail" through the shared verdicts */
+static void verdict(int ok, const char *what, const char *detail) {
+    check(ok, "%s%s%s", what, detail && *detail ? ": " : "", detail ? detail : "");
 }
 
 static Onnx__StringStringEntryProto *entry(const char *k, const char *v) {
@@ -103,7 +102,7 @@ int main(void) {
     int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
     int ok = fd >= 0 && ftruncate(fd, big_bytes) == 0 && pwrite(fd, small, sizeof small, big_bytes) == (ssize_t)sizeof small;
     if (fd >= 0) close(fd);
-    check(ok, "sparse 2.2 GB weights file written", path);
+    verdict(ok, "sparse 2.2 GB weights file written", path);
 
     int64_t big_dims[1] = {big_n}, small_dims[1] = {4};
     Onnx__StringStringEntryProto *e1[3], *e2[3];
@@ -149,7 +148,7 @@ int main(void) {
     ok = f && fwrite(buf, 1, len, f) == len;
     if (f) fclose(f);
     free(buf);
-    check(ok, "model with external data written", path);
+    verdict(ok, "model with external data written", path);
 
     long rss0 = max_rss_mib();
     vp_error err;
@@ -159,11 +158,11 @@ int main(void) {
     long rss1 = max_rss_mib();
     char detail[1400];
     snprintf(detail, sizeof detail, "%s; peak resident %ld MiB before, %ld MiB after", s ? err.msg : "loaded", rss0, rss1);
-    check(!s && rss1 - rss0 < 64, "2.2 GB initializer loaded by mapping, not reading", detail);
+    verdict(!s && rss1 - rss0 < 64, "2.2 GB initializer loaded by mapping, not reading", detail);
     if (!s) {
         int id = vp_graph_find_value(g, "big");
         snprintf(detail, sizeof detail, "%lld elements", id >= 0 ? (long long)vp_value_numel(&g->values[id]) : -1LL);
-        check(id >= 0 && vp_value_numel(&g->values[id]) == big_n, "big initializer has its full shape", detail);
+        verdict(id >= 0 && vp_value_numel(&g->values[id]) == big_n, "big initializer has its full shape", detail);
         vp_backend *b = vp_backend_cpu_new();
         vp_exec *x = NULL;
         float xin[4] = {1, 2, 3, 4};
@@ -174,12 +173,12 @@ int main(void) {
         if (!s) s = vp_exec_get(x, g->outputs[0], &y, &err);
         int right = !s;
         for (int i = 0; right && i < 4; i++) right = ((float *)y.data)[i] == xin[i] + small[i];
-        check(right, "tensor after the 2.2 GB one read at its offset (x + small)", s ? err.msg : "");
+        verdict(right, "tensor after the 2.2 GB one read at its offset (x + small)", s ? err.msg : "");
         free(y.data);
         vp_exec_free(x);
         vp_backend_free(b);
         snprintf(detail, sizeof detail, "peak resident %ld MiB", max_rss_mib());
-        check(max_rss_mib() - rss0 < 64, "running the model never touches the unused 2.2 GB", detail);
+        verdict(max_rss_mib() - rss0 < 64, "running the model never touches the unused 2.2 GB", detail);
     }
     vp_graph_free(g);
     for (int i = 0; i < 3; i++) {
@@ -195,6 +194,5 @@ int main(void) {
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     unlink(path);
     rmdir(dir);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "backend.h"
 #include "exec.h"
 #include "infer.h"
@@ -20,18 +21,6 @@
 #include "onnx_write.h"
 #include "tensor_proto.h"
 
-static int failures, passes;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
 
 static vp_status feed(vp_exec *x, const test_model *m, vp_error *err) {
     const mj *in = mj_get(m->meta, "input");
@@ -290,6 +279,5 @@ int main(void) {
         for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) check_model(names[i], &vars[k]);
     for (int i = 0; i < n; i++) check_forward(names[i]);
     check_errors();
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

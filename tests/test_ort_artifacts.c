@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
@@ -30,18 +31,6 @@
 #define ART VP_SOURCE_DIR "/models/mlp/ort_artifacts"
 #define SUFFIX "_grad.accumulation.buffer"
 
-static int failures, passes;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
 
 /* Worst |a-b| / (|b| + max|b|) over the tensor (as test_training.c). */
 static double rel_error(const vp_tensor *a, const vp_tensor *b) {
@@ -297,6 +286,5 @@ int main(void) {
     check_gradients();
     check_accumulation();
     check_other_models();
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

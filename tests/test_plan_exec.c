@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
+#include "check.h"
 #include "model_util.h"
 #include "plan.h"
 #include "plan_exec.h"
@@ -21,18 +22,6 @@
 #include "plan_load.h"
 #include "verify.h"
 
-static int passes, failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
 
 /* Runs `steps` steps planned and naive and compares the loss and every value in ids. */
 static void compare(const char *name, const char *what, test_model *m, const vp_plan *p, int steps, const int *ids, int n_ids) {
@@ -163,6 +152,5 @@ int main(void) {
         optimizer_case(names[i], "sgd", 0);
         file_case(names[i]);
     }
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures || !n ? 1 : 0;
+    return check_summary();
 }

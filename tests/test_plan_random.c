@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "backend.h"
 #include "exec.h"
 #include "graph_build.h"
@@ -22,22 +23,6 @@
 #include "training.h"
 #include "verify.h"
 
-static int passes, failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    if (ok) {
-        passes++;
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failures++;
-}
 
 static int rnd(vp_rng *r, int n) { return (int)(vp_rng_next(r) % (uint64_t)n); }
 
@@ -164,7 +149,7 @@ int main(int argc, char **argv) {
         int y;
         vp_graph *g = random_graph(&r, &y, &err);
         if (!g) {
-            check(0, "graph %d: %s", gi, err.msg);
+            check_quiet(0, "graph %d: %s", gi, err.msg);
             continue;
         }
         vp_train_spec spec;
@@ -178,7 +163,7 @@ int main(int argc, char **argv) {
         vp_status s = vp_training_build(g, &spec, &t, &err);
         if (s) {
             /* a graph whose loss does not reach a parameter is a fine refusal */
-            check(s == VP_ERR_INVALID, "graph %d: training: %s", gi, err.msg);
+            check_quiet(s == VP_ERR_INVALID, "graph %d: training: %s", gi, err.msg);
             vp_training_free(&t);
             vp_graph_free(g);
             continue;
@@ -194,20 +179,20 @@ int main(int argc, char **argv) {
         vp_remat_kind kind = (vp_remat_kind)rnd(&r, 3);
         if (!s) s = vp_plan_with_remat(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &planned, &p, &rr, &err);
         if (s) {
-            check(0, "graph %d: plan: %s", gi, err.msg);
+            check_quiet(0, "graph %d: plan: %s", gi, err.msg);
         } else {
             vp_verify_report rep;
             vp_status vs = vp_plan_verify(&p, &rep, &err);
-            check(!vs, "graph %d (%s, %d steps): %s", gi, vp_remat_name(kind), p.n_steps, err.msg);
-            check(p.arena_bytes >= p.lower_bound_bytes && rep.max_live_bytes == p.lower_bound_bytes,
+            check_quiet(!vs, "graph %d (%s, %d steps): %s", gi, vp_remat_name(kind), p.n_steps, err.msg);
+            check_quiet(p.arena_bytes >= p.lower_bound_bytes && rep.max_live_bytes == p.lower_bound_bytes,
                   "graph %d: arena %lld, lower bound %lld, verifier's max live %lld", gi, (long long)p.arena_bytes,
                   (long long)p.lower_bound_bytes, (long long)rep.max_live_bytes);
-            check(!rr.fits || p.arena_bytes <= budget || kind == VP_REMAT_SQRTN, "graph %d: says it fits %lld but the arena is %lld",
+            check_quiet(!rr.fits || p.arena_bytes <= budget || kind == VP_REMAT_SQRTN, "graph %d: says it fits %lld but the arena is %lld",
                   gi, (long long)budget, (long long)p.arena_bytes);
             if (gi % 4 == 0) {
                 int same = same_run(g, &t, &p, &r, &err);
                 executed++;
-                check(same == 1, "graph %d (%s): planned differs from naive: %s", gi, vp_remat_name(kind),
+                check_quiet(same == 1, "graph %d (%s): planned differs from naive: %s", gi, vp_remat_name(kind),
                       same < 0 ? err.msg : "losses differ");
             }
         }
@@ -218,6 +203,5 @@ int main(int argc, char **argv) {
         vp_graph_free(g);
     }
     printf("random training graphs: %d, of which %d executed planned vs naive\n", n, executed);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }

@@ -6,23 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "model_util.h"
 #include "plan.h"
 #include "remat.h"
 #include "verify.h"
 
-static int passes, failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
 
 /* Plans m under budget with kind; checks fit, soundness, and equality with naive. */
 static int64_t plan_case(test_model *m, vp_remat_kind kind, int64_t budget, int expect_fit) {
@@ -77,6 +66,5 @@ int main(void) {
         }
         test_model_free(&m);
     }
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures || !n ? 1 : 0;
+    return check_summary();
 }

@@ -7,23 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "model_util.h"
 
-static int failures, passes;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
 
 /* Worst |a-b| / (|b| + scale) over the tensor, scale = the largest |b|: a relative error
  * that does not blow up on near-zero entries of a gradient. */
@@ -178,6 +167,5 @@ int main(void) {
         check_curve(names[i], "train_sgd_momentum.json");
         check_curve(names[i], "train_adamw.json");
     }
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures || !n ? 1 : 0;
+    return check_summary();
 }
