@@ -10,16 +10,8 @@
 #include <string.h>
 
 #include "cpu_util.h"
-#include "grad_rules.h"
+#include "grad_macros.h"
 
-#define IN(k) vp_gr_in(c, node, k)
-#define OUT(k) vp_gr_out(c, node, k)
-#define DT(v) (vp_gr_val(c, v)->dtype)
-#define TRY(call)              \
-    do {                       \
-        vp_status s_ = (call); \
-        if (s_) return s_;     \
-    } while (0)
 
 static vp_status op1(vp_grad_ctx *c, int node, const char *op, int a, int *out, vp_error *err) {
     return vp_grad_op1(c, node, op, a, out, err);

@@ -5,16 +5,9 @@
  * forward node when the model left it out.  Normalisations are in grad_norm.c. */
 #include <string.h>
 
-#include "grad_rules.h"
+#include "grad_macros.h"
 #include "k_linalg.h"
 
-#define IN(k) vp_gr_in(c, node, k)
-#define OUT(k) vp_gr_out(c, node, k)
-#define TRY(call)              \
-    do {                       \
-        vp_status s_ = (call); \
-        if (s_) return s_;     \
-    } while (0)
 
 typedef struct shape {
     int rank;

@@ -10,17 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_rules.h"
+#include "grad_macros.h"
 #include "graph_build.h"
 
-#define IN(k) vp_gr_in(c, node, k)
-#define OUT(k) vp_gr_out(c, node, k)
-#define DT(v) (vp_gr_val(c, v)->dtype)
-#define TRY(call)              \
-    do {                       \
-        vp_status s_ = (call); \
-        if (s_) return s_;     \
-    } while (0)
 
 /* What a Reduce* node did: the input's shape, its shape with the reduced axes kept as
  * 1, and how many elements each output element reduced. */

@@ -8,17 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_rules.h"
+#include "grad_macros.h"
 #include "graph_build.h"
 #include "k_tensor.h"
 
-#define IN(k) vp_gr_in(c, node, k)
-#define OUT(k) vp_gr_out(c, node, k)
-#define TRY(call)              \
-    do {                       \
-        vp_status s_ = (call); \
-        if (s_) return s_;     \
-    } while (0)
 
 /* A copy of a value's shape, which survives the graph growing. */
 typedef struct shape {
