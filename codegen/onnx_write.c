@@ -110,7 +110,7 @@ static vp_status classify(writer *w, const int *outs, int n_outs) {
                            w->path, val->name);
         if (val->producer >= 0 && !g->nodes[val->producer].folded) w->role[v] = ROLE_NODE;
         else if (val->flags & VP_VAL_INPUT) w->role[v] = ROLE_INPUT;
-        else if (val->data || vp_value_numel(val) == 0) {
+        else if (val->data || vp_value_numel(val) == 0 || (val->flags & VP_VAL_STATE)) {
             /* in a training step, float data that is neither trained nor carried
              * (constants, frozen weights) is a Constant node: as an initializer it would
              * read as a parameter; a graph without a step keeps its initializers */
@@ -181,6 +181,8 @@ static Onnx__TensorProto *initializer(writer *w, int id) {
     tp->has_raw_data = 1;
     tp->raw_data.len = vp_tensor_nbytes(&t);
     tp->raw_data.data = tp->raw_data.len ? (uint8_t *)v->data : NULL;
+    if (tp->raw_data.len && !v->data) /* state that starts at zero */
+        tp->raw_data.data = w_calloc(w, 1, tp->raw_data.len);
     return tp;
 }
 

@@ -813,11 +813,29 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     res->lower_bound = vp_arena_lower_bound(items, n);
     double budget = opts->search_seconds > 0 ? opts->search_seconds : opts->search_seconds < 0 ? 0 : 0.2;
     const char *kept_all = NULL;
-    for (int lo = 0; lo < n;) {
+    /* Items live over the whole timeline (parameters, optimizer state) overlap every
+     * other item, so any assignment keeps them apart from all: stacking them at the
+     * bottom costs nothing, and without them the rest splits into pieces. */
+    int64_t t_min = INT64_MAX, t_max = INT64_MIN, pinned_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        if (items[i].start < t_min) t_min = items[i].start;
+        if (items[i].end > t_max) t_max = items[i].end;
+    }
+    int rest = 0;
+    for (int i = 0; i < n; i++) {
+        vp_arena_item *it = &items[idx[i]];
+        if (it->start == t_min && it->end == t_max && it->size > 0 && t_max > t_min) {
+            it->offset = pinned_bytes;
+            pinned_bytes += it->size;
+        } else {
+            idx[rest++] = idx[i];
+        }
+    }
+    for (int lo = 0; lo < rest;) {
         /* a piece ends where no item spans the boundary */
         int hi = lo + 1;
         int64_t reach = items[idx[lo]].end;
-        while (hi < n && items[idx[hi]].start < reach) {
+        while (hi < rest && items[idx[hi]].start < reach) {
             if (items[idx[hi]].end > reach) reach = items[idx[hi]].end;
             hi++;
         }
@@ -841,7 +859,14 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         res->n_pieces++;
         lo = hi;
     }
-    snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : "none");
+    /* the pieces sit on top of the whole-step items */
+    for (int i = 0; i < rest; i++) items[idx[i]].offset += pinned_bytes;
+    res->arena += pinned_bytes;
+    for (int a = 0; a < N_ORDERS * 2; a++) {
+        if (res->algos[a].arena) res->algos[a].arena += pinned_bytes;
+        else if (!rest && (opts->only < 0 || opts->only == a)) res->algos[a].arena = pinned_bytes; /* every order stacks them */
+    }
+    snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
 done:
     free(idx);
     free(st.order);

@@ -72,20 +72,14 @@ int vp_build_const(vp_graph *g, const char *stem, vp_dtype dt, int rank, const i
 }
 
 int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims) {
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++) n *= dims[d];
-    void *p = calloc((size_t)(n ? n : 1), vp_dtype_size(dt));
-    if (!p) return -1;
+    /* no data: state starts at zero, and executors write the zeros into their own
+     * buffers (a 96-layer model's moments are gigabytes nobody should memset twice) */
     int id = vp_graph_add_unique_value(g, name);
-    if (id < 0) {
-        free(p);
-        return -1;
-    }
+    if (id < 0) return -1;
     vp_value *v = &g->values[id];
     v->dtype = dt;
     v->rank = rank;
     for (int d = 0; d < rank; d++) v->dims[d] = dims[d];
     v->flags |= VP_VAL_STATE;
-    vp_value_set_data(g, id, p, VP_DATA_HEAP);
     return id;
 }

@@ -16,7 +16,8 @@ vp_status vp_build_input(vp_graph *g, const char *name, vp_dtype dt, int rank, c
                          vp_error *err);
 /* A constant value (VP_VAL_CONST) owning a copy of data. */
 int vp_build_const(vp_graph *g, const char *stem, vp_dtype dt, int rank, const int64_t *dims, const void *data);
-/* A zero-filled value carried across steps (optimizer state). */
+/* A value carried across steps that starts at zero (optimizer state); it has no data:
+ * executors zero its buffer. */
 int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims);
 
 #endif

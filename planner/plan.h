@@ -77,6 +77,10 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
 /* The three in order, timed. */
 vp_status vp_plan_build(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused_update,
                         vp_error *err);
+/* The same with arena options (NULL: the defaults); checkpointing weighs candidates
+ * without the arena's improving search and polishes only the plan it keeps. */
+vp_status vp_plan_build_opts(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
+                             int fused_update, const vp_arena_opts *opts, vp_error *err);
 void vp_plan_free(vp_plan *p);
 
 #endif

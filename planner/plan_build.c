@@ -72,6 +72,11 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
 
 vp_status vp_plan_build(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused_update,
                         vp_error *err) {
+    return vp_plan_build_opts(p, g, t, dev, fused_update, NULL, err);
+}
+
+vp_status vp_plan_build_opts(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
+                             int fused_update, const vp_arena_opts *opts, vp_error *err) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(p, 0, sizeof *p);
@@ -81,7 +86,7 @@ vp_status vp_plan_build(vp_plan *p, vp_graph *g, const vp_training *t, const vp_
     p->loss_buffer = -1;
     vp_status s = vp_schedule(p, t, err);
     if (!s) s = vp_liveness(p, t, err);
-    if (!s) s = vp_assign_offsets(p, NULL, err);
+    if (!s) s = vp_assign_offsets(p, opts, err);
     if (!s && t && t->loss >= 0) p->loss_buffer = p->buffer_of[t->loss];
     clock_gettime(CLOCK_MONOTONIC, &t1);
     p->planning_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

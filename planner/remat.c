@@ -223,27 +223,49 @@ static vp_status find_blocks(const vp_graph *g, const vp_device_profile *dev, in
         bk->cut = cut;
         start = i + 1;
     }
+    /* a block's signature: its ops, output sizes and which outputs the backward reads;
+     * identical blocks (transformer layers) get their menu once and share it */
     for (int k = 0; !s && k < nb; k++) {
         block *bk = &b[k];
         uint64_t h = 1469598103934665603ull;
+        for (int i = bk->first; i <= bk->last; i++) {
+            const vp_node *n = &g->nodes[fwd[i]];
+            for (const char *p = n->op_type; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+            for (int k2 = 0; k2 < n->n_inputs; k2++) /* the shapes read decide the cost */
+                if (n->inputs[k2] >= 0) h = (h ^ (uint64_t)value_bytes(g, n->inputs[k2])) * 1099511628211ull;
+            for (int o = 0; o < n->n_outputs; o++) {
+                int v = n->outputs[o];
+                if (v < 0) continue;
+                h = (h ^ (uint64_t)value_bytes(g, v) ^ ((uint64_t)(v == bk->cut) << 62) ^
+                     ((uint64_t)needed_by_backward(g, v) << 63)) * 1099511628211ull;
+            }
+        }
+        h = (h ^ (uint64_t)(bk->last - bk->first)) * 1099511628211ull;
+        bk->signature = h;
+        bk->cut_bytes = bk->cut >= 0 ? value_bytes(g, bk->cut) : 0;
+        int same = -1;
+        for (int j = k - 1; j >= 0 && same < 0; j--)
+            if (b[j].signature == h) same = j;
+        if (same >= 0) {
+            bk->all_bytes = b[same].all_bytes;
+            bk->sel_bytes = b[same].sel_bytes;
+            bk->fwd_seconds = b[same].fwd_seconds;
+            bk->cheap_seconds = b[same].cheap_seconds;
+            continue;
+        }
         for (int i = bk->first; i <= bk->last; i++) {
             const vp_node *n = &g->nodes[fwd[i]];
             vp_node_cost c = vp_cost_node(g, n);
             double t = vp_cost_seconds(&c, dev, 0);
             bk->fwd_seconds += t;
             if (!is_expensive(n->op_type)) bk->cheap_seconds += t;
-            for (const char *p = n->op_type; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
             for (int o = 0; o < n->n_outputs; o++) {
                 int v = n->outputs[o];
-                if (v < 0) continue;
-                h = (h ^ (uint64_t)value_bytes(g, v)) * 1099511628211ull;
-                if (v == bk->cut || !needed_by_backward(g, v)) continue;
+                if (v < 0 || v == bk->cut || !needed_by_backward(g, v)) continue;
                 bk->all_bytes += value_bytes(g, v);
                 if (is_expensive(n->op_type)) bk->sel_bytes += value_bytes(g, v);
             }
         }
-        bk->signature = h;
-        bk->cut_bytes = bk->cut >= 0 ? value_bytes(g, bk->cut) : 0;
     }
     free(pos);
     free(cross);
@@ -424,7 +446,10 @@ static vp_status plan_candidate(vp_graph *g, const vp_training *t, const vp_devi
     vp_graph *c = vp_graph_clone(g);
     if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the graph");
     vp_status s = vp_remat_apply(c, keep, n_recompute, err);
-    if (!s) s = vp_plan_build(p, c, t, dev, fused, err);
+    /* candidates are weighed with one order (size, best fit: the one that lands on the
+     * bound most often) and no improving search; the plan kept gets the full solver */
+    vp_arena_opts quick = {0, -1, 0};
+    if (!s) s = vp_plan_build_opts(p, c, t, dev, fused, &quick, err);
     if (s) {
         vp_plan_free(p);
         vp_graph_free(c);
@@ -574,6 +599,10 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
         }
         if (!s) {
             int w = pick_candidate(cands, nc);
+            /* polish the plan kept: the arena's improving search, only when it can help */
+            if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, NULL, err);
+            else snprintf(cands[w].p.arena.kept, sizeof cands[w].p.arena.kept, "%s", vp_arena_algo_name(0));
+            if (budget) cands[w].fits = cands[w].p.arena_bytes <= budget;
             *p = cands[w].p;
             best_g = cands[w].g;
             r->n_recompute = cands[w].n_recompute;

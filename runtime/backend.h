@@ -36,4 +36,8 @@ struct vp_backend {
 vp_backend *vp_backend_cpu_new(void);
 void vp_backend_free(vp_backend *b);
 
+/* Zeroes device memory (state that starts at zero): in place on host memory, else a
+ * copy from zeroed host chunks. */
+vp_status vp_backend_zero(vp_backend *b, void *ptr, size_t bytes, vp_error *err);
+
 #endif

@@ -46,13 +46,14 @@ vp_status vp_exec_new(const vp_graph *g, vp_backend *b, vp_exec **out, vp_error 
         size_t bytes = (size_t)vp_value_numel(val) * vp_dtype_size(val->dtype);
         vp_status s = b->iface->alloc(b, bytes, &x->buf[v], err);
         if (!s && val->data && bytes) s = b->iface->copy_to_device(b, x->buf[v], val->data, bytes, err);
+        else if (!s && (val->flags & VP_VAL_STATE) && bytes) s = vp_backend_zero(b, x->buf[v], bytes, err);
         if (s) {
             vp_error_prefix(err, "value '%s': ", val->name);
             free(used);
             vp_exec_free(x);
             return s;
         }
-        x->is_set[v] = val->data != NULL || bytes == 0;
+        x->is_set[v] = val->data != NULL || bytes == 0 || (val->flags & VP_VAL_STATE);
     }
     free(used);
     *out = x;

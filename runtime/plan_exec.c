@@ -30,8 +30,9 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
     for (int i = 0; i < p->n_buffers && !s; i++) {
         const vp_buffer *buf = &p->buffers[i];
         const vp_value *v = &p->g->values[buf->value];
-        if (buf->alias_of >= 0 || !v->data || (v->flags & VP_VAL_INPUT) || !buf->bytes) continue;
-        s = b->iface->copy_to_device(b, ptr_of(x, i), v->data, (size_t)buf->bytes, err);
+        if (buf->alias_of >= 0 || (v->flags & VP_VAL_INPUT) || !buf->bytes) continue;
+        if (v->data) s = b->iface->copy_to_device(b, ptr_of(x, i), v->data, (size_t)buf->bytes, err);
+        else if (v->flags & VP_VAL_STATE) s = vp_backend_zero(b, ptr_of(x, i), (size_t)buf->bytes, err);
     }
     if (s) {
         vp_plan_exec_free(x);

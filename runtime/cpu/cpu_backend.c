@@ -66,3 +66,18 @@ vp_backend *vp_backend_cpu_new(void) {
 void vp_backend_free(vp_backend *b) {
     if (b) b->iface->destroy(b);
 }
+
+vp_status vp_backend_zero(vp_backend *b, void *ptr, size_t bytes, vp_error *err) {
+    if (b->iface->host_memory) {
+        memset(ptr, 0, bytes);
+        return VP_OK;
+    }
+    enum { CHUNK = 1 << 20 };
+    void *zeros = calloc(1, CHUNK);
+    if (!zeros) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = VP_OK;
+    for (size_t at = 0; at < bytes && !s; at += CHUNK)
+        s = b->iface->copy_to_device(b, (char *)ptr + at, zeros, bytes - at < CHUNK ? bytes - at : CHUNK, err);
+    free(zeros);
+    return s;
+}
