@@ -466,7 +466,7 @@ static void node_caption(const vp_node *n, char *out, size_t cap) {
     char buf[64];
     if (grad) {
         short_name(name, (size_t)(grad - name), buf, sizeof buf);
-        snprintf(out, cap, "grad %s", buf);
+        snprintf(out, cap, "grad %.58s", buf);
     } else if (upd) {
         const char *start = upd;
         int dots = 0;

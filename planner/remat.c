@@ -534,7 +534,7 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
         r->n_distinct_blocks += !dup;
     }
     char *keep = malloc((size_t)g->n_values + 1);
-    int *choice = malloc(((size_t)nb + 1) * sizeof *choice);
+    int *choice = calloc((size_t)nb + 1, sizeof *choice);
     if (!keep || !choice) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     vp_graph *best_g = NULL;
     enum { MAX_CANDS = 12 };

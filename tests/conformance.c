@@ -77,7 +77,7 @@ static int compare_values(const vp_tensor *got, const vp_tensor *want, double to
 
 static case_result run_data_set(vp_graph *g, const char *set_dir, const conf_opts *o, int first_set, char *why,
                                 size_t why_len) {
-    char path[4096];
+    char path[4200];
     vp_error err;
     vp_tensor inputs[64];
     int n_in = 0;

@@ -347,7 +347,7 @@ static vp_status check_param(vp_exec *x, const vp_graph *g, int param, int grad,
     for (int64_t i = 0; i < n && !s; i++) {
         double fd = 0;
         for (int j = 0; j < 4 && !s; j++) {
-            double l;
+            double l = 0;
             work[i] = base[i] + offs[j] * FD_STEP;
             s = loss_at(x, param, work, loss, &l, err);
             fd += wts[j] * l;

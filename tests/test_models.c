@@ -25,7 +25,7 @@ static int is_buffer(const mj *buffers, const char *name) {
 
 static int check_model(const char *name) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s/meta.json", MODELS, name);
+    snprintf(path, sizeof path, "%s/%.200s/meta.json", MODELS, name);
     mj *meta = mj_parse_file(path);
     if (!meta) {
         printf("FAIL %s: cannot read %s\n", name, path);
@@ -37,7 +37,7 @@ static int check_model(const char *name) {
     vp_backend *b = NULL;
     vp_exec *x = NULL;
     vp_tensor in = {0}, want = {0}, got = {0};
-    snprintf(path, sizeof path, "%s/%s/model.onnx", MODELS, name);
+    snprintf(path, sizeof path, "%s/%.200s/model.onnx", MODELS, name);
     vp_status s = vp_onnx_load(path, &g, &err);
     vp_dim_binding dims[8];
     int nd = 0;
@@ -68,9 +68,9 @@ static int check_model(const char *name) {
     }
 
     const mj *input = mj_get(meta, "input");
-    snprintf(path, sizeof path, "%s/%s/fixtures/x.pb", MODELS, name);
+    snprintf(path, sizeof path, "%s/%.200s/fixtures/x.pb", MODELS, name);
     s = vp_tensor_read_pb(path, &in, NULL, &err);
-    snprintf(path, sizeof path, "%s/%s/fixtures/output.pb", MODELS, name);
+    snprintf(path, sizeof path, "%s/%.200s/fixtures/output.pb", MODELS, name);
     if (!s) s = vp_tensor_read_pb(path, &want, NULL, &err);
     b = vp_backend_cpu_new();
     if (!s) s = vp_exec_new(g, b, &x, &err);

@@ -115,7 +115,7 @@ static void check_model(const char *name, const variant *var) {
     memset(&m, 0, sizeof m);
     memset(&spec, 0, sizeof spec);
     char path[512];
-    snprintf(path, sizeof path, "%s/vp_export_%d_%s_%s.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
+    snprintf(path, sizeof path, "%.300s/vp_export_%d_%.60s_%.60s.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
              name, var->label);
     vp_graph *g2 = NULL;
     vp_backend *b = vp_backend_cpu_new();
@@ -233,7 +233,7 @@ static void check_forward(const char *name) {
     test_model m;
     vp_error err;
     char path[512];
-    snprintf(path, sizeof path, "%s/vp_export_%d_%s_forward.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+    snprintf(path, sizeof path, "%.300s/vp_export_%d_%.60s_forward.onnx", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid(), name);
     vp_graph *g2 = NULL;
     vp_backend *b = vp_backend_cpu_new();

@@ -96,8 +96,8 @@ static void file_case(const char *name) {
     vp_opt_parse("adamw", &spec.opt, &err);
     vp_plan p;
     memset(&p, 0, sizeof p);
-    char path[256];
-    snprintf(path, sizeof path, "%s/tests/plan_exec_%s_%d.vplan", VP_BINARY_DIR, name, (int)getpid());
+    char path[4400];
+    snprintf(path, sizeof path, "%s/tests/plan_exec_%.100s_%d.vplan", VP_BINARY_DIR, name, (int)getpid());
     vp_status s = test_model_load(&m, name, &spec, &err);
     if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h200"), 1, &err);
     if (!s) s = vp_plan_write(&p, name, NULL, 0, path, &err);

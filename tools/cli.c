@@ -23,7 +23,7 @@ vp_status cli_parse_dim(cli_dims *dims, const char *arg, vp_error *err) {
         return vp_fail(err, VP_ERR_USAGE, "--dim expects NAME=VALUE (for example --dim batch=32), got '%s'",
                        arg ? arg : "");
     if (dims->n == CLI_MAX_DIMS) return vp_fail(err, VP_ERR_USAGE, "too many --dim options (at most %d)", CLI_MAX_DIMS);
-    int64_t v;
+    int64_t v = 0;
     vp_status s = cli_parse_int("--dim", eq + 1, &v, err);
     if (s) return s;
     static char names[CLI_MAX_DIMS][128];

@@ -323,7 +323,7 @@ VP_GRAD_RULE(vp_grad_nll_loss) {
         ldims[d] = d == 1 ? 1 : dims[d];
         ones[d] = d == 1 ? n_cls : 1;
     }
-    int classes;
+    int classes = -1;
     TRY(class_ids(c, DT(labels), rank, ones, &classes, err));
     int lab, hot;
     TRY(vp_gr_reshape(c, node, labels, rank, ldims, &lab, err));

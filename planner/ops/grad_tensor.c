@@ -171,7 +171,7 @@ static vp_status spread(vp_grad_ctx *c, int node, int g, int axis, int64_t step,
 VP_GRAD_RULE(vp_grad_slice) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     int64_t v[4][VP_MAX_RANK];
-    int count, given[4];
+    int count = 0, given[4] = {0, 0, 0, 0};
     TRY(slice_params(c, node, v, &count, given, err));
     shape x = shape_of(c, IN(0));
     vp_slice_plan plan;
