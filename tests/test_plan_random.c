@@ -1,5 +1,5 @@
 /* Property tests of the planner on random training graphs: random DAGs of MatMul, Add,
- * Mul, Relu, Tanh, Sigmoid, Concat and Split with skip connections, trained with a
+ * Mul, Relu, Tanh, Sigmoid, Concat, Split and Dropout with skip connections, trained with a
  * random optimizer, planned with random checkpointing budgets, fused or separate
  * updates.  Every plan must verify (no overlap, everything fits, nothing read before it
  * is written), its arena must be at least the lower bound, and for a sample of graphs
@@ -69,7 +69,7 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
     for (int l = 0; l < depth && np < 60; l++) {
         int a = pool[np - 1 - rnd(r, np < 4 ? np : 4)], b = pool[rnd(r, np)], y = -1;
         int64_t wd[2] = {width, width}, bd[1] = {width};
-        switch (rnd(r, 8)) {
+        switch (rnd(r, 9)) {
         case 0: case 1: {
             int in[2] = {a, add_param(g, r, "w", 2, wd)};
             y = op(g, "MatMul", 2, in, 1, NULL, err);
@@ -86,6 +86,13 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
             int split = vp_build_const(g, "split", VP_I64, 1, one, sp);
             int sin[2] = {c, split};
             if (c >= 0 && op(g, "Split", 2, sin, 2, parts, err) >= 0) y = parts[rnd(r, 2)];
+            break;
+        }
+        case 7: { /* dropout: the training step draws its mask; recomputation must repeat it */
+            int64_t none[1] = {0};
+            float ratio = 0.3f;
+            int in[2] = {a, vp_build_const(g, "ratio", VP_F32, 0, none, &ratio)};
+            y = op(g, "Dropout", 2, in, 1, NULL, err);
             break;
         }
         default: { int in[2] = {a, b}; y = op(g, "Mul", 2, in, 1, NULL, err); break; }
