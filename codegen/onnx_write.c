@@ -28,6 +28,8 @@ typedef struct writer {
     char **alias;         /* per value: the name written when not its own (gradients) */
     Onnx__ModelProto *mp;
     Onnx__GraphProto *gp;
+    void **zeros;         /* zero-filled bytes of state that starts at zero, freed at the end */
+    int n_zeros;
 } writer;
 
 static void *w_calloc(writer *w, size_t n, size_t size) {
@@ -181,8 +183,15 @@ static Onnx__TensorProto *initializer(writer *w, int id) {
     tp->has_raw_data = 1;
     tp->raw_data.len = vp_tensor_nbytes(&t);
     tp->raw_data.data = tp->raw_data.len ? (uint8_t *)v->data : NULL;
-    if (tp->raw_data.len && !v->data) /* state that starts at zero */
-        tp->raw_data.data = w_calloc(w, 1, tp->raw_data.len);
+    if (tp->raw_data.len && !v->data) { /* state that starts at zero */
+        void **z = realloc(w->zeros, (size_t)(w->n_zeros + 1) * sizeof *z);
+        if (!z) {
+            w->oom = 1;
+            return tp;
+        }
+        w->zeros = z;
+        tp->raw_data.data = w->zeros[w->n_zeros++] = w_calloc(w, 1, tp->raw_data.len);
+    }
     return tp;
 }
 
@@ -495,6 +504,8 @@ vp_status vp_onnx_write_graph(const vp_graph *g, const char *path, const vp_onnx
         }
         onnx__model_proto__free_unpacked(w.mp, NULL);
     }
+    for (int i = 0; i < w.n_zeros; i++) free(w.zeros[i]);
+    free(w.zeros);
     free(w.need);
     free(w.role);
     free(w.is_out);
