@@ -71,3 +71,14 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
         return vp_fail(err, VP_ERR_USAGE, "--betas applies to --optimizer adam or adamw only");
     return VP_OK;
 }
+
+vp_status cli_build_step(const char *model, const cli_dims *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+                         int *n_fwd, vp_error *err) {
+    memset(t, 0, sizeof *t);
+    vp_status s = cli_load(model, dims, g, err);
+    if (!s) s = vp_infer(*g, NULL, NULL, err);
+    if (n_fwd) *n_fwd = *g ? (*g)->n_nodes : 0;
+    if (!s) s = vp_training_build(*g, spec, t, err);
+    if (!s && t->warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t->warning);
+    return s;
+}

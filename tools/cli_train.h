@@ -2,6 +2,7 @@
 #ifndef VP_CLI_TRAIN_H
 #define VP_CLI_TRAIN_H
 
+#include "cli.h"
 #include "training.h"
 
 typedef struct cli_train_opts {
@@ -31,5 +32,10 @@ typedef struct cli_train_opts {
 int cli_train_parse(cli_train_opts *o, int argc, char **argv, int *i, vp_status *s, vp_error *err);
 /* Applies defaults and overrides; fails when --loss is missing. */
 vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
+
+/* Loads the model, binds its dims, infers shapes and builds its training step; *n_fwd
+ * (may be NULL) gets the forward graph's node count.  Warnings go to stderr. */
+vp_status cli_build_step(const char *model, const cli_dims *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+                         int *n_fwd, vp_error *err);
 
 #endif

@@ -49,9 +49,7 @@ static vp_status try_plan(const char *model, const cli_dims *dims, const cli_tra
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_remat_result rr;
-    vp_status s = cli_load(model, dims, &g, err);
-    if (!s) s = vp_infer(g, NULL, NULL, err);
-    if (!s) s = vp_training_build(g, &o->spec, &t, err);
+    vp_status s = cli_build_step(model, dims, &o->spec, &g, &t, NULL, err);
     if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, err);
     if (!s) {
         *fits = p.arena_bytes <= budget;
@@ -173,10 +171,7 @@ int cmd_plan(int argc, char **argv) {
     memset(&t, 0, sizeof t);
     vp_plan p;
     memset(&p, 0, sizeof p);
-    s = cli_load(model, &dims, &g, &err);
-    if (!s) s = vp_infer(g, NULL, NULL, &err);
-    if (!s) s = vp_training_build(g, &o.spec, &t, &err);
-    if (!s && t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
+    s = cli_build_step(model, &dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, &err);
     char knobs[512];
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};

@@ -137,17 +137,14 @@ int cmd_train(int argc, char **argv) {
     cli_batch batch = {0};
     double *losses = calloc((size_t)steps, sizeof *losses), *times = calloc((size_t)steps, sizeof *times);
     if (!losses || !times) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
-    if (!s) s = cli_load(model, &dims, &g, &err);
-    if (!s) s = vp_infer(g, NULL, NULL, &err);
-    int n_fwd = g ? g->n_nodes : 0;
-    if (!s) s = vp_training_build(g, &o.spec, &t, &err);
+    int n_fwd = 0;
+    if (!s) s = cli_build_step(model, &dims, &o.spec, &g, &t, &n_fwd, &err);
     if (!s) {
         int64_t elems = 0;
         for (int i = 0; i < t.n_params; i++) elems += vp_value_numel(&g->values[t.params[i]]);
         printf("training step: %d parameters (%lld elements), %d frozen; %d forward, %d loss, %d backward, %d optimizer nodes\n",
                t.n_params, (long long)elems, t.n_frozen, n_fwd, t.first_backward_node - t.first_loss_node,
                t.first_optimizer_node - t.first_backward_node, g->n_nodes - t.first_optimizer_node);
-        if (t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");

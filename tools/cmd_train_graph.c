@@ -91,12 +91,9 @@ int cmd_train_graph(int argc, char **argv) {
     vp_training t;
     memset(&t, 0, sizeof t);
     if (!cmdline) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
-    if (!s) s = cli_load(model, &dims, &g, &err);
-    if (!s) s = vp_infer(g, NULL, NULL, &err);
-    int n_fwd = g ? g->n_nodes : 0;
-    if (!s) s = vp_training_build(g, &o.spec, &t, &err);
+    int n_fwd = 0;
+    if (!s) s = cli_build_step(model, &dims, &o.spec, &g, &t, &n_fwd, &err);
     if (!s) {
-        if (t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t.warning);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         vp_onnx_write_opts wo = {.training = &t, .doc_string = cmdline};
         s = vp_onnx_write_graph(g, out, &wo, &err);
