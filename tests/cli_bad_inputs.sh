@@ -4,22 +4,7 @@
 set -u
 tool=$1
 data=$2
-pass=0
-fail=0
-
-expect() { # expect CODE PATTERN -- command...
-    local code=$1 pattern=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [[ $rc -eq $code ]] && grep -q -- "$pattern" <<<"$out"; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $* -> exit $rc (want $code), output: $out (want /$pattern/)"
-    fi
-}
+source "$(dirname "$0")/expect.sh"
 
 expect 2 "truncated or corrupt" -- "$tool" inspect "$data/truncated.onnx"
 expect 2 "not an ONNX model" -- "$tool" inspect "$data/not_onnx.onnx"
@@ -50,5 +35,4 @@ expect 2 "not a valid TensorProto" -- "$tool" eval "$data/good_relu.onnx" --inpu
 
 expect 1 "node 'lookup' (Gather).*99" -- "$tool" eval "$data/gather.onnx" --input "ids=$data/ids_out_of_range.pb"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+expect_summary

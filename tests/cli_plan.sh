@@ -7,22 +7,7 @@ src=$2
 bad=$src/tests/data/bad
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-expect() { # expect CODE PATTERN -- command...
-    local code=$1 pattern=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [[ $rc -eq $code ]] && grep -q -- "$pattern" <<<"$out"; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $* -> exit $rc (want $code), output: ${out:0:600} (want /$pattern/)"
-    fi
-}
+source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
 gpt=$src/models/gpt/model.onnx
@@ -74,5 +59,4 @@ expect 0 "lower bound: 192 bytes" -- "$tool" arena "$tmp/a.csv" -o "$tmp/out.csv
 printf 'id,lower,upper,size\n0,5,2,64\n' >"$tmp/bad.csv"
 expect 2 "lifetime \[5, 2)" -- "$tool" arena "$tmp/bad.csv"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+expect_summary

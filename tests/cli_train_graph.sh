@@ -7,23 +7,7 @@ tool=$1
 models=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-expect() { # expect CODE PATTERN -- command...
-    local code=$1 pattern=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [[ $rc -eq $code ]] && grep -q -- "$pattern" <<<"$out"; then
-        pass=$((pass + 1))
-        echo "PASS: ${*:2:1} ... -> $rc /$pattern/"
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $* -> exit $rc (want $code), output: $out (want /$pattern/)"
-    fi
-}
+source "$(dirname "$0")/expect.sh"
 
 mlp=$models/mlp/model.onnx
 fx=$models/mlp/fixtures
@@ -59,5 +43,4 @@ expect 0 "fc1.weight_grad" -- "$tool" inspect "$tmp/mlp_grads.onnx"
 expect 0 "wrote .*cnn.onnx: 20 parameters" -- "$tool" train-graph "$models/cnn/model.onnx" --dim batch=4 --loss ce:logits --optimizer adamw -o "$tmp/cnn.onnx"
 expect 0 "BatchNormInternal" -- "$tool" inspect "$tmp/cnn.onnx"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+expect_summary
