@@ -132,7 +132,7 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
                     vp_human_bytes(p->budget_bytes, b1, sizeof b1), vp_human_bytes(p->arena_bytes - p->budget_bytes, b2, sizeof b2),
                     vp_category_name((vp_category)top), vp_human_bytes(at_peak[top], b3, sizeof b3),
                     vp_category_name((vp_category)second), vp_human_bytes(at_peak[second], b4, sizeof b4));
-            if (c->remat && c->remat->kind != VP_REMAT_NONE)
+            if (c->remat && c->remat->kind != VP_REMAT_NONE && c->remat->kind != VP_REMAT_ILP)
                 fprintf(f, "the smallest peak %s checkpointing reaches is this plan's arena, %s\n", vp_remat_name(c->remat->kind),
                         vp_human_bytes(p->arena_bytes, b1, sizeof b1));
         }
@@ -140,10 +140,17 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     if (c->remat) {
         const vp_remat_result *r = c->remat;
         fprintf(f, "checkpointing: %s", vp_remat_name(r->kind));
-        if (r->kind != VP_REMAT_NONE)
+        if (r->kind == VP_REMAT_ILP) fprintf(f, ", %d recompute nodes", r->n_recompute);
+        else if (r->kind != VP_REMAT_NONE)
             fprintf(f, ", %d blocks (%d distinct), %d recompute nodes%s%s", r->n_blocks, r->n_distinct_blocks, r->n_recompute,
                     r->choice[0] ? ", options " : "", r->choice);
         fprintf(f, "\n");
+        if (r->kind == VP_REMAT_ILP && r->ilp.status != VP_ILP_NOT_RUN)
+            fprintf(f, "MILP (Checkmate, GLPK): %s; %d binaries, %d continuous, %d rows; recompute %.4f ms, lower bound "
+                       "%.4f ms; %d solve%s in %.2f s\n",
+                    vp_ilp_status_name(r->ilp.status), r->ilp.n_binary, r->ilp.n_continuous, r->ilp.n_rows,
+                    1e3 * r->ilp.objective_seconds, 1e3 * r->ilp.bound_seconds, r->iterations, r->iterations == 1 ? "" : "s",
+                    r->ilp.solve_seconds);
         double base = r->step_seconds - r->recompute_seconds;
         fprintf(f, "estimated step time on %s: %.3f ms; recompute +%.1f%% (one extra forward pass would be +%.1f%%)\n",
                 p->device.name, 1e3 * r->step_seconds, base > 0 ? 100.0 * r->recompute_seconds / base : 0.0,
@@ -211,6 +218,23 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_int(&j, r->n_blocks);
         vp_json_key(&j, "recompute_nodes");
         vp_json_int(&j, r->n_recompute);
+        if (r->kind == VP_REMAT_ILP && r->ilp.status != VP_ILP_NOT_RUN) {
+            vp_json_key(&j, "ilp");
+            vp_json_begin_object(&j);
+            vp_json_key(&j, "status");
+            vp_json_string(&j, vp_ilp_status_name(r->ilp.status));
+            vp_json_key(&j, "binaries");
+            vp_json_int(&j, r->ilp.n_binary);
+            vp_json_key(&j, "rows");
+            vp_json_int(&j, r->ilp.n_rows);
+            vp_json_key(&j, "recompute_seconds");
+            vp_json_double(&j, r->ilp.objective_seconds);
+            vp_json_key(&j, "lower_bound_seconds");
+            vp_json_double(&j, r->ilp.bound_seconds);
+            vp_json_key(&j, "solve_seconds");
+            vp_json_double(&j, r->ilp.solve_seconds);
+            vp_json_end_object(&j);
+        }
         vp_json_key(&j, "estimated_step_seconds");
         vp_json_double(&j, r->step_seconds);
         vp_json_key(&j, "recompute_overhead");

@@ -35,21 +35,13 @@ static int needs_recompute(const remat_ctx *c, int v) {
     return is_forward_activation(c->g, v, c->n_orig_values) && !c->keep[v];
 }
 
-static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
-    if (c->copy[v] >= 0) {
-        *out = c->copy[v];
-        return VP_OK;
-    }
+/* A copy of forward node src (phase RECOMPUTE) reading ins, appended to the order;
+ * c->copy then maps each of src's outputs to the copy's. */
+static vp_status emit_copy(remat_ctx *c, int src, const int *ins, vp_error *err) {
     vp_graph *g = c->g;
-    int src = g->values[v].producer;
     int n_in = g->nodes[src].n_inputs, n_out = g->nodes[src].n_outputs;
-    int *ins = malloc(((size_t)n_in + 1) * sizeof *ins), *outs = malloc(((size_t)n_out + 1) * sizeof *outs);
-    vp_status s = ins && outs ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < n_in && !s; k++) {
-        int u = g->nodes[src].inputs[k];
-        ins[k] = u;
-        if (u >= 0 && needs_recompute(c, u)) s = recompute(c, u, &ins[k], err);
-    }
+    int *outs = malloc(((size_t)n_out + 1) * sizeof *outs);
+    vp_status s = outs ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < n_out && !s; k++) {
         int o = g->nodes[src].outputs[k];
         outs[k] = -1;
@@ -85,11 +77,30 @@ static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
                 int o = g->nodes[src].outputs[k];
                 if (o >= 0) c->copy[o] = outs[k];
             }
-            *out = c->copy[v];
         }
     }
-    free(ins);
     free(outs);
+    return s;
+}
+
+static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
+    if (c->copy[v] >= 0) {
+        *out = c->copy[v];
+        return VP_OK;
+    }
+    vp_graph *g = c->g;
+    int src = g->values[v].producer;
+    int n_in = g->nodes[src].n_inputs;
+    int *ins = malloc(((size_t)n_in + 1) * sizeof *ins);
+    vp_status s = ins ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < n_in && !s; k++) {
+        int u = g->nodes[src].inputs[k];
+        ins[k] = u;
+        if (u >= 0 && needs_recompute(c, u)) s = recompute(c, u, &ins[k], err);
+    }
+    if (!s) s = emit_copy(c, src, ins, err);
+    if (!s) *out = c->copy[v];
+    free(ins);
     return s;
 }
 
@@ -125,3 +136,68 @@ vp_status vp_remat_apply(vp_graph *g, const char *keep, int *n_recompute, vp_err
     return s;
 }
 
+
+void vp_remat_schedule_free(vp_remat_schedule *rs) {
+    free(rs->stage_node);
+    free(rs->start);
+    free(rs->nodes);
+    memset(rs, 0, sizeof *rs);
+}
+
+/* The latest copy of a forward activation, or the value itself. */
+static int current(const remat_ctx *c, int v) {
+    return v >= 0 && is_forward_activation(c->g, v, c->n_orig_values) && c->copy[v] >= 0 ? c->copy[v] : v;
+}
+
+vp_status vp_remat_apply_schedule(vp_graph *g, const vp_remat_schedule *rs, int *n_recompute, vp_error *err) {
+    int n0 = g->n_nodes;
+    remat_ctx c = {g, NULL, g->n_values, NULL, NULL, 0, 0};
+    int *stage_of = malloc(((size_t)n0 + 1) * sizeof *stage_of);
+    int n_copies = rs->n_stages ? rs->start[rs->n_stages] : 0;
+    c.copy = malloc(((size_t)g->n_values + 1) * sizeof *c.copy);
+    c.order = malloc(((size_t)n0 + (size_t)n_copies + 1) * sizeof *c.order);
+    vp_status s = c.copy && c.order && stage_of ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !s && v < g->n_values; v++) c.copy[v] = -1;
+    for (int i = 0; !s && i < n0; i++) stage_of[i] = -1;
+    /* a schedule names backward nodes once each and forward nodes in forward order */
+    for (int t = 0; !s && t < rs->n_stages; t++) {
+        int b = rs->stage_node[t];
+        if (b < 0 || b >= n0 || g->nodes[b].phase != VP_PHASE_BACKWARD || stage_of[b] >= 0) {
+            s = vp_fail(err, VP_ERR_INVALID, "recompute schedule: stage %d names node %d, not a backward node", t, b);
+            break;
+        }
+        stage_of[b] = t;
+        for (int k = rs->start[t]; !s && k < rs->start[t + 1]; k++) {
+            int f = rs->nodes[k];
+            if (f < 0 || f >= n0 || g->nodes[f].phase != VP_PHASE_FORWARD || g->nodes[f].folded ||
+                (k > rs->start[t] && f <= rs->nodes[k - 1]))
+                s = vp_fail(err, VP_ERR_INVALID, "recompute schedule: stage %d recomputes node %d out of forward order",
+                            t, f);
+        }
+    }
+    int *ins = NULL;
+    for (int i = 0; i < n0 && !s; i++) {
+        int t = stage_of[i];
+        for (int k = t >= 0 ? rs->start[t] : 0; t >= 0 && k < rs->start[t + 1] && !s; k++) {
+            int f = rs->nodes[k], n_in = g->nodes[f].n_inputs;
+            int *grown = realloc(ins, ((size_t)n_in + 1) * sizeof *ins);
+            if (!grown) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                break;
+            }
+            ins = grown;
+            for (int j = 0; j < n_in; j++) ins[j] = current(&c, g->nodes[f].inputs[j]);
+            s = emit_copy(&c, f, ins, err);
+        }
+        if (g->nodes[i].phase == VP_PHASE_BACKWARD)
+            for (int k = 0; k < g->nodes[i].n_inputs; k++) g->nodes[i].inputs[k] = current(&c, g->nodes[i].inputs[k]);
+        c.order[c.n_order++] = i;
+    }
+    if (!s) s = vp_graph_reorder(g, c.order, err);
+    if (n_recompute) *n_recompute = c.n_recompute;
+    free(ins);
+    free(stage_of);
+    free(c.copy);
+    free(c.order);
+    return s;
+}

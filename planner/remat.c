@@ -14,8 +14,7 @@ vp_status vp_remat_parse(const char *arg, vp_remat_kind *out, vp_error *err) {
     if (!strcmp(arg, "none")) *out = VP_REMAT_NONE;
     else if (!strcmp(arg, "sqrtn")) *out = VP_REMAT_SQRTN;
     else if (!strcmp(arg, "dp")) *out = VP_REMAT_DP;
-    else if (!strcmp(arg, "ilp"))
-        return vp_fail(err, VP_ERR_UNSUPPORTED, "--remat ilp is not available in this build (use dp or sqrtn)");
+    else if (!strcmp(arg, "ilp")) *out = VP_REMAT_ILP;
     else return vp_fail(err, VP_ERR_USAGE, "--remat expects none, sqrtn, dp or ilp, got '%s'", arg);
     return VP_OK;
 }
@@ -326,12 +325,14 @@ static double step_seconds(const vp_graph *g, const vp_device_profile *dev, vp_p
     return t;
 }
 
-/* Clones g, applies keep, plans.  On success *out is the clone and p the plan. */
+/* Clones g, applies keep (or the schedule rs), plans.  On success *out is the clone and
+ * p the plan. */
 static vp_status plan_candidate(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
-                                const char *keep, vp_graph **out, vp_plan *p, int *n_recompute, vp_error *err) {
+                                const char *keep, const vp_remat_schedule *rs, vp_graph **out, vp_plan *p,
+                                int *n_recompute, vp_error *err) {
     vp_graph *c = vp_graph_clone(g);
     if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the graph");
-    vp_status s = vp_remat_apply(c, keep, n_recompute, err);
+    vp_status s = rs ? vp_remat_apply_schedule(c, rs, n_recompute, err) : vp_remat_apply(c, keep, n_recompute, err);
     /* candidates are weighed with one order (size, best fit: the one that lands on the
      * bound most often) and no improving search; the plan kept gets the full solver */
     vp_arena_opts quick = {0, -1, 0};
@@ -357,11 +358,12 @@ typedef struct candidate {
 static double step_seconds(const vp_graph *g, const vp_device_profile *dev, vp_phase only, int all);
 
 static vp_status add_candidate(candidate *c, int *n, int max, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
-                               int fused, const char *keep, int64_t budget, const char *choice, vp_error *err) {
+                               int fused, const char *keep, const vp_remat_schedule *rs, int64_t budget, const char *choice,
+                               vp_error *err) {
     if (*n >= max) return VP_OK;
     candidate *k = &c[*n];
     memset(k, 0, sizeof *k);
-    vp_status s = plan_candidate(g, t, dev, fused, keep, &k->g, &k->p, &k->n_recompute, err);
+    vp_status s = plan_candidate(g, t, dev, fused, keep, rs, &k->g, &k->p, &k->n_recompute, err);
     if (s) return s;
     k->fits = !budget || k->p.arena_bytes <= budget;
     k->recompute_seconds = step_seconds(k->g, dev, VP_PHASE_RECOMPUTE, 0);
@@ -394,11 +396,125 @@ static void sqrtn_keep(const vp_graph *g, const int *fwd, const block *b, int nb
         if (b[k].cut >= 0 && (k + 1) % stride != 0) keep[b[k].cut] = 0;
 }
 
+/* The chain to choose from, shared by the strategies' candidate generators. */
+typedef struct chain {
+    const int *fwd;
+    const block *b;
+    int nb;
+} chain;
+
+/* dp's candidates: recompute every block from its cut; dp's choices under the budget,
+ * tightened by what the real arena exceeded; sqrtn's segments unless a dp choice that
+ * fits recomputes less (so dp is never worse than sqrtn); and when nothing fits, dp's
+ * choices pushed down to the smallest peak it finds, to report it. */
+static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                               const chain *ch, char *keep, int *choice, candidate *cands, int *nc, int max,
+                               vp_remat_result *r, vp_error *err) {
+    const block *b = ch->b;
+    int nb = ch->nb;
+    for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+    keep_from_choice(g, ch->fwd, b, nb, choice, keep);
+    vp_status s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "N", err);
+    int64_t max_all = 0, cuts = 0;
+    for (int k = 0; k < nb; k++) {
+        if (b[k].all_bytes > max_all) max_all = b[k].all_bytes;
+        cuts += b[k].cut_bytes;
+    }
+    /* calibrated so the estimate of the all-N plan is its real arena */
+    int64_t base = s ? 0 : cands[0].p.arena_bytes - max_all - cuts;
+    int64_t target = budget > 0 ? budget : INT64_MAX / 4;
+    for (int it = 0; !s && it < 8 && *nc < max; it++) {
+        r->iterations++;
+        if (!dp_choose(b, nb, target - base, choice)) break;
+        keep_from_choice(g, ch->fwd, b, nb, choice, keep);
+        char letters[256];
+        size_t used = 0;
+        for (int k = 0; k < nb && used + 3 < sizeof letters; k++)
+            used += (size_t)snprintf(letters + used, sizeof letters - used, "%c", opt_letter[choice[k]]);
+        letters[used] = 0;
+        s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, letters, err);
+        if (s || !budget || cands[*nc - 1].fits) break;
+        target -= cands[*nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
+    }
+    double one_forward = 0, best_rt = INFINITY;
+    for (int k = 0; k < nb; k++) one_forward += b[k].fwd_seconds;
+    for (int i = 0; i < *nc; i++)
+        if (cands[i].fits && cands[i].recompute_seconds < best_rt) best_rt = cands[i].recompute_seconds;
+    if (!s && !(best_rt < one_forward)) {
+        sqrtn_keep(g, ch->fwd, b, nb, keep);
+        s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "sqrtn", err);
+    }
+    int any_fits = 0;
+    for (int i = 0; i < *nc; i++) any_fits |= cands[i].fits;
+    for (int it = 0; !s && !any_fits && it < 4 && *nc < max; it++) {
+        int small = pick_candidate(cands, *nc);
+        int64_t goal = cands[small].p.arena_bytes - 1;
+        if (!dp_choose(b, nb, goal - base, choice)) break;
+        keep_from_choice(g, ch->fwd, b, nb, choice, keep);
+        s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "dp (smallest)", err);
+        if (s || cands[*nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
+    }
+    return s;
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* ilp's candidates: Checkmate's MILP on the un-checkpointed plan p0, its schedule
+ * planned on the real arena; when that lands over the budget (the model ignores
+ * fragmentation), solved again under a budget lowered by the excess. */
+static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                                const vp_plan *p0, double limit, candidate *cands, int *nc, int max, vp_remat_result *r,
+                                vp_error *err) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t model_budget = budget;
+    vp_status s = VP_OK;
+    for (int it = 0; !s && it < 4 && *nc < max; it++) {
+        double left = limit - seconds_since(&t0);
+        if (it > 0 && left < 0.5) break;
+        vp_remat_schedule rs;
+        vp_ilp_stats st;
+        s = vp_remat_ilp_solve(g, p0, t, dev, model_budget, left, &rs, &st, err);
+        r->iterations++;
+        double spent = r->ilp.solve_seconds + st.solve_seconds;
+        r->ilp = st;
+        r->ilp.solve_seconds = spent;
+        if (s || (st.status != VP_ILP_OPTIMAL && st.status != VP_ILP_FEASIBLE)) break;
+        s = add_candidate(cands, nc, max, g, t, dev, fused, NULL, &rs, budget, vp_ilp_status_name(st.status), err);
+        vp_remat_schedule_free(&rs);
+        if (s || cands[*nc - 1].fits) break;
+        model_budget -= cands[*nc - 1].p.arena_bytes - budget;
+    }
+    if (s || *nc) return s;
+    const vp_ilp_stats *st = &r->ilp;
+    if (st->status == VP_ILP_INFEASIBLE)
+        return vp_fail(err, VP_ERR_INVALID,
+                       "--remat ilp: no recompute schedule fits the budget of %.2f MiB in Checkmate's memory model "
+                       "(--remat dp reports the smallest peak it reaches)", (double)budget / 1048576.0);
+    if (st->status == VP_ILP_TOO_LARGE)
+        return vp_fail(err, VP_ERR_UNSUPPORTED,
+                       "--remat ilp: the MILP would have over %d binary variables, too many to solve; use --remat dp",
+                       st->n_binary);
+    return vp_fail(err, VP_ERR_UNSUPPORTED,
+                   "--remat ilp: GLPK found no schedule within %.0f s (%d binaries, %d rows); raise --ilp-time-limit "
+                   "or use --remat dp", limit, st->n_binary, st->n_rows);
+}
+
 vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                              vp_remat_kind kind, vp_graph **planned, vp_plan *p, vp_remat_result *r, vp_error *err) {
+    return vp_plan_with_remat_opts(g, t, dev, fused, budget, kind, NULL, planned, p, r, err);
+}
+
+vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
+                                  int64_t budget, vp_remat_kind kind, const vp_remat_opts *opts, vp_graph **planned,
+                                  vp_plan *p, vp_remat_result *r, vp_error *err) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     r->forward_seconds = step_seconds(g, dev, VP_PHASE_FORWARD, 0);
     *planned = g;
@@ -426,84 +542,45 @@ vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_
     enum { MAX_CANDS = 12 };
     candidate cands[MAX_CANDS];
     int nc = 0;
+    chain ch = {fwd, b, nb};
+    /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
+    vp_status full = VP_ERR_INVALID;
+    if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build(p, g, t, dev, fused, err);
     if (!s && kind == VP_REMAT_SQRTN) {
         sqrtn_keep(g, fwd, b, nb, keep);
-        s = plan_candidate(g, t, dev, fused, keep, &best_g, p, &r->n_recompute, err);
+        s = plan_candidate(g, t, dev, fused, keep, NULL, &best_g, p, &r->n_recompute, err);
         r->iterations = 1;
-    } else if (!s && budget > 0 && vp_plan_build(p, g, t, dev, fused, err) == VP_OK && p->arena_bytes <= budget) {
+    } else if (!s && !full && (budget <= 0 || p->arena_bytes <= budget)) {
         best_g = g; /* keeping everything fits: nothing to recompute */
         r->iterations = 1;
         for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'A';
+    } else if (!s && kind == VP_REMAT_ILP) {
+        double limit = opts && opts->ilp_time_limit > 0 ? opts->ilp_time_limit : 60.0;
+        s = full ? full : ilp_candidates(g, t, dev, fused, budget, p, limit, cands, &nc, MAX_CANDS, r, err);
+        if (!full) vp_plan_free(p);
     } else if (!s) {
-        vp_plan_free(p);
-        /* the baselines: recompute every block from its cut, and sqrtn's segments; dp's
-         * own choices join them and the best that fits wins (never worse than sqrtn) */
-        for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
-        keep_from_choice(g, fwd, b, nb, choice, keep);
-        s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "N", err);
-        int64_t max_all = 0, cuts = 0;
-        for (int k = 0; k < nb; k++) {
-            if (b[k].all_bytes > max_all) max_all = b[k].all_bytes;
-            cuts += b[k].cut_bytes;
-        }
-        /* calibrated so the estimate of the all-N plan is its real arena */
-        int64_t base = s ? 0 : cands[0].p.arena_bytes - max_all - cuts;
-        int64_t target = budget > 0 ? budget : INT64_MAX / 4;
-        for (int it = 0; !s && it < 8 && nc < MAX_CANDS; it++) {
-            r->iterations++;
-            if (!dp_choose(b, nb, target - base, choice)) break;
-            keep_from_choice(g, fwd, b, nb, choice, keep);
-            char letters[256];
-            size_t used = 0;
-            for (int k = 0; k < nb && used + 3 < sizeof letters; k++)
-                used += (size_t)snprintf(letters + used, sizeof letters - used, "%c", opt_letter[choice[k]]);
-            letters[used] = 0;
-            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, letters, err);
-            if (s || !budget || cands[nc - 1].fits) break;
-            target -= cands[nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
-        }
-        /* sqrtn recomputes about one forward pass: planned only when no dp choice that
-         * fits recomputes less, so dp is never worse than it */
-        double one_forward = 0, best_rt = INFINITY;
-        for (int k = 0; k < nb; k++) one_forward += b[k].fwd_seconds;
-        for (int i = 0; i < nc; i++)
-            if (cands[i].fits && cands[i].recompute_seconds < best_rt) best_rt = cands[i].recompute_seconds;
-        if (!s && !(best_rt < one_forward)) {
-            sqrtn_keep(g, fwd, b, nb, keep);
-            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "sqrtn", err);
-        }
-        /* nothing fits: push down to the smallest peak dp can find, to report it */
-        int any_fits = 0;
-        for (int i = 0; i < nc; i++) any_fits |= cands[i].fits;
-        for (int it = 0; !s && !any_fits && it < 4 && nc < MAX_CANDS; it++) {
-            int small = pick_candidate(cands, nc);
-            int64_t goal = cands[small].p.arena_bytes - 1;
-            if (!dp_choose(b, nb, goal - base, choice)) break;
-            keep_from_choice(g, fwd, b, nb, choice, keep);
-            s = add_candidate(cands, &nc, MAX_CANDS, g, t, dev, fused, keep, budget, "dp (smallest)", err);
-            if (s || cands[nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
-        }
-        if (!s) {
-            int w = pick_candidate(cands, nc);
-            /* polish the plan kept: the arena's improving search, only when it can help */
-            if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, NULL, err);
-            else snprintf(cands[w].p.arena.kept, sizeof cands[w].p.arena.kept, "%s", vp_arena_algo_name(0));
-            if (budget) cands[w].fits = cands[w].p.arena_bytes <= budget;
-            *p = cands[w].p;
-            best_g = cands[w].g;
-            r->n_recompute = cands[w].n_recompute;
-            snprintf(r->choice, sizeof r->choice, "%s", cands[w].choice);
-            cands[w].g = NULL;
-        }
+        if (!full) vp_plan_free(p);
+        s = dp_candidates(g, t, dev, fused, budget, &ch, keep, choice, cands, &nc, MAX_CANDS, r, err);
+    }
+    if (!s && nc > 0) {
+        int w = pick_candidate(cands, nc);
+        /* polish the plan kept: the arena's improving search, only when it can help */
+        if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, NULL, err);
+        else snprintf(cands[w].p.arena.kept, sizeof cands[w].p.arena.kept, "%s", vp_arena_algo_name(0));
+        if (budget) cands[w].fits = cands[w].p.arena_bytes <= budget;
+        *p = cands[w].p;
+        best_g = cands[w].g;
+        r->n_recompute = cands[w].n_recompute;
+        snprintf(r->choice, sizeof r->choice, "%s", cands[w].choice);
+        cands[w].g = NULL;
     }
     for (int i = 0; i < nc; i++)
         if (cands[i].g) {
             vp_plan_free(&cands[i].p);
             vp_graph_free(cands[i].g);
         }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!s) {
-        p->planning_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        p->planning_seconds = seconds_since(&t0);
         *planned = best_g;
         r->step_seconds = step_seconds(best_g, dev, 0, 1);
         r->recompute_seconds = step_seconds(best_g, dev, VP_PHASE_RECOMPUTE, 0);

@@ -1,6 +1,6 @@
 /* Property tests of the planner on random training graphs: random DAGs of MatMul, Add,
  * Mul, Relu, Tanh, Sigmoid, Concat, Split and Dropout with skip connections, trained with a
- * random optimizer, planned with random checkpointing budgets, fused or separate
+ * random optimizer, planned with random checkpointing budgets and strategies (ilp included), fused or separate
  * updates.  Every plan must verify (no overlap, everything fits, nothing read before it
  * is written), its arena must be at least the lower bound, and for a sample of graphs
  * planned execution must equal naive execution bit for bit.
@@ -150,7 +150,7 @@ static int same_run(vp_graph *g, const vp_training *t, const vp_plan *p, vp_rng 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 200;
     vp_rng r = {argc > 2 ? (uint64_t)atoll(argv[2]) : 2026};
-    int executed = 0;
+    int executed = 0, ilp_planned = 0, ilp_refused = 0;
     for (int gi = 0; gi < n; gi++) {
         vp_error err;
         int y;
@@ -183,9 +183,17 @@ int main(int argc, char **argv) {
         memset(&p, 0, sizeof p);
         vp_graph *planned = NULL;
         vp_remat_result rr;
-        vp_remat_kind kind = (vp_remat_kind)rnd(&r, 3);
-        if (!s) s = vp_plan_with_remat(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &planned, &p, &rr, &err);
-        if (s) {
+        vp_remat_kind kind = (vp_remat_kind)rnd(&r, 4);
+        const vp_remat_opts ilp_quick = {0.5};
+        if (!s) s = vp_plan_with_remat_opts(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &ilp_quick, &planned, &p,
+                                            &rr, &err);
+        /* ilp may prove the budget infeasible in its model, or run out of time */
+        int ilp_gave_up = s && kind == VP_REMAT_ILP &&
+                          ((s == VP_ERR_INVALID && rr.ilp.status == VP_ILP_INFEASIBLE) ||
+                           (s == VP_ERR_UNSUPPORTED && (rr.ilp.status == VP_ILP_NO_SOLUTION || rr.ilp.status == VP_ILP_TOO_LARGE)));
+        if (ilp_gave_up) {
+            ilp_refused++;
+        } else if (s) {
             check_quiet(0, "graph %d: plan: %s", gi, err.msg);
         } else {
             vp_verify_report rep;
@@ -196,7 +204,8 @@ int main(int argc, char **argv) {
                   (long long)p.lower_bound_bytes, (long long)rep.max_live_bytes);
             check_quiet(!rr.fits || p.arena_bytes <= budget || kind == VP_REMAT_SQRTN, "graph %d: says it fits %lld but the arena is %lld",
                   gi, (long long)budget, (long long)p.arena_bytes);
-            if (gi % 4 == 0) {
+            if (kind == VP_REMAT_ILP) ilp_planned++;
+            if (gi % 4 == 0 || kind == VP_REMAT_ILP) {
                 int same = same_run(g, &t, &p, &r, &err);
                 executed++;
                 check_quiet(same == 1, "graph %d (%s): planned differs from naive: %s", gi, vp_remat_name(kind),
@@ -209,6 +218,7 @@ int main(int argc, char **argv) {
         vp_training_free(&t);
         vp_graph_free(g);
     }
-    printf("random training graphs: %d, of which %d executed planned vs naive\n", n, executed);
+    printf("random training graphs: %d, of which %d executed planned vs naive; ilp planned %d, gave up on %d "
+           "(infeasible or out of time)\n", n, executed, ilp_planned, ilp_refused);
     return check_summary();
 }

@@ -1,6 +1,6 @@
 /* Checkpointing, for every model in models/: at budgets from the smallest reachable
  * peak to the un-checkpointed one, dp's plan fits whenever it says so, verifies, and
- * trains bit-identically to the naive un-checkpointed step; so does sqrtn's. */
+ * trains bit-identically to the naive un-checkpointed step; so do sqrtn's and ilp's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,15 +13,26 @@
 #include "verify.h"
 
 
+/* ilp's solves are capped so the suite stays quick; where GLPK does not finish in
+ * time, the schedule it holds is checked all the same, and none at all is reported */
+static const vp_remat_opts ilp_opts = {5.0};
+
 /* Plans m under budget with kind; checks fit, soundness, and equality with naive. */
-static int64_t plan_case(test_model *m, vp_remat_kind kind, int64_t budget, int expect_fit) {
+static int64_t plan_case_r(test_model *m, vp_remat_kind kind, int64_t budget, int expect_fit, vp_remat_result *out) {
     vp_error err;
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
     vp_remat_result r;
-    vp_status s = vp_plan_with_remat(m->g, &m->t, vp_device_find("cpu"), 1, budget, kind, &planned, &p, &r, &err);
+    vp_status s = vp_plan_with_remat_opts(m->g, &m->t, vp_device_find("cpu"), 1, budget, kind, &ilp_opts, &planned, &p, &r,
+                                          &err);
+    if (out) *out = r;
     int64_t arena = -1;
+    if (s && kind == VP_REMAT_ILP && (r.ilp.status == VP_ILP_NO_SOLUTION || r.ilp.status == VP_ILP_TOO_LARGE)) {
+        printf("note: %s ilp budget %lld: %s (%d binaries)\n", m->name, (long long)budget, vp_ilp_status_name(r.ilp.status),
+               r.ilp.n_binary);
+        return -1;
+    }
     if (s) {
         check(0, "%s %s budget %lld: %s", m->name, vp_remat_name(kind), (long long)budget, err.msg);
         return -1;
@@ -36,9 +47,49 @@ static int64_t plan_case(test_model *m, vp_remat_kind kind, int64_t budget, int 
           vp_remat_name(kind), (long long)budget, (long long)arena, r.fits ? "fits" : "over", r.n_recompute,
           r.step_seconds > r.recompute_seconds ? 100.0 * r.recompute_seconds / (r.step_seconds - r.recompute_seconds) : 0.0,
           vs ? err.msg : "sound", same == 1 ? "bit-identical to naive" : why);
+    if (kind == VP_REMAT_ILP && r.n_recompute > 0)
+        check(r.ilp.objective_seconds > 0 &&
+                  (r.recompute_seconds - r.ilp.objective_seconds) <= 1e-9 * (1 + r.recompute_seconds) &&
+                  (r.ilp.objective_seconds - r.recompute_seconds) <= 1e-9 * (1 + r.recompute_seconds) &&
+                  r.ilp.bound_seconds <= r.ilp.objective_seconds * (1 + 1e-9),
+              "%s ilp budget %lld: the plan recomputes what the MILP chose (%.6g s planned, %.6g s in the model, "
+              "bound %.6g s)", m->name, (long long)budget, r.recompute_seconds, r.ilp.objective_seconds,
+              r.ilp.bound_seconds);
     vp_plan_free(&p);
     if (planned != m->g) vp_graph_free(planned);
     return arena;
+}
+
+static int64_t plan_case(test_model *m, vp_remat_kind kind, int64_t budget, int expect_fit) {
+    return plan_case_r(m, kind, budget, expect_fit, NULL);
+}
+
+/* ilp at budgets from the un-checkpointed peak down: each schedule it returns fits,
+ * verifies and trains bit-identically; proven optima never rise as the budget grows;
+ * a budget below the parameters and optimizer state alone is infeasible. */
+static void ilp_cases(test_model *m, int64_t least, int64_t full) {
+    vp_remat_result r;
+    vp_error err;
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_graph *planned = NULL;
+    vp_status s = vp_plan_with_remat_opts(m->g, &m->t, vp_device_find("cpu"), 1, 1024, VP_REMAT_ILP, &ilp_opts, &planned,
+                                          &p, &r, &err);
+    check(s == VP_ERR_INVALID && r.ilp.status == VP_ILP_INFEASIBLE && strstr(err.msg, "no recompute schedule fits"),
+          "%s ilp budget 1 KiB: infeasible with a clear message (%s)", m->name, s ? err.msg : "planned");
+    if (!s) {
+        vp_plan_free(&p);
+        if (planned != m->g) vp_graph_free(planned);
+    }
+    double prev = -1;
+    for (int k = 4; k >= 1; k--) {
+        int64_t budget = least + (full - least) * k / 4;
+        if (plan_case_r(m, VP_REMAT_ILP, budget, 0, &r) < 0 || r.ilp.status != VP_ILP_OPTIMAL) continue;
+        if (prev >= 0)
+            check(r.ilp.objective_seconds >= prev * (1 - 1e-9), "%s ilp: optimum %.6g s at budget %lld, %.6g s above it",
+                  m->name, r.ilp.objective_seconds, (long long)budget, prev);
+        prev = r.ilp.objective_seconds;
+    }
 }
 
 int main(void) {
@@ -64,6 +115,7 @@ int main(void) {
             int64_t budget = least + (full - least) * k / 4;
             plan_case(&m, VP_REMAT_DP, budget, 1);
         }
+        if (least > 0 && full > least) ilp_cases(&m, least, full);
         test_model_free(&m);
     }
     return check_summary();

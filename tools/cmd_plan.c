@@ -22,10 +22,15 @@ static const char plan_usage[] =
     "  --budget SIZE         memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
     "                        powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)\n"
     "  --device NAME         cpu, a100, h100, h200: alignment and cost profile (default cpu)\n"
-    "  --remat none|sqrtn|dp which activations to recompute in the backward pass instead of\n"
+    "  --remat none|sqrtn|dp|ilp\n"
+    "                        which activations to recompute in the backward pass instead of\n"
     "                        keeping them: dp (default with --budget) chooses per block of the\n"
     "                        forward chain by a dynamic program under the budget; sqrtn keeps\n"
-    "                        every sqrt(n)-th block boundary (Chen et al. 2016); none keeps all\n"
+    "                        every sqrt(n)-th block boundary (Chen et al. 2016); ilp solves\n"
+    "                        Checkmate's MILP (Jain et al. 2020) exactly with GLPK, the optimum\n"
+    "                        to measure dp against on small graphs; none keeps all\n"
+    "  --ilp-time-limit S    seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
+    "                        out the best schedule found is used and the report says so\n"
     "  --no-fused-update     run every optimizer update after the whole backward pass\n"
     "                        (default: each update right after its gradient is final)\n"
     "  --max-batch DIM       with --budget: find the largest value of the symbolic dim DIM\n"
@@ -42,7 +47,8 @@ static const char plan_usage[] =
 
 /* Plans the model at the given dims; *fits and *arena report the outcome. */
 static vp_status try_plan(const char *model, const cli_dims *dims, const cli_train_opts *o, const vp_device_profile *dev,
-                          int fused, int64_t budget, vp_remat_kind remat, int *fits, int64_t *arena, vp_error *err) {
+                          int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, int *fits,
+                          int64_t *arena, vp_error *err) {
     vp_graph *g = NULL, *planned = NULL;
     vp_training t;
     memset(&t, 0, sizeof t);
@@ -50,7 +56,7 @@ static vp_status try_plan(const char *model, const cli_dims *dims, const cli_tra
     memset(&p, 0, sizeof p);
     vp_remat_result rr;
     vp_status s = cli_build_step(model, dims, &o->spec, &g, &t, NULL, err);
-    if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, err);
+    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, ro, &planned, &p, &rr, err);
     if (!s) {
         *fits = p.arena_bytes <= budget;
         *arena = p.arena_bytes;
@@ -64,13 +70,13 @@ static vp_status try_plan(const char *model, const cli_dims *dims, const cli_tra
 
 /* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
 static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
-                                int fused, int64_t budget, vp_remat_kind remat, vp_error *err) {
+                                int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, vp_error *err) {
     int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
     int fits = 0;
     vp_status s = VP_OK;
     for (int64_t v = 1; v <= (1 << 24); v *= 2) {
         dims->b[k].value = v;
-        s = try_plan(model, dims, o, dev, fused, budget, remat, &fits, &arena, err);
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
         if (s) return s;
         fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)v, (long long)arena, fits ? "fits" : "over");
         if (!fits) {
@@ -88,7 +94,7 @@ static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const 
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         dims->b[k].value = mid;
-        s = try_plan(model, dims, o, dev, fused, budget, remat, &fits, &arena, err);
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
         if (s) return s;
         fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)mid, (long long)arena, fits ? "fits" : "over");
         if (fits) lo = mid, lo_arena = arena;
@@ -102,8 +108,9 @@ static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const 
 
 int cmd_plan(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
-    const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
+    const char *max_dim = NULL, *dot = NULL, *timeline = NULL, *ilp_limit = NULL;
     int fused = 1;
+    vp_remat_opts ro = {0};
     cli_dims dims = {0};
     cli_train_opts o;
     memset(&o, 0, sizeof o);
@@ -120,7 +127,7 @@ int cmd_plan(int argc, char **argv) {
         else if (!strcmp(a, "--fused-update")) fused = 1;
         else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
                  !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch") || !strcmp(a, "--dot") ||
-                 !strcmp(a, "--timeline")) {
+                 !strcmp(a, "--timeline") || !strcmp(a, "--ilp-time-limit")) {
             if (i + 1 >= argc) {
                 s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
                 break;
@@ -134,6 +141,7 @@ int cmd_plan(int argc, char **argv) {
             else if (!strcmp(a, "--max-batch")) max_dim = v;
             else if (!strcmp(a, "--dot")) dot = v;
             else if (!strcmp(a, "--timeline")) timeline = v;
+            else if (!strcmp(a, "--ilp-time-limit")) ilp_limit = v;
             else budget_arg = v;
         } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
         else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
@@ -151,6 +159,14 @@ int cmd_plan(int argc, char **argv) {
     if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
     vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
     if (!s && remat_arg) s = vp_remat_parse(remat_arg, &remat, &err);
+    if (!s && ilp_limit) {
+        char *end = NULL;
+        ro.ilp_time_limit = strtod(ilp_limit, &end);
+        if (end == ilp_limit || *end || !(ro.ilp_time_limit > 0) || ro.ilp_time_limit > 1e6)
+            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit '%s' is not a number of seconds (example: 60)", ilp_limit);
+        else if (remat != VP_REMAT_ILP)
+            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
+    }
     if (!s && max_dim) {
         if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
         int k = -1;
@@ -160,7 +176,7 @@ int cmd_plan(int argc, char **argv) {
             if (dims.n == CLI_MAX_DIMS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
             else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
         }
-        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &err);
+        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, &err);
     }
     if (s) return cli_report(s, &err);
 
@@ -172,7 +188,7 @@ int cmd_plan(int argc, char **argv) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, &dims, &o.spec, &g, &t, NULL, &err);
-    if (!s) s = vp_plan_with_remat(g, &t, dev, fused, budget, remat, &planned, &p, &rr, &err);
+    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
     char knobs[512];
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
