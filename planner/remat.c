@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cost.h"
+#include "remat_chain.h"
 
 vp_status vp_remat_parse(const char *arg, vp_remat_kind *out, vp_error *err) {
     if (!strcmp(arg, "none")) *out = VP_REMAT_NONE;
@@ -26,15 +27,6 @@ const char *vp_remat_name(vp_remat_kind k) {
 
 /* ---- the chain of blocks ---- */
 
-typedef struct block {
-    int first, last;        /* forward positions, inclusive */
-    int cut;                /* the value leaving the block, -1 for the last */
-    int64_t cut_bytes;
-    int64_t all_bytes;      /* activations the backward reads, produced in the block */
-    int64_t sel_bytes;      /* of which the outputs of expensive ops */
-    double fwd_seconds, cheap_seconds;
-    uint64_t signature;     /* identical blocks share a signature */
-} block;
 
 static int is_expensive(const char *op) {
     return !strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
@@ -166,15 +158,6 @@ static vp_status find_blocks(const vp_graph *g, const vp_device_profile *dev, in
     return VP_OK;
 }
 
-/* Options of a block: keep all its activations, keep the expensive ones, keep none (its
- * output, the cut, still kept), or D: part of a longer segment recomputed from the last
- * kept cut, its own cut dropped too. */
-enum { OPT_ALL = 0, OPT_SELECTIVE, OPT_NONE, N_OPTS, OPT_DROPPED = N_OPTS };
-static const char opt_letter[N_OPTS + 1] = {'A', 'S', 'N', 'D'};
-
-static int64_t opt_kept(const block *b, int o) { return o == OPT_ALL ? b->all_bytes : o == OPT_SELECTIVE ? b->sel_bytes : 0; }
-static double opt_time(const block *b, int o) { return o == OPT_ALL ? 0 : o == OPT_SELECTIVE ? b->cheap_seconds : b->fwd_seconds; }
-
 /* keep[] from one option per block; sqrtn passes choice NULL (all N, then drops cuts). */
 static void keep_from_choice(const vp_graph *g, const int *fwd, const block *b, int nb, const int *choice, char *keep) {
     for (int v = 0; v < g->n_values; v++) keep[v] = 1;
@@ -189,127 +172,6 @@ static void keep_from_choice(const vp_graph *g, const int *fwd, const block *b, 
                 if (n->outputs[j] >= 0 && n->outputs[j] != b[k].cut) keep[n->outputs[j]] = 0;
         }
     }
-}
-
-/* Minimises recompute time subject to  sum(kept) + max(working set) <= room  over
- * a partition of the chain into segments (Rotor-style): a one-block segment keeps its
- * cut and takes option A, S or N; a longer one keeps only its last cut and recomputes
- * all of it from the previous kept cut, its working set being all its activations.
- * For each candidate bound W on the working set, a knapsack over the chain in Q memory
- * units; the best over W wins. */
-typedef struct seg_pick {
-    short from;  /* segment start block */
-    char opt;    /* option of a one-block segment; OPT_DROPPED for longer ones */
-} seg_pick;
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int dp_choose(const block *b, int nb, int64_t room, int *choice) {
-    enum { Q = 512, MAX_W = 32 };
-    if (room < 0 || nb <= 0 || nb > 30000) return 0;
-    int64_t total = 0;
-    for (int k = 0; k < nb; k++) total += b[k].all_bytes + b[k].cut_bytes;
-    double unit = (double)(total > 0 ? total : 1) / Q;
-    /* candidate working-set bounds: quantiles of the one-block and segment values */
-    int64_t *cand = malloc(((size_t)nb * 12 + 16) * sizeof *cand); /* 3 per block + one per doubling length */
-    int nc = 0;
-    for (int k = 0; k < nb; k++) {
-        cand[nc++] = b[k].all_bytes;
-        cand[nc++] = b[k].all_bytes - b[k].sel_bytes;
-        cand[nc++] = 0;
-        int64_t w = b[k].all_bytes;
-        for (int e = k + 1, len = 2; e < nb && len <= 64; e++, len *= 2) {
-            w = 0;
-            for (int i = k; i <= e; i++) w += b[i].all_bytes + (i < e ? b[i].cut_bytes : 0);
-            cand[nc++] = w;
-        }
-    }
-    qsort(cand, (size_t)nc, sizeof *cand, cmp_i64);
-    int64_t ws[MAX_W];
-    int nw = 0;
-    for (int q = 0; q < MAX_W && nc; q++) {
-        int64_t w = cand[(size_t)((double)q / (MAX_W - 1) * (nc - 1))];
-        if (!nw || ws[nw - 1] != w) ws[nw++] = w;
-    }
-    free(cand);
-    size_t cells = (size_t)(nb + 1) * (Q + 1);
-    double *dp = malloc(cells * sizeof *dp);
-    seg_pick *pick = malloc(cells * sizeof *pick);
-    int *tmp = malloc((size_t)nb * sizeof *tmp);
-    double best = INFINITY;
-    int found = 0;
-    for (int wi = 0; dp && pick && tmp && wi < nw; wi++) {
-        int64_t W = ws[wi];
-        if (room - W < 0) continue;
-        int cap = (double)(room - W) / unit > Q ? Q : (int)((double)(room - W) / unit);
-        for (size_t i = 0; i < cells; i++) dp[i] = INFINITY;
-        dp[0] = 0;
-        for (int j = 0; j < nb; j++) { /* segments starting at block j */
-            for (int m = 0; m <= cap; m++) {
-                double base = dp[(size_t)j * (Q + 1) + m];
-                if (base == INFINITY) continue;
-                for (int o = 0; o < N_OPTS; o++) {
-                    int64_t kept = opt_kept(&b[j], o);
-                    if (b[j].all_bytes - kept > W) continue;
-                    int m2 = m + (int)ceil((double)(kept + b[j].cut_bytes) / unit);
-                    if (m2 > cap) continue;
-                    size_t at = (size_t)(j + 1) * (Q + 1) + m2;
-                    double t = base + opt_time(&b[j], o);
-                    if (t < dp[at]) {
-                        dp[at] = t;
-                        pick[at] = (seg_pick){(short)j, (char)o};
-                    }
-                }
-                int64_t wseg = b[j].all_bytes;
-                double tseg = b[j].fwd_seconds;
-                for (int e = j + 1; e < nb; e++) {
-                    wseg += b[e - 1].cut_bytes + b[e].all_bytes;
-                    tseg += b[e].fwd_seconds;
-                    if (wseg > W) break;
-                    int m2 = m + (int)ceil((double)b[e].cut_bytes / unit);
-                    if (m2 > cap) continue;
-                    size_t at = (size_t)(e + 1) * (Q + 1) + m2;
-                    if (base + tseg < dp[at]) {
-                        dp[at] = base + tseg;
-                        pick[at] = (seg_pick){(short)j, OPT_DROPPED};
-                    }
-                }
-            }
-        }
-        int bm = -1;
-        for (int m = 0; m <= cap; m++) {
-            double v = dp[(size_t)nb * (Q + 1) + m];
-            if (v < INFINITY && (bm < 0 || v < dp[(size_t)nb * (Q + 1) + bm])) bm = m;
-        }
-        if (bm < 0 || dp[(size_t)nb * (Q + 1) + bm] >= best) continue;
-        /* walk back through the segments, recovering each one's memory from its pick */
-        int k = nb, m = bm, ok = 1;
-        while (k > 0 && ok) {
-            seg_pick sp = pick[(size_t)k * (Q + 1) + m];
-            int j = sp.from;
-            if (sp.opt == OPT_DROPPED) {
-                for (int i = j; i < k - 1; i++) tmp[i] = OPT_DROPPED;
-                tmp[k - 1] = OPT_NONE;
-                m -= (int)ceil((double)b[k - 1].cut_bytes / unit);
-            } else {
-                tmp[j] = sp.opt;
-                m -= (int)ceil((double)(opt_kept(&b[j], sp.opt) + b[j].cut_bytes) / unit);
-            }
-            ok = m >= 0 && j < k;
-            k = j;
-        }
-        if (!ok) continue;
-        best = dp[(size_t)nb * (Q + 1) + bm];
-        memcpy(choice, tmp, (size_t)nb * sizeof *choice);
-        found = 1;
-    }
-    free(dp);
-    free(pick);
-    free(tmp);
-    return found;
 }
 
 /* ---- planning with checkpointing ---- */
@@ -349,6 +211,8 @@ static vp_status plan_candidate(vp_graph *g, const vp_training *t, const vp_devi
 typedef struct candidate {
     vp_plan p;
     vp_graph *g;
+    int *opt;          /* dp's option per block, NULL for other candidates */
+    vp_ilp_stats ilp;  /* ilp: the solve that gave this schedule */
     int n_recompute;
     int fits;
     double recompute_seconds;
@@ -403,38 +267,133 @@ typedef struct chain {
     int nb;
 } chain;
 
-/* dp's candidates: recompute every block from its cut; dp's choices under the budget,
- * tightened by what the real arena exceeded; sqrtn's segments unless a dp choice that
- * fits recomputes less (so dp is never worse than sqrtn); and when nothing fits, dp's
- * choices pushed down to the smallest peak it finds, to report it. */
+static void choice_letters(const int *choice, int nb, char *out, size_t cap) {
+    size_t used = 0;
+    for (int k = 0; k < nb && used + 2 < cap; k++) out[used++] = vp_chain_letter[choice[k]];
+    out[used] = 0;
+}
+
+/* Plans one option per block as a candidate, remembering the options. */
+static vp_status add_choice(candidate *cands, int *nc, int max, vp_graph *g, const vp_training *t,
+                            const vp_device_profile *dev, int fused, const chain *ch, const int *choice, char *keep,
+                            int64_t budget, vp_error *err) {
+    if (*nc >= max) return VP_OK;
+    char letters[256];
+    choice_letters(choice, ch->nb, letters, sizeof letters);
+    keep_from_choice(g, ch->fwd, ch->b, ch->nb, choice, keep);
+    vp_status s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, letters, err);
+    if (!s) {
+        candidate *k = &cands[*nc - 1];
+        k->opt = malloc(((size_t)ch->nb + 1) * sizeof *k->opt);
+        if (!k->opt) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        memcpy(k->opt, choice, (size_t)ch->nb * sizeof *choice);
+    }
+    return s;
+}
+
+typedef struct chain_model {
+    int64_t (*peak)(const block *, int, const int *);
+    int (*choose)(const block *, int, int64_t, int *);
+} chain_model;
+
+static const chain_model models[] = {{vp_chain_peak, vp_chain_dp_prefix},
+                                     {vp_chain_peak_working_set, vp_chain_dp_working_set}};
+
+/* A block's option raised to keep more: the previous block, if it was inside the same
+ * recomputed segment, becomes that segment's end. */
+static void raise_option(int *choice, int k, int o) {
+    if (k > 0 && choice[k - 1] == OPT_DROPPED) choice[k - 1] = OPT_NONE;
+    choice[k] = o;
+}
+
+typedef struct move {
+    int block, opt;
+    double saves;
+} move;
+
+static int by_saving(const void *x, const void *y) {
+    const move *a = x, *b = y;
+    return a->saves < b->saves ? 1 : a->saves > b->saves ? -1 : a->block - b->block;
+}
+
+/* Greedy improvement of the best fitting candidate on the real arena: each block that
+ * recomputes, in order of the time it would save, tries keeping more (S, then A); a move
+ * stays when the plan still fits and recomputes less.  The chain models miss what the
+ * arena reuses; this catches it.  Bounded by the time planning has taken so far. */
+static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                        const chain *ch, char *keep, candidate *cands, int nc, double spent, vp_error *err) {
+    int w = pick_candidate(cands, nc);
+    if (!budget || !cands[w].fits || !cands[w].opt) return VP_OK;
+    const block *b = ch->b;
+    int nb = ch->nb;
+    move *mv = malloc(((size_t)nb * 2 + 1) * sizeof *mv);
+    int *trial = malloc(((size_t)nb + 1) * sizeof *trial);
+    vp_status s = mv && trial ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int k = 0; !s && k < nb; k++) {
+        int o = cands[w].opt[k];
+        double now_t = o == OPT_DROPPED ? b[k].fwd_seconds : vp_chain_opt_time(&b[k], o);
+        if (o != OPT_ALL) mv[n++] = (move){k, OPT_ALL, now_t};
+        if ((o == OPT_NONE || o == OPT_DROPPED) && b[k].sel_bytes > 0 && b[k].sel_bytes < b[k].all_bytes)
+            mv[n++] = (move){k, OPT_SELECTIVE, now_t - b[k].cheap_seconds};
+    }
+    if (!s) qsort(mv, (size_t)n, sizeof *mv, by_saving);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; !s && i < n; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > spent) break;
+        int cur = cands[w].opt[mv[i].block];
+        if (mv[i].saves <= 0 || cur == OPT_ALL || (cur == OPT_SELECTIVE && mv[i].opt == OPT_SELECTIVE)) continue;
+        memcpy(trial, cands[w].opt, (size_t)nb * sizeof *trial);
+        raise_option(trial, mv[i].block, mv[i].opt);
+        candidate tmp[1];
+        int one = 0;
+        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, err);
+        if (s) break;
+        if (tmp[0].fits && tmp[0].recompute_seconds < cands[w].recompute_seconds) {
+            vp_plan_free(&cands[w].p);
+            vp_graph_free(cands[w].g);
+            free(cands[w].opt);
+            cands[w] = tmp[0];
+        } else {
+            vp_plan_free(&tmp[0].p);
+            vp_graph_free(tmp[0].g);
+            free(tmp[0].opt);
+        }
+    }
+    free(mv);
+    free(trial);
+    return s;
+}
+
+/* dp's candidates: recompute every block from its cut; each chain model's choice under
+ * the budget, tightened by what the real arena exceeded; sqrtn's segments unless a
+ * choice that fits recomputes less (so dp is never worse than sqrtn); when nothing fits,
+ * choices pushed down to the smallest peak found, to report it; then the greedy
+ * improvement of the best on the real arena. */
 static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                                const chain *ch, char *keep, int *choice, candidate *cands, int *nc, int max,
                                vp_remat_result *r, vp_error *err) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     const block *b = ch->b;
     int nb = ch->nb;
     for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
-    keep_from_choice(g, ch->fwd, b, nb, choice, keep);
-    vp_status s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "N", err);
-    int64_t max_all = 0, cuts = 0;
-    for (int k = 0; k < nb; k++) {
-        if (b[k].all_bytes > max_all) max_all = b[k].all_bytes;
-        cuts += b[k].cut_bytes;
-    }
-    /* calibrated so the estimate of the all-N plan is its real arena */
-    int64_t base = s ? 0 : cands[0].p.arena_bytes - max_all - cuts;
-    int64_t target = budget > 0 ? budget : INT64_MAX / 4;
-    for (int it = 0; !s && it < 8 && *nc < max; it++) {
-        r->iterations++;
-        if (!dp_choose(b, nb, target - base, choice)) break;
-        keep_from_choice(g, ch->fwd, b, nb, choice, keep);
-        char letters[256];
-        size_t used = 0;
-        for (int k = 0; k < nb && used + 3 < sizeof letters; k++)
-            used += (size_t)snprintf(letters + used, sizeof letters - used, "%c", opt_letter[choice[k]]);
-        letters[used] = 0;
-        s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, letters, err);
-        if (s || !budget || cands[*nc - 1].fits) break;
-        target -= cands[*nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
+    vp_status s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+    int64_t all_n = s ? 0 : cands[0].p.arena_bytes;
+    for (size_t mi = 0; !s && mi < sizeof models / sizeof models[0]; mi++) {
+        for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+        /* calibrated so the model's estimate of the all-N plan is its real arena */
+        int64_t base = all_n - models[mi].peak(b, nb, choice);
+        int64_t target = budget > 0 ? budget : INT64_MAX / 4;
+        for (int it = 0; !s && it < 6 && *nc < max; it++) {
+            r->iterations++;
+            if (!models[mi].choose(b, nb, target - base, choice)) break;
+            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+            if (s || !budget || cands[*nc - 1].fits) break;
+            target -= cands[*nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
+        }
     }
     double one_forward = 0, best_rt = INFINITY;
     for (int k = 0; k < nb; k++) one_forward += b[k].fwd_seconds;
@@ -446,14 +405,20 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
     }
     int any_fits = 0;
     for (int i = 0; i < *nc; i++) any_fits |= cands[i].fits;
-    for (int it = 0; !s && !any_fits && it < 4 && *nc < max; it++) {
-        int small = pick_candidate(cands, *nc);
-        int64_t goal = cands[small].p.arena_bytes - 1;
-        if (!dp_choose(b, nb, goal - base, choice)) break;
-        keep_from_choice(g, ch->fwd, b, nb, choice, keep);
-        s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "dp (smallest)", err);
-        if (s || cands[*nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
+    for (size_t mi = 0; !s && !any_fits && mi < sizeof models / sizeof models[0]; mi++) {
+        for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+        int64_t base = all_n - models[mi].peak(b, nb, choice);
+        for (int it = 0; !s && it < 3 && *nc < max; it++) {
+            int small = pick_candidate(cands, *nc);
+            int64_t goal = cands[small].p.arena_bytes - 1;
+            if (!models[mi].choose(b, nb, goal - base, choice)) break;
+            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+            if (s || cands[*nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
+        }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double spent = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, spent, err);
     return s;
 }
 
@@ -463,31 +428,50 @@ static double seconds_since(const struct timespec *t0) {
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
-/* ilp's candidates: Checkmate's MILP on the un-checkpointed plan p0, its schedule
- * planned on the real arena; when that lands over the budget (the model ignores
- * fragmentation), solved again under a budget lowered by the excess. */
+/* ilp's candidates: Checkmate's MILP on the un-checkpointed plan p0, each schedule
+ * planned on the real arena.  The model ignores in-place reuse and fragmentation, so
+ * the budget given to it is searched: lowered by what the arena exceeded, raised by what
+ * it left unused, then bisected, for the largest model budget whose plan fits. */
 static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                                 const vp_plan *p0, double limit, candidate *cands, int *nc, int max, vp_remat_result *r,
                                 vp_error *err) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int64_t model_budget = budget;
+    int64_t mb = budget, lo = -1, hi = -1; /* model budgets known to fit / known not to */
     vp_status s = VP_OK;
-    for (int it = 0; !s && it < 4 && *nc < max; it++) {
+    for (int it = 0; !s && it < 8 && *nc < max; it++) {
         double left = limit - seconds_since(&t0);
         if (it > 0 && left < 0.5) break;
         vp_remat_schedule rs;
         vp_ilp_stats st;
-        s = vp_remat_ilp_solve(g, p0, t, dev, model_budget, left, &rs, &st, err);
+        s = vp_remat_ilp_solve(g, p0, t, dev, mb, left, &rs, &st, err);
         r->iterations++;
         double spent = r->ilp.solve_seconds + st.solve_seconds;
-        r->ilp = st;
+        if (!*nc || st.status == VP_ILP_OPTIMAL || st.status == VP_ILP_FEASIBLE) r->ilp = st;
         r->ilp.solve_seconds = spent;
-        if (s || (st.status != VP_ILP_OPTIMAL && st.status != VP_ILP_FEASIBLE)) break;
-        s = add_candidate(cands, nc, max, g, t, dev, fused, NULL, &rs, budget, vp_ilp_status_name(st.status), err);
-        vp_remat_schedule_free(&rs);
-        if (s || cands[*nc - 1].fits) break;
-        model_budget -= cands[*nc - 1].p.arena_bytes - budget;
+        if (s || st.status == VP_ILP_NO_SOLUTION || st.status == VP_ILP_TOO_LARGE) break;
+        int64_t arena = -1;
+        if (st.status != VP_ILP_INFEASIBLE) {
+            s = add_candidate(cands, nc, max, g, t, dev, fused, NULL, &rs, budget, vp_ilp_status_name(st.status), err);
+            vp_remat_schedule_free(&rs);
+            if (s) break;
+            cands[*nc - 1].ilp = st;
+            arena = cands[*nc - 1].p.arena_bytes;
+        }
+        if (arena >= 0 && arena <= budget) lo = mb;
+        else if (arena > budget) hi = mb;
+        else if (lo < 0 && hi < 0) break; /* infeasible in the model at the budget itself */
+        else lo = lo > mb ? lo : mb;      /* infeasible under a lowered model budget: go back up */
+        if (lo >= 0 && hi >= 0) {
+            if (hi - lo <= budget / 500 + 1) break;
+            mb = lo + (hi - lo) / 2;
+        } else if (hi >= 0) {
+            mb -= arena - budget; /* the estimate was optimistic by that much */
+        } else if (arena >= 0 && budget - arena > budget / 500) {
+            mb += budget - arena;
+        } else {
+            break;
+        }
     }
     if (s || *nc) return s;
     const vp_ilp_stats *st = &r->ilp;
@@ -539,7 +523,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     int *choice = calloc((size_t)nb + 1, sizeof *choice);
     if (!keep || !choice) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     vp_graph *best_g = NULL;
-    enum { MAX_CANDS = 12 };
+    enum { MAX_CANDS = 24 };
     candidate cands[MAX_CANDS];
     int nc = 0;
     chain ch = {fwd, b, nb};
@@ -571,14 +555,21 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         *p = cands[w].p;
         best_g = cands[w].g;
         r->n_recompute = cands[w].n_recompute;
+        if (kind == VP_REMAT_ILP) { /* the stats of the solve kept, the time of them all */
+            double total = r->ilp.solve_seconds;
+            r->ilp = cands[w].ilp;
+            r->ilp.solve_seconds = total;
+        }
         snprintf(r->choice, sizeof r->choice, "%s", cands[w].choice);
         cands[w].g = NULL;
     }
-    for (int i = 0; i < nc; i++)
+    for (int i = 0; i < nc; i++) {
         if (cands[i].g) {
             vp_plan_free(&cands[i].p);
             vp_graph_free(cands[i].g);
         }
+        free(cands[i].opt);
+    }
     if (!s) {
         p->planning_seconds = seconds_since(&t0);
         *planned = best_g;
