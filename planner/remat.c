@@ -25,155 +25,6 @@ const char *vp_remat_name(vp_remat_kind k) {
     return (int)k >= 0 && k <= VP_REMAT_ILP ? n[k] : "?";
 }
 
-/* ---- the chain of blocks ---- */
-
-
-static int is_expensive(const char *op) {
-    return !strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
-}
-
-static int needed_by_backward(const vp_graph *g, int v) {
-    const vp_value *val = &g->values[v];
-    for (int c = 0; c < val->n_consumers; c++)
-        if (g->nodes[val->consumers[c]].phase == VP_PHASE_BACKWARD) return 1;
-    return 0;
-}
-
-static int64_t value_bytes(const vp_graph *g, int v) {
-    return vp_value_numel(&g->values[v]) * (int64_t)vp_dtype_size(g->values[v].dtype);
-}
-
-/* Forward node ids in order, and the blocks between articulation points. */
-static vp_status find_blocks(const vp_graph *g, const vp_device_profile *dev, int **fwd_out, int *n_fwd_out,
-                             block **blocks_out, int *n_blocks_out, vp_error *err) {
-    int *fwd = malloc(((size_t)g->n_nodes + 1) * sizeof *fwd), *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
-    int *cross = NULL;
-    block *b = NULL;
-    int nf = 0, nb = 0;
-    vp_status s = fwd && pos ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    for (int i = 0; !s && i < g->n_nodes; i++) {
-        pos[i] = -1;
-        const vp_node *n = &g->nodes[i];
-        if (!n->folded && n->phase == VP_PHASE_FORWARD) {
-            pos[i] = nf;
-            fwd[nf++] = i;
-        }
-    }
-    if (!s) {
-        cross = calloc((size_t)nf + 1, sizeof *cross);
-        b = calloc((size_t)nf + 1, sizeof *b);
-        if (!cross || !b) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    }
-    /* cross[i]: forward activations live across the boundary after position i */
-    for (int i = 0; !s && i < nf; i++) {
-        const vp_node *n = &g->nodes[fwd[i]];
-        for (int k = 0; k < n->n_outputs; k++) {
-            int v = n->outputs[k];
-            if (v < 0) continue;
-            int last = i;
-            const vp_value *val = &g->values[v];
-            for (int c = 0; c < val->n_consumers; c++) {
-                const vp_node *cn = &g->nodes[val->consumers[c]];
-                int cp = pos[val->consumers[c]];
-                if (cp < 0 && cn->phase == VP_PHASE_LOSS) cp = nf; /* the loss reads past the end */
-                if (cp > last) last = cp;
-            }
-            for (int j = i; j < last && j < nf; j++) cross[j]++;
-        }
-    }
-    int start = 0;
-    for (int i = 0; !s && i < nf; i++) {
-        int cut = -1;
-        if (cross[i] == 1 && i + 1 < nf) {
-            const vp_node *n = &g->nodes[fwd[i]];
-            for (int k = 0; k < n->n_outputs; k++) {
-                int v = n->outputs[k];
-                if (v < 0) continue;
-                for (int c = 0; c < g->values[v].n_consumers; c++)
-                    if (pos[g->values[v].consumers[c]] > i) cut = v;
-            }
-        }
-        if (cut < 0 && i + 1 < nf) continue;
-        block *bk = &b[nb++];
-        bk->first = start;
-        bk->last = i;
-        bk->cut = cut;
-        start = i + 1;
-    }
-    /* a block's signature: its ops, output sizes and which outputs the backward reads;
-     * identical blocks (transformer layers) get their menu once and share it */
-    for (int k = 0; !s && k < nb; k++) {
-        block *bk = &b[k];
-        uint64_t h = 1469598103934665603ull;
-        for (int i = bk->first; i <= bk->last; i++) {
-            const vp_node *n = &g->nodes[fwd[i]];
-            for (const char *p = n->op_type; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-            for (int k2 = 0; k2 < n->n_inputs; k2++) /* the shapes read decide the cost */
-                if (n->inputs[k2] >= 0) h = (h ^ (uint64_t)value_bytes(g, n->inputs[k2])) * 1099511628211ull;
-            for (int o = 0; o < n->n_outputs; o++) {
-                int v = n->outputs[o];
-                if (v < 0) continue;
-                h = (h ^ (uint64_t)value_bytes(g, v) ^ ((uint64_t)(v == bk->cut) << 62) ^
-                     ((uint64_t)needed_by_backward(g, v) << 63)) * 1099511628211ull;
-            }
-        }
-        h = (h ^ (uint64_t)(bk->last - bk->first)) * 1099511628211ull;
-        bk->signature = h;
-        bk->cut_bytes = bk->cut >= 0 ? value_bytes(g, bk->cut) : 0;
-        int same = -1;
-        for (int j = k - 1; j >= 0 && same < 0; j--)
-            if (b[j].signature == h) same = j;
-        if (same >= 0) {
-            bk->all_bytes = b[same].all_bytes;
-            bk->sel_bytes = b[same].sel_bytes;
-            bk->fwd_seconds = b[same].fwd_seconds;
-            bk->cheap_seconds = b[same].cheap_seconds;
-            continue;
-        }
-        for (int i = bk->first; i <= bk->last; i++) {
-            const vp_node *n = &g->nodes[fwd[i]];
-            vp_node_cost c = vp_cost_node(g, n);
-            double t = vp_cost_seconds(&c, dev, 0);
-            bk->fwd_seconds += t;
-            if (!is_expensive(n->op_type)) bk->cheap_seconds += t;
-            for (int o = 0; o < n->n_outputs; o++) {
-                int v = n->outputs[o];
-                if (v < 0 || v == bk->cut || !needed_by_backward(g, v)) continue;
-                bk->all_bytes += value_bytes(g, v);
-                if (is_expensive(n->op_type)) bk->sel_bytes += value_bytes(g, v);
-            }
-        }
-    }
-    free(pos);
-    free(cross);
-    if (s) {
-        free(fwd);
-        free(b);
-        return s;
-    }
-    *fwd_out = fwd;
-    *n_fwd_out = nf;
-    *blocks_out = b;
-    *n_blocks_out = nb;
-    return VP_OK;
-}
-
-/* keep[] from one option per block; sqrtn passes choice NULL (all N, then drops cuts). */
-static void keep_from_choice(const vp_graph *g, const int *fwd, const block *b, int nb, const int *choice, char *keep) {
-    for (int v = 0; v < g->n_values; v++) keep[v] = 1;
-    for (int k = 0; k < nb; k++) {
-        int o = choice ? choice[k] : OPT_NONE;
-        if (o == OPT_ALL) continue;
-        if (o == OPT_DROPPED && b[k].cut >= 0) keep[b[k].cut] = 0;
-        for (int i = b[k].first; i <= b[k].last; i++) {
-            const vp_node *n = &g->nodes[fwd[i]];
-            if (o == OPT_SELECTIVE && is_expensive(n->op_type)) continue;
-            for (int j = 0; j < n->n_outputs; j++)
-                if (n->outputs[j] >= 0 && n->outputs[j] != b[k].cut) keep[n->outputs[j]] = 0;
-        }
-    }
-}
-
 /* ---- planning with checkpointing ---- */
 
 static double step_seconds(const vp_graph *g, const vp_device_profile *dev, vp_phase only, int all) {
@@ -253,23 +104,17 @@ static int pick_candidate(const candidate *c, int n) {
 }
 
 /* Chen et al.: keep every ceil(sqrt(k))-th cut, recompute everything else. */
-static void sqrtn_keep(const vp_graph *g, const int *fwd, const block *b, int nb, char *keep) {
-    int stride = (int)ceil(sqrt((double)(nb > 0 ? nb : 1)));
-    keep_from_choice(g, fwd, b, nb, NULL, keep);
-    for (int k = 0; k < nb; k++)
-        if (b[k].cut >= 0 && (k + 1) % stride != 0) keep[b[k].cut] = 0;
+static void sqrtn_keep(const vp_graph *g, const chain *ch, char *keep) {
+    int stride = (int)ceil(sqrt((double)(ch->nb > 0 ? ch->nb : 1)));
+    vp_chain_keep(g, ch, NULL, keep);
+    for (int k = 0; k < ch->nb; k++)
+        if (ch->b[k].cut >= 0 && (k + 1) % stride != 0) keep[ch->b[k].cut] = 0;
 }
 
-/* The chain to choose from, shared by the strategies' candidate generators. */
-typedef struct chain {
-    const int *fwd;
-    const block *b;
-    int nb;
-} chain;
 
-static void choice_letters(const int *choice, int nb, char *out, size_t cap) {
+static void choice_letters(const chain *ch, const int *choice, char *out, size_t cap) {
     size_t used = 0;
-    for (int k = 0; k < nb && used + 2 < cap; k++) out[used++] = vp_chain_letter[choice[k]];
+    for (int k = 0; k < ch->nb && used + 2 < cap; k++) out[used++] = vp_chain_letter(&ch->b[k], choice[k]);
     out[used] = 0;
 }
 
@@ -279,8 +124,8 @@ static vp_status add_choice(candidate *cands, int *nc, int max, vp_graph *g, con
                             int64_t budget, vp_error *err) {
     if (*nc >= max) return VP_OK;
     char letters[256];
-    choice_letters(choice, ch->nb, letters, sizeof letters);
-    keep_from_choice(g, ch->fwd, ch->b, ch->nb, choice, keep);
+    choice_letters(ch, choice, letters, sizeof letters);
+    vp_chain_keep(g, ch, choice, keep);
     vp_status s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, letters, err);
     if (!s) {
         candidate *k = &cands[*nc - 1];
@@ -289,6 +134,18 @@ static vp_status add_choice(candidate *cands, int *nc, int max, vp_graph *g, con
         memcpy(k->opt, choice, (size_t)ch->nb * sizeof *choice);
     }
     return s;
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+static int seen_choice(const candidate *c, int n, const int *choice, int nb) {
+    for (int i = 0; i < n; i++)
+        if (c[i].opt && !memcmp(c[i].opt, choice, (size_t)nb * sizeof *choice)) return 1;
+    return 0;
 }
 
 typedef struct chain_model {
@@ -301,8 +158,8 @@ static const chain_model models[] = {{vp_chain_peak, vp_chain_dp_prefix},
 
 /* A block's option raised to keep more: the previous block, if it was inside the same
  * recomputed segment, becomes that segment's end. */
-static void raise_option(int *choice, int k, int o) {
-    if (k > 0 && choice[k - 1] == OPT_DROPPED) choice[k - 1] = OPT_NONE;
+static void raise_option(const block *b, int *choice, int k, int o) {
+    if (k > 0 && choice[k - 1] == OPT_DROPPED) choice[k - 1] = vp_chain_none(&b[k - 1]);
     choice[k] = o;
 }
 
@@ -317,8 +174,9 @@ static int by_saving(const void *x, const void *y) {
 }
 
 /* Greedy improvement of the best fitting candidate on the real arena: each block that
- * recomputes, in order of the time it would save, tries keeping more (S, then A); a move
- * stays when the plan still fits and recomputes less.  The chain models miss what the
+ * recomputes, in order of the time it would save, tries keeping more (everything, or
+ * one option less of its menu); a move stays when the plan still fits and recomputes
+ * less.  The chain models miss what the
  * arena reuses; this catches it.  Bounded by the time planning has taken so far. */
 static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                         const chain *ch, char *keep, candidate *cands, int nc, double spent, vp_error *err) {
@@ -332,10 +190,10 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
     int n = 0;
     for (int k = 0; !s && k < nb; k++) {
         int o = cands[w].opt[k];
-        double now_t = o == OPT_DROPPED ? b[k].fwd_seconds : vp_chain_opt_time(&b[k], o);
+        int less = o == OPT_DROPPED ? vp_chain_none(&b[k]) - 1 : o - 1;
+        double now_t = o == OPT_DROPPED ? b[k].fwd_seconds : b[k].time[o];
         if (o != OPT_ALL) mv[n++] = (move){k, OPT_ALL, now_t};
-        if ((o == OPT_NONE || o == OPT_DROPPED) && b[k].sel_bytes > 0 && b[k].sel_bytes < b[k].all_bytes)
-            mv[n++] = (move){k, OPT_SELECTIVE, now_t - b[k].cheap_seconds};
+        if (less > OPT_ALL) mv[n++] = (move){k, less, now_t - b[k].time[less]};
     }
     if (!s) qsort(mv, (size_t)n, sizeof *mv, by_saving);
     struct timespec t0, t1;
@@ -344,9 +202,10 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > spent) break;
         int cur = cands[w].opt[mv[i].block];
-        if (mv[i].saves <= 0 || cur == OPT_ALL || (cur == OPT_SELECTIVE && mv[i].opt == OPT_SELECTIVE)) continue;
+        /* an earlier move may have raised this block already */
+        if (mv[i].saves <= 0 || (cur != OPT_DROPPED && cur <= mv[i].opt)) continue;
         memcpy(trial, cands[w].opt, (size_t)nb * sizeof *trial);
-        raise_option(trial, mv[i].block, mv[i].opt);
+        raise_option(b, trial, mv[i].block, mv[i].opt);
         candidate tmp[1];
         int one = 0;
         s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, err);
@@ -367,6 +226,59 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
     return s;
 }
 
+/* Descent on the real arena from the cheapest candidate that does not fit: one block at
+ * a time moves one option down its menu (recomputes more), the block that frees the most
+ * kept bytes per second of recompute first, until the plan fits.  The chain models
+ * misjudge the peak most at tight budgets; this walks down from the cheap side.  Each
+ * step plans the step for real, so it is bounded by the time planning took so far. */
+static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                         const chain *ch, char *keep, candidate *cands, int *nc, int max, double spent, vp_error *err) {
+    int start = -1;
+    for (int i = 0; i < *nc; i++)
+        if (cands[i].opt && !cands[i].fits &&
+            (start < 0 || cands[i].recompute_seconds < cands[start].recompute_seconds))
+            start = i;
+    int w = pick_candidate(cands, *nc);
+    if (!budget || start < 0 || *nc >= max || (cands[w].fits && cands[w].recompute_seconds <= cands[start].recompute_seconds))
+        return VP_OK;
+    const block *b = ch->b;
+    int nb = ch->nb;
+    int *cur = malloc(((size_t)nb + 1) * sizeof *cur);
+    if (!cur) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    memcpy(cur, cands[start].opt, (size_t)nb * sizeof *cur);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    vp_status s = VP_OK;
+    for (int step = 0; !s && step < 4 * nb && seconds_since(&t0) <= spent; step++) {
+        int best = -1;
+        double best_ratio = 0;
+        for (int k = 0; k < nb; k++) {
+            int o = cur[k];
+            if (o == OPT_DROPPED || o >= vp_chain_none(&b[k])) continue;
+            int64_t freed = b[k].kept[o] - b[k].kept[o + 1];
+            double cost = b[k].time[o + 1] - b[k].time[o];
+            double ratio = (double)freed / (cost > 1e-12 ? cost : 1e-12);
+            if (freed > 0 && (best < 0 || ratio > best_ratio)) best = k, best_ratio = ratio;
+        }
+        if (best < 0) break;
+        cur[best]++;
+        if (seen_choice(cands, *nc, cur, nb)) continue;
+        candidate tmp[1];
+        int one = 0;
+        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, cur, keep, budget, err);
+        if (s) break;
+        if (tmp[0].fits && *nc < max) {
+            cands[(*nc)++] = tmp[0];
+            break;
+        }
+        vp_plan_free(&tmp[0].p);
+        vp_graph_free(tmp[0].g);
+        free(tmp[0].opt);
+    }
+    free(cur);
+    return s;
+}
+
 /* dp's candidates: recompute every block from its cut; each chain model's choice under
  * the budget, tightened by what the real arena exceeded; sqrtn's segments unless a
  * choice that fits recomputes less (so dp is never worse than sqrtn); when nothing fits,
@@ -379,20 +291,28 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const block *b = ch->b;
     int nb = ch->nb;
-    for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+    for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
     vp_status s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
     int64_t all_n = s ? 0 : cands[0].p.arena_bytes;
     for (size_t mi = 0; !s && mi < sizeof models / sizeof models[0]; mi++) {
-        for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+        for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
         /* calibrated so the model's estimate of the all-N plan is its real arena */
         int64_t base = all_n - models[mi].peak(b, nb, choice);
-        int64_t target = budget > 0 ? budget : INT64_MAX / 4;
-        for (int it = 0; !s && it < 6 && *nc < max; it++) {
+        int64_t target = budget > 0 ? budget : INT64_MAX / 4, step = budget / 100 + 1;
+        for (int it = 0; !s && it < 12 && *nc < max; it++) {
             r->iterations++;
             if (!models[mi].choose(b, nb, target - base, choice)) break;
+            if (seen_choice(cands, *nc, choice, nb)) {
+                /* the model still says this fits: lower its target faster */
+                step *= 2;
+                target -= step;
+                continue;
+            }
             s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
             if (s || !budget || cands[*nc - 1].fits) break;
-            target -= cands[*nc - 1].p.arena_bytes - budget; /* the estimate was optimistic by that much */
+            /* the estimate was optimistic by at least that much */
+            step = cands[*nc - 1].p.arena_bytes - budget;
+            target -= step;
         }
     }
     double one_forward = 0, best_rt = INFINITY;
@@ -400,33 +320,35 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
     for (int i = 0; i < *nc; i++)
         if (cands[i].fits && cands[i].recompute_seconds < best_rt) best_rt = cands[i].recompute_seconds;
     if (!s && !(best_rt < one_forward)) {
-        sqrtn_keep(g, ch->fwd, b, nb, keep);
+        sqrtn_keep(g, ch, keep);
         s = add_candidate(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "sqrtn", err);
     }
     int any_fits = 0;
     for (int i = 0; i < *nc; i++) any_fits |= cands[i].fits;
     for (size_t mi = 0; !s && !any_fits && mi < sizeof models / sizeof models[0]; mi++) {
-        for (int k = 0; k < nb; k++) choice[k] = OPT_NONE;
+        for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
         int64_t base = all_n - models[mi].peak(b, nb, choice);
-        for (int it = 0; !s && it < 3 && *nc < max; it++) {
-            int small = pick_candidate(cands, *nc);
-            int64_t goal = cands[small].p.arena_bytes - 1;
+        int64_t goal = cands[pick_candidate(cands, *nc)].p.arena_bytes - 1, step = goal / 100 + 1;
+        for (int it = 0; !s && it < 10 && *nc < max; it++) {
             if (!models[mi].choose(b, nb, goal - base, choice)) break;
+            if (seen_choice(cands, *nc, choice, nb)) {
+                step *= 2;
+                goal -= step;
+                continue;
+            }
             s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
-            if (s || cands[*nc - 1].p.arena_bytes >= cands[small].p.arena_bytes) break;
+            int64_t smallest = cands[pick_candidate(cands, *nc)].p.arena_bytes;
+            if (!s && smallest - 1 < goal) goal = smallest - 1;
+            else if (!s) goal -= step;
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double spent = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, spent, err);
     if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, spent, err);
     return s;
 }
 
-static double seconds_since(const struct timespec *t0) {
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
-}
 
 /* ilp's candidates: Checkmate's MILP on the un-checkpointed plan p0, each schedule
  * planned on the real arena.  The model ignores in-place reuse and fragmentation, so
@@ -509,10 +431,11 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         r->fits = !budget || p->arena_bytes <= budget;
         return s;
     }
-    int *fwd = NULL, nf = 0, nb = 0;
-    block *b = NULL;
-    s = find_blocks(g, dev, &fwd, &nf, &b, &nb, err);
+    chain ch;
+    s = vp_chain_find(g, dev, &ch, err);
     if (s) return s;
+    const block *b = ch.b;
+    int nb = ch.nb;
     r->n_blocks = nb;
     for (int k = 0; k < nb; k++) {
         int dup = 0;
@@ -526,12 +449,11 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     enum { MAX_CANDS = 24 };
     candidate cands[MAX_CANDS];
     int nc = 0;
-    chain ch = {fwd, b, nb};
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
     vp_status full = VP_ERR_INVALID;
     if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build(p, g, t, dev, fused, err);
     if (!s && kind == VP_REMAT_SQRTN) {
-        sqrtn_keep(g, fwd, b, nb, keep);
+        sqrtn_keep(g, &ch, keep);
         s = plan_candidate(g, t, dev, fused, keep, NULL, &best_g, p, &r->n_recompute, err);
         r->iterations = 1;
     } else if (!s && !full && (budget <= 0 || p->arena_bytes <= budget)) {
@@ -579,7 +501,6 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     }
     free(keep);
     free(choice);
-    free(fwd);
-    free(b);
+    vp_chain_free(&ch);
     return s;
 }

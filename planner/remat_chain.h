@@ -1,29 +1,54 @@
-/* The forward pass as a chain of blocks cut at articulation points, and the dynamic
- * programs that choose one option per block under a memory budget (remat_dp.c).  Shared
- * by the strategies in remat.c; not part of the library's interface. */
+/* The forward pass as a chain of blocks cut at articulation points (remat_blocks.c),
+ * each with a menu of what to keep, and the dynamic programs that choose one option per
+ * block under a memory budget (remat_dp.c).  Internal to the planner's checkpointing.
+ *
+ * A block's menu runs from option 0, keep everything the backward reads, to the last,
+ * keep nothing but the block's output (its cut) and recompute the rest.  The options in
+ * between drop (recompute) the block's nodes one more at a time, in the order that frees
+ * the most bytes per second of recompute first (Rockmate builds such menus per block
+ * with an ILP; a greedy frontier is enough here and keeps planning fast).  Identical
+ * blocks (transformer layers) share one menu. */
 #ifndef VP_REMAT_CHAIN_H
 #define VP_REMAT_CHAIN_H
 
 #include <stdint.h>
+
+#include "ir.h"
+#include "plan.h"
 
 typedef struct block {
     int first, last;        /* forward positions, inclusive */
     int cut;                /* the value leaving the block, -1 for the last */
     int64_t cut_bytes;
     int64_t all_bytes;      /* activations the backward reads, produced in the block */
-    int64_t sel_bytes;      /* of which the outputs of expensive ops */
-    double fwd_seconds, cheap_seconds;
+    double fwd_seconds;
     uint64_t signature;     /* identical blocks share a signature */
+    int menu_owner;         /* the block whose menu arrays this one shares */
+    int n_opts;
+    int64_t *kept;          /* per option: bytes kept for the backward, the cut aside */
+    int64_t *peak;          /* per option: the block's own live bytes at most during its backward */
+    double *time;           /* per option: seconds of recompute */
+    int *drop;              /* per option: how many nodes of order are recomputed */
+    int *order;             /* block-relative positions, in the order they are dropped */
 } block;
 
-/* Options of a block: keep all its activations, keep the expensive ones, keep none (its
- * output, the cut, still kept), or D: part of a longer segment recomputed from the last
- * kept cut, its own cut dropped too. */
-enum { OPT_ALL = 0, OPT_SELECTIVE, OPT_NONE, N_OPTS, OPT_DROPPED = N_OPTS };
-extern const char vp_chain_letter[N_OPTS + 1];
+/* A block inside a longer segment recomputed from the last kept cut, its cut dropped. */
+enum { OPT_ALL = 0, OPT_DROPPED = -1 };
 
-int64_t vp_chain_opt_kept(const block *b, int o);
-double vp_chain_opt_time(const block *b, int o);
+typedef struct chain {
+    int *fwd;   /* forward node ids in order */
+    int nf;
+    block *b;
+    int nb;
+} chain;
+
+vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *c, vp_error *err);
+void vp_chain_free(chain *c);
+/* keep[] per value from one option per block; NULL: every block keeps only its cut. */
+void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *keep);
+/* 'A' keep all, 'N' keep the cut only, 'D' dropped in a segment, 'S' in between. */
+char vp_chain_letter(const block *b, int o);
+static inline int vp_chain_none(const block *b) { return b->n_opts - 1; }
 
 /* Two models of the step's peak for one option per block, each with its dynamic program
  * minimising recompute time under room bytes (1 when a choice was found).  The prefix

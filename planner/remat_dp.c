@@ -5,18 +5,13 @@
 
 #include "remat_chain.h"
 
-const char vp_chain_letter[N_OPTS + 1] = {'A', 'S', 'N', 'D'};
-
-int64_t vp_chain_opt_kept(const block *b, int o) { return o == OPT_ALL ? b->all_bytes : o == OPT_SELECTIVE ? b->sel_bytes : 0; }
-double vp_chain_opt_time(const block *b, int o) { return o == OPT_ALL ? 0 : o == OPT_SELECTIVE ? b->cheap_seconds : b->fwd_seconds; }
-
-#define opt_kept vp_chain_opt_kept
-#define opt_time vp_chain_opt_time
+static int64_t opt_kept(const block *b, int o) { return b->kept[o]; }
+static double opt_time(const block *b, int o) { return b->time[o]; }
 
 /* The memory the chain model predicts for a partition into segments: backward runs the
  * blocks last to first, and while block k's gradient is computed the kept activations
- * and cuts of blocks before k are live beside all of k's activations (kept or
- * recomputed) and its cut; a recomputed segment [j..e] has all of its blocks' live at
+ * and cuts of blocks before k are live beside k's own peak under its option (kept and
+ * recomputed values, each live while read) and its cut; a recomputed segment [j..e] has all of its blocks' live at
  * once when its last block's backward starts.  At the forward's end all that is kept is
  * live.  Rotor (Beaumont et al. 2019) models the chain the same way. */
 static int64_t seg_peak(const block *b, int j, int e) {
@@ -32,9 +27,10 @@ int64_t vp_chain_peak(const block *b, int nb, const int *choice) {
     for (int j = 0; j < nb;) {
         int e = j;
         while (choice[e] == OPT_DROPPED && e + 1 < nb) e++;
-        int64_t at = prefix + (e > j ? seg_peak(b, j, e) : b[j].all_bytes + b[j].cut_bytes);
+        int seg = e > j || choice[j] == OPT_DROPPED;
+        int64_t at = prefix + (seg ? seg_peak(b, j, e) : b[j].peak[choice[j]] + b[j].cut_bytes);
         if (at > peak) peak = at;
-        prefix += (e > j ? 0 : opt_kept(&b[j], choice[j])) + b[e].cut_bytes;
+        prefix += (seg ? 0 : opt_kept(&b[j], choice[j])) + b[e].cut_bytes;
         j = e + 1;
     }
     return prefix > peak ? prefix : peak;
@@ -47,7 +43,7 @@ int64_t vp_chain_peak(const block *b, int nb, const int *choice) {
 typedef struct prefix_pick {
     int from;  /* segment start block */
     int m;     /* prefix units before it */
-    char opt;  /* option of a one-block segment; OPT_DROPPED for longer ones */
+    int opt;   /* option of a one-block segment; OPT_DROPPED for longer ones */
 } prefix_pick;
 
 int vp_chain_dp_prefix(const block *b, int nb, int64_t room, int *choice) {
@@ -69,17 +65,17 @@ int vp_chain_dp_prefix(const block *b, int nb, int64_t room, int *choice) {
             double base = dp[(size_t)j * (Q + 1) + m];
             if (base == INFINITY) continue;
             double used = m * unit;
-            if (used + (double)(b[j].all_bytes + b[j].cut_bytes) <= (double)room)
-                for (int o = 0; o < N_OPTS; o++) {
-                    int m2 = m + (int)((double)(opt_kept(&b[j], o) + b[j].cut_bytes) / unit + 0.5);
-                    if (m2 > Q) continue;
-                    size_t at = (size_t)(j + 1) * (Q + 1) + m2;
-                    double t = base + opt_time(&b[j], o);
-                    if (t < dp[at]) {
-                        dp[at] = t;
-                        pick[at] = (prefix_pick){j, m, (char)o};
-                    }
+            for (int o = 0; o < b[j].n_opts; o++) {
+                if (used + (double)(b[j].peak[o] + b[j].cut_bytes) > (double)room) continue;
+                int m2 = m + (int)((double)(opt_kept(&b[j], o) + b[j].cut_bytes) / unit + 0.5);
+                if (m2 > Q) continue;
+                size_t at = (size_t)(j + 1) * (Q + 1) + m2;
+                double t = base + opt_time(&b[j], o);
+                if (t < dp[at]) {
+                    dp[at] = t;
+                    pick[at] = (prefix_pick){j, m, o};
                 }
+            }
             int64_t w = b[j].all_bytes + b[j].cut_bytes;
             double tseg = b[j].fwd_seconds;
             for (int e = j + 1; e < nb; e++) {
@@ -105,7 +101,7 @@ int vp_chain_dp_prefix(const block *b, int nb, int64_t room, int *choice) {
         prefix_pick sp = pick[(size_t)k * (Q + 1) + m];
         if (sp.opt == OPT_DROPPED) {
             for (int i = sp.from; i < k - 1; i++) choice[i] = OPT_DROPPED;
-            choice[k - 1] = OPT_NONE;
+            choice[k - 1] = vp_chain_none(&b[k - 1]);
         } else {
             choice[sp.from] = sp.opt;
         }
@@ -124,8 +120,8 @@ int vp_chain_dp_prefix(const block *b, int nb, int64_t room, int *choice) {
  * For each candidate bound W on the working set, a knapsack over the chain in Q memory
  * units; the best over W wins. */
 typedef struct seg_pick {
-    short from;  /* segment start block */
-    char opt;    /* option of a one-block segment; OPT_DROPPED for longer ones */
+    int from;  /* segment start block */
+    int opt;   /* option of a one-block segment; OPT_DROPPED for longer ones */
 } seg_pick;
 
 static int cmp_i64(const void *a, const void *b) {
@@ -140,12 +136,14 @@ int vp_chain_dp_working_set(const block *b, int nb, int64_t room, int *choice) {
     for (int k = 0; k < nb; k++) total += b[k].all_bytes + b[k].cut_bytes;
     double unit = (double)(total > 0 ? total : 1) / Q;
     /* candidate working-set bounds: quantiles of the one-block and segment values */
-    int64_t *cand = malloc(((size_t)nb * 12 + 16) * sizeof *cand); /* 3 per block + one per doubling length */
+    size_t n_cand = 16;
+    for (int k = 0; k < nb; k++) n_cand += (size_t)b[k].n_opts + 8; /* options + one per doubling length */
+    int64_t *cand = malloc(n_cand * sizeof *cand);
+    if (!cand) return 0;
     int nc = 0;
     for (int k = 0; k < nb; k++) {
         cand[nc++] = b[k].all_bytes;
-        cand[nc++] = b[k].all_bytes - b[k].sel_bytes;
-        cand[nc++] = 0;
+        for (int o = 0; o < b[k].n_opts; o++) cand[nc++] = b[k].all_bytes - b[k].kept[o];
         int64_t w = b[k].all_bytes;
         for (int e = k + 1, len = 2; e < nb && len <= 64; e++, len *= 2) {
             w = 0;
@@ -177,7 +175,7 @@ int vp_chain_dp_working_set(const block *b, int nb, int64_t room, int *choice) {
             for (int m = 0; m <= cap; m++) {
                 double base = dp[(size_t)j * (Q + 1) + m];
                 if (base == INFINITY) continue;
-                for (int o = 0; o < N_OPTS; o++) {
+                for (int o = 0; o < b[j].n_opts; o++) {
                     int64_t kept = opt_kept(&b[j], o);
                     if (b[j].all_bytes - kept > W) continue;
                     int m2 = m + (int)ceil((double)(kept + b[j].cut_bytes) / unit);
@@ -186,7 +184,7 @@ int vp_chain_dp_working_set(const block *b, int nb, int64_t room, int *choice) {
                     double t = base + opt_time(&b[j], o);
                     if (t < dp[at]) {
                         dp[at] = t;
-                        pick[at] = (seg_pick){(short)j, (char)o};
+                        pick[at] = (seg_pick){j, o};
                     }
                 }
                 int64_t wseg = b[j].all_bytes;
@@ -200,7 +198,7 @@ int vp_chain_dp_working_set(const block *b, int nb, int64_t room, int *choice) {
                     size_t at = (size_t)(e + 1) * (Q + 1) + m2;
                     if (base + tseg < dp[at]) {
                         dp[at] = base + tseg;
-                        pick[at] = (seg_pick){(short)j, OPT_DROPPED};
+                        pick[at] = (seg_pick){j, OPT_DROPPED};
                     }
                 }
             }
@@ -218,7 +216,7 @@ int vp_chain_dp_working_set(const block *b, int nb, int64_t room, int *choice) {
             int j = sp.from;
             if (sp.opt == OPT_DROPPED) {
                 for (int i = j; i < k - 1; i++) tmp[i] = OPT_DROPPED;
-                tmp[k - 1] = OPT_NONE;
+                tmp[k - 1] = vp_chain_none(&b[k - 1]);
                 m -= (int)ceil((double)b[k - 1].cut_bytes / unit);
             } else {
                 tmp[j] = sp.opt;
@@ -247,9 +245,10 @@ int64_t vp_chain_peak_working_set(const block *b, int nb, const int *choice) {
         while (choice[e] == OPT_DROPPED && e + 1 < nb) e++;
         int64_t w = 0;
         for (int i = j; i <= e; i++) w += b[i].all_bytes + (i < e ? b[i].cut_bytes : 0);
-        if (e == j) w = b[j].all_bytes - opt_kept(&b[j], choice[j]);
+        int seg = e > j || choice[j] == OPT_DROPPED;
+        if (!seg) w = b[j].all_bytes - opt_kept(&b[j], choice[j]);
         if (w > ws) ws = w;
-        kept += (e > j ? 0 : opt_kept(&b[j], choice[j])) + b[e].cut_bytes;
+        kept += (seg ? 0 : opt_kept(&b[j], choice[j])) + b[e].cut_bytes;
         j = e + 1;
     }
     return kept + ws;

@@ -1,0 +1,403 @@
+/* The chain of blocks and their menus.  See remat_chain.h. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "remat_chain.h"
+
+static int needed_by_backward(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    for (int c = 0; c < val->n_consumers; c++)
+        if (g->nodes[val->consumers[c]].phase == VP_PHASE_BACKWARD) return 1;
+    return 0;
+}
+
+static int64_t value_bytes(const vp_graph *g, int v) {
+    return vp_value_numel(&g->values[v]) * (int64_t)vp_dtype_size(g->values[v].dtype);
+}
+
+static int is_expensive(const char *op) {
+    return !strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
+}
+
+/* One block's nodes as the menu search sees them. */
+typedef struct local {
+    int n;
+    const vp_graph *g;
+    const int *node;   /* graph node per block position */
+    const int *pos;    /* graph node -> forward position */
+    int first, cut;
+    double *cost;
+    char *dropped, *rc;
+} local;
+
+/* What dropping the marked nodes costs: the nodes actually recomputed (those whose
+ * outputs the backward reads, or a recomputed node reads; the cut is kept apart) and
+ * their time, and the bytes still kept: outputs of nodes not dropped that the backward
+ * reads or that a recompute reads as its source. */
+static void evaluate(local *l, int64_t *kept, double *time) {
+    const vp_graph *g = l->g;
+    *time = 0;
+    *kept = 0;
+    for (int x = l->n - 1; x >= 0; x--) {
+        const vp_node *n = &g->nodes[l->node[x]];
+        l->rc[x] = 0;
+        if (!l->dropped[x]) continue;
+        for (int o = 0; o < n->n_outputs && !l->rc[x]; o++) {
+            int v = n->outputs[o];
+            if (v < 0 || v == l->cut) continue;
+            if (needed_by_backward(g, v)) l->rc[x] = 1;
+            for (int c = 0; c < g->values[v].n_consumers && !l->rc[x]; c++) {
+                int y = l->pos[g->values[v].consumers[c]] - l->first;
+                if (y > x && y < l->n && l->rc[y]) l->rc[x] = 1;
+            }
+        }
+        if (l->rc[x]) *time += l->cost[x];
+    }
+    for (int x = 0; x < l->n; x++) {
+        if (l->dropped[x]) continue;
+        const vp_node *n = &g->nodes[l->node[x]];
+        for (int o = 0; o < n->n_outputs; o++) {
+            int v = n->outputs[o], read = 0;
+            if (v < 0 || v == l->cut) continue;
+            read = needed_by_backward(g, v);
+            for (int c = 0; c < g->values[v].n_consumers && !read; c++) {
+                int y = l->pos[g->values[v].consumers[c]] - l->first;
+                read = y > x && y < l->n && l->rc[y];
+            }
+            if (read) *kept += value_bytes(g, v);
+        }
+    }
+}
+
+/* The first and last backward node (graph ids: the backward runs in graph order) that
+ * read v; INT32_MAX / -1 when none does. */
+static void backward_reads(const vp_graph *g, int v, int *first, int *last) {
+    *first = INT32_MAX;
+    *last = -1;
+    for (int c = 0; c < g->values[v].n_consumers; c++) {
+        int r = g->values[v].consumers[c];
+        if (g->nodes[r].phase != VP_PHASE_BACKWARD) continue;
+        if (r < *first) *first = r;
+        if (r > *last) *last = r;
+    }
+}
+
+/* The block's own peak during its backward under the option evaluate() last saw: kept
+ * values live until their last reader (a backward node, or a recompute reading them as
+ * a source), recomputed ones from the first backward node that needs them, directly or
+ * through another recompute, to their last reader.  The cut is counted apart. */
+static int64_t local_peak(local *l, int *need) {
+    const vp_graph *g = l->g;
+    for (int x = l->n - 1; x >= 0; x--) { /* need[x]: when x's recompute must run */
+        need[x] = INT32_MAX;
+        if (!l->rc[x]) continue;
+        const vp_node *n = &g->nodes[l->node[x]];
+        for (int o = 0; o < n->n_outputs; o++) {
+            int v = n->outputs[o], f, last;
+            if (v < 0 || v == l->cut) continue;
+            backward_reads(g, v, &f, &last);
+            if (f < need[x]) need[x] = f;
+            for (int c = 0; c < g->values[v].n_consumers; c++) {
+                int y = l->pos[g->values[v].consumers[c]] - l->first;
+                if (y > x && y < l->n && l->rc[y] && need[y] < need[x]) need[x] = need[y];
+            }
+        }
+    }
+    int64_t peak = 0;
+    int start = INT32_MAX; /* the block's backward begins at its first read */
+    for (int pass = 0; pass < 2; pass++)
+        for (int x = 0; x < l->n; x++) {
+            const vp_node *n = &g->nodes[l->node[x]];
+            for (int o = 0; o < n->n_outputs; o++) {
+                int v = n->outputs[o], f, last;
+                if (v < 0 || v == l->cut || (l->dropped[x] && !l->rc[x])) continue;
+                backward_reads(g, v, &f, &last);
+                if (!pass) {
+                    if (f < start) start = f;
+                    continue;
+                }
+                /* an instant when this value appears: sum what is live then */
+                int at = l->rc[x] ? need[x] : start;
+                if (at == INT32_MAX) continue;
+                int64_t live = 0;
+                for (int y = 0; y < l->n; y++) {
+                    const vp_node *m = &g->nodes[l->node[y]];
+                    if (l->dropped[y] && !l->rc[y]) continue;
+                    for (int o2 = 0; o2 < m->n_outputs; o2++) {
+                        int u = m->outputs[o2], f2, last2;
+                        if (u < 0 || u == l->cut) continue;
+                        backward_reads(g, u, &f2, &last2);
+                        for (int c = 0; c < g->values[u].n_consumers; c++) {
+                            int z = l->pos[g->values[u].consumers[c]] - l->first;
+                            if (z > y && z < l->n && l->rc[z] && need[z] != INT32_MAX && need[z] > last2) last2 = need[z];
+                        }
+                        int from = l->rc[y] ? need[y] : INT32_MIN;
+                        if (last2 < 0 || from > at || last2 < at) continue;
+                        live += value_bytes(g, u);
+                    }
+                }
+                if (live > peak) peak = live;
+            }
+        }
+    return peak;
+}
+
+/* Marks a move dropped: node x alone, or with the nodes that would otherwise be kept
+ * only as its recompute sources (producers in the block whose outputs the backward does
+ * not read: a Relu is worth dropping only together with the BatchNorm before it).
+ * Returns the number of nodes marked, listed in move. */
+static int mark_move(local *l, int x, int with_sources, int *move) {
+    const vp_graph *g = l->g;
+    int m = 0, done = 0;
+    l->dropped[x] = 1;
+    move[m++] = x;
+    while (with_sources && done < m) {
+        const vp_node *n = &g->nodes[l->node[move[done++]]];
+        for (int j = 0; j < n->n_inputs; j++) {
+            int u = n->inputs[j], p = u >= 0 ? g->values[u].producer : -1;
+            int y = p >= 0 && l->pos[p] >= 0 ? l->pos[p] - l->first : -1;
+            if (y < 0 || y >= l->n || l->dropped[y] || u == l->cut || needed_by_backward(g, u)) continue;
+            l->dropped[y] = 1;
+            move[m++] = y;
+        }
+    }
+    return m;
+}
+
+static int add_option(block *b, int64_t kept, double time, int drop, int64_t peak) {
+    b->peak[b->n_opts] = peak;
+    b->kept[b->n_opts] = kept;
+    b->time[b->n_opts] = time;
+    b->drop[b->n_opts] = drop;
+    return b->n_opts++;
+}
+
+/* The menu: greedily drop the node that frees the most kept bytes per second of
+ * recompute, recording each step; blocks too large for that (over 64 nodes) get keep
+ * all, recompute the cheap ops (keep MatMul/Gemm/Conv outputs), and recompute all. */
+static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos, block *b,
+                            vp_error *err) {
+    enum { GREEDY_MAX = 64 };
+    int n = b->last - b->first + 1;
+    local l = {n, g, fwd + b->first, pos, b->first, b->cut, malloc(((size_t)n + 1) * sizeof *l.cost),
+               calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
+    b->kept = malloc(((size_t)n + 3) * sizeof *b->kept);
+    b->peak = malloc(((size_t)n + 3) * sizeof *b->peak);
+    b->time = malloc(((size_t)n + 3) * sizeof *b->time);
+    b->drop = malloc(((size_t)n + 3) * sizeof *b->drop);
+    b->order = malloc(((size_t)n + 1) * sizeof *b->order);
+    int *move = malloc(((size_t)n + 1) * sizeof *move), *best_move = malloc(((size_t)n + 1) * sizeof *best_move);
+    int *need = malloc(((size_t)n + 1) * sizeof *need);
+    if (!l.cost || !l.dropped || !l.rc || !b->kept || !b->peak || !b->time || !b->drop || !b->order || !move ||
+        !best_move || !need) {
+        free(l.cost); free(l.dropped); free(l.rc); free(move); free(best_move); free(need);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int x = 0; x < n; x++) {
+        vp_node_cost c = vp_cost_node(g, &g->nodes[l.node[x]]);
+        l.cost[x] = vp_cost_seconds(&c, dev, 0);
+    }
+    int64_t kept;
+    double time;
+    evaluate(&l, &kept, &time);
+    add_option(b, kept, time, 0, local_peak(&l, need));
+    int nd = 0;
+    if (n <= GREEDY_MAX) {
+        for (;;) {
+            int best = -1, best_m = 0;
+            double best_ratio = 0;
+            for (int x = 0; x < n; x++) {
+                for (int with_sources = 0; !l.dropped[x] && with_sources < 2; with_sources++) {
+                    int m = mark_move(&l, x, with_sources, move);
+                    if (with_sources && m == 1) { /* the same move as alone */
+                        l.dropped[x] = 0;
+                        break;
+                    }
+                    int64_t k2;
+                    double t2;
+                    evaluate(&l, &k2, &t2);
+                    for (int i = 0; i < m; i++) l.dropped[move[i]] = 0;
+                    if (k2 >= kept) continue;
+                    double ratio = (double)(kept - k2) / (t2 - time > 1e-12 ? t2 - time : 1e-12);
+                    if (best < 0 || ratio > best_ratio) {
+                        best = x, best_ratio = ratio;
+                        best_m = m;
+                        memcpy(best_move, move, (size_t)m * sizeof *move);
+                    }
+                }
+            }
+            if (best < 0) break;
+            for (int i = 0; i < best_m; i++) l.dropped[best_move[i]] = 1, b->order[nd++] = best_move[i];
+            evaluate(&l, &kept, &time);
+            add_option(b, kept, time, nd, local_peak(&l, need));
+        }
+    } else {
+        for (int x = 0; x < n; x++)
+            if (!is_expensive(g->nodes[l.node[x]].op_type)) l.dropped[x] = 1, b->order[nd++] = x;
+        evaluate(&l, &kept, &time);
+        if (kept < b->kept[0]) add_option(b, kept, time, nd, local_peak(&l, need));
+    }
+    /* the last option recomputes everything from the block's input */
+    for (int x = 0; x < n; x++)
+        if (!l.dropped[x]) l.dropped[x] = 1, b->order[nd++] = x;
+    evaluate(&l, &kept, &time);
+    if (b->drop[b->n_opts - 1] != nd) add_option(b, kept, time, nd, local_peak(&l, need));
+    free(l.cost);
+    free(l.dropped);
+    free(l.rc);
+    free(move);
+    free(best_move);
+    free(need);
+    return VP_OK;
+}
+
+vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *out, vp_error *err) {
+    memset(out, 0, sizeof *out);
+    int *fwd = malloc(((size_t)g->n_nodes + 1) * sizeof *fwd), *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
+    int *cross = NULL;
+    block *b = NULL;
+    int nf = 0, nb = 0;
+    vp_status s = fwd && pos ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; !s && i < g->n_nodes; i++) {
+        pos[i] = -1;
+        const vp_node *n = &g->nodes[i];
+        if (!n->folded && n->phase == VP_PHASE_FORWARD) {
+            pos[i] = nf;
+            fwd[nf++] = i;
+        }
+    }
+    if (!s) {
+        cross = calloc((size_t)nf + 1, sizeof *cross);
+        b = calloc((size_t)nf + 1, sizeof *b);
+        if (!cross || !b) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    /* cross[i]: forward activations live across the boundary after position i */
+    for (int i = 0; !s && i < nf; i++) {
+        const vp_node *n = &g->nodes[fwd[i]];
+        for (int k = 0; k < n->n_outputs; k++) {
+            int v = n->outputs[k];
+            if (v < 0) continue;
+            int last = i;
+            const vp_value *val = &g->values[v];
+            for (int c = 0; c < val->n_consumers; c++) {
+                const vp_node *cn = &g->nodes[val->consumers[c]];
+                int cp = pos[val->consumers[c]];
+                if (cp < 0 && cn->phase == VP_PHASE_LOSS) cp = nf; /* the loss reads past the end */
+                if (cp > last) last = cp;
+            }
+            for (int j = i; j < last && j < nf; j++) cross[j]++;
+        }
+    }
+    int start = 0;
+    for (int i = 0; !s && i < nf; i++) {
+        int cut = -1;
+        if (cross[i] == 1 && i + 1 < nf) {
+            const vp_node *n = &g->nodes[fwd[i]];
+            for (int k = 0; k < n->n_outputs; k++) {
+                int v = n->outputs[k];
+                if (v < 0) continue;
+                for (int c = 0; c < g->values[v].n_consumers; c++)
+                    if (pos[g->values[v].consumers[c]] > i) cut = v;
+            }
+        }
+        if (cut < 0 && i + 1 < nf) continue;
+        block *bk = &b[nb++];
+        bk->first = start;
+        bk->last = i;
+        bk->cut = cut;
+        start = i + 1;
+    }
+    /* a block's signature: its ops, output sizes and which outputs the backward reads;
+     * identical blocks (transformer layers) get their menu once and share it */
+    for (int k = 0; !s && k < nb; k++) {
+        block *bk = &b[k];
+        uint64_t h = 1469598103934665603ull;
+        for (int i = bk->first; i <= bk->last; i++) {
+            const vp_node *n = &g->nodes[fwd[i]];
+            for (const char *p = n->op_type; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+            for (int k2 = 0; k2 < n->n_inputs; k2++) /* the shapes read decide the cost */
+                if (n->inputs[k2] >= 0) h = (h ^ (uint64_t)value_bytes(g, n->inputs[k2])) * 1099511628211ull;
+            for (int o = 0; o < n->n_outputs; o++) {
+                int v = n->outputs[o];
+                if (v < 0) continue;
+                h = (h ^ (uint64_t)value_bytes(g, v) ^ ((uint64_t)(v == bk->cut) << 62) ^
+                     ((uint64_t)needed_by_backward(g, v) << 63)) * 1099511628211ull;
+            }
+        }
+        h = (h ^ (uint64_t)(bk->last - bk->first)) * 1099511628211ull;
+        bk->signature = h;
+        bk->cut_bytes = bk->cut >= 0 ? value_bytes(g, bk->cut) : 0;
+        int same = -1;
+        for (int j = k - 1; j >= 0 && same < 0; j--)
+            if (b[j].signature == h) same = j;
+        if (same >= 0) {
+            block *o = &b[same];
+            bk->all_bytes = o->all_bytes;
+            bk->fwd_seconds = o->fwd_seconds;
+            bk->menu_owner = o->menu_owner;
+            bk->n_opts = o->n_opts;
+            bk->kept = o->kept;
+            bk->peak = o->peak;
+            bk->time = o->time;
+            bk->drop = o->drop;
+            bk->order = o->order;
+            continue;
+        }
+        bk->menu_owner = k;
+        for (int i = bk->first; i <= bk->last; i++) {
+            const vp_node *n = &g->nodes[fwd[i]];
+            vp_node_cost c = vp_cost_node(g, n);
+            bk->fwd_seconds += vp_cost_seconds(&c, dev, 0);
+            for (int o = 0; o < n->n_outputs; o++) {
+                int v = n->outputs[o];
+                if (v < 0 || v == bk->cut || !needed_by_backward(g, v)) continue;
+                bk->all_bytes += value_bytes(g, v);
+            }
+        }
+        s = build_menu(g, dev, fwd, pos, bk, err);
+    }
+    free(pos);
+    free(cross);
+    out->fwd = fwd;
+    out->nf = nf;
+    out->b = b;
+    out->nb = nb;
+    if (s) vp_chain_free(out);
+    return s;
+}
+
+
+void vp_chain_free(chain *c) {
+    for (int k = 0; c->b && k < c->nb; k++)
+        if (c->b[k].menu_owner == k) {
+            free(c->b[k].kept);
+            free(c->b[k].peak);
+            free(c->b[k].time);
+            free(c->b[k].drop);
+            free(c->b[k].order);
+        }
+    free(c->b);
+    free(c->fwd);
+    memset(c, 0, sizeof *c);
+}
+
+void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *keep) {
+    for (int v = 0; v < g->n_values; v++) keep[v] = 1;
+    for (int k = 0; k < c->nb; k++) {
+        const block *b = &c->b[k];
+        int o = choice ? choice[k] : vp_chain_none(b);
+        if (o == OPT_DROPPED && b->cut >= 0) keep[b->cut] = 0;
+        int drop = o == OPT_DROPPED ? b->drop[vp_chain_none(b)] : b->drop[o];
+        for (int i = 0; i < drop; i++) {
+            const vp_node *n = &g->nodes[c->fwd[b->first + b->order[i]]];
+            for (int j = 0; j < n->n_outputs; j++)
+                if (n->outputs[j] >= 0 && n->outputs[j] != b->cut) keep[n->outputs[j]] = 0;
+        }
+    }
+}
+
+char vp_chain_letter(const block *b, int o) {
+    return o == OPT_DROPPED ? 'D' : o == OPT_ALL ? 'A' : o == vp_chain_none(b) ? 'N' : 'S';
+}
