@@ -1,9 +1,13 @@
 /* Planner speed and the transformer activation check.
  *
  * 1. GPT-style training steps (hidden 768, 12 heads, sequence 1024, batch 8, AdamW) of
- *    12, 24, 48 and 96 layers planned end to end: build the step, then plan under a
- *    budget halfway between the smallest checkpointed peak and the full one (dp
- *    included); the time of each stage on one core.
+ *    12, 24, 48 and 96 layers planned end to end, each depth twice: the plain graph
+ *    (constant Reshape shapes) and the same graph as torch.onnx exports it with dynamic
+ *    axes (about 94 more forward nodes a layer of shape arithmetic, all folded), since
+ *    a planner fast only on pre-folded graphs would be fast on graphs nobody exports.
+ *    Stages: build the forward graph, infer and fold it, build the training step, plan
+ *    keeping everything, then plan with dp under a budget of the keep-all arena less a
+ *    third of its activations; the time of each on one core.
  * 2. Saved activations per layer against Korthikanti et al. 2022: sbh(34 + 5as/h) bytes
  *    in 16-bit with dropout masks; our models have no dropout and run in float32.
  *
@@ -15,6 +19,7 @@
 
 #include "cost.h"
 #include "gpt_graph.h"
+#include "infer.h"
 #include "plan.h"
 #include "remat.h"
 #include "training.h"
@@ -35,31 +40,72 @@ static vp_status build_step(const gpt_config *c, vp_graph **g, vp_training *t, v
     return s;
 }
 
-static void speed(int layers) {
+/* One row of the speed table: a training step planned end to end from the forward
+ * graph as a loader leaves it. */
+typedef struct speed_row {
+    int ok;
+    int fwd_nodes, folded, step_nodes, step_live; /* live: the nodes a plan schedules */
+    double t_build, t_infer, t_train, t_plan, t_dp;
+    int64_t arena_full, arena_dp;
+} speed_row;
+
+static void speed(int layers, gpt_style style, speed_row *row) {
     gpt_config c = {layers, 768, 12, 1024, 8, 50257};
     vp_error err;
     vp_graph *g = NULL, *planned = NULL;
     vp_training t;
-    vp_plan p;
+    memset(&t, 0, sizeof t);
+    vp_plan p, full;
     memset(&p, 0, sizeof p);
-    vp_remat_result r;
-    double t0 = now();
-    vp_status s = build_step(&c, &g, &t, &err);
-    double t1 = now();
-    int nodes = g ? g->n_nodes : 0;
-    /* the budget: what keeping everything takes, less a third of the activations */
-    vp_plan full;
     memset(&full, 0, sizeof full);
-    if (!s) s = vp_plan_build(&full, g, &t, vp_device_find("h100"), 1, &err);
+    vp_remat_result r;
+    memset(&r, 0, sizeof r);
+    vp_infer_result inf;
+    memset(&inf, 0, sizeof inf);
+    memset(row, 0, sizeof *row);
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, &err);
+    vp_opt_parse("adamw", &spec.opt, &err);
+    double t0 = now();
+    vp_status s = gpt_graph_build_raw(&c, style, &g, &err);
+    double t1 = now();
+    if (!s) {
+        row->fwd_nodes = g->n_nodes;
+        s = vp_infer(g, NULL, &inf, &err);
+        row->folded = inf.n_folded;
+        free(inf.unsupported);
+    }
     double t2 = now();
+    if (!s) s = vp_training_build(g, &spec, &t, &err);
+    double t3 = now();
+    /* the budget: what keeping everything takes, less a third of the activations */
+    if (!s) s = vp_plan_build(&full, g, &t, vp_device_find("h100"), 1, &err);
+    double t4 = now();
     int64_t budget = full.arena_bytes - full.category_bytes[VP_CAT_ACTIVATIONS] / 3;
     if (!s) s = vp_plan_with_remat(g, &t, vp_device_find("h100"), 1, budget, VP_REMAT_DP, &planned, &p, &r, &err);
-    double t3 = now();
-    if (s) printf("| %d | error: %s |\n", layers, err.msg);
-    else
-        printf("| %d | %d | %.3f | %.3f | %.3f | %.3f | %.2f GiB | %.2f GiB | %s | +%.1f%% |\n", layers, nodes, t1 - t0, t2 - t1,
-               t3 - t2, t3 - t0, (double)full.arena_bytes / 1073741824.0, (double)p.arena_bytes / 1073741824.0,
-               r.fits ? "yes" : "no", r.step_seconds > r.recompute_seconds ? 100 * r.recompute_seconds / (r.step_seconds - r.recompute_seconds) : 0);
+    double t5 = now();
+    const char *style_name = style == GPT_STYLE_EXPORTER ? "exporter" : "plain";
+    if (s) {
+        printf("| %d | %s | error: %s |\n", layers, style_name, err.msg);
+    } else {
+        row->ok = 1;
+        row->step_nodes = g->n_nodes;
+        for (int i = 0; i < g->n_nodes; i++) row->step_live += !g->nodes[i].folded;
+        row->t_build = t1 - t0;
+        row->t_infer = t2 - t1;
+        row->t_train = t3 - t2;
+        row->t_plan = t4 - t3;
+        row->t_dp = t5 - t4;
+        row->arena_full = full.arena_bytes;
+        row->arena_dp = p.arena_bytes;
+        double extra = r.step_seconds > r.recompute_seconds ? 100 * r.recompute_seconds / (r.step_seconds - r.recompute_seconds) : 0;
+        printf("| %d | %s | %d | %d | %d (%d) | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f GiB | %.2f GiB | %s | +%.1f%% |\n",
+               layers, style_name, row->fwd_nodes, row->folded, row->step_nodes, row->step_live, row->t_build, row->t_infer,
+               row->t_train, row->t_plan, row->t_dp, t5 - t0, (double)full.arena_bytes / 1073741824.0,
+               (double)p.arena_bytes / 1073741824.0, r.fits ? "yes" : "no", extra);
+    }
+    fflush(stdout);
     vp_plan_free(&full);
     vp_plan_free(&p);
     if (planned && planned != g) vp_graph_free(planned);
@@ -203,10 +249,34 @@ int main(int argc, char **argv) {
         n = 0;
         for (int i = 2; i < argc && n < 8; i++) layers[n++] = atoi(argv[i]);
     }
-    printf("GPT-style training step (h 768, a 12, s 1024, b 8, vocab 50257, AdamW, device h100), seconds on one core:\n\n");
-    printf("| layers | nodes | build step | plan, keep all | plan, dp under budget | total | arena, keep all | arena, dp | fits | recompute |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < n; i++) speed(layers[i]);
+    printf("GPT-style training step (h 768, a 12, s 1024, b 8, vocab 50257, AdamW, device h100), seconds on one core.\n"
+           "plain: Reshape shapes and literals are constants (the graph after folding); exporter: the same graph as\n"
+           "torch.onnx writes it with a dynamic batch, every view's shape computed from Shape -> Gather -> Unsqueeze ->\n"
+           "Concat, head_dim by an integer floor division, literals as Constant nodes, all of which fold.\n"
+           "build: the forward graph in memory (what loading a file gives; the protobuf parse is not timed);\n"
+           "infer: shapes and folding; training: autodiff, loss, AdamW; plan, keep all: the budget's reference;\n"
+           "dp: checkpointing by dp under a budget of the keep-all arena less a third of its activations.\n\n");
+    printf("| layers | graph | forward nodes | folded | step nodes (unfolded) | build | infer + fold | training | plan, keep all "
+           "| dp under budget | total | arena, keep all | arena, dp | fits | recompute |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int same = 1, dp_same = 1;
+    for (int i = 0; i < n; i++) {
+        speed_row plain, exporter;
+        speed(layers[i], GPT_STYLE_PLAIN, &plain);
+        speed(layers[i], GPT_STYLE_EXPORTER, &exporter);
+        if (!plain.ok || !exporter.ok) continue;
+        /* folding must leave the plain graph: the same nodes scheduled, the same arena */
+        if (plain.step_live != exporter.step_live || plain.arena_full != exporter.arena_full) {
+            printf("| %d | differ: the exporter-style graph does not fold to the plain one |\n", layers[i]);
+            same = 0;
+        }
+        dp_same &= plain.arena_dp == exporter.arena_dp;
+    }
+    if (same) printf("\nafter folding both styles schedule the same nodes and keep-all plans use the same arena at every depth.\n");
+    if (same && !dp_same)
+        printf("dp's arenas differ at some depth: its refinement stops after as long again as planning has taken\n"
+               "(planner/remat.c, refine), so what it finds depends on the machine's speed and can change from run to\n"
+               "run, even for the same graph.\n");
     korthikanti(8, 1024, 768, 12);
     transformer_points();
     return 0;
