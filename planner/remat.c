@@ -179,7 +179,7 @@ static int by_saving(const void *x, const void *y) {
  * less.  The chain models miss what the
  * arena reuses; this catches it.  Bounded by the time planning has taken so far. */
 static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
-                        const chain *ch, char *keep, candidate *cands, int nc, double spent, vp_error *err) {
+                        const chain *ch, char *keep, candidate *cands, int nc, int max_plans, vp_error *err) {
     int w = pick_candidate(cands, nc);
     if (!budget || !cands[w].fits || !cands[w].opt) return VP_OK;
     const block *b = ch->b;
@@ -196,16 +196,13 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
         if (less > OPT_ALL) mv[n++] = (move){k, less, now_t - b[k].time[less]};
     }
     if (!s) qsort(mv, (size_t)n, sizeof *mv, by_saving);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 0; !s && i < n; i++) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > spent) break;
+    for (int i = 0, plans = 0; !s && i < n && plans < max_plans; i++) {
         int cur = cands[w].opt[mv[i].block];
         /* an earlier move may have raised this block already */
         if (mv[i].saves <= 0 || (cur != OPT_DROPPED && cur <= mv[i].opt)) continue;
         memcpy(trial, cands[w].opt, (size_t)nb * sizeof *trial);
         raise_option(b, trial, mv[i].block, mv[i].opt);
+        plans++;
         candidate tmp[1];
         int one = 0;
         s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, err);
@@ -230,9 +227,10 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
  * a time moves one option down its menu (recomputes more), the block that frees the most
  * kept bytes per second of recompute first, until the plan fits.  The chain models
  * misjudge the peak most at tight budgets; this walks down from the cheap side.  Each
- * step plans the step for real, so it is bounded by the time planning took so far. */
+ * step plans the step for real: at most max_plans of them. */
 static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
-                         const chain *ch, char *keep, candidate *cands, int *nc, int max, double spent, vp_error *err) {
+                         const chain *ch, char *keep, candidate *cands, int *nc, int max, int max_plans,
+                         vp_error *err) {
     int start = -1;
     for (int i = 0; i < *nc; i++)
         if (cands[i].opt && !cands[i].fits &&
@@ -246,10 +244,8 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
     int *cur = malloc(((size_t)nb + 1) * sizeof *cur);
     if (!cur) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     memcpy(cur, cands[start].opt, (size_t)nb * sizeof *cur);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     vp_status s = VP_OK;
-    for (int step = 0; !s && step < 4 * nb && seconds_since(&t0) <= spent; step++) {
+    for (int step = 0, plans = 0; !s && step < 4 * nb && plans < max_plans; step++) {
         int best = -1;
         double best_ratio = 0;
         for (int k = 0; k < nb; k++) {
@@ -263,6 +259,7 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
         if (best < 0) break;
         cur[best]++;
         if (seen_choice(cands, *nc, cur, nb)) continue;
+        plans++;
         candidate tmp[1];
         int one = 0;
         s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, cur, keep, budget, err);
@@ -287,8 +284,6 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
 static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                                const chain *ch, char *keep, int *choice, candidate *cands, int *nc, int max,
                                vp_remat_result *r, vp_error *err) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     const block *b = ch->b;
     int nb = ch->nb;
     for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
@@ -342,10 +337,11 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
             else if (!s) goal -= step;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double spent = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, spent, err);
-    if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, spent, err);
+    /* each search may plan as many times as the models did: planning stays within a
+     * small multiple of the models' time, and the result does not depend on the clock */
+    int plans = *nc;
+    if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, plans, err);
+    if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, plans, err);
     return s;
 }
 
