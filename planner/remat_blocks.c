@@ -166,91 +166,173 @@ static int mark_move(local *l, int x, int with_sources, int *move) {
     return m;
 }
 
-static int add_option(block *b, int64_t kept, double time, int drop, int64_t peak) {
-    b->peak[b->n_opts] = peak;
-    b->kept[b->n_opts] = kept;
-    b->time[b->n_opts] = time;
-    b->drop[b->n_opts] = drop;
-    return b->n_opts++;
+/* Options while the menu is built: each a set of dropped positions. */
+typedef struct option {
+    int64_t kept;
+    double time;
+    int start, n; /* into the shared list of positions */
+} option;
+
+typedef struct menu_build {
+    option *opt;
+    int n_opt, cap_opt;
+    int *pos;
+    int n_pos, cap_pos;
+} menu_build;
+
+static int menu_add(menu_build *mb, const local *l, int64_t kept, double time) {
+    if (mb->n_opt == mb->cap_opt) {
+        int cap = mb->cap_opt ? 2 * mb->cap_opt : 32;
+        option *o = realloc(mb->opt, (size_t)cap * sizeof *o);
+        if (!o) return 0;
+        mb->opt = o;
+        mb->cap_opt = cap;
+    }
+    if (mb->n_pos + l->n > mb->cap_pos) {
+        int cap = 2 * (mb->cap_pos + l->n);
+        int *p = realloc(mb->pos, (size_t)cap * sizeof *p);
+        if (!p) return 0;
+        mb->pos = p;
+        mb->cap_pos = cap;
+    }
+    option *o = &mb->opt[mb->n_opt++];
+    o->kept = kept;
+    o->time = time;
+    o->start = mb->n_pos;
+    for (int x = 0; x < l->n; x++)
+        if (l->dropped[x]) mb->pos[mb->n_pos++] = x;
+    o->n = mb->n_pos - o->start;
+    return 1;
 }
 
-/* The menu: greedily drop the node that frees the most kept bytes per second of
- * recompute, recording each step; blocks too large for that (over 64 nodes) get keep
- * all, recompute the cheap ops (keep MatMul/Gemm/Conv outputs), and recompute all. */
+static int by_kept_then_time(const void *x, const void *y) {
+    const option *a = x, *b = y;
+    if (a->kept != b->kept) return a->kept < b->kept ? -1 : 1;
+    return a->time < b->time ? -1 : a->time > b->time;
+}
+
+/* Every subset of a small block's nodes, evaluated. */
+static int enumerate_subsets(local *l, menu_build *mb) {
+    for (uint32_t mask = 0; mask < (1u << l->n); mask++) {
+        for (int x = 0; x < l->n; x++) l->dropped[x] = (mask >> x) & 1;
+        int64_t kept;
+        double time;
+        evaluate(l, &kept, &time);
+        if (!menu_add(mb, l, kept, time)) return 0;
+    }
+    return 1;
+}
+
+/* A chain of options for larger blocks: greedily drop the node (or the node with the
+ * sources it would keep alive) that frees the most kept bytes per second of recompute. */
+static int greedy_chain(local *l, menu_build *mb, int *move, int *best_move) {
+    int64_t kept;
+    double time;
+    memset(l->dropped, 0, (size_t)l->n);
+    evaluate(l, &kept, &time);
+    if (!menu_add(mb, l, kept, time)) return 0;
+    for (;;) {
+        int best = -1, best_m = 0;
+        double best_ratio = 0;
+        for (int x = 0; x < l->n; x++) {
+            for (int with_sources = 0; !l->dropped[x] && with_sources < 2; with_sources++) {
+                int m = mark_move(l, x, with_sources, move);
+                int64_t k2;
+                double t2;
+                evaluate(l, &k2, &t2);
+                for (int i = 0; i < m; i++) l->dropped[move[i]] = 0;
+                if (with_sources && m == 1) break; /* the same move as alone */
+                if (k2 >= kept) continue;
+                double ratio = (double)(kept - k2) / (t2 - time > 1e-12 ? t2 - time : 1e-12);
+                if (best < 0 || ratio > best_ratio) {
+                    best = x, best_ratio = ratio, best_m = m;
+                    memcpy(best_move, move, (size_t)m * sizeof *move);
+                }
+            }
+        }
+        if (best < 0) break;
+        for (int i = 0; i < best_m; i++) l->dropped[best_move[i]] = 1;
+        evaluate(l, &kept, &time);
+        if (!menu_add(mb, l, kept, time)) return 0;
+    }
+    /* the cheap ops alone, as the selective option of Korthikanti et al. */
+    for (int x = 0; x < l->n; x++) l->dropped[x] = !is_expensive(l->g->nodes[l->node[x]].op_type);
+    evaluate(l, &kept, &time);
+    if (!menu_add(mb, l, kept, time)) return 0;
+    for (int x = 0; x < l->n; x++) l->dropped[x] = 1;
+    evaluate(l, &kept, &time);
+    return menu_add(mb, l, kept, time);
+}
+
+/* The menu: the Pareto frontier of kept bytes against recompute time over every subset
+ * of the block's nodes when it has at most 12, else over a greedy chain; ordered from
+ * keeping the most (option 0, nothing recomputed) to keeping the least; at most 48
+ * options, thinned evenly.  Each option's own backward peak is recorded too. */
 static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos, block *b,
                             vp_error *err) {
-    enum { GREEDY_MAX = 64 };
+    enum { EXHAUSTIVE_MAX = 12, MAX_OPTS = 48 };
     int n = b->last - b->first + 1;
     local l = {n, g, fwd + b->first, pos, b->first, b->cut, malloc(((size_t)n + 1) * sizeof *l.cost),
                calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
-    b->kept = malloc(((size_t)n + 3) * sizeof *b->kept);
-    b->peak = malloc(((size_t)n + 3) * sizeof *b->peak);
-    b->time = malloc(((size_t)n + 3) * sizeof *b->time);
-    b->drop = malloc(((size_t)n + 3) * sizeof *b->drop);
-    b->order = malloc(((size_t)n + 1) * sizeof *b->order);
     int *move = malloc(((size_t)n + 1) * sizeof *move), *best_move = malloc(((size_t)n + 1) * sizeof *best_move);
     int *need = malloc(((size_t)n + 1) * sizeof *need);
-    if (!l.cost || !l.dropped || !l.rc || !b->kept || !b->peak || !b->time || !b->drop || !b->order || !move ||
-        !best_move || !need) {
-        free(l.cost); free(l.dropped); free(l.rc); free(move); free(best_move); free(need);
-        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    }
-    for (int x = 0; x < n; x++) {
+    menu_build mb = {0};
+    int ok = l.cost && l.dropped && l.rc && move && best_move && need;
+    for (int x = 0; ok && x < n; x++) {
         vp_node_cost c = vp_cost_node(g, &g->nodes[l.node[x]]);
         l.cost[x] = vp_cost_seconds(&c, dev, 0);
     }
-    int64_t kept;
-    double time;
-    evaluate(&l, &kept, &time);
-    add_option(b, kept, time, 0, local_peak(&l, need));
-    int nd = 0;
-    if (n <= GREEDY_MAX) {
-        for (;;) {
-            int best = -1, best_m = 0;
-            double best_ratio = 0;
-            for (int x = 0; x < n; x++) {
-                for (int with_sources = 0; !l.dropped[x] && with_sources < 2; with_sources++) {
-                    int m = mark_move(&l, x, with_sources, move);
-                    if (with_sources && m == 1) { /* the same move as alone */
-                        l.dropped[x] = 0;
-                        break;
-                    }
-                    int64_t k2;
-                    double t2;
-                    evaluate(&l, &k2, &t2);
-                    for (int i = 0; i < m; i++) l.dropped[move[i]] = 0;
-                    if (k2 >= kept) continue;
-                    double ratio = (double)(kept - k2) / (t2 - time > 1e-12 ? t2 - time : 1e-12);
-                    if (best < 0 || ratio > best_ratio) {
-                        best = x, best_ratio = ratio;
-                        best_m = m;
-                        memcpy(best_move, move, (size_t)m * sizeof *move);
-                    }
-                }
+    ok = ok && (n <= EXHAUSTIVE_MAX ? enumerate_subsets(&l, &mb) : greedy_chain(&l, &mb, move, best_move));
+    /* the frontier, least kept first, then reversed */
+    int nf = 0;
+    if (ok) {
+        qsort(mb.opt, (size_t)mb.n_opt, sizeof *mb.opt, by_kept_then_time);
+        double best_time = 1e300;
+        for (int i = 0; i < mb.n_opt; i++)
+            if (mb.opt[i].time < best_time) {
+                best_time = mb.opt[i].time;
+                mb.opt[nf++] = mb.opt[i];
             }
-            if (best < 0) break;
-            for (int i = 0; i < best_m; i++) l.dropped[best_move[i]] = 1, b->order[nd++] = best_move[i];
-            evaluate(&l, &kept, &time);
-            add_option(b, kept, time, nd, local_peak(&l, need));
+        for (int i = 0; i < nf / 2; i++) {
+            option t = mb.opt[i];
+            mb.opt[i] = mb.opt[nf - 1 - i];
+            mb.opt[nf - 1 - i] = t;
         }
-    } else {
-        for (int x = 0; x < n; x++)
-            if (!is_expensive(g->nodes[l.node[x]].op_type)) l.dropped[x] = 1, b->order[nd++] = x;
-        evaluate(&l, &kept, &time);
-        if (kept < b->kept[0]) add_option(b, kept, time, nd, local_peak(&l, need));
     }
-    /* the last option recomputes everything from the block's input */
-    for (int x = 0; x < n; x++)
-        if (!l.dropped[x]) l.dropped[x] = 1, b->order[nd++] = x;
-    evaluate(&l, &kept, &time);
-    if (b->drop[b->n_opts - 1] != nd) add_option(b, kept, time, nd, local_peak(&l, need));
+    int keep_n = nf > MAX_OPTS ? MAX_OPTS : nf, total = 0;
+    for (int k = 0; ok && k < keep_n; k++) total += mb.opt[keep_n > 1 ? (int)((long)k * (nf - 1) / (keep_n - 1)) : 0].n;
+    b->kept = malloc(((size_t)keep_n + 1) * sizeof *b->kept);
+    b->peak = malloc(((size_t)keep_n + 1) * sizeof *b->peak);
+    b->time = malloc(((size_t)keep_n + 1) * sizeof *b->time);
+    b->drop_start = malloc(((size_t)keep_n + 2) * sizeof *b->drop_start);
+    b->drops = malloc(((size_t)total + 1) * sizeof *b->drops);
+    ok = ok && b->kept && b->peak && b->time && b->drop_start && b->drops;
+    if (ok) b->drop_start[0] = 0;
+    for (int k = 0; ok && k < keep_n; k++) {
+        const option *o = &mb.opt[keep_n > 1 ? (int)((long)k * (nf - 1) / (keep_n - 1)) : 0];
+        memset(l.dropped, 0, (size_t)n);
+        for (int i = 0; i < o->n; i++) {
+            l.dropped[mb.pos[o->start + i]] = 1;
+            b->drops[b->drop_start[k] + i] = mb.pos[o->start + i];
+        }
+        b->drop_start[k + 1] = b->drop_start[k] + o->n;
+        int64_t kept;
+        double time;
+        evaluate(&l, &kept, &time);
+        b->kept[k] = kept;
+        b->time[k] = time;
+        b->peak[k] = local_peak(&l, need);
+    }
+    if (ok) b->n_opts = keep_n;
     free(l.cost);
     free(l.dropped);
     free(l.rc);
     free(move);
     free(best_move);
     free(need);
-    return VP_OK;
+    free(mb.opt);
+    free(mb.pos);
+    return ok ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory building a checkpointing menu");
 }
 
 vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *out, vp_error *err) {
@@ -341,8 +423,8 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
             bk->kept = o->kept;
             bk->peak = o->peak;
             bk->time = o->time;
-            bk->drop = o->drop;
-            bk->order = o->order;
+            bk->drop_start = o->drop_start;
+            bk->drops = o->drops;
             continue;
         }
         bk->menu_owner = k;
@@ -375,8 +457,8 @@ void vp_chain_free(chain *c) {
             free(c->b[k].kept);
             free(c->b[k].peak);
             free(c->b[k].time);
-            free(c->b[k].drop);
-            free(c->b[k].order);
+            free(c->b[k].drop_start);
+            free(c->b[k].drops);
         }
     free(c->b);
     free(c->fwd);
@@ -388,10 +470,10 @@ void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *k
     for (int k = 0; k < c->nb; k++) {
         const block *b = &c->b[k];
         int o = choice ? choice[k] : vp_chain_none(b);
+        int from = o == OPT_DROPPED ? 0 : b->drop_start[o], to = o == OPT_DROPPED ? b->last - b->first + 1 : b->drop_start[o + 1];
         if (o == OPT_DROPPED && b->cut >= 0) keep[b->cut] = 0;
-        int drop = o == OPT_DROPPED ? b->drop[vp_chain_none(b)] : b->drop[o];
-        for (int i = 0; i < drop; i++) {
-            const vp_node *n = &g->nodes[c->fwd[b->first + b->order[i]]];
+        for (int i = from; i < to; i++) { /* a dropped segment block recomputes all its nodes */
+            const vp_node *n = &g->nodes[c->fwd[b->first + (o == OPT_DROPPED ? i : b->drops[i])]];
             for (int j = 0; j < n->n_outputs; j++)
                 if (n->outputs[j] >= 0 && n->outputs[j] != b->cut) keep[n->outputs[j]] = 0;
         }

@@ -3,11 +3,10 @@
  * block under a memory budget (remat_dp.c).  Internal to the planner's checkpointing.
  *
  * A block's menu runs from option 0, keep everything the backward reads, to the last,
- * keep nothing but the block's output (its cut) and recompute the rest.  The options in
- * between drop (recompute) the block's nodes one more at a time, in the order that frees
- * the most bytes per second of recompute first (Rockmate builds such menus per block
- * with an ILP; a greedy frontier is enough here and keeps planning fast).  Identical
- * blocks (transformer layers) share one menu. */
+ * which keeps the least beside the block's output (its cut).  The options are the Pareto
+ * frontier of kept bytes against recompute time over the sets of nodes to recompute:
+ * every subset for small blocks, a greedy chain for large ones (Rockmate builds such
+ * menus per block with an ILP).  Identical blocks (transformer layers) share one menu. */
 #ifndef VP_REMAT_CHAIN_H
 #define VP_REMAT_CHAIN_H
 
@@ -28,8 +27,8 @@ typedef struct block {
     int64_t *kept;          /* per option: bytes kept for the backward, the cut aside */
     int64_t *peak;          /* per option: the block's own live bytes at most during its backward */
     double *time;           /* per option: seconds of recompute */
-    int *drop;              /* per option: how many nodes of order are recomputed */
-    int *order;             /* block-relative positions, in the order they are dropped */
+    int *drop_start;        /* per option: its dropped nodes are drops[drop_start[o] .. drop_start[o+1]) */
+    int *drops;             /* block-relative positions */
 } block;
 
 /* A block inside a longer segment recomputed from the last kept cut, its cut dropped. */
