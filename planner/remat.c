@@ -337,9 +337,14 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
             else if (!s) goal -= step;
         }
     }
-    /* each search may plan as many times as the models did: planning stays within a
-     * small multiple of the models' time, and the result does not depend on the clock */
-    int plans = *nc;
+    /* each search plans at most a few times per block, within about 60,000 node-plans
+     * (a dozen plans of a 48-layer GPT step, hundreds of a small CNN), and at least as
+     * often as the models did: the result does not depend on the clock */
+    int live_nodes = 0;
+    for (int i = 0; i < g->n_nodes; i++) live_nodes += !g->nodes[i].folded;
+    int plans = 60000 / (live_nodes > 0 ? live_nodes : 1);
+    if (plans > 4 * nb) plans = 4 * nb;
+    if (plans < *nc) plans = *nc;
     if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, plans, err);
     if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, plans, err);
     return s;
@@ -402,8 +407,9 @@ static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_devi
                        "--remat ilp: the MILP would have over %d binary variables, too many to solve; use --remat dp",
                        st->n_binary);
     return vp_fail(err, VP_ERR_UNSUPPORTED,
-                   "--remat ilp: GLPK found no schedule within %.0f s (%d binaries, %d rows); raise --ilp-time-limit "
-                   "or use --remat dp", limit, st->n_binary, st->n_rows);
+                   "--remat ilp: GLPK found no schedule within %.0f s (%d binaries, %d rows; it proved the recompute "
+                   "needs at least %.4f ms); raise --ilp-time-limit or use --remat dp",
+                   limit, st->n_binary, st->n_rows, 1e3 * st->bound_seconds);
 }
 
 vp_status vp_plan_with_remat(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,

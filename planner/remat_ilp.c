@@ -309,7 +309,10 @@ vp_status vp_remat_ilp_solve(const vp_graph *g, const vp_plan *p0, const vp_trai
         if (mip == GLP_OPT) st->status = VP_ILP_OPTIMAL;
         else if (mip == GLP_FEAS) st->status = VP_ILP_FEASIBLE;
         else if (ret == GLP_ENOPFS || mip == GLP_NOFEAS) st->status = VP_ILP_INFEASIBLE;
-        else if (ret == GLP_ETMLIM) st->status = VP_ILP_NO_SOLUTION;
+        else if (ret == GLP_ETMLIM) {
+            st->status = VP_ILP_NO_SOLUTION;
+            st->bound_seconds = w.bound * 1e-6; /* still a proven lower bound */
+        }
         else s = vp_fail(err, VP_ERR_RUNTIME, "GLPK failed solving the checkpointing MILP (code %d)", ret);
         if (st->status == VP_ILP_OPTIMAL || st->status == VP_ILP_FEASIBLE) {
             st->objective_seconds = glp_mip_obj_val(l.p) * 1e-6;

@@ -3,9 +3,10 @@
  * the step's time without it, from the cost model) of dp and of ilp (Checkmate's MILP
  * solved by GLPK, within VP_BENCH_ILP_SECONDS, default 60), dp's gap to ilp's optimum in
  * step time, beside sqrtn's single point and the cost of one extra forward pass; and the
- * solve times.  Once ilp runs out of time on a model it is not tried at its other budgets.
+ * solve times.  ilp runs from the loosest budget down and stops after two budgets in a
+ * row that it does not finish.
  *
- * usage: bench_remat */
+ * usage: bench_remat [NAME...]   (only the tables whose title contains a NAME) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,23 @@ static point run(vp_graph *g, const vp_training *t, vp_remat_kind kind, int64_t 
     return pt;
 }
 
+static int selected(const char *name);
+
+/* dp's gap to ilp in step time, (1 + dp extra) / (1 + ilp extra) - 1, into buf: exact
+ * where ilp proved its optimum, else an upper bound against ilp's proven lower bound. */
+static void gap(const point *p, const point *q, char *buf, size_t n) {
+    int proven = q->ok && q->fits && q->ilp.status == VP_ILP_OPTIMAL;
+    int bounded = q->ilp.status == VP_ILP_FEASIBLE || q->ilp.status == VP_ILP_NO_SOLUTION || (q->ok && !proven);
+    if (!p->fits) snprintf(buf, n, "-");
+    else if (proven) snprintf(buf, n, "%+.2f%%", 100 * ((1 + p->extra) / (1 + q->extra) - 1));
+    else if (bounded && q->bound_extra > 0)
+        snprintf(buf, n, "at most %+.2f%% (bound +%.1f%%)", 100 * ((1 + p->extra) / (1 + q->bound_extra) - 1),
+                 100 * q->bound_extra);
+    else snprintf(buf, n, "-");
+}
+
 static void table(const char *name, vp_graph *g, const vp_training *t) {
+    if (!selected(name)) return;
     point full = run(g, t, VP_REMAT_NONE, 0);
     point least = run(g, t, VP_REMAT_DP, 1);
     point sq = run(g, t, VP_REMAT_SQRTN, 0);
@@ -76,35 +93,43 @@ static void table(const char *name, vp_graph *g, const vp_training *t) {
     printf("sqrtn: %.2f MiB at +%.1f%% (%d recompute nodes); dp at that memory: %.2f MiB at +%.1f%% -> %s\n\n",
            sq.arena / 1048576.0, 100 * sq.extra, sq.recompute, dp_at_sq.arena / 1048576.0, 100 * dp_at_sq.extra,
            dp_at_sq.fits && dp_at_sq.extra <= sq.extra + 1e-12 ? "dp no worse than sqrtn" : "dp WORSE than sqrtn");
+    enum { ROWS = 10 };
+    int64_t budget[ROWS];
+    point dp[ROWS], ilp[ROWS];
+    int tried[ROWS] = {0};
+    for (int k = 0; k < ROWS; k++) {
+        budget[k] = least.arena + (full.arena - least.arena) * k / (ROWS - 1);
+        dp[k] = run(g, t, VP_REMAT_DP, budget[k]);
+    }
+    /* ilp from the loosest budget down, the easiest first; two in a row that it cannot
+     * finish (or a model too large) end its column */
+    for (int k = ROWS - 2, misses = 0; k >= 0 && misses < 2; k--) {
+        ilp[k] = run(g, t, VP_REMAT_ILP, budget[k]);
+        tried[k] = 1;
+        if (ilp[k].ilp.status == VP_ILP_TOO_LARGE) break;
+        misses = ilp[k].ilp.status == VP_ILP_OPTIMAL ? 0 : misses + 1;
+    }
     printf("| budget MiB | dp arena MiB | fits | dp extra | recompute nodes | dp s | ilp extra | ilp | ilp s | dp gap to "
            "ilp |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    int ilp_gave_up = 0;
-    for (int k = 0; k <= 9; k++) {
-        int64_t budget = least.arena + (full.arena - least.arena) * k / 9;
-        point p = run(g, t, VP_REMAT_DP, budget);
-        printf("| %.2f | %.2f | %s | +%.1f%% | %d | %.3f |", budget / 1048576.0, p.arena / 1048576.0, p.fits ? "yes" : "no",
-               100 * p.extra, p.recompute, p.seconds);
-        if (ilp_gave_up) {
+    for (int k = 0; k < ROWS; k++) {
+        const point *p = &dp[k], *q = &ilp[k];
+        printf("| %.2f | %.2f | %s | +%.1f%% | %d | %.3f |", budget[k] / 1048576.0, p->arena / 1048576.0,
+               p->fits ? "yes" : "no", 100 * p->extra, p->recompute, p->seconds);
+        if (k == ROWS - 1) {
+            printf(" +0.0%% | nothing to recompute | - | - |\n");
+            continue;
+        }
+        if (!tried[k]) {
             printf(" - | not tried | - | - |\n");
             continue;
         }
-        point q = run(g, t, VP_REMAT_ILP, budget);
-        const char *what = vp_ilp_status_name(q.ilp.status);
-        if (q.ok && q.fits) printf(" +%.1f%% | %s, %d binaries |", 100 * q.extra, what, q.ilp.n_binary);
-        else if (q.ilp.status == VP_ILP_TOO_LARGE) printf(" - | too large (over %d binaries) |", q.ilp.n_binary);
-        else printf(" - | %s, %d binaries |", q.ok ? "over the budget" : what, q.ilp.n_binary);
-        printf(" %.2f |", q.seconds);
-        /* in step time: (1 + dp extra) / (1 + ilp extra); against the bound when not proven */
-        if (q.ok && q.fits && q.ilp.status == VP_ILP_OPTIMAL && p.fits)
-            printf(" %+.2f%% |\n", 100 * ((1 + p.extra) / (1 + q.extra) - 1));
-        else if (q.ok && q.fits && p.fits)
-            printf(" at most %+.2f%% (bound +%.1f%%) |\n", 100 * ((1 + p.extra) / (1 + q.bound_extra) - 1),
-                   100 * q.bound_extra);
-        else
-            printf(" - |\n");
-        if (q.ilp.status == VP_ILP_TOO_LARGE || q.ilp.status == VP_ILP_NO_SOLUTION ||
-            q.ilp.status == VP_ILP_FEASIBLE)
-            ilp_gave_up = 1;
+        const char *what = vp_ilp_status_name(q->ilp.status);
+        if (q->ok && q->fits) printf(" +%.1f%% | %s, %d binaries |", 100 * q->extra, what, q->ilp.n_binary);
+        else if (q->ilp.status == VP_ILP_TOO_LARGE) printf(" - | too large (over %d binaries) |", q->ilp.n_binary);
+        else printf(" - | %s, %d binaries |", q->ok ? "over the budget" : what, q->ilp.n_binary);
+        char buf[96];
+        gap(p, q, buf, sizeof buf);
+        printf(" %.2f | %s |\n", q->seconds, buf);
     }
 }
 
@@ -124,14 +149,27 @@ static int model_step(const char *path, int64_t batch, vp_graph **g, vp_training
     return !s;
 }
 
-int main(void) {
+static int n_names;
+static char **names;
+
+/* With names on the command line, only the tables whose title contains one of them. */
+static int selected(const char *title) {
+    for (int i = 0; i < n_names; i++)
+        if (strstr(title, names[i])) return 1;
+    return n_names == 0;
+}
+
+int main(int argc, char **argv) {
+    n_names = argc - 1;
+    names = argv + 1;
     const char *lim = getenv("VP_BENCH_ILP_SECONDS");
     if (lim && atof(lim) > 0) ilp_seconds = atof(lim);
     const char *models[] = {"mlp", "cnn", "gpt", "gpt_ln_decomposed"};
     printf("Extra compute is recompute time over the step's time without it, from the cost model on the h100 profile.\n"
-           "ilp: Checkmate's MILP solved by GLPK within %.0f s per budget; once it runs out of time on a model, its other\n"
-           "budgets are not tried.  dp gap to ilp: dp's step time over ilp's, where ilp proved its optimum (else\n"
-           "against ilp's proven lower bound).\n", ilp_seconds);
+           "ilp: Checkmate's MILP solved by GLPK within %.0f s per budget, from the loosest budget down; after two budgets\n"
+           "in a row where it does not finish, the tighter ones are not tried.  dp gap to ilp: dp's step time over\n"
+           "ilp's where ilp proved its optimum; elsewhere an upper bound, against the lower bound GLPK proved.\n",
+           ilp_seconds);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/models/%s/model.onnx", VP_SOURCE_DIR, models[i]);
