@@ -154,6 +154,7 @@ typedef struct chain_model {
 } chain_model;
 
 static const chain_model models[] = {{vp_chain_peak, vp_chain_dp_prefix},
+                                     {vp_chain_peak, vp_chain_dp_prefix_kept_cuts},
                                      {vp_chain_peak_working_set, vp_chain_dp_working_set}};
 
 /* A block's option raised to keep more: the previous block, if it was inside the same
@@ -246,18 +247,28 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
     memcpy(cur, cands[start].opt, (size_t)nb * sizeof *cur);
     vp_status s = VP_OK;
     for (int step = 0, plans = 0; !s && step < 4 * nb && plans < max_plans; step++) {
-        int best = -1;
+        int best = -1, best_o = 0;
         double best_ratio = 0;
-        for (int k = 0; k < nb; k++) {
+        for (int k = 0; k < nb; k++) { /* any option further down the menu, cut included */
             int o = cur[k];
-            if (o == OPT_DROPPED || o >= vp_chain_none(&b[k])) continue;
-            int64_t freed = b[k].kept[o] - b[k].kept[o + 1];
-            double cost = b[k].time[o + 1] - b[k].time[o];
-            double ratio = (double)freed / (cost > 1e-12 ? cost : 1e-12);
-            if (freed > 0 && (best < 0 || ratio > best_ratio)) best = k, best_ratio = ratio;
+            if (o == OPT_DROPPED) continue;
+            for (int o2 = o + 1; o2 < b[k].n_opts; o2++) {
+                int64_t freed = b[k].kept[o] + vp_chain_cut(&b[k], o) - b[k].kept[o2] - vp_chain_cut(&b[k], o2);
+                double cost = b[k].time[o2] - b[k].time[o];
+                double ratio = (double)freed / (cost > 1e-12 ? cost : 1e-12);
+                if (freed > 0 && (best < 0 || ratio > best_ratio)) best = k, best_o = o2, best_ratio = ratio;
+            }
+            /* or into the segment the next block ends: recomputed whole, its cut dropped */
+            int next = k + 1 < nb ? cur[k + 1] : -2;
+            if (next == OPT_DROPPED || next == vp_chain_none(&b[k + 1 < nb ? k + 1 : k])) {
+                int64_t freed = b[k].kept[o] + vp_chain_cut(&b[k], o);
+                double cost = b[k].fwd_seconds - b[k].time[o];
+                double ratio = (double)freed / (cost > 1e-12 ? cost : 1e-12);
+                if (freed > 0 && (best < 0 || ratio > best_ratio)) best = k, best_o = OPT_DROPPED, best_ratio = ratio;
+            }
         }
         if (best < 0) break;
-        cur[best]++;
+        cur[best] = best_o;
         if (seen_choice(cands, *nc, cur, nb)) continue;
         plans++;
         candidate tmp[1];
@@ -321,8 +332,12 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
     int any_fits = 0;
     for (int i = 0; i < *nc; i++) any_fits |= cands[i].fits;
     for (size_t mi = 0; !s && !any_fits && mi < sizeof models / sizeof models[0]; mi++) {
-        for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
-        int64_t base = all_n - models[mi].peak(b, nb, choice);
+        /* calibrated on the smallest plan of a choice so far: the models are most
+         * nearly right close to where they are asked to go */
+        int c0 = 0;
+        for (int i = 0; i < *nc; i++)
+            if (cands[i].opt && cands[i].p.arena_bytes < cands[c0].p.arena_bytes) c0 = i;
+        int64_t base = cands[c0].p.arena_bytes - models[mi].peak(b, nb, cands[c0].opt);
         int64_t goal = cands[pick_candidate(cands, *nc)].p.arena_bytes - 1, step = goal / 100 + 1;
         for (int it = 0; !s && it < 10 && *nc < max; it++) {
             if (!models[mi].choose(b, nb, goal - base, choice)) break;
@@ -337,12 +352,12 @@ static vp_status dp_candidates(vp_graph *g, const vp_training *t, const vp_devic
             else if (!s) goal -= step;
         }
     }
-    /* each search plans at most a few times per block, within about 60,000 node-plans
-     * (a dozen plans of a 48-layer GPT step, hundreds of a small CNN), and at least as
+    /* each search plans at most a few times per block, within about 40,000 node-plans
+     * (eight plans of a 48-layer GPT step, hundreds of a small CNN), and at least as
      * often as the models did: the result does not depend on the clock */
     int live_nodes = 0;
     for (int i = 0; i < g->n_nodes; i++) live_nodes += !g->nodes[i].folded;
-    int plans = 60000 / (live_nodes > 0 ? live_nodes : 1);
+    int plans = 40000 / (live_nodes > 0 ? live_nodes : 1);
     if (plans > 4 * nb) plans = 4 * nb;
     if (plans < *nc) plans = *nc;
     if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, plans, err);
@@ -448,7 +463,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     int *choice = calloc((size_t)nb + 1, sizeof *choice);
     if (!keep || !choice) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     vp_graph *best_g = NULL;
-    enum { MAX_CANDS = 24 };
+    enum { MAX_CANDS = 32 };
     candidate cands[MAX_CANDS];
     int nc = 0;
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */

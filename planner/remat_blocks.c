@@ -28,9 +28,12 @@ typedef struct local {
     const int *node;   /* graph node per block position */
     const int *pos;    /* graph node -> forward position */
     int first, cut;
+    int cut_free;      /* the cut is dropped like any value (an option that recomputes it) */
     double *cost;
     char *dropped, *rc;
 } local;
+
+static int is_cut(const local *l, int v) { return !l->cut_free && v == l->cut; }
 
 /* What dropping the marked nodes costs: the nodes actually recomputed (those whose
  * outputs the backward reads, or a recomputed node reads; the cut is kept apart) and
@@ -46,7 +49,7 @@ static void evaluate(local *l, int64_t *kept, double *time) {
         if (!l->dropped[x]) continue;
         for (int o = 0; o < n->n_outputs && !l->rc[x]; o++) {
             int v = n->outputs[o];
-            if (v < 0 || v == l->cut) continue;
+            if (v < 0 || is_cut(l, v)) continue;
             if (needed_by_backward(g, v)) l->rc[x] = 1;
             for (int c = 0; c < g->values[v].n_consumers && !l->rc[x]; c++) {
                 int y = l->pos[g->values[v].consumers[c]] - l->first;
@@ -60,7 +63,7 @@ static void evaluate(local *l, int64_t *kept, double *time) {
         const vp_node *n = &g->nodes[l->node[x]];
         for (int o = 0; o < n->n_outputs; o++) {
             int v = n->outputs[o], read = 0;
-            if (v < 0 || v == l->cut) continue;
+            if (v < 0 || is_cut(l, v)) continue;
             read = needed_by_backward(g, v);
             for (int c = 0; c < g->values[v].n_consumers && !read; c++) {
                 int y = l->pos[g->values[v].consumers[c]] - l->first;
@@ -96,7 +99,7 @@ static int64_t local_peak(local *l, int *need) {
         const vp_node *n = &g->nodes[l->node[x]];
         for (int o = 0; o < n->n_outputs; o++) {
             int v = n->outputs[o], f, last;
-            if (v < 0 || v == l->cut) continue;
+            if (v < 0 || is_cut(l, v)) continue;
             backward_reads(g, v, &f, &last);
             if (f < need[x]) need[x] = f;
             for (int c = 0; c < g->values[v].n_consumers; c++) {
@@ -112,7 +115,7 @@ static int64_t local_peak(local *l, int *need) {
             const vp_node *n = &g->nodes[l->node[x]];
             for (int o = 0; o < n->n_outputs; o++) {
                 int v = n->outputs[o], f, last;
-                if (v < 0 || v == l->cut || (l->dropped[x] && !l->rc[x])) continue;
+                if (v < 0 || is_cut(l, v) || (l->dropped[x] && !l->rc[x])) continue;
                 backward_reads(g, v, &f, &last);
                 if (!pass) {
                     if (f < start) start = f;
@@ -127,7 +130,7 @@ static int64_t local_peak(local *l, int *need) {
                     if (l->dropped[y] && !l->rc[y]) continue;
                     for (int o2 = 0; o2 < m->n_outputs; o2++) {
                         int u = m->outputs[o2], f2, last2;
-                        if (u < 0 || u == l->cut) continue;
+                        if (u < 0 || is_cut(l, u)) continue;
                         backward_reads(g, u, &f2, &last2);
                         for (int c = 0; c < g->values[u].n_consumers; c++) {
                             int z = l->pos[g->values[u].consumers[c]] - l->first;
@@ -168,9 +171,10 @@ static int mark_move(local *l, int x, int with_sources, int *move) {
 
 /* Options while the menu is built: each a set of dropped positions. */
 typedef struct option {
-    int64_t kept;
+    int64_t kept;  /* with the cut when the option keeps it */
     double time;
-    int start, n; /* into the shared list of positions */
+    int start, n;  /* into the shared list of positions */
+    int cut_free;  /* the option drops the cut too */
 } option;
 
 typedef struct menu_build {
@@ -196,8 +200,9 @@ static int menu_add(menu_build *mb, const local *l, int64_t kept, double time) {
         mb->cap_pos = cap;
     }
     option *o = &mb->opt[mb->n_opt++];
-    o->kept = kept;
+    o->kept = kept + (l->cut_free || l->cut < 0 ? 0 : value_bytes(l->g, l->cut));
     o->time = time;
+    o->cut_free = l->cut_free;
     o->start = mb->n_pos;
     for (int x = 0; x < l->n; x++)
         if (l->dropped[x]) mb->pos[mb->n_pos++] = x;
@@ -209,6 +214,21 @@ static int by_kept_then_time(const void *x, const void *y) {
     const option *a = x, *b = y;
     if (a->kept != b->kept) return a->kept < b->kept ? -1 : 1;
     return a->time < b->time ? -1 : a->time > b->time;
+}
+
+/* Keeps the Pareto frontier of (kept, time) among mb's options, least kept first;
+ * returns how many. */
+static int pareto(menu_build *mb) {
+    qsort(mb->opt, (size_t)mb->n_opt, sizeof *mb->opt, by_kept_then_time);
+    double best_time = 1e300;
+    int nf = 0;
+    for (int i = 0; i < mb->n_opt; i++)
+        if (mb->opt[i].time < best_time) {
+            best_time = mb->opt[i].time;
+            mb->opt[nf++] = mb->opt[i];
+        }
+    mb->n_opt = nf;
+    return nf;
 }
 
 /* Every subset of a small block's nodes, evaluated. */
@@ -272,7 +292,7 @@ static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, con
                             vp_error *err) {
     enum { EXHAUSTIVE_MAX = 12, MAX_OPTS = 48 };
     int n = b->last - b->first + 1;
-    local l = {n, g, fwd + b->first, pos, b->first, b->cut, malloc(((size_t)n + 1) * sizeof *l.cost),
+    local l = {n, g, fwd + b->first, pos, b->first, b->cut, 0, malloc(((size_t)n + 1) * sizeof *l.cost),
                calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
     int *move = malloc(((size_t)n + 1) * sizeof *move), *best_move = malloc(((size_t)n + 1) * sizeof *best_move);
     int *need = malloc(((size_t)n + 1) * sizeof *need);
@@ -283,16 +303,43 @@ static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, con
         l.cost[x] = vp_cost_seconds(&c, dev, 0);
     }
     ok = ok && (n <= EXHAUSTIVE_MAX ? enumerate_subsets(&l, &mb) : greedy_chain(&l, &mb, move, best_move));
-    /* the frontier, least kept first, then reversed */
-    int nf = 0;
+    /* the frontier; then each of its options also with the cut dropped (recomputed for
+     * the next block's backward and this one's, freed in between), and the frontier of
+     * both, ordered from keeping the most to the least */
+    int nf = ok ? pareto(&mb) : 0;
+    int cp = -1;
+    for (int x = 0; b->cut >= 0 && x < n; x++)
+        for (int o = 0; o < g->nodes[l.node[x]].n_outputs; o++)
+            if (g->nodes[l.node[x]].outputs[o] == b->cut) cp = x;
+    for (int i = 0; ok && cp >= 0 && i < nf; i++) {
+        memset(l.dropped, 0, (size_t)n);
+        for (int q = 0; q < mb.opt[i].n; q++) l.dropped[mb.pos[mb.opt[i].start + q]] = 1;
+        l.dropped[cp] = 1;
+        l.cut_free = 1;
+        int64_t kept;
+        double time;
+        evaluate(&l, &kept, &time);
+        ok = menu_add(&mb, &l, kept, time);
+        l.cut_free = 0;
+    }
     if (ok) {
+        /* the variants' own frontier, merged: a variant never hides an option that keeps
+         * its cut, since segments end on those */
+        menu_build var = mb;
+        var.opt = mb.opt + nf;
+        var.n_opt = mb.n_opt - nf;
+        int nv = pareto(&var);
+        /* a variant stays only where no option keeping its cut is as good in both */
+        int kept_v = 0;
+        for (int i = 0; i < nv; i++) {
+            int dominated = 0;
+            for (int j = 0; j < nf && !dominated; j++)
+                dominated = mb.opt[j].kept <= var.opt[i].kept && mb.opt[j].time <= var.opt[i].time;
+            if (!dominated) var.opt[kept_v++] = var.opt[i];
+        }
+        mb.n_opt = nf + kept_v;
         qsort(mb.opt, (size_t)mb.n_opt, sizeof *mb.opt, by_kept_then_time);
-        double best_time = 1e300;
-        for (int i = 0; i < mb.n_opt; i++)
-            if (mb.opt[i].time < best_time) {
-                best_time = mb.opt[i].time;
-                mb.opt[nf++] = mb.opt[i];
-            }
+        nf = mb.n_opt;
         for (int i = 0; i < nf / 2; i++) {
             option t = mb.opt[i];
             mb.opt[i] = mb.opt[nf - 1 - i];
@@ -304,10 +351,12 @@ static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, con
     b->kept = malloc(((size_t)keep_n + 1) * sizeof *b->kept);
     b->peak = malloc(((size_t)keep_n + 1) * sizeof *b->peak);
     b->time = malloc(((size_t)keep_n + 1) * sizeof *b->time);
+    b->drops_cut = malloc((size_t)keep_n + 1);
     b->drop_start = malloc(((size_t)keep_n + 2) * sizeof *b->drop_start);
     b->drops = malloc(((size_t)total + 1) * sizeof *b->drops);
-    ok = ok && b->kept && b->peak && b->time && b->drop_start && b->drops;
+    ok = ok && b->kept && b->peak && b->time && b->drops_cut && b->drop_start && b->drops;
     if (ok) b->drop_start[0] = 0;
+    b->none = 0;
     for (int k = 0; ok && k < keep_n; k++) {
         const option *o = &mb.opt[keep_n > 1 ? (int)((long)k * (nf - 1) / (keep_n - 1)) : 0];
         memset(l.dropped, 0, (size_t)n);
@@ -316,12 +365,16 @@ static vp_status build_menu(const vp_graph *g, const vp_device_profile *dev, con
             b->drops[b->drop_start[k] + i] = mb.pos[o->start + i];
         }
         b->drop_start[k + 1] = b->drop_start[k] + o->n;
+        l.cut_free = o->cut_free;
         int64_t kept;
         double time;
         evaluate(&l, &kept, &time);
         b->kept[k] = kept;
         b->time[k] = time;
         b->peak[k] = local_peak(&l, need);
+        b->drops_cut[k] = (char)o->cut_free;
+        if (!o->cut_free) b->none = k; /* the last that keeps its cut: a segment's end */
+        l.cut_free = 0;
     }
     if (ok) b->n_opts = keep_n;
     free(l.cost);
@@ -424,6 +477,8 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
             bk->peak = o->peak;
             bk->time = o->time;
             bk->drop_start = o->drop_start;
+            bk->drops_cut = o->drops_cut;
+            bk->none = o->none;
             bk->drops = o->drops;
             continue;
         }
@@ -458,6 +513,7 @@ void vp_chain_free(chain *c) {
             free(c->b[k].peak);
             free(c->b[k].time);
             free(c->b[k].drop_start);
+            free(c->b[k].drops_cut);
             free(c->b[k].drops);
         }
     free(c->b);
@@ -471,7 +527,7 @@ void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *k
         const block *b = &c->b[k];
         int o = choice ? choice[k] : vp_chain_none(b);
         int from = o == OPT_DROPPED ? 0 : b->drop_start[o], to = o == OPT_DROPPED ? b->last - b->first + 1 : b->drop_start[o + 1];
-        if (o == OPT_DROPPED && b->cut >= 0) keep[b->cut] = 0;
+        if ((o == OPT_DROPPED || (o >= 0 && b->drops_cut[o])) && b->cut >= 0) keep[b->cut] = 0;
         for (int i = from; i < to; i++) { /* a dropped segment block recomputes all its nodes */
             const vp_node *n = &g->nodes[c->fwd[b->first + (o == OPT_DROPPED ? i : b->drops[i])]];
             for (int j = 0; j < n->n_outputs; j++)
@@ -481,5 +537,6 @@ void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *k
 }
 
 char vp_chain_letter(const block *b, int o) {
-    return o == OPT_DROPPED ? 'D' : o == OPT_ALL ? 'A' : o == vp_chain_none(b) ? 'N' : 'S';
+    char c = o == OPT_DROPPED ? 'D' : o == OPT_ALL ? 'A' : o == vp_chain_none(b) ? 'N' : 'S';
+    return o >= 0 && b->drops_cut[o] ? (char)(c - 'A' + 'a') : c;
 }
