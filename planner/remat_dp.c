@@ -67,7 +67,7 @@ static int dp_prefix(const block *b, int nb, int64_t room, int *choice, int cut_
     dp[0] = 0;
 #define CELL(k, f, m) ((size_t)(k) * 2 * W + (size_t)(f) * W + (size_t)(m))
     for (int j = 0; j < nb; j++) { /* segments starting at block j */
-        for (int f = 0; f < 2; f++) {
+        for (int f = 0; f < 1 + (j > 0); f++) { /* the first block has no previous cut */
             double back = f ? (double)b[j - 1].cut_bytes : 0;
             for (int m = 0; m <= Q; m++) {
                 double base = dp[CELL(j, f, m)];
