@@ -45,6 +45,13 @@ typedef struct chain {
 } chain;
 
 vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *c, vp_error *err);
+/* Fills b's menu (remat_menu.c): fwd lists the forward nodes, pos maps a graph node to
+ * its forward position (-1 when not forward). */
+vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos, block *b,
+                              vp_error *err);
+/* Whether a backward node reads v; v's size in bytes. */
+int vp_chain_read_by_backward(const vp_graph *g, int v);
+int64_t vp_chain_value_bytes(const vp_graph *g, int v);
 void vp_chain_free(chain *c);
 /* keep[] per value from one option per block; NULL: every block keeps only its cut. */
 void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *keep);
