@@ -1,6 +1,6 @@
 /* The CUDA kernels' launchers: plain C entry points over device pointers.
  *
- * cuda_backend.c (C) reads a node's attributes and shapes and calls these; the .cu
+ * cuda_ops_*.c (C) read a node's attributes and shapes and call these; the .cu
  * files hold the kernels.  Every launcher enqueues on the given stream and returns
  * cudaGetLastError(), so each launch is checked by its caller.  Dtype codes are
  * vp_dtype's (ONNX TensorProto numbering): 1 float32, 11 float64, 6 int32, 7 int64,

@@ -1,0 +1,105 @@
+/* What the pieces of the CUDA backend share, and nothing callers see (they include
+ * cuda_backend.h).
+ *
+ *   cuda_backend.c        the vtable: memory, copies, the constructor, op lookup
+ *   cuda_common.c         error checks, host reads of small inputs, device copies
+ *   cuda_ops_<family>.c   one op table each: reads a node's attributes and shapes on
+ *                         the host and enqueues kernels (cu_*.cu) or cuBLAS calls
+ *
+ * An op's semantics are the CPU reference kernels' (runtime/cpu/k_*.c). */
+#ifndef VP_CUDA_INTERNAL_H
+#define VP_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "ir.h"
+
+typedef struct cuda_ctx {
+    int device;
+    int allow_tf32;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *workspace; /* cuBLAS workspace, then the scratch scalars */
+    double *scratch;
+    const vp_graph *g;
+    char name[256];
+} cuda_ctx;
+
+typedef vp_status (*cuda_op_fn)(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err);
+
+typedef struct cuda_op {
+    const char *name;
+    const char *domain; /* "" ai.onnx, "com.microsoft", "vplan" */
+    cuda_op_fn fn;
+} cuda_op;
+
+/* The op tables, one per family; each ends with an entry whose name is NULL. */
+extern const cuda_op vp_cuda_ops_elementwise[];
+extern const cuda_op vp_cuda_ops_tensor[];
+extern const cuda_op vp_cuda_ops_linalg[];
+extern const cuda_op vp_cuda_ops_reduce[];
+
+/* ---- checking ---- */
+
+/* VP_ERR_RUNTIME naming the node (when n is not NULL), what failed and the CUDA error. */
+vp_status vp_cuda_check(cudaError_t e, const vp_node *n, const char *what, vp_error *err);
+vp_status vp_cuda_blas_check(cublasStatus_t s, const vp_node *n, const char *what, vp_error *err);
+
+/* Checks a launch or CUDA call inside an op, where n and err are in scope. */
+#define LAUNCH(call) vp_cuda_check((call), n, #call, err)
+
+/* VP_ERR_UNSUPPORTED unless input k is present and float32. */
+vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error *err);
+
+/* ---- host copies of small inputs ---- */
+
+/* Reads up to max int32/int64 entries of input `input`: from the graph's host copy when
+ * it is a constant, otherwise from the device (which waits for the stream). */
+vp_status vp_cuda_read_ints(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, int64_t *out, int max,
+                            int *count, vp_error *err);
+/* The same for one float32 or float64 scalar. */
+vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, double *out,
+                                    vp_error *err);
+
+/* Enqueues a device-to-device copy; nothing when dst is src or bytes is 0. */
+vp_status vp_cuda_copy_d2d(cuda_ctx *c, const vp_node *n, void *dst, const void *src, size_t bytes, vp_error *err);
+
+/* ---- small helpers ---- */
+
+static inline const vp_tensor *opt_in(const vp_node *n, const vp_tensor *const *in, int k) {
+    return k < n->n_inputs ? in[k] : NULL;
+}
+
+static inline vp_tensor *opt_out(const vp_node *n, vp_tensor *const *out, int k) {
+    return k < n->n_outputs ? out[k] : NULL;
+}
+
+static inline float *fptr(const vp_tensor *t) { return t ? (float *)t->data : NULL; }
+
+static inline int norm_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
+
+static inline void contiguous_strides(int rank, const int64_t *dims, int64_t *str) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        str[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* Element strides of t seen from an output of rank `rank` (numpy broadcasting). */
+static inline void broadcast_strides(const vp_tensor *t, int rank, const int64_t *dims, int64_t *str) {
+    int64_t own[VP_MAX_RANK];
+    contiguous_strides(t->rank, t->dims, own);
+    for (int d = 0; d < rank; d++) {
+        int k = d - (rank - t->rank);
+        str[d] = k < 0 || (t->dims[k] == 1 && dims[d] != 1) ? 0 : own[k];
+    }
+}
+
+#endif

@@ -1,0 +1,219 @@
+/* CUDA ops of the linear-algebra family: MatMul and Gemm through cuBLAS (row-major
+ * products seen as column-major transposes), convolution and its gradient, and pooling
+ * (cu_conv.cu, cu_reduce.cu for the global pools). */
+#include <string.h>
+
+#include "cu_kernels.h"
+#include "cuda_internal.h"
+
+/* C[m, n] (row-major) = alpha op(A) op(B) + beta C: cuBLAS sees the transposes. */
+static vp_status gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
+                         const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta,
+                         float *y, int64_t sy, int64_t batch, vp_error *err) {
+    if (m > 2147483647 || nn > 2147483647 || k > 2147483647 || lda > 2147483647 || ldb > 2147483647)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a matrix dimension over 2^31");
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (m == 0 || nn == 0 || batch == 0) return VP_OK;
+    cublasStatus_t st;
+    if (batch == 1)
+        st = cublasSgemm(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, y, (int)nn);
+    else
+        st = cublasSgemmStridedBatched(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, (int)ldb, sb, a, (int)lda,
+                                       sa, &beta, y, (int)nn, sy, (int)batch);
+    return vp_cuda_blas_check(st, n, "cublasSgemm", err);
+}
+
+static vp_status op_gemm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                         vp_error *err) {
+    const vp_tensor *a = in[0], *b = in[1], *cc = opt_in(n, in, 2);
+    vp_tensor *y = out[0];
+    vp_status s = vp_cuda_need_f32(n, a, 0, err);
+    if (!s) s = vp_cuda_need_f32(n, b, 1, err);
+    if (!s && cc) s = vp_cuda_need_f32(n, cc, 2, err);
+    if (s) return s;
+    int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
+    float alpha = vp_attr_float(n, "alpha", 1.0f), beta = vp_attr_float(n, "beta", 1.0f);
+    int64_t m = y->dims[0], nn = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
+    if (cc && beta != 0) {
+        int64_t src[VP_MAX_RANK], ys[VP_MAX_RANK];
+        broadcast_strides(cc, 2, y->dims, src);
+        contiguous_strides(2, y->dims, ys);
+        s = LAUNCH(cu_copy_nd(4, 2, y->dims, cc->data, src, y->data, ys, c->stream));
+        if (s) return s;
+    } else {
+        beta = 0;
+    }
+    return gemm_rm(c, n, ta, tb, m, nn, k, alpha, a->data, ta ? m : k, 0, b->data, tb ? k : nn, 0, beta, y->data, 0, 1, err);
+}
+
+/* Offset, in matrices, of batch index i of an operand with batch dims bd (rank br)
+ * broadcast to the output batch dims od (rank r). */
+static int64_t batch_offset(int r, const int64_t *od, int br, const int64_t *bd, int64_t i) {
+    int64_t off = 0, stride = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        int64_t k = i % od[d];
+        i /= od[d];
+        int j = d - (r - br);
+        if (j >= 0) {
+            if (bd[j] != 1) off += k * stride;
+            stride *= bd[j];
+        }
+    }
+    return off;
+}
+
+static vp_status op_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                           vp_error *err) {
+    const vp_tensor *a = in[0], *b = in[1];
+    vp_tensor *y = out[0];
+    vp_status s = vp_cuda_need_f32(n, a, 0, err);
+    if (!s) s = vp_cuda_need_f32(n, b, 1, err);
+    if (s) return s;
+    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], k = a->dims[a->rank - 1];
+    int64_t nn = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    int abr = a->rank > 2 ? a->rank - 2 : 0, bbr = b->rank > 2 ? b->rank - 2 : 0;
+    int r = abr > bbr ? abr : bbr;
+    int64_t od[VP_MAX_RANK], batch = 1;
+    for (int d = 0; d < r; d++) {
+        int ja = d - (r - abr), jb = d - (r - bbr);
+        int64_t da = ja >= 0 ? a->dims[ja] : 1, db = jb >= 0 ? b->dims[jb] : 1;
+        od[d] = da == 1 ? db : da;
+        batch *= od[d];
+    }
+    int64_t na = 1, nb = 1;
+    for (int d = 0; d < abr; d++) na *= a->dims[d];
+    for (int d = 0; d < bbr; d++) nb *= b->dims[d];
+    /* uniform strides: an operand is either fully batched like the output or shared */
+    int ua = na == 1 || na == batch, ub = nb == 1 || nb == batch;
+    int same_a = 1, same_b = 1;
+    for (int d = 0; d < abr && na == batch; d++) same_a &= a->dims[d] == od[d + (r - abr)];
+    for (int d = 0; d < bbr && nb == batch; d++) same_b &= b->dims[d] == od[d + (r - bbr)];
+    const float *pa = a->data, *pb = b->data;
+    float *py = y->data;
+    if (ua && ub && same_a && same_b) {
+        /* a shared A with one row per batch folds into one tall product */
+        if (na == 1 && nb == 1)
+            return gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa, k, 0, pb, nn, 0, 0.0f, py, 0, 1, err);
+        if (nb == 1 && na == batch)
+            return gemm_rm(c, n, 0, 0, m * batch, nn, k, 1.0f, pa, k, 0, pb, nn, 0, 0.0f, py, 0, 1, err);
+        return gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa, k, na == 1 ? 0 : m * k, pb, nn, nb == 1 ? 0 : k * nn, 0.0f, py,
+                       m * nn, batch, err);
+    }
+    for (int64_t i = 0; i < batch && !s; i++) {
+        int64_t oa = batch_offset(r, od, abr, a->dims, i), ob = batch_offset(r, od, bbr, b->dims, i);
+        s = gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa + oa * m * k, k, 0, pb + ob * k * nn, nn, 0, 0.0f, py + i * m * nn, 0,
+                    1, err);
+    }
+    return s;
+}
+
+/* Convolution geometry from the attributes and the shapes (1-D or 2-D). */
+static vp_status conv_geom(const vp_node *n, const vp_tensor *x, const vp_tensor *w, const vp_tensor *y,
+                           cu_conv_geom *g, vp_error *err) {
+    int sp = x->rank - 2;
+    if (sp < 1 || sp > 2) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA backend has 1-D and 2-D convolutions only");
+    const int64_t *strides = NULL, *pads = NULL, *dil = NULL;
+    int ns = vp_attr_ints(n, "strides", &strides), np = vp_attr_ints(n, "pads", &pads), nd = vp_attr_ints(n, "dilations", &dil);
+    int64_t st[2] = {1, 1}, pb[2] = {0, 0}, di[2] = {1, 1}, in_sz[2] = {1, 1}, out_sz[2] = {1, 1}, ks[2] = {1, 1};
+    for (int d = 0; d < sp; d++) {
+        int e = d + 2 - sp; /* 1-D: the width */
+        st[e] = ns == sp ? strides[d] : 1;
+        di[e] = nd == sp ? dil[d] : 1;
+        pb[e] = np == 2 * sp ? pads[d] : 0;
+        in_sz[e] = x->dims[2 + d];
+        out_sz[e] = y->dims[2 + d];
+        ks[e] = w->dims[2 + d];
+    }
+    const char *ap = vp_attr_string(n, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"))
+        for (int e = 0; e < 2; e++) {
+            int64_t total = (out_sz[e] - 1) * st[e] + (ks[e] - 1) * di[e] + 1 - in_sz[e];
+            if (total < 0) total = 0;
+            pb[e] = !strcmp(ap, "SAME_UPPER") ? total / 2 : (total + 1) / 2;
+        }
+    else if (!strcmp(ap, "VALID"))
+        pb[0] = pb[1] = 0;
+    *g = (cu_conv_geom){.n = x->dims[0], .c = x->dims[1], .h = in_sz[0], .w = in_sz[1], .m = w->dims[0],
+                        .oh = out_sz[0], .ow = out_sz[1], .kh = ks[0], .kw = ks[1], .sh = st[0], .sw = st[1],
+                        .ph = pb[0], .pw = pb[1], .dh = di[0], .dw = di[1], .group = vp_attr_int(n, "group", 1)};
+    if (g->group < 1 || g->c % g->group || g->m % g->group)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "group %lld does not divide the channels", (long long)g->group);
+    return VP_OK;
+}
+
+static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                         vp_error *err) {
+    const vp_tensor *x = in[0], *w = in[1], *b = opt_in(n, in, 2);
+    vp_status s = vp_cuda_need_f32(n, x, 0, err);
+    if (!s) s = vp_cuda_need_f32(n, w, 1, err);
+    cu_conv_geom g;
+    if (!s) s = conv_geom(n, x, w, out[0], &g, err);
+    if (s) return s;
+    return LAUNCH(cu_conv2d(&g, x->data, w->data, fptr(b), out[0]->data, c->stream));
+}
+
+static vp_status op_conv_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                              vp_error *err) {
+    const vp_tensor *dy = in[0], *x = in[1], *w = in[2];
+    vp_status s = vp_cuda_need_f32(n, dy, 0, err);
+    if (!s) s = vp_cuda_need_f32(n, x, 1, err);
+    if (!s) s = vp_cuda_need_f32(n, w, 2, err);
+    cu_conv_geom g;
+    if (!s) s = conv_geom(n, x, w, dy, &g, err);
+    if (s) return s;
+    return LAUNCH(cu_conv2d_grad(&g, dy->data, x->data, w->data, fptr(opt_out(n, out, 0)), fptr(opt_out(n, out, 1)),
+                                 fptr(opt_out(n, out, 2)), c->stream));
+}
+
+static vp_status op_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                         vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0];
+    vp_status s = vp_cuda_need_f32(n, x, 0, err);
+    if (s) return s;
+    if (opt_out(n, out, 1)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "MaxPool Indices have no CUDA kernel");
+    int sp = x->rank - 2;
+    if (sp < 1 || sp > 2) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "1-D and 2-D pooling only");
+    const int64_t *ks = NULL, *strides = NULL, *pads = NULL, *dil = NULL;
+    int nk = vp_attr_ints(n, "kernel_shape", &ks), ns = vp_attr_ints(n, "strides", &strides);
+    int np = vp_attr_ints(n, "pads", &pads), nd = vp_attr_ints(n, "dilations", &dil);
+    if (nk != sp) return vp_node_fail(err, VP_ERR_INVALID, n, "kernel_shape");
+    int64_t k2[2] = {1, 1}, s2[2] = {1, 1}, p2[2] = {0, 0}, d2[2] = {1, 1}, i2[2] = {1, 1}, o2[2] = {1, 1};
+    for (int d = 0; d < sp; d++) {
+        int e = d + 2 - sp;
+        k2[e] = ks[d];
+        s2[e] = ns == sp ? strides[d] : 1;
+        p2[e] = np == 2 * sp ? pads[d] : 0;
+        d2[e] = nd == sp ? dil[d] : 1;
+        i2[e] = x->dims[2 + d];
+        o2[e] = y->dims[2 + d];
+    }
+    const char *ap = vp_attr_string(n, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"))
+        for (int e = 0; e < 2; e++) {
+            int64_t total = (o2[e] - 1) * s2[e] + (k2[e] - 1) * d2[e] + 1 - i2[e];
+            if (total < 0) total = 0;
+            p2[e] = !strcmp(ap, "SAME_UPPER") ? total / 2 : (total + 1) / 2;
+        }
+    else if (!strcmp(ap, "VALID"))
+        p2[0] = p2[1] = 0;
+    cu_pool_geom g = {x->dims[0] * x->dims[1], i2[0], i2[1], o2[0], o2[1], k2[0], k2[1], s2[0], s2[1], p2[0], p2[1],
+                      d2[0], d2[1], (int)vp_attr_int(n, "count_include_pad", 0)};
+    return LAUNCH(cu_pool2d(!strcmp(n->op_type, "AveragePool"), &g, x->data, y->data, c->stream));
+}
+
+static vp_status op_global_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_status s = vp_cuda_need_f32(n, x, 0, err);
+    if (s) return s;
+    int64_t planes = x->rank >= 2 ? x->dims[0] * x->dims[1] : 1, len = planes ? vp_tensor_numel(x) / planes : 0;
+    return LAUNCH(cu_global_pool(!strcmp(n->op_type, "GlobalAveragePool"), planes, len, x->data, out[0]->data, c->stream));
+}
+
+const cuda_op vp_cuda_ops_linalg[] = {
+    {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv}, {"MaxPool", "", op_pool},
+    {"AveragePool", "", op_pool}, {"GlobalAveragePool", "", op_global_pool}, {"GlobalMaxPool", "", op_global_pool},
+    {"ConvGrad", "com.microsoft", op_conv_grad},
+    {NULL, NULL, NULL},
+};
