@@ -1,0 +1,248 @@
+/* Gradient checks of the linear algebra ops and their windowed kin: MatMul
+ * (broadcast batches, vectors), Gemm, Conv, ConvTranspose, the poolings. */
+#include "gradcheck_cases.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "gradcheck_harness.h"
+
+static void case_matmul(int ra, const int64_t *da, int rb, const int64_t *db) {
+    case_binary("MatMul", UNI, ra, da, UNI, rb, db);
+}
+
+static void cases_matmul(void) {
+    case_matmul(DIMS(3, 4), DIMS(4, 5));
+    case_matmul(DIMS(2, 3, 4), DIMS(4, 5));
+    case_matmul(DIMS(4, 5), DIMS(2, 5, 3));
+    case_matmul(DIMS(2, 3, 4), DIMS(2, 4, 5));
+    case_matmul(DIMS(2, 1, 3, 4), DIMS(3, 4, 2));
+    case_matmul(DIMS(2, 2, 3, 4), DIMS(4, 2));
+    case_matmul(DIMS(4), DIMS(4, 5));
+    case_matmul(DIMS(3, 4), DIMS(4));
+    case_matmul(DIMS(4), DIMS(4));
+    case_matmul(DIMS(4), DIMS(2, 4, 3));
+    case_matmul(DIMS(2, 3, 4), DIMS(4));
+}
+
+static void cases_gemm(void) {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int cv = 0; cv < 4; cv++) {
+                static const char *cname[4] = {"none", "[5]", "[3,5]", "[3,1]"};
+                gc_case k;
+                if (!gc_begin(&k, 13, "Gemm transA=%d transB=%d C=%s alpha=0.7 beta=1.3", ta, tb, cname[cv])) continue;
+                int a = ta ? gc_param(&k, UNI, DIMS(4, 3)) : gc_param(&k, UNI, DIMS(3, 4));
+                int b = tb ? gc_param(&k, UNI, DIMS(5, 4)) : gc_param(&k, UNI, DIMS(4, 5));
+                int in[3] = {a, b, -1};
+                if (cv == 1) in[2] = gc_param(&k, UNI, DIMS(5));
+                if (cv == 2) in[2] = gc_param(&k, UNI, DIMS(3, 5));
+                if (cv == 3) in[2] = gc_param(&k, UNI, DIMS(3, 1));
+                int n = gc_op(&k, "Gemm", cv ? 3 : 2, in);
+                attr_i(&k, n, "transA", ta);
+                attr_i(&k, n, "transB", tb);
+                attr_f(&k, n, "alpha", 0.7);
+                attr_f(&k, n, "beta", 1.3);
+                gc_run(&k);
+            }
+    gc_case k;
+    if (gc_begin(&k, 13, "Gemm defaults C scalar")) {
+        gc_op(&k, "Gemm", 3,
+              (int[]){gc_param(&k, UNI, DIMS(2, 3)), gc_param(&k, UNI, DIMS(3, 4)), gc_param(&k, UNI, 0, NULL)});
+        gc_run(&k);
+    }
+}
+
+typedef struct conv_spec {
+    const char *what;
+    int rank; /* spatial rank */
+    int64_t x[5], w[5];
+    int bias;
+    int64_t strides[3], pads[6], dilations[3], group;
+    const char *auto_pad;
+} conv_spec;
+
+static void case_conv(const conv_spec *cs) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "Conv %s", cs->what)) return;
+    int r = cs->rank + 2;
+    int in[3] = {gc_param(&k, UNI, r, cs->x), gc_param(&k, UNI, r, cs->w), -1};
+    if (cs->bias) in[2] = gc_param(&k, UNI, 1, (int64_t[]){cs->w[0]});
+    int n = gc_op(&k, "Conv", cs->bias ? 3 : 2, in);
+    if (cs->strides[0]) attr_is(&k, n, "strides", cs->rank, cs->strides);
+    if (cs->dilations[0]) attr_is(&k, n, "dilations", cs->rank, cs->dilations);
+    if (cs->auto_pad) attr_s(&k, n, "auto_pad", cs->auto_pad);
+    else attr_is(&k, n, "pads", 2 * cs->rank, cs->pads);
+    if (cs->group) attr_i(&k, n, "group", cs->group);
+    gc_run(&k);
+}
+
+static void cases_conv(void) {
+    static const conv_spec specs[] = {
+        {"2-D [1,2,5,5]*[3,2,3,3] bias", 2, {1, 2, 5, 5}, {3, 2, 3, 3}, 1, {0}, {0}, {0}, 0, NULL},
+        {"2-D no bias", 2, {2, 2, 4, 4}, {2, 2, 2, 2}, 0, {0}, {0}, {0}, 0, NULL},
+        {"2-D stride 2 pads 1", 2, {1, 2, 6, 5}, {3, 2, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {0}, 0, NULL},
+        {"2-D asymmetric pads, stride [1,2]", 2, {1, 1, 5, 6}, {2, 1, 2, 3}, 1, {1, 2}, {0, 1, 2, 0}, {0}, 0, NULL},
+        {"2-D dilation 2", 2, {1, 2, 7, 7}, {2, 2, 3, 3}, 1, {0}, {1, 1, 1, 1}, {2, 2}, 0, NULL},
+        {"2-D groups 2", 2, {1, 4, 5, 5}, {4, 2, 3, 3}, 1, {0}, {1, 1, 1, 1}, {0}, 2, NULL},
+        {"2-D depthwise", 2, {1, 3, 4, 4}, {3, 1, 3, 3}, 0, {0}, {1, 1, 1, 1}, {0}, 3, NULL},
+        {"2-D auto_pad SAME_UPPER stride 2", 2, {1, 2, 5, 5}, {2, 2, 3, 3}, 1, {2, 2}, {0}, {0}, 0, "SAME_UPPER"},
+        {"2-D auto_pad SAME_LOWER stride 2", 2, {1, 2, 6, 5}, {2, 2, 2, 3}, 1, {2, 2}, {0}, {0}, 0, "SAME_LOWER"},
+        {"2-D auto_pad VALID stride 2", 2, {1, 2, 6, 5}, {2, 2, 3, 2}, 0, {2, 2}, {0}, {0}, 0, "VALID"},
+        {"1-D stride 2 pad 1", 1, {2, 2, 7}, {3, 2, 3}, 1, {2}, {1, 1}, {0}, 0, NULL},
+        {"3-D", 3, {1, 2, 3, 4, 3}, {2, 2, 2, 2, 2}, 1, {0}, {0, 1, 0, 0, 0, 1}, {0}, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) case_conv(&specs[i]);
+}
+
+typedef struct conv_t_spec {
+    const char *what;
+    int rank; /* spatial rank */
+    int64_t x[5], w[5];
+    int bias;
+    int64_t strides[3], pads[6], dilations[3], output_padding[3], output_shape[3], group;
+    const char *auto_pad;
+} conv_t_spec;
+
+static void case_conv_transpose(const conv_t_spec *cs) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "ConvTranspose %s", cs->what)) return;
+    int r = cs->rank + 2;
+    int in[3] = {gc_param(&k, UNI, r, cs->x), gc_param(&k, UNI, r, cs->w), -1};
+    int64_t group = cs->group ? cs->group : 1;
+    if (cs->bias) in[2] = gc_param(&k, UNI, 1, (int64_t[]){cs->w[1] * group});
+    int n = gc_op(&k, "ConvTranspose", cs->bias ? 3 : 2, in);
+    if (cs->strides[0]) attr_is(&k, n, "strides", cs->rank, cs->strides);
+    if (cs->dilations[0]) attr_is(&k, n, "dilations", cs->rank, cs->dilations);
+    if (cs->output_padding[0]) attr_is(&k, n, "output_padding", cs->rank, cs->output_padding);
+    if (cs->output_shape[0]) attr_is(&k, n, "output_shape", cs->rank, cs->output_shape);
+    if (cs->auto_pad) attr_s(&k, n, "auto_pad", cs->auto_pad);
+    else if (!cs->output_shape[0]) attr_is(&k, n, "pads", 2 * cs->rank, cs->pads);
+    if (cs->group) attr_i(&k, n, "group", cs->group);
+    gc_run(&k);
+}
+
+static void cases_conv_transpose(void) {
+    static const conv_t_spec specs[] = {
+        {"2-D [1,2,3,3]*[2,3,3,3] bias", 2, {1, 2, 3, 3}, {2, 3, 3, 3}, 1, {0}, {0}, {0}, {0}, {0}, 0, NULL},
+        {"2-D stride 2 pads 1 output_padding 1",
+         2,
+         {2, 2, 3, 4},
+         {2, 2, 3, 3},
+         1,
+         {2, 2},
+         {1, 1, 1, 1},
+         {0},
+         {1, 1},
+         {0},
+         0,
+         NULL},
+        {"2-D stride [2,3] asymmetric pads, no bias",
+         2,
+         {1, 1, 3, 2},
+         {1, 2, 2, 3},
+         0,
+         {2, 3},
+         {0, 1, 1, 0},
+         {0},
+         {0},
+         {0},
+         0,
+         NULL},
+        {"2-D dilation 2", 2, {1, 2, 3, 3}, {2, 1, 2, 2}, 1, {0}, {0}, {2, 2}, {0}, {0}, 0, NULL},
+        {"2-D groups 2", 2, {1, 4, 3, 3}, {4, 1, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {0}, {0}, {0}, 2, NULL},
+        {"2-D auto_pad SAME_UPPER stride 2",
+         2,
+         {1, 2, 3, 3},
+         {2, 2, 3, 3},
+         1,
+         {2, 2},
+         {0},
+         {0},
+         {0},
+         {0},
+         0,
+         "SAME_UPPER"},
+        {"2-D output_shape [6,7] stride 2", 2, {1, 2, 3, 3}, {2, 1, 3, 3}, 0, {2, 2}, {0}, {0}, {0}, {6, 7}, 0, NULL},
+        {"1-D stride 3", 1, {2, 2, 4}, {2, 3, 3}, 1, {3}, {0, 0}, {0}, {0}, {0}, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) case_conv_transpose(&specs[i]);
+}
+
+static void case_pool(const char *op, const char *what, int rank, const int64_t *x, int n_k, const int64_t *kernel,
+                      const int64_t *strides, const int64_t *pads, int extra_attr, int indices_output) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "%s %s", op, what)) return;
+    int in = gc_param(&k, strcmp(op, "MaxPool") ? UNI : DISTINCT, rank, x), y[2];
+    int node = gc_node(&k, op, "", 1, &in, indices_output ? 2 : 1, y);
+    gc_loss_on(&k, y[0]);
+    attr_is(&k, node, "kernel_shape", n_k, kernel);
+    if (strides) attr_is(&k, node, "strides", n_k, strides);
+    if (pads) attr_is(&k, node, "pads", 2 * n_k, pads);
+    if (extra_attr && !strcmp(op, "AveragePool")) attr_i(&k, node, "count_include_pad", 1);
+    if (extra_attr && !strcmp(op, "MaxPool")) attr_is(&k, node, "dilations", n_k, (int64_t[]){2, 2});
+    gc_run(&k);
+}
+
+/* A 2-D pooling of [1,2,5,6] by 2x3 windows, stride 2, with ceil_mode or auto_pad. */
+static void case_pool_window(const char *op, int ceil_mode, const char *auto_pad) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "%s [1,2,5,6] 2x3 stride 2%s%s%s", op, ceil_mode ? " ceil_mode" : "",
+                  auto_pad ? " auto_pad=" : "", auto_pad ? auto_pad : ""))
+        return;
+    int x = gc_param(&k, strcmp(op, "MaxPool") ? UNI : DISTINCT, DIMS(1, 2, 5, 6));
+    int n = gc_op(&k, op, 1, &x);
+    attr_is(&k, n, "kernel_shape", 2, (int64_t[]){2, 3});
+    attr_is(&k, n, "strides", 2, (int64_t[]){2, 2});
+    if (ceil_mode) attr_i(&k, n, "ceil_mode", 1);
+    if (auto_pad) attr_s(&k, n, "auto_pad", auto_pad);
+    gc_run(&k);
+}
+
+static void cases_pool(void) {
+    static const char *pads[3] = {"SAME_UPPER", "SAME_LOWER", "VALID"};
+    for (int i = 0; i < 2; i++) {
+        const char *op = i ? "AveragePool" : "MaxPool";
+        case_pool_window(op, 1, NULL);
+        for (int j = 0; j < 3; j++) case_pool_window(op, 0, pads[j]);
+    }
+    static const char *ops[2] = {"MaxPool", "AveragePool"};
+    for (int i = 0; i < 2; i++) {
+        case_pool(ops[i], "[2,2,4,4] 2x2 stride 2", DIMS(2, 2, 4, 4), 2, (int64_t[]){2, 2}, (int64_t[]){2, 2}, NULL, 0,
+                  0);
+        case_pool(ops[i], "[1,2,5,5] 3x3 stride 1 pads 1", DIMS(1, 2, 5, 5), 2, (int64_t[]){3, 3}, NULL,
+                  (int64_t[]){1, 1, 1, 1}, 0, 0);
+        case_pool(ops[i], "[1,1,5,6] 3x2 stride 2 pads [1,0,1,1]", DIMS(1, 1, 5, 6), 2, (int64_t[]){3, 2},
+                  (int64_t[]){2, 2}, (int64_t[]){1, 0, 1, 1}, 0, 0);
+        case_pool(ops[i], "1-D [2,3,7] k3 s2", DIMS(2, 3, 7), 1, (int64_t[]){3}, (int64_t[]){2}, NULL, 0, 0);
+    }
+    case_pool("AveragePool", "[1,2,5,5] 3x3 pads 1 count_include_pad", DIMS(1, 2, 5, 5), 2, (int64_t[]){3, 3}, NULL,
+              (int64_t[]){1, 1, 1, 1}, 1, 0);
+    case_pool("MaxPool", "[1,2,6,6] 2x2 dilation 2", DIMS(1, 2, 6, 6), 2, (int64_t[]){2, 2}, NULL, NULL, 1, 0);
+    case_pool("MaxPool", "[1,2,4,4] 2x2 Indices output declared", DIMS(1, 2, 4, 4), 2, (int64_t[]){2, 2},
+              (int64_t[]){2, 2}, NULL, 0, 1);
+    gc_case k;
+    if (gc_begin(&k, 13, "GlobalMaxPool[2,3,3,4]")) {
+        int x = gc_param(&k, DISTINCT, DIMS(2, 3, 3, 4));
+        gc_op(&k, "GlobalMaxPool", 1, &x);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "GlobalAveragePool[2,3,4,5]")) {
+        int x = gc_param(&k, UNI, DIMS(2, 3, 4, 5));
+        gc_op(&k, "GlobalAveragePool", 1, &x);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "GlobalAveragePool[2,3,4] 1-D")) {
+        int x = gc_param(&k, UNI, DIMS(2, 3, 4));
+        gc_op(&k, "GlobalAveragePool", 1, &x);
+        gc_run(&k);
+    }
+}
+
+void gc_cases_linalg(void) {
+    cases_matmul();
+    cases_gemm();
+    cases_conv();
+    cases_conv_transpose();
+    cases_pool();
+}
