@@ -3,15 +3,18 @@
  *
  * The forward graph is cut into a chain of blocks at its articulation points (a value
  * that is the only activation crossing a boundary: the residual stream between
- * transformer sublayers, the trunk between ResNet stages).  Each block offers a menu:
- * keep all its activations, keep only the expensive ones (MatMul, Gemm, Conv outputs)
- * and recompute the cheap rest, or keep nothing and recompute it from its input.
+ * transformer sublayers, the trunk between ResNet stages).  Each block offers a menu,
+ * the Pareto frontier of kept bytes against recompute time over which of its nodes to
+ * recompute (the selective "expensive ops kept" option among them), from keeping all to
+ * recomputing all from its input; options may recompute the block's output too.
  *
  *   none   keep everything.
  *   sqrtn  Chen et al. 2016: keep every ceil(sqrt(k))-th cut of k, recompute the rest.
- *   dp     one option per block by a dynamic program over the chain (Rotor-style) that
- *          minimises recompute time under the budget, then checked on the real arena
- *          and tightened until the plan fits.  Identical blocks share one menu.
+ *   dp     one option per block, or a longer segment recomputed from an earlier cut, by
+ *          dynamic programs over the chain (Rotor-style) that minimise recompute time
+ *          under the budget; every choice is planned on the real arena and tightened
+ *          until it fits, then improved by local search on the real arena.  Identical
+ *          blocks share one menu.
  *   ilp    Checkmate's MILP (Jain et al. 2020) over every forward node and backward
  *          stage, solved exactly by GLPK within a time limit: the optimality reference.
  *
