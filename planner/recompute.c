@@ -201,3 +201,62 @@ vp_status vp_remat_apply_schedule(vp_graph *g, const vp_remat_schedule *rs, int 
     free(c.order);
     return s;
 }
+
+/* The schedule vp_remat_apply would follow, without touching g: for each backward node,
+ * the forward nodes recomputed right before it (dependencies first, then sorted into
+ * forward order, which is topological). */
+typedef struct sim {
+    const vp_graph *g;
+    const char *keep;
+    char *copied;    /* per value: a copy exists */
+    int *list, n;    /* the current stage's nodes */
+} sim;
+
+static void sim_recompute(sim *s, int v) {
+    const vp_graph *g = s->g;
+    int src = g->values[v].producer;
+    const vp_node *n = &g->nodes[src];
+    for (int k = 0; k < n->n_inputs; k++) {
+        int u = n->inputs[k];
+        if (u >= 0 && is_forward_activation(g, u, g->n_values) && !s->keep[u] && !s->copied[u]) sim_recompute(s, u);
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) s->copied[n->outputs[k]] = 1;
+    s->list[s->n++] = src;
+}
+
+static int cmp_node(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+vp_status vp_remat_schedule_from_keep(const vp_graph *g, const char *keep, vp_remat_schedule *out, vp_error *err) {
+    memset(out, 0, sizeof *out);
+    sim s = {g, keep, calloc((size_t)g->n_values + 1, 1), malloc(((size_t)g->n_nodes + 1) * sizeof *s.list), 0};
+    out->stage_node = malloc(((size_t)g->n_nodes + 1) * sizeof *out->stage_node);
+    out->start = malloc(((size_t)g->n_nodes + 2) * sizeof *out->start);
+    out->nodes = malloc(((size_t)g->n_nodes + 1) * sizeof *out->nodes);
+    if (!s.copied || !s.list || !out->stage_node || !out->start || !out->nodes) {
+        free(s.copied);
+        free(s.list);
+        vp_remat_schedule_free(out);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    int total = 0;
+    out->start[0] = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *b = &g->nodes[i];
+        if (b->folded || b->phase != VP_PHASE_BACKWARD) continue;
+        s.n = 0;
+        for (int k = 0; k < b->n_inputs; k++) {
+            int v = b->inputs[k];
+            if (v >= 0 && is_forward_activation(g, v, g->n_values) && !keep[v] && !s.copied[v]) sim_recompute(&s, v);
+        }
+        if (!s.n) continue;
+        qsort(s.list, (size_t)s.n, sizeof *s.list, cmp_node);
+        memcpy(out->nodes + total, s.list, (size_t)s.n * sizeof *s.list);
+        total += s.n;
+        out->stage_node[out->n_stages++] = i;
+        out->start[out->n_stages] = total;
+    }
+    free(s.copied);
+    free(s.list);
+    return VP_OK;
+}

@@ -32,13 +32,37 @@ static double seconds_since(const struct timespec *t0) {
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
+/* dp's schedule under the budget, to seed ilp's search with an incumbent; an empty
+ * schedule when dp finds nothing that fits. */
+static vp_status dp_hint(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                         const chain *ch, char *keep, int *choice, vp_remat_schedule *hint, vp_error *err) {
+    enum { MAX_CANDS = 32 };
+    candidate cands[MAX_CANDS];
+    int nc = 0;
+    vp_remat_result scratch;
+    memset(&scratch, 0, sizeof scratch);
+    memset(hint, 0, sizeof *hint);
+    vp_status s = vp_remat_dp_candidates(g, t, dev, fused, budget, ch, keep, choice, cands, &nc, MAX_CANDS, &scratch, err);
+    int w = nc ? vp_remat_candidate_pick(cands, nc) : -1;
+    if (!s && w >= 0 && cands[w].fits && cands[w].opt) {
+        vp_chain_keep(g, ch, cands[w].opt, keep);
+        s = vp_remat_schedule_from_keep(g, keep, hint, err);
+    }
+    for (int i = 0; i < nc; i++) {
+        vp_plan_free(&cands[i].p);
+        vp_graph_free(cands[i].g);
+        free(cands[i].opt);
+    }
+    return s;
+}
+
 /* ilp's candidates: Checkmate's MILP on the un-checkpointed plan p0, each schedule
  * planned on the real arena.  The model ignores in-place reuse and fragmentation, so
  * the budget given to it is searched: lowered by what the arena exceeded, raised by what
  * it left unused, then bisected, for the largest model budget whose plan fits. */
 static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
-                                const vp_plan *p0, double limit, candidate *cands, int *nc, int max, vp_remat_result *r,
-                                vp_error *err) {
+                                const vp_plan *p0, double limit, const vp_remat_schedule *hint, candidate *cands,
+                                int *nc, int max, vp_remat_result *r, vp_error *err) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t mb = budget, lo = -1, hi = -1; /* model budgets known to fit / known not to */
@@ -48,7 +72,7 @@ static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_devi
         if (it > 0 && left < 0.5) break;
         vp_remat_schedule rs;
         vp_ilp_stats st;
-        s = vp_remat_ilp_solve(g, p0, t, dev, mb, left, &rs, &st, err);
+        s = vp_remat_ilp_solve_hinted(g, p0, t, dev, mb, left, hint, &rs, &st, err);
         r->iterations++;
         double spent = r->ilp.solve_seconds + st.solve_seconds;
         if (!*nc || st.status == VP_ILP_OPTIMAL || st.status == VP_ILP_FEASIBLE) r->ilp = st;
@@ -88,7 +112,7 @@ static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_devi
                        "--remat ilp: the MILP would have over %d binary variables, too many to solve; use --remat dp",
                        st->n_binary);
     return vp_fail(err, VP_ERR_UNSUPPORTED,
-                   "--remat ilp: GLPK found no schedule within %.0f s (%d binaries, %d rows; it proved the recompute "
+                   "--remat ilp: GLPK found no schedule within %g s (%d binaries, %d rows; it proved the recompute "
                    "needs at least %.4f ms); raise --ilp-time-limit or use --remat dp",
                    limit, st->n_binary, st->n_rows, 1e3 * st->bound_seconds);
 }
@@ -145,7 +169,11 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'A';
     } else if (!s && kind == VP_REMAT_ILP) {
         double limit = opts && opts->ilp_time_limit > 0 ? opts->ilp_time_limit : 60.0;
-        s = full ? full : ilp_candidates(g, t, dev, fused, budget, p, limit, cands, &nc, MAX_CANDS, r, err);
+        vp_remat_schedule hint;
+        memset(&hint, 0, sizeof hint);
+        s = full ? full : dp_hint(g, t, dev, fused, budget, &ch, keep, choice, &hint, err);
+        if (!s) s = ilp_candidates(g, t, dev, fused, budget, p, limit, hint.n_stages ? &hint : NULL, cands, &nc, MAX_CANDS, r, err);
+        vp_remat_schedule_free(&hint);
         if (!full) vp_plan_free(p);
     } else if (!s) {
         if (!full) vp_plan_free(p);

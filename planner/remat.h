@@ -47,6 +47,8 @@ typedef struct vp_remat_schedule {
 
 vp_status vp_remat_apply_schedule(vp_graph *g, const vp_remat_schedule *rs, int *n_recompute, vp_error *err);
 void vp_remat_schedule_free(vp_remat_schedule *rs);
+/* The schedule vp_remat_apply follows for keep, without changing g. */
+vp_status vp_remat_schedule_from_keep(const vp_graph *g, const char *keep, vp_remat_schedule *out, vp_error *err);
 
 /* Checkmate's MILP (remat_ilp.c): the schedule of least recompute time whose modelled
  * peak fits the budget, from the un-checkpointed plan p0 of g, within time_limit seconds. */
@@ -71,6 +73,12 @@ typedef struct vp_ilp_stats {
 const char *vp_ilp_status_name(vp_ilp_status s);
 vp_status vp_remat_ilp_solve(const vp_graph *g, const vp_plan *p0, const vp_training *t, const vp_device_profile *dev,
                              int64_t budget, double time_limit, vp_remat_schedule *out, vp_ilp_stats *st, vp_error *err);
+/* The same, offering GLPK the schedule hint (dp's, say) as a first incumbent when it
+ * fits the model: the search prunes against it from the start. */
+vp_status vp_remat_ilp_solve_hinted(const vp_graph *g, const vp_plan *p0, const vp_training *t,
+                                    const vp_device_profile *dev, int64_t budget, double time_limit,
+                                    const vp_remat_schedule *hint, vp_remat_schedule *out, vp_ilp_stats *st,
+                                    vp_error *err);
 
 typedef struct vp_remat_result {
     vp_remat_kind kind;

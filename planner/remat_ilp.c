@@ -206,12 +206,19 @@ static int add_stage_rows(lp *l, const model *m, cols *c, int t, double M, char 
 
 typedef struct bound_watch {
     double bound;
+    const double *hint; /* a full solution to offer as the first incumbent, or NULL */
+    int offered;
 } bound_watch;
 
-/* The best bound among the open branch-and-bound nodes: a proven lower bound. */
+/* The best bound among the open branch-and-bound nodes: a proven lower bound.  The
+ * hint goes in at the first chance GLPK gives a heuristic. */
 static void watch_bound(glp_tree *tree, void *info) {
     bound_watch *w = info;
     int r = glp_ios_reason(tree);
+    if (r == GLP_IHEUR && w->hint && !w->offered) {
+        w->offered = 1;
+        glp_ios_heur_sol(tree, w->hint); /* GLPK checks it and keeps it only if feasible */
+    }
     if (r != GLP_ISELECT && r != GLP_IBINGO && r != GLP_IROWGEN) return;
     int best = glp_ios_best_node(tree);
     if (best) w->bound = glp_ios_node_bound(tree, best);
@@ -257,8 +264,78 @@ static int solve(glp_prob *p, double left, bound_watch *w) {
     return ret;
 }
 
+/* The MILP's values for a schedule: R from the schedule, S from when each slot is made
+ * (forward, or the stage recomputing its node) to the last stage that reads it, FREE and
+ * P from an LP with those fixed.  NULL when the schedule does not fit the model (or is
+ * not one of its schedules); the binaries' bounds are restored either way. */
+static double *hint_values(glp_prob *p, const model *m, const cols *c, const vp_plan *p0, const vp_graph *g,
+                           const vp_remat_schedule *h, double left) {
+    int *stage_of = malloc(((size_t)g->n_nodes + 1) * sizeof *stage_of);
+    char *rv = calloc((size_t)m->cand.n + 1, 1);
+    int *made = malloc(((size_t)m->n_slot + 1) * sizeof *made), *last = malloc(((size_t)m->n_slot + 1) * sizeof *last);
+    double *x = NULL;
+    int ok = stage_of && rv && made && last;
+    for (int i = 0; ok && i < g->n_nodes; i++) stage_of[i] = -1;
+    for (int t = 0; ok && t < m->T; t++) stage_of[p0->steps[m->stage_step.a[t]]] = t;
+    for (int q = 0; ok && q < m->n_slot; q++) made[q] = last[q] = -1;
+    for (int k = 0; ok && k < h->n_stages; k++) {
+        int t = stage_of[h->stage_node[k]];
+        for (int j = h->start[k]; ok && j < h->start[k + 1]; j++) {
+            int i = m->mi[h->nodes[j]], at = -1;
+            for (int q = m->cand_start.a[t < 0 ? 0 : t]; t >= 0 && i >= 0 && q < m->cand_start.a[t + 1]; q++)
+                if (m->cand.a[q] == i) at = q;
+            ok = at >= 0;
+            if (!ok) break;
+            rv[at] = 1;
+            for (int z = 0; z < m->n_slots[i]; z++) made[m->first_slot[i] + z] = t;
+            for (int d = 0; d < m->deps[i].n; d++)
+                if (last[m->deps[i].a[d]] < t) last[m->deps[i].a[d]] = t;
+        }
+    }
+    for (int t = 0; ok && t < m->T; t++)
+        for (int q = m->read_start.a[t]; q < m->read_start.a[t + 1]; q++)
+            if (last[m->read.a[q]] < t) last[m->read.a[q]] = t;
+    int n_cols = glp_get_num_cols(p);
+    for (int q = 0; ok && q < m->n_slot; q++)
+        for (int t = 0; t <= m->last_t[m->slot_node[q]]; t++) {
+            double v = t > made[q] && t <= last[q];
+            glp_set_col_bnds(p, c->s[q] + t, GLP_FX, v, v);
+        }
+    for (int q = 0; ok && q < m->cand.n; q++) glp_set_col_bnds(p, c->r[q], GLP_FX, rv[q], rv[q]);
+    if (ok) {
+        glp_smcp lpp;
+        glp_init_smcp(&lpp);
+        lpp.presolve = GLP_ON;
+        lpp.msg_lev = GLP_MSG_OFF;
+        lpp.tm_lim = left > 0.01 ? (int)(left * 250) : 1; /* a quarter of what is left */
+        int was = glp_term_out(GLP_OFF);
+        int ret = glp_simplex(p, &lpp);
+        glp_term_out(was);
+        if (!ret && glp_get_status(p) == GLP_OPT && (x = malloc(((size_t)n_cols + 1) * sizeof *x)))
+            for (int j = 1; j <= n_cols; j++) x[j] = glp_get_col_prim(p, j);
+    }
+    /* back to binaries */
+    for (int q = 0; q < m->n_slot; q++)
+        for (int t = 0; t <= m->last_t[m->slot_node[q]]; t++) glp_set_col_kind(p, c->s[q] + t, GLP_BV);
+    for (int q = 0; q < m->cand.n; q++) glp_set_col_kind(p, c->r[q], GLP_BV);
+    for (int j = 1; x && j <= n_cols; j++)
+        if (glp_get_col_kind(p, j) == GLP_BV) x[j] = x[j] > 0.5; /* exact 0/1 for the check */
+    free(stage_of);
+    free(rv);
+    free(made);
+    free(last);
+    return x;
+}
+
 vp_status vp_remat_ilp_solve(const vp_graph *g, const vp_plan *p0, const vp_training *t, const vp_device_profile *dev,
                              int64_t budget, double time_limit, vp_remat_schedule *out, vp_ilp_stats *st, vp_error *err) {
+    return vp_remat_ilp_solve_hinted(g, p0, t, dev, budget, time_limit, NULL, out, st, err);
+}
+
+vp_status vp_remat_ilp_solve_hinted(const vp_graph *g, const vp_plan *p0, const vp_training *t,
+                                    const vp_device_profile *dev, int64_t budget, double time_limit,
+                                    const vp_remat_schedule *hint, vp_remat_schedule *out, vp_ilp_stats *st,
+                                    vp_error *err) {
     memset(out, 0, sizeof *out);
     memset(st, 0, sizeof *st);
     struct timespec t0;
@@ -303,8 +380,11 @@ vp_status vp_remat_ilp_solve(const vp_graph *g, const vp_plan *p0, const vp_trai
     else if (!feasible) st->status = VP_ILP_INFEASIBLE;
     else {
         glp_load_matrix(l.p, l.ne, l.ia, l.ja, l.ar);
-        bound_watch w = {0};
+        bound_watch w = {0, NULL, 0};
+        double *x = hint ? hint_values(l.p, &m, &c, p0, g, hint, time_limit - seconds_since(&t0)) : NULL;
+        w.hint = x;
         int ret = solve(l.p, time_limit - seconds_since(&t0), &w);
+        free(x);
         int mip = glp_mip_status(l.p);
         if (mip == GLP_OPT) st->status = VP_ILP_OPTIMAL;
         else if (mip == GLP_FEAS) st->status = VP_ILP_FEASIBLE;

@@ -46,7 +46,7 @@ expect 0 "MILP (Checkmate, GLPK): optimal" -- "$tool" plan "$mlp" --dim batch=32
 expect 0 "step 2  loss" -- "$tool" run "$tmp/mlp_ilp.vplan" --steps 2
 expect 0 "sound: " -- "$tool" verify "$tmp/mlp_ilp.vplan"
 expect 2 "no recompute schedule fits the budget" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1KiB --remat ilp
-expect 2 "GLPK found no schedule within 1 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --freeze '^causal_mask$' --budget 3MB --remat ilp --ilp-time-limit 1
+expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --budget 3MB --remat ilp --ilp-time-limit 0.001
 expect 2 "is not a number of seconds" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon
 expect 2 "applies to --remat ilp only" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --ilp-time-limit 5
 expect 2 "--remat expects none, sqrtn, dp or ilp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --remat magic
