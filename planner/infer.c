@@ -36,6 +36,17 @@ vp_status vp_bind_dims(vp_graph *g, const vp_dim_binding *b, int n, vp_error *er
     return VP_OK;
 }
 
+vp_status vp_bind_all_dims(vp_graph *g, int64_t value, vp_error *err) {
+    vp_dim_binding b[64];
+    int nb = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        for (int d = 0; d < v->rank; d++)
+            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], value};
+    }
+    return vp_bind_dims(g, b, nb, err);
+}
+
 vp_status vp_bind_input_data(vp_graph *g, const char *name, const vp_tensor *t, vp_error *err) {
     int id = vp_graph_find_value(g, name);
     if (id < 0 || !(g->values[id].flags & VP_VAL_INPUT))

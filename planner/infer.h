@@ -17,6 +17,8 @@ typedef struct vp_dim_binding {
 /* Replaces symbolic dims of graph inputs by the bound values.  Every symbolic dim must
  * be bound; the error names the first that is not, and the input. */
 vp_status vp_bind_dims(vp_graph *g, const vp_dim_binding *b, int n, vp_error *err);
+/* Binds every symbolic dim of the graph's inputs to value (ONNX's reference runner uses 1). */
+vp_status vp_bind_all_dims(vp_graph *g, int64_t value, vp_error *err);
 
 /* Attaches data to a graph input so that shape functions may read it (a Reshape's
  * shape fed as an input).  The data is borrowed; the caller keeps it alive. */

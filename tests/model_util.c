@@ -130,3 +130,27 @@ int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, cons
     free(labels.data);
     return s ? -1 : identical;
 }
+
+vp_status test_model_load_step(test_model *m, const char *name, const char *opt, vp_error *err) {
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
+    if (!s) s = vp_opt_parse(opt, &spec.opt, err);
+    if (s) {
+        memset(m, 0, sizeof *m);
+        return s;
+    }
+    return test_model_load(m, name, &spec, err);
+}
+
+vp_status test_model_feed(vp_exec *x, const test_model *m, vp_error *err) {
+    const mj *in = mj_get(m->meta, "input");
+    vp_tensor xin = {0}, labels = {0};
+    vp_status s = test_model_fixture(m, "x.pb", &xin, err);
+    if (!s) s = test_model_fixture(m, "labels.pb", &labels, err);
+    if (!s) s = vp_exec_set_input(x, in ? in->str : "x", &xin, err);
+    if (!s) s = vp_exec_set_input(x, "labels", &labels, err);
+    free(xin.data);
+    free(labels.data);
+    return s;
+}

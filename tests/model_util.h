@@ -24,6 +24,14 @@ int test_model_list(char names[][64], int max);
 vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, vp_error *err);
 void test_model_free(test_model *m);
 
+/* Loads models/<name> as a training step with the ce:logits loss and optimizer opt
+ * ("sgd", "momentum", "adam", "adamw"). */
+vp_status test_model_load_step(test_model *m, const char *name, const char *opt, vp_error *err);
+
+/* Feeds the fixture batch (x.pb, labels.pb) to an executor of m's training step. */
+struct vp_exec;
+vp_status test_model_feed(struct vp_exec *x, const test_model *m, vp_error *err);
+
 /* Reads models/<name>/fixtures/<file> (a TensorProto). */
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);
 

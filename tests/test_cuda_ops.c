@@ -557,17 +557,6 @@ static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
 
 /* ---- models: every value of a training step, then the loss curves ---- */
 
-static vp_status feed(vp_exec *x, const test_model *m, vp_error *err) {
-    const mj *in = mj_get(m->meta, "input");
-    vp_tensor xin = {0}, labels = {0};
-    vp_status s = test_model_fixture(m, "x.pb", &xin, err);
-    if (!s) s = test_model_fixture(m, "labels.pb", &labels, err);
-    if (!s) s = vp_exec_set_input(x, in ? in->str : "x", &xin, err);
-    if (!s) s = vp_exec_set_input(x, "labels", &labels, err);
-    free(xin.data);
-    free(labels.data);
-    return s;
-}
 
 /* max |a - b| over the reference's largest magnitude. */
 static double scaled_error(const vp_tensor *a, const vp_tensor *b) {
@@ -615,8 +604,8 @@ static void check_model_values(const char *name, const char *fixture, vp_backend
     int loaded = !s;
     if (!s) s = vp_exec_new(m.g, cpu, &xc, &err);
     if (!s) s = vp_exec_new(m.g, cuda, &xg, &err);
-    if (!s) s = feed(xc, &m, &err);
-    if (!s) s = feed(xg, &m, &err);
+    if (!s) s = test_model_feed(xc, &m, &err);
+    if (!s) s = test_model_feed(xg, &m, &err);
     if (!s) s = vp_exec_run(xc, &err);
     if (!s) {
         vp_backend_cuda_set_graph(cuda, m.g);
@@ -684,7 +673,7 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
     vp_status s = load_for_curve(name, fixture, &m, &curve, &err);
     int loaded = !s;
     if (!s) s = vp_exec_new(m.g, cuda, &x, &err);
-    if (!s) s = feed(x, &m, &err);
+    if (!s) s = test_model_feed(x, &m, &err);
     const mj *losses = curve ? mj_get(curve, "losses") : NULL;
     int steps = losses ? losses->n : 0;
     double worst = 0, got[16] = {0};
@@ -714,42 +703,25 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
 /* ---- without a device: the models' ops all have kernels ---- */
 
 static int collect_model_ops(char names[][64], int max_models, char ops[][96], int max_ops, int *n_ops) {
+    static const char *const opts[] = {"adamw", "momentum"}; /* their update ops differ */
     int n = test_model_list(names, max_models);
     *n_ops = 0;
-    for (int i = 0; i < n; i++) {
-        test_model m;
-        vp_error err;
-        vp_train_spec spec;
-        memset(&spec, 0, sizeof spec);
-        vp_loss_parse("ce:logits", &spec.loss, &err);
-        vp_opt_parse("adamw", &spec.opt, &err);
-        if (test_model_load(&m, names[i], &spec, &err)) continue;
-        for (int k = 0; k < m.g->n_nodes; k++) {
-            const vp_node *nd = &m.g->nodes[k];
-            if (nd->folded) continue;
-            char key[96];
-            snprintf(key, sizeof key, "%s%s%s", nd->domain, nd->domain[0] ? "." : "", nd->op_type);
-            int seen = 0;
-            for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
-            if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
+    for (int i = 0; i < n; i++)
+        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+            test_model m;
+            vp_error err;
+            if (test_model_load_step(&m, names[i], opts[o], &err)) continue;
+            for (int k = 0; k < m.g->n_nodes; k++) {
+                const vp_node *nd = &m.g->nodes[k];
+                if (nd->folded) continue;
+                char key[96];
+                snprintf(key, sizeof key, "%s%s%s", nd->domain, nd->domain[0] ? "." : "", nd->op_type);
+                int seen = 0;
+                for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
+                if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
+            }
+            test_model_free(&m);
         }
-        /* momentum too: its update op differs */
-        test_model_free(&m);
-        memset(&spec, 0, sizeof spec);
-        vp_loss_parse("ce:logits", &spec.loss, &err);
-        vp_opt_parse("momentum", &spec.opt, &err);
-        if (test_model_load(&m, names[i], &spec, &err)) continue;
-        for (int k = 0; k < m.g->n_nodes; k++) {
-            const vp_node *nd = &m.g->nodes[k];
-            if (nd->folded || strcmp(nd->domain, "vplan")) continue;
-            char key[96];
-            snprintf(key, sizeof key, "vplan.%s", nd->op_type);
-            int seen = 0;
-            for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
-            if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
-        }
-        test_model_free(&m);
-    }
     return n;
 }
 

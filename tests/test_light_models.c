@@ -39,17 +39,6 @@ static double now_s(void) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Binds every symbolic dim of the graph inputs to 1, as the reference runner does. */
-static vp_status bind_symbolic_dims(vp_graph *g, vp_error *err) {
-    vp_dim_binding b[64];
-    int nb = 0;
-    for (int k = 0; k < g->n_inputs; k++) {
-        const vp_value *v = &g->values[g->inputs[k]];
-        for (int d = 0; d < v->rank; d++)
-            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], 1};
-    }
-    return vp_bind_dims(g, b, nb, err);
-}
 
 /* arange(n) / n in float32, shaped like graph input k. */
 static vp_status make_input(const vp_graph *g, int k, vp_tensor *t, vp_error *err) {
@@ -95,7 +84,7 @@ static vp_status run_model(const char *model_path, const char *want_path, char *
     vp_tensor inputs[16] = {0}, got = {0}, want = {0};
     int n_in = 0;
     vp_status s = vp_onnx_load(model_path, &g, err);
-    if (!s) s = bind_symbolic_dims(g, err);
+    if (!s) s = vp_bind_all_dims(g, 1, err);
     if (!s) s = vp_infer(g, NULL, NULL, err);
     if (!s && !(b = vp_backend_cpu_new())) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (!s) s = vp_exec_new(g, b, &x, err);

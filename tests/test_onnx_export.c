@@ -22,17 +22,6 @@
 #include "tensor_proto.h"
 
 
-static vp_status feed(vp_exec *x, const test_model *m, vp_error *err) {
-    const mj *in = mj_get(m->meta, "input");
-    vp_tensor xin = {0}, labels = {0};
-    vp_status s = test_model_fixture(m, "x.pb", &xin, err);
-    if (!s) s = test_model_fixture(m, "labels.pb", &labels, err);
-    if (!s) s = vp_exec_set_input(x, in ? in->str : "x", &xin, err);
-    if (!s) s = vp_exec_set_input(x, "labels", &labels, err);
-    free(xin.data);
-    free(labels.data);
-    return s;
-}
 
 /* The "vplan.carry" metadata of the written file as pairs of value ids of g. */
 static vp_status read_carry(const char *path, const vp_graph *g, vp_carry **out, int *n, vp_error *err) {
@@ -138,8 +127,8 @@ static void check_model(const char *name, const variant *var) {
     if (!s && !b) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     if (!s) s = vp_exec_new(m.g, b, &x1, &err);
     if (!s) s = vp_exec_new(g2, b, &x2, &err);
-    if (!s) s = feed(x1, &m, &err);
-    if (!s) s = feed(x2, &m, &err);
+    if (!s) s = test_model_feed(x1, &m, &err);
+    if (!s) s = test_model_feed(x2, &m, &err);
     int bad = 0, n_float_init = 0;
     char what[1200] = "";
     /* the float initializers of the file are exactly the parameters and the state */

@@ -66,15 +66,11 @@ static void gradients_case(const char *name) {
 static void optimizer_case(const char *name, const char *opt, int fused) {
     test_model m;
     vp_error err;
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    vp_loss_parse("ce:logits", &spec.loss, &err);
-    vp_opt_parse(opt, &spec.opt, &err);
     vp_plan p;
     memset(&p, 0, sizeof p);
     char what[64];
     snprintf(what, sizeof what, "%s %s update", opt, fused ? "fused" : "separate");
-    vp_status s = test_model_load(&m, name, &spec, &err);
+    vp_status s = test_model_load_step(&m, name, opt, &err);
     if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), fused, &err);
     if (s) {
         check(0, "%s %s: %s", name, what, err.msg);
@@ -90,15 +86,11 @@ static void optimizer_case(const char *name, const char *opt, int fused) {
 static void file_case(const char *name) {
     test_model m;
     vp_error err;
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    vp_loss_parse("ce:logits", &spec.loss, &err);
-    vp_opt_parse("adamw", &spec.opt, &err);
     vp_plan p;
     memset(&p, 0, sizeof p);
     char path[4400];
     snprintf(path, sizeof path, "%s/tests/plan_exec_%.100s_%d.vplan", VP_BINARY_DIR, name, (int)getpid());
-    vp_status s = test_model_load(&m, name, &spec, &err);
+    vp_status s = test_model_load_step(&m, name, "adamw", &err);
     if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h200"), 1, &err);
     if (!s) s = vp_plan_write(&p, name, NULL, 0, path, &err);
     vp_loaded_plan lp;

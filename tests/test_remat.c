@@ -154,11 +154,7 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         test_model m;
         vp_error err;
-        vp_train_spec spec;
-        memset(&spec, 0, sizeof spec);
-        vp_loss_parse("ce:logits", &spec.loss, &err);
-        vp_opt_parse("momentum", &spec.opt, &err);
-        if (test_model_load(&m, names[i], &spec, &err)) {
+        if (test_model_load_step(&m, names[i], "momentum", &err)) {
             check(0, "%s: %s", names[i], err.msg);
             continue;
         }

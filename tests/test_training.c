@@ -31,17 +31,6 @@ static double rel_error(const vp_tensor *a, const vp_tensor *b) {
     return worst;
 }
 
-static vp_status feed(vp_exec *x, const test_model *m, vp_error *err) {
-    const mj *in = mj_get(m->meta, "input");
-    vp_tensor xin = {0}, labels = {0};
-    vp_status s = test_model_fixture(m, "x.pb", &xin, err);
-    if (!s) s = test_model_fixture(m, "labels.pb", &labels, err);
-    if (!s) s = vp_exec_set_input(x, in ? in->str : "x", &xin, err);
-    if (!s) s = vp_exec_set_input(x, "labels", &labels, err);
-    free(xin.data);
-    free(labels.data);
-    return s;
-}
 
 static void check_gradients(const char *name) {
     test_model m;
@@ -54,7 +43,7 @@ static void check_gradients(const char *name) {
     vp_exec *x = NULL;
     vp_status s = test_model_load(&m, name, &spec, &err);
     if (!s) s = vp_exec_new(m.g, b, &x, &err);
-    if (!s) s = feed(x, &m, &err);
+    if (!s) s = test_model_feed(x, &m, &err);
     if (!s) s = vp_exec_run(x, &err);
     if (s) {
         check(0, "%s gradients: %s", name, err.msg);
@@ -136,7 +125,7 @@ static void check_curve(const char *name, const char *fixture) {
     vp_exec *x = NULL;
     vp_status s = test_model_load(&m, name, &spec, &err);
     if (!s) s = vp_exec_new(m.g, b, &x, &err);
-    if (!s) s = feed(x, &m, &err);
+    if (!s) s = test_model_feed(x, &m, &err);
     double worst = 0, got[16] = {0};
     int steps = losses ? losses->n : 0;
     for (int k = 0; k < steps && k < 16 && !s; k++) {

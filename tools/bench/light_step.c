@@ -7,23 +7,13 @@
 #include "onnx_load.h"
 #include "promote.h"
 
-static vp_status bind_ones(vp_graph *g, vp_error *err) {
-    vp_dim_binding b[64];
-    int nb = 0;
-    for (int k = 0; k < g->n_inputs; k++) {
-        const vp_value *v = &g->values[g->inputs[k]];
-        for (int d = 0; d < v->rank; d++)
-            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], 1};
-    }
-    return vp_bind_dims(g, b, nb, err);
-}
 
 vp_status light_step_build(const char *path, vp_graph **out, vp_training *t, int *used_mse, vp_error *err) {
     vp_graph *g = NULL;
     memset(t, 0, sizeof *t);
     *used_mse = 0;
     vp_status s = vp_onnx_load(path, &g, err);
-    if (!s) s = bind_ones(g, err);
+    if (!s) s = vp_bind_all_dims(g, 1, err);
     if (!s) s = vp_infer(g, NULL, NULL, err);
     if (!s) s = vp_promote_constant_weights(g, err);
     int softmax = -1;
