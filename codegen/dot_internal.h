@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "plan.h"
+#include "memory/plan.h"
 
 #define DOT_COLLAPSE_STEPS 2000 /* more steps than this: one node per cluster */
 #define DOT_MAX_SUMMARY 400     /* more summary nodes than this: coarser block keys */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
-#include "tensor_proto.h"
+#include "onnx/tensor_proto.h"
 
 static vp_status replace(Onnx__TensorProto *tp, const vp_tensor *t, const char *dst, vp_error *err) {
     int same = tp->data_type == (int32_t)t->dtype && tp->n_dims == (size_t)t->rank;

@@ -3,7 +3,7 @@
 #ifndef VP_ONNX_SAVE_H
 #define VP_ONNX_SAVE_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 /* Copies the model at src to dst, replacing each initializer named names[i] by t[i]
  * (same dtype and shape required), stored inline as raw_data. */

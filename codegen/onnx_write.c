@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attr_proto.h"
+#include "onnx/attr_proto.h"
 #include "onnx.pb-c.h"
 
 enum { ROLE_NONE = 0, ROLE_NODE, ROLE_INPUT, ROLE_INIT, ROLE_CONST };

@@ -32,8 +32,8 @@
 #ifndef VP_ONNX_WRITE_H
 #define VP_ONNX_WRITE_H
 
-#include "ir.h"
-#include "training.h"
+#include "ir/ir.h"
+#include "train/training.h"
 
 typedef struct vp_onnx_write_opts {
     const vp_training *training; /* the step's loss, gradients and carry pairs; may be NULL */

@@ -2,7 +2,7 @@
 #ifndef VP_PLAN_ARTIFACTS_H
 #define VP_PLAN_ARTIFACTS_H
 
-#include "plan.h"
+#include "memory/plan.h"
 
 /* The plan as a Graphviz digraph: nodes coloured by phase (forward, loss, backward,
  * recompute, optimizer), edges labelled with tensor sizes, the peak step marked,

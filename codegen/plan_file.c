@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attr_proto.h"
+#include "onnx/attr_proto.h"
 #include "vplan.pb-c.h"
 
 uint64_t vp_fnv1a64(const uint8_t *p, size_t n) {

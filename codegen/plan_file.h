@@ -7,7 +7,7 @@
 #ifndef VP_PLAN_FILE_H
 #define VP_PLAN_FILE_H
 
-#include "plan.h"
+#include "memory/plan.h"
 
 #define VP_PLAN_MAGIC "VPLAN\n"
 #define VP_PLAN_VERSION 1

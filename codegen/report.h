@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-#include "plan.h"
-#include "remat.h"
+#include "memory/plan.h"
+#include "remat/remat.h"
 
 typedef struct vp_report_ctx {
     const char *model;

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 
 typedef struct vp_backend vp_backend;
 

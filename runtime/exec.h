@@ -7,7 +7,7 @@
 #define VP_EXEC_H
 
 #include "backend.h"
-#include "ir.h"
+#include "ir/ir.h"
 
 typedef struct vp_exec vp_exec;
 

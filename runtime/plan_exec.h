@@ -5,7 +5,7 @@
 #define VP_PLAN_EXEC_H
 
 #include "backend.h"
-#include "plan.h"
+#include "memory/plan.h"
 
 typedef struct vp_plan_exec vp_plan_exec;
 

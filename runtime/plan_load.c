@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attr_proto.h"
-#include "op_registry.h"
+#include "onnx/attr_proto.h"
+#include "ir/op_registry.h"
 #include "plan_file.h"
-#include "tensor_proto.h"
+#include "onnx/tensor_proto.h"
 #include "vplan.pb-c.h"
 
 static uint64_t get_u64(const uint8_t *p) {

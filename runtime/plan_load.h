@@ -3,7 +3,7 @@
 #ifndef VP_PLAN_LOAD_H
 #define VP_PLAN_LOAD_H
 
-#include "plan.h"
+#include "memory/plan.h"
 
 typedef struct vp_loaded_plan {
     vp_graph *g;         /* owned */

@@ -10,9 +10,9 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "infer.h"
-#include "onnx_load.h"
-#include "tensor_proto.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
+#include "onnx/tensor_proto.h"
 
 static int exists(const char *p) {
     struct stat st;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer.h"
-#include "onnx_load.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
 
 int vp_fuzz_load_one(const uint8_t *data, size_t size) {
     vp_graph *g;

@@ -4,7 +4,7 @@
 
 #include "cpu_util.h"
 #include "gradcheck_harness.h"
-#include "graph_build.h"
+#include "ir/graph_build.h"
 
 static void case_unary(const char *op, int opset, gen ge, const char *attr, double v) {
     gc_case k;

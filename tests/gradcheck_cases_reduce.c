@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gradcheck_harness.h"
-#include "graph_build.h"
+#include "ir/graph_build.h"
 
 static void case_batchnorm(int opset, int rank, const int64_t *x) {
     gc_case k;

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "gradcheck_harness.h"
-#include "graph_build.h"
+#include "ir/graph_build.h"
 
 static void case_shape_op(const char *label, const char *op, int opset, int n_ints, const int64_t *ints,
                           const char *attr, int n_attr, const int64_t *attr_v) {

@@ -37,9 +37,9 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "graph_build.h"
-#include "infer.h"
-#include "training.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
+#include "train/training.h"
 
 #define FD_STEP 1e-5
 #define TOLERANCE 1e-6      /* float64 against finite differences */

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 #include "rng.h"
 
 /* How a parameter's values are drawn. */

@@ -7,10 +7,10 @@
 
 #include "backend.h"
 #include "exec.h"
-#include "infer.h"
+#include "ir/infer.h"
 #include "plan_exec.h"
-#include "onnx_load.h"
-#include "tensor_proto.h"
+#include "onnx/onnx_load.h"
+#include "onnx/tensor_proto.h"
 
 #define MODELS VP_SOURCE_DIR "/models"
 

@@ -3,9 +3,9 @@
 #ifndef VP_TEST_MODEL_UTIL_H
 #define VP_TEST_MODEL_UTIL_H
 
-#include "ir.h"
+#include "ir/ir.h"
 #include "mini_json.h"
-#include "training.h"
+#include "train/training.h"
 
 typedef struct test_model {
     char name[64];

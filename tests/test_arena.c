@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
+#include "memory/arena.h"
 #include "rng.h"
 
 static int passed, failed;

@@ -32,12 +32,12 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "graph_build.h"
-#include "infer.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
 #include "mini_json.h"
 #include "model_util.h"
 #include "rng.h"
-#include "tensor_proto.h"
+#include "onnx/tensor_proto.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
 #endif

@@ -9,12 +9,12 @@
 #include "backend.h"
 #include "check.h"
 #include "exec.h"
-#include "graph_build.h"
-#include "plan.h"
+#include "ir/graph_build.h"
+#include "memory/plan.h"
 #include "plan_exec.h"
-#include "remat.h"
+#include "remat/remat.h"
 #include "rng.h"
-#include "training.h"
+#include "train/training.h"
 
 static int param(vp_graph *g, const char *name, int64_t r, int64_t c, vp_rng *rng) {
     int id = vp_graph_add_value(g, name);

@@ -13,9 +13,9 @@
 #include "backend.h"
 #include "check.h"
 #include "exec.h"
-#include "infer.h"
+#include "ir/infer.h"
 #include "onnx.pb-c.h"
-#include "onnx_load.h"
+#include "onnx/onnx_load.h"
 
 /* "what: detail" through the shared verdicts */
 static void verdict(int ok, const char *what, const char *detail) {

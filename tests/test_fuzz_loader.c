@@ -10,7 +10,7 @@
 
 #include "fuzz_loader.h"
 #include "rng.h"
-#include "tensor_proto.h"
+#include "onnx/tensor_proto.h"
 
 static double now(void) {
     struct timespec t;

@@ -18,7 +18,7 @@
  * Prints one line per case and a final "N passed, N failed". */
 #include "gradcheck_cases.h"
 #include "gradcheck_harness.h"
-#include "graph_build.h"
+#include "ir/graph_build.h"
 
 /* A unary op at its kinks, with PyTorch's gradient there (the loss is sum(y)). */
 static void case_kink(const char *op, const char *attr, double attr_v, int n, const double *x, const double *want) {

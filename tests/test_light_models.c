@@ -24,9 +24,9 @@
 
 #include "backend.h"
 #include "exec.h"
-#include "infer.h"
-#include "onnx_load.h"
-#include "tensor_proto.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
+#include "onnx/tensor_proto.h"
 
 #define RTOL 1e-3
 #define ATOL 1e-7

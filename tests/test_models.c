@@ -10,10 +10,10 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "infer.h"
+#include "ir/infer.h"
 #include "mini_json.h"
-#include "onnx_load.h"
-#include "tensor_proto.h"
+#include "onnx/onnx_load.h"
+#include "onnx/tensor_proto.h"
 
 #define MODELS VP_SOURCE_DIR "/models"
 

@@ -14,12 +14,12 @@
 #include "check.h"
 #include "backend.h"
 #include "exec.h"
-#include "infer.h"
+#include "ir/infer.h"
 #include "model_util.h"
 #include "onnx.pb-c.h"
-#include "onnx_load.h"
+#include "onnx/onnx_load.h"
 #include "onnx_write.h"
-#include "tensor_proto.h"
+#include "onnx/tensor_proto.h"
 
 
 

@@ -1,5 +1,5 @@
 /* ONNX Runtime's training artifacts (models/mlp/ort_artifacts, made by
- * tools/make_ort_artifacts.py with onnxruntime-training's generate_artifacts) load and
+ * tools/scripts/make_ort_artifacts.py with onnxruntime-training's generate_artifacts) load and
  * run here, and give our gradients.
  *
  * training_model.onnx has the parameters as graph inputs (fed here from
@@ -23,10 +23,10 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "infer.h"
+#include "ir/infer.h"
 #include "model_util.h"
-#include "onnx_load.h"
-#include "tensor_proto.h"
+#include "onnx/onnx_load.h"
+#include "onnx/tensor_proto.h"
 
 #define ART VP_SOURCE_DIR "/models/mlp/ort_artifacts"
 #define SUFFIX "_grad.accumulation.buffer"

@@ -16,11 +16,11 @@
 #include "exec.h"
 #include "check.h"
 #include "model_util.h"
-#include "plan.h"
+#include "memory/plan.h"
 #include "plan_exec.h"
 #include "plan_file.h"
 #include "plan_load.h"
-#include "verify.h"
+#include "memory/verify.h"
 
 
 /* Runs `steps` steps planned and naive and compares the loss and every value in ids. */

@@ -14,14 +14,14 @@
 #include "check.h"
 #include "backend.h"
 #include "exec.h"
-#include "graph_build.h"
-#include "infer.h"
-#include "plan.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
+#include "memory/plan.h"
 #include "plan_exec.h"
-#include "remat.h"
+#include "remat/remat.h"
 #include "rng.h"
-#include "training.h"
-#include "verify.h"
+#include "train/training.h"
+#include "memory/verify.h"
 
 
 static int rnd(vp_rng *r, int n) { return (int)(vp_rng_next(r) % (uint64_t)n); }

@@ -8,9 +8,9 @@
 
 #include "check.h"
 #include "model_util.h"
-#include "plan.h"
-#include "remat.h"
-#include "verify.h"
+#include "memory/plan.h"
+#include "remat/remat.h"
+#include "memory/verify.h"
 
 
 /* ilp's solves are capped so the suite stays quick; where GLPK does not finish in

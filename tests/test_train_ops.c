@@ -1,7 +1,7 @@
 /* The train family's ops (gradient ops, BatchNormInternal, optimizer updates) against
  * PyTorch.
  *
- * Each folder of tests/data/train_ops (written by tools/make_train_op_fixtures.py) is
+ * Each folder of tests/data/train_ops (written by tools/scripts/make_train_op_fixtures.py) is
  * one case: case.txt names the op, its domain and attributes; in_K.pb and out_K.pb hold
  * the inputs and the outputs torch computed (a missing file is an omitted optional
  * input or output).  The test builds a one-node graph with the IR API, infers it, runs
@@ -26,9 +26,9 @@
 #include "backend.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "graph_build.h"
-#include "infer.h"
-#include "tensor_proto.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
+#include "onnx/tensor_proto.h"
 
 #define MAX_IO 16
 #define DATA_DIR VP_SOURCE_DIR "/tests/data/train_ops"

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 #include "k_elementwise.h"
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 #define EW_SET(a) a, (int)(sizeof a / sizeof a[0])
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "grad_macros.h"
+#include "ops/grad_macros.h"
 
 
 static vp_status op1(vp_grad_ctx *c, int node, const char *op, int a, int *out, vp_error *err) {

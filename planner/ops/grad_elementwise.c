@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
-#include "grad_macros.h"
+#include "ops/grad_macros.h"
 
 
 static vp_status op1(vp_grad_ctx *c, int node, const char *op, int a, int *out, vp_error *err) {

@@ -5,7 +5,7 @@
  * forward node when the model left it out.  Normalisations are in grad_norm.c. */
 #include <string.h>
 
-#include "grad_macros.h"
+#include "ops/grad_macros.h"
 #include "k_linalg.h"
 
 

@@ -3,7 +3,7 @@
 #ifndef VP_GRAD_MACROS_H
 #define VP_GRAD_MACROS_H
 
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 
 #define IN(k) vp_gr_in(c, node, k)
 #define OUT(k) vp_gr_out(c, node, k)

@@ -9,7 +9,7 @@
  * standard ops. */
 #include <string.h>
 
-#include "grad_macros.h"
+#include "ops/grad_macros.h"
 #include "k_linalg.h"
 
 

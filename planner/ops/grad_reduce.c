@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_macros.h"
-#include "graph_build.h"
+#include "ops/grad_macros.h"
+#include "ir/graph_build.h"
 
 
 /* What a Reduce* node did: the input's shape, its shape with the reduced axes kept as

@@ -15,7 +15,7 @@
 #ifndef VP_GRAD_RULES_H
 #define VP_GRAD_RULES_H
 
-#include "grad.h"
+#include "train/grad.h"
 
 #define VP_GRAD_RULE(name) vp_status name(vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err)
 

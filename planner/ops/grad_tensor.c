@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_macros.h"
-#include "graph_build.h"
+#include "ops/grad_macros.h"
+#include "ir/graph_build.h"
 #include "k_tensor.h"
 
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_rules.h"
-#include "graph_build.h"
-#include "infer.h"
+#include "ops/grad_rules.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
 #include "k_elementwise.h"
 
 int vp_gr_in(vp_grad_ctx *c, int node, int k) {

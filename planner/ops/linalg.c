@@ -6,9 +6,9 @@
  * runtime/cpu/k_linalg.c, k_conv.c, k_pool.c and k_norm.c. */
 #include <string.h>
 
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 #include "k_linalg.h"
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 static const vp_dtype matmul_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 static const vp_dtype maxpool_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I8, VP_U8};

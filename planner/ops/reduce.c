@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "k_reduce.h"
-#include "grad_rules.h"
-#include "op_registry.h"
+#include "ops/grad_rules.h"
+#include "ir/op_registry.h"
 
 static const vp_dtype numeric_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 static const vp_dtype ordered_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64, VP_U8, VP_I8};

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 #include "k_tensor.h"
 
 static vp_status check_storable(const vp_node *n, int input, const vp_value *v, vp_error *err) {

@@ -43,10 +43,10 @@
  * AveragePool geometry whose input extent is unambiguous (all strides 1). */
 #include <string.h>
 
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 #include "k_linalg.h"
 #include "k_train.h"
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 static const vp_dtype index_types[] = {VP_I32, VP_I64};
 static const vp_dtype optimizer_types[] = {VP_F32, VP_F64};

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 static vp_status cpu_alloc(vp_backend *b, size_t bytes, void **ptr, vp_error *err) {
     (void)b;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 
 static inline float vp_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;

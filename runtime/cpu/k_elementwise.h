@@ -11,7 +11,7 @@
 #ifndef VP_K_ELEMENTWISE_H
 #define VP_K_ELEMENTWISE_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 #define VP_EW_KERNEL(name) \
     vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)

@@ -14,7 +14,7 @@
 #include <tgmath.h> /* exp(x) is expf for a float x: one expression serves float and double */
 
 #include "cpu_util.h"
-#include "ir.h"
+#include "ir/ir.h"
 
 /* Attribute values a unary op reads, copied out of the node once per call. */
 typedef struct ew_params {

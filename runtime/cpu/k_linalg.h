@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 #define VP_MAX_SPATIAL (VP_MAX_RANK - 2)
 

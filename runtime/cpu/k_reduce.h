@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 /* ---- line access shared by the family's kernels ---- */
 

@@ -10,7 +10,7 @@
 #ifndef VP_K_TENSOR_H
 #define VP_K_TENSOR_H
 
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 /* Copies a box of dims[0..rank) elements of esize bytes between two strided layouts
  * (strides in bytes, any sign, 0 to repeat).  rank may reach 2 * VP_MAX_RANK. */

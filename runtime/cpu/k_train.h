@@ -16,7 +16,7 @@
 #ifndef VP_K_TRAIN_H
 #define VP_K_TRAIN_H
 
-#include "op_registry.h"
+#include "ir/op_registry.h"
 
 #define VP_TRAIN_KERNEL(name) \
     vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)

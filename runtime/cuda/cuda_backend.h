@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "ir.h"
+#include "ir/ir.h"
 
 #ifdef __cplusplus
 extern "C" {

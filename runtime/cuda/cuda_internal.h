@@ -17,7 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
-#include "ir.h"
+#include "ir/ir.h"
 
 typedef struct cuda_ctx {
     int device;

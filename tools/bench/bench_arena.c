@@ -20,15 +20,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "arena.h"
-#include "infer.h"
-#include "onnx_load.h"
+#include "memory/arena.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
 #include "light_step.h"
-#include "plan.h"
-#include "promote.h"
+#include "memory/plan.h"
+#include "train/promote.h"
 #include "rng.h"
 #include "model_util.h"
-#include "training.h"
+#include "train/training.h"
 
 #define DEVICE "h200"
 

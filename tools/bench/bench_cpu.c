@@ -11,12 +11,12 @@
 #include <time.h>
 
 #include "backend.h"
-#include "cost.h"
+#include "remat/cost.h"
 #include "exec.h"
-#include "infer.h"
-#include "onnx_load.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
 #include "rng.h"
-#include "training.h"
+#include "train/training.h"
 
 static double now(void) {
     struct timespec t;

@@ -17,12 +17,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "cost.h"
+#include "remat/cost.h"
 #include "gpt_graph.h"
-#include "infer.h"
-#include "plan.h"
-#include "remat.h"
-#include "training.h"
+#include "ir/infer.h"
+#include "memory/plan.h"
+#include "remat/remat.h"
+#include "train/training.h"
 
 static double now(void) {
     struct timespec t;

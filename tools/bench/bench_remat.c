@@ -14,11 +14,11 @@
 
 #include "gpt_graph.h"
 #include "light_step.h"
-#include "infer.h"
-#include "onnx_load.h"
-#include "plan.h"
-#include "remat.h"
-#include "training.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
+#include "memory/plan.h"
+#include "remat/remat.h"
+#include "train/training.h"
 
 static double now(void) {
     struct timespec t;

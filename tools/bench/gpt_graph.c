@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_build.h"
-#include "infer.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
 
 typedef struct gb {
     vp_graph *g;

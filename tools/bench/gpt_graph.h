@@ -25,7 +25,7 @@
 #ifndef VP_GPT_GRAPH_H
 #define VP_GPT_GRAPH_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 typedef struct gpt_config {
     int layers, hidden, heads, seq, batch, vocab;

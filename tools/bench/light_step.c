@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "infer.h"
-#include "onnx_load.h"
-#include "promote.h"
+#include "ir/infer.h"
+#include "onnx/onnx_load.h"
+#include "train/promote.h"
 
 
 vp_status light_step_build(const char *path, vp_graph **out, vp_training *t, int *used_mse, vp_error *err) {

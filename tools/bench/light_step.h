@@ -4,8 +4,8 @@
 #ifndef VP_LIGHT_STEP_H
 #define VP_LIGHT_STEP_H
 
-#include "ir.h"
-#include "training.h"
+#include "ir/ir.h"
+#include "train/training.h"
 
 /* *used_mse is set when the graph has no Softmax and mse was used. */
 vp_status light_step_build(const char *path, vp_graph **g, vp_training *t, int *used_mse, vp_error *err);

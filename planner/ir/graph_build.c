@@ -1,0 +1,85 @@
+#include "ir/graph_build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/infer.h"
+
+int vp_build_node(vp_graph *g, const char *op, const char *domain, const char *name, int n_in, const int *in,
+                  int n_out, vp_phase phase, int opset) {
+    int outs[16];
+    if (n_out > 16) return -1;
+    for (int k = 0; k < n_out; k++) {
+        char vname[600];
+        snprintf(vname, sizeof vname, "%s:%d", name, k);
+        outs[k] = vp_graph_add_unique_value(g, vname);
+        if (outs[k] < 0) return -1;
+    }
+    int id = vp_graph_add_node(g, op, domain, name, n_in, in, n_out, outs);
+    if (id < 0) return -1;
+    g->nodes[id].phase = phase;
+    if (opset) g->nodes[id].opset = opset;
+    return id;
+}
+
+vp_status vp_build_finish(vp_graph *g, int node, int *out, vp_error *err) {
+    vp_status s = vp_infer_node(g, node, 0, NULL, err);
+    if (s) return s;
+    if (out)
+        for (int k = 0; k < g->nodes[node].n_outputs; k++) out[k] = g->nodes[node].outputs[k];
+    return VP_OK;
+}
+
+vp_status vp_build_input(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims, int *out,
+                         vp_error *err) {
+    if (vp_graph_find_value(g, name) >= 0)
+        return vp_fail(err, VP_ERR_INVALID, "%s: the model already has a value named '%s'; the loss needs that name for its input",
+                       g->path, name);
+    int id = vp_graph_add_value(g, name);
+    int *inputs = realloc(g->inputs, (size_t)(g->n_inputs + 1) * sizeof *inputs);
+    if (id < 0 || !inputs) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    g->inputs = inputs;
+    g->inputs[g->n_inputs++] = id;
+    vp_value *v = &g->values[id];
+    v->flags |= VP_VAL_INPUT;
+    v->dtype = dt;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++) v->dims[d] = dims[d];
+    *out = id;
+    return VP_OK;
+}
+
+int vp_build_const(vp_graph *g, const char *stem, vp_dtype dt, int rank, const int64_t *dims, const void *data) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n *= dims[d];
+    size_t bytes = (size_t)n * vp_dtype_size(dt);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) return -1;
+    if (bytes) memcpy(p, data, bytes);
+    int id = vp_graph_add_unique_value(g, stem);
+    if (id < 0) {
+        free(p);
+        return -1;
+    }
+    vp_value *v = &g->values[id];
+    v->dtype = dt;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++) v->dims[d] = dims[d];
+    v->flags |= VP_VAL_CONST;
+    vp_value_set_data(g, id, p, VP_DATA_HEAP);
+    return id;
+}
+
+int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims) {
+    /* no data: state starts at zero, and executors write the zeros into their own
+     * buffers (a 96-layer model's moments are gigabytes nobody should memset twice) */
+    int id = vp_graph_add_unique_value(g, name);
+    if (id < 0) return -1;
+    vp_value *v = &g->values[id];
+    v->dtype = dt;
+    v->rank = rank;
+    for (int d = 0; d < rank; d++) v->dims[d] = dims[d];
+    v->flags |= VP_VAL_STATE;
+    return id;
+}

@@ -1,0 +1,23 @@
+/* Adding nodes to an inferred graph: passes that grow the graph (loss, optimizer,
+ * training mode, recompute) build a node, set attributes, then infer it at once. */
+#ifndef VP_GRAPH_BUILD_H
+#define VP_GRAPH_BUILD_H
+
+#include "ir/ir.h"
+
+/* Adds a node whose outputs are new values named "<name>:<k>", with the given phase and
+ * the given opset (0: the model's).  Returns the node id or -1 when out of memory. */
+int vp_build_node(vp_graph *g, const char *op, const char *domain, const char *name, int n_in, const int *in,
+                  int n_out, vp_phase phase, int opset);
+/* Infers a built node; out (may be NULL) receives its output ids. */
+vp_status vp_build_finish(vp_graph *g, int node, int *out, vp_error *err);
+/* A new graph input of that dtype and shape; fails when the name is taken. */
+vp_status vp_build_input(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims, int *out,
+                         vp_error *err);
+/* A constant value (VP_VAL_CONST) owning a copy of data. */
+int vp_build_const(vp_graph *g, const char *stem, vp_dtype dt, int rank, const int64_t *dims, const void *data);
+/* A value carried across steps that starts at zero (optimizer state); it has no data:
+ * executors zero its buffer. */
+int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims);
+
+#endif

@@ -1,0 +1,228 @@
+#include "ir/infer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op_registry.h"
+
+vp_status vp_bind_dims(vp_graph *g, const vp_dim_binding *b, int n, vp_error *err) {
+    for (int i = 0; i < n; i++) {
+        if (b[i].value < 0)
+            return vp_fail(err, VP_ERR_USAGE, "dim '%s' bound to negative value %lld", b[i].name, (long long)b[i].value);
+    }
+    for (int k = 0; k < g->n_inputs; k++) {
+        vp_value *v = &g->values[g->inputs[k]];
+        if (v->rank < 0)
+            return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' has no declared shape", g->path, v->name);
+        for (int d = 0; d < v->rank; d++) {
+            if (!v->dim_param[d]) continue;
+            int found = -1;
+            for (int i = 0; i < n; i++)
+                if (!strcmp(b[i].name, v->dim_param[d])) found = i;
+            if (found < 0) {
+                if (!strcmp(v->dim_param[d], "?"))
+                    return vp_fail(err, VP_ERR_INVALID, "%s: graph input '%s' dim %d has neither a value nor a name",
+                                   g->path, v->name, d);
+                return vp_fail(err, VP_ERR_USAGE,
+                               "%s: graph input '%s' dim %d is the symbolic dim '%s'; bind it with --dim %s=VALUE",
+                               g->path, v->name, d, v->dim_param[d], v->dim_param[d]);
+            }
+            v->dims[d] = b[found].value;
+            free(v->dim_param[d]);
+            v->dim_param[d] = NULL;
+        }
+    }
+    return VP_OK;
+}
+
+vp_status vp_bind_all_dims(vp_graph *g, int64_t value, vp_error *err) {
+    vp_dim_binding b[64];
+    int nb = 0;
+    for (int k = 0; k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        for (int d = 0; d < v->rank; d++)
+            if (v->dim_param[d] && nb < 64) b[nb++] = (vp_dim_binding){v->dim_param[d], value};
+    }
+    return vp_bind_dims(g, b, nb, err);
+}
+
+vp_status vp_bind_input_data(vp_graph *g, const char *name, const vp_tensor *t, vp_error *err) {
+    int id = vp_graph_find_value(g, name);
+    if (id < 0 || !(g->values[id].flags & VP_VAL_INPUT))
+        return vp_fail(err, VP_ERR_USAGE, "%s: the model has no graph input named '%s'", g->path, name);
+    vp_value *v = &g->values[id];
+    char s1[256], s2[256];
+    if (v->dtype != t->dtype)
+        return vp_fail(err, VP_ERR_INVALID, "%s: input '%s' is %s, the data given is %s", g->path, name,
+                       vp_dtype_name(v->dtype), vp_dtype_name(t->dtype));
+    int same = v->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = v->dim_param[d] || v->dims[d] == t->dims[d];
+    if (!same)
+        return vp_fail(err, VP_ERR_INVALID, "%s: input '%s' has shape %s, the data given has shape %s", g->path, name,
+                       vp_shape_str(v->rank, v->dims, s1, sizeof s1), vp_shape_str(t->rank, t->dims, s2, sizeof s2));
+    for (int d = 0; d < t->rank; d++) {
+        v->dims[d] = t->dims[d];
+        free(v->dim_param[d]);
+        v->dim_param[d] = NULL;
+    }
+    vp_value_set_data(g, id, t->data, VP_DATA_BORROWED);
+    v->flags |= VP_VAL_FED;
+    return VP_OK;
+}
+
+/* Data known ahead of time that folding may use: constants, folded values, and integer
+ * initializers.  Float initializers are parameters: folding them would hide them from
+ * training. */
+static int foldable_input(const vp_value *v) {
+    if (!v->data && vp_value_numel(v) != 0) return 0;
+    if (v->flags & VP_VAL_CONST) return 1;
+    if ((v->flags & VP_VAL_INITIALIZER) && !vp_dtype_is_float(v->dtype)) return 1;
+    return 0;
+}
+
+static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *folded, vp_error *err) {
+    *folded = 0;
+    if (!n->op->cpu || (n->op->flags & VP_OP_NO_FOLD)) return VP_OK;
+    int shape_only = (n->op->flags & VP_OP_FOLD_SHAPE_ONLY) != 0;
+    for (int i = 0; i < n->n_inputs; i++) {
+        if (n->inputs[i] < 0) continue;
+        const vp_value *v = &g->values[n->inputs[i]];
+        if (!shape_only && !foldable_input(v)) return VP_OK;
+    }
+    for (int i = 0; i < n->n_outputs; i++) {
+        if (n->outputs[i] < 0) continue;
+        if (vp_value_numel(&g->values[n->outputs[i]]) > max_elems) return VP_OK;
+    }
+    vp_tensor tin[16], tout[16];
+    const vp_tensor *pin[16];
+    vp_tensor *pout[16];
+    if (n->n_inputs > 16 || n->n_outputs > 16) return VP_OK;
+    for (int i = 0; i < n->n_inputs; i++) {
+        pin[i] = NULL;
+        if (n->inputs[i] < 0) continue;
+        tin[i] = vp_value_tensor(&g->values[n->inputs[i]]);
+        pin[i] = &tin[i];
+    }
+    vp_status s = VP_OK;
+    for (int i = 0; i < n->n_outputs; i++) {
+        pout[i] = NULL;
+        if (n->outputs[i] < 0) continue;
+        tout[i] = vp_value_tensor(&g->values[n->outputs[i]]);
+        size_t bytes = vp_tensor_nbytes(&tout[i]);
+        tout[i].data = calloc(1, bytes ? bytes : 1);
+        if (!tout[i].data) s = vp_fail(err, VP_ERR_NOMEM, "out of memory folding node '%s'", n->name);
+        pout[i] = &tout[i];
+    }
+    if (!s) s = n->op->cpu(n, pin, pout, err);
+    for (int i = 0; i < n->n_outputs; i++) {
+        if (!pout[i]) continue;
+        if (s) {
+            free(tout[i].data);
+            continue;
+        }
+        vp_value_set_data(g, n->outputs[i], tout[i].data, VP_DATA_HEAP);
+        g->values[n->outputs[i]].flags |= VP_VAL_CONST;
+    }
+    if (s) return s;
+    n->folded = 1;
+    *folded = 1;
+    return VP_OK;
+}
+
+static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {
+    vp_node *n = &g->nodes[id];
+    *folded = 0;
+    n->op = vp_op_find(n->domain, n->op_type);
+    if (!n->op)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "op %s%s%s is not supported", n->domain,
+                            n->domain[0] ? "." : "", n->op_type);
+    if (n->opset < n->op->min_opset)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "opset %d of this op is older than the oldest supported (%d)",
+                            n->opset, n->op->min_opset);
+    vp_status s = n->op->shape(g, n, err);
+    if (!s) s = fold_node(g, n, max_elems, folded, err);
+    return s;
+}
+
+vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err) {
+    int dummy;
+    vp_status s = infer_one(g, node, fold_max_elems > 0 ? fold_max_elems : 1 << 16, folded ? folded : &dummy, err);
+    if (s) vp_error_prefix(err, "%s: ", g->path ? g->path : "graph");
+    return s;
+}
+
+vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_error *err) {
+    vp_infer_opts dflt = {0, 0};
+    if (!opts) opts = &dflt;
+    int64_t max_elems = opts->fold_max_elems > 0 ? opts->fold_max_elems : 1 << 16;
+    vp_infer_result local;
+    if (!res) res = &local;
+    memset(res, 0, sizeof *res);
+    vp_status first = VP_OK;
+
+    for (int k = 0; k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        if (v->rank < 0)
+            return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' has no declared shape", g->path, v->name);
+        for (int d = 0; d < v->rank; d++)
+            if (v->dim_param[d])
+                return vp_fail(err, VP_ERR_USAGE, "%s: graph input '%s' dim %d is the symbolic dim '%s'; bind it with --dim %s=VALUE",
+                               g->path, v->name, d, v->dim_param[d], v->dim_param[d]);
+        if (!vp_dtype_size(v->dtype) || v->dtype == VP_STRING)
+            return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' has unsupported dtype %s", g->path, v->name,
+                           vp_dtype_name(v->dtype));
+        int64_t bytes = (int64_t)vp_dtype_size(v->dtype);
+        for (int d = 0; d < v->rank; d++) {
+            if (v->dims[d] && bytes > INT64_MAX / v->dims[d]) {
+                char buf[256];
+                return vp_fail(err, VP_ERR_INVALID, "%s: graph input '%s' of shape %s is too large (its size overflows)",
+                               g->path, v->name, vp_shape_str(v->rank, v->dims, buf, sizeof buf));
+            }
+            bytes *= v->dims[d];
+        }
+    }
+
+    for (int i = 0; i < g->n_nodes; i++) {
+        vp_node *n = &g->nodes[i];
+        int inputs_known = 1;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && !vp_value_known(&g->values[n->inputs[k]])) inputs_known = 0;
+        vp_status s;
+        vp_error e;
+        if (!inputs_known && opts->keep_going && vp_op_find(n->domain, n->op_type))
+            continue; /* downstream of something unsupported: already reported */
+        if (!inputs_known && vp_op_find(n->domain, n->op_type)) {
+            s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
+        } else {
+            int folded = 0;
+            s = infer_one(g, i, max_elems, &folded, &e);
+            res->n_folded += folded;
+        }
+        if (!s) continue;
+        if (!opts->keep_going || s != VP_ERR_UNSUPPORTED) {
+            free(res->unsupported);
+            res->unsupported = NULL;
+            if (err) {
+                *err = e;
+                vp_error_prefix(err, "%s: ", g->path);
+            }
+            return s;
+        }
+        int *u = realloc(res->unsupported, (size_t)(res->n_unsupported + 1) * sizeof *u);
+        if (!u) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        res->unsupported = u;
+        res->unsupported[res->n_unsupported++] = i;
+        if (!first) {
+            first = s;
+            if (err) {
+                *err = e;
+                vp_error_prefix(err, "%s: ", g->path);
+            }
+        }
+        n->op = NULL;
+    }
+    if (res == &local) free(local.unsupported);
+    return first;
+}

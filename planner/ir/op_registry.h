@@ -1,0 +1,88 @@
+/* The op registry: one entry per op, grouped by family (planner/ops/<family>.c).
+ *
+ * An entry holds what every pass needs of an op side by side: the shape function the
+ * planner runs, and the CPU reference kernel the runtime runs (kernels live in
+ * runtime/cpu/<family>.c).  Later columns (gradient builder, cost) join the same
+ * entry.  Adding an op is one entry plus its functions; nothing else is edited.
+ *
+ * Shape functions read the node's input values (dtype, shape and, where the op needs
+ * it, constant data) and set its outputs with vp_shape_set_output().  They are also
+ * where an unsupported variant (attribute value, dtype) is refused with
+ * VP_ERR_UNSUPPORTED, so a model we cannot run fails at load, never with a wrong
+ * answer.
+ *
+ * CPU kernels get dense row-major tensors whose shapes the shape function decided;
+ * omitted optional inputs are NULL.  Outputs are allocated by the caller. */
+#ifndef VP_OP_REGISTRY_H
+#define VP_OP_REGISTRY_H
+
+#include "ir/ir.h"
+
+typedef vp_status (*vp_shape_fn)(vp_graph *g, vp_node *n, vp_error *err);
+typedef vp_status (*vp_cpu_fn)(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                               vp_error *err);
+
+enum {
+    VP_OP_FOLD_SHAPE_ONLY = 1u << 0, /* output depends on input shapes only (Shape, Size) */
+    VP_OP_NO_FOLD = 1u << 1,         /* never fold (random ops, training-mode side effects) */
+    VP_OP_INPLACE = 1u << 2,         /* output 0 may share input 0's or input 1's memory when
+                                        they have its shape and dtype: the CPU kernel reads each
+                                        element before it writes it */
+};
+
+struct vp_grad_ctx;
+/* Gradient builder: emits the nodes that compute the gradients of a forward node's
+ * inputs from the gradients of its outputs (see planner/grad.h). */
+typedef vp_status (*vp_grad_fn)(struct vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err);
+
+typedef struct vp_op_def {
+    const char *name;     /* ONNX op_type */
+    const char *domain;   /* "" for ai.onnx */
+    int min_opset;        /* oldest opset version whose semantics we implement */
+    vp_shape_fn shape;
+    vp_cpu_fn cpu;
+    unsigned flags;
+    vp_grad_fn grad;      /* NULL: not differentiable (or no rule yet) */
+} vp_op_def;
+
+/* Family tables, each ended by an entry with name == NULL. */
+extern const vp_op_def vp_ops_elementwise[];
+extern const vp_op_def vp_ops_tensor[];   /* shape and data movement */
+extern const vp_op_def vp_ops_linalg[];   /* MatMul, Gemm, Conv, pooling, normalisation */
+extern const vp_op_def vp_ops_reduce[];   /* reductions, softmax, losses, quantisation */
+extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optimizer updates (vplan) */
+
+const vp_op_def *vp_op_find(const char *domain, const char *op_type);
+/* Calls fn for each registered op (for listings and --help). */
+void vp_op_foreach(void (*fn)(const vp_op_def *op, void *ctx), void *ctx);
+
+/* ---- helpers for shape functions ---- */
+
+/* The i-th input value, or NULL when omitted or i is past the node's inputs. */
+vp_value *vp_shape_in(vp_graph *g, const vp_node *n, int i);
+/* Fails unless the node has between lo and hi inputs (non-omitted counted by position). */
+vp_status vp_shape_check_arity(const vp_node *n, int lo_in, int hi_in, int lo_out, int hi_out,
+                               vp_error *err);
+/* Sets output i; checks dims are non-negative and the byte size does not overflow. */
+vp_status vp_shape_set_output(vp_graph *g, const vp_node *n, int i, vp_dtype dtype, int rank,
+                              const int64_t *dims, vp_error *err);
+/* Sets output i to input j's dtype and shape. */
+vp_status vp_shape_same_as_input(vp_graph *g, const vp_node *n, int i, int j, vp_error *err);
+/* Numpy broadcast of two shapes; fails naming the node when incompatible. */
+vp_status vp_shape_broadcast(const vp_node *n, int ra, const int64_t *a, int rb, const int64_t *b,
+                             int *rout, int64_t *out, vp_error *err);
+/* Reads a constant int64/int32 input (shape, axes, starts, ...) into out[max].
+ * Fails naming the node when the input is not known ahead of time. */
+vp_status vp_shape_const_ints(vp_graph *g, const vp_node *n, int i, int64_t *out, int max,
+                              int *count, vp_error *err);
+/* Normalises a possibly negative axis against rank; fails when out of range. */
+vp_status vp_shape_axis(const vp_node *n, int64_t axis, int rank, int *out, vp_error *err);
+/* Fails unless dtype is one of the allowed, naming the node, the input and the dtype. */
+vp_status vp_shape_check_dtype(const vp_node *n, int input, vp_dtype dt, const vp_dtype *allowed,
+                               int n_allowed, vp_error *err);
+
+/* Common dtype sets. */
+extern const vp_dtype vp_float_types[4]; /* f32 f64 f16 bf16 */
+extern const vp_dtype vp_numeric_types[6]; /* + i32 i64 */
+
+#endif

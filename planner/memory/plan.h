@@ -1,0 +1,86 @@
+/* The plan: one step order, one buffer per runtime value with its lifetime, category
+ * and offset in one arena.  Built by the passes schedule -> liveness -> arena over a
+ * training graph; written by codegen/plan_file.c, executed by runtime/plan_exec.c.
+ *
+ * Buffers that share storage (an update writing its parameter in place, carried
+ * state) form alias groups: the group's root holds the offset and the union lifetime. */
+#ifndef VP_PLAN_H
+#define VP_PLAN_H
+
+#include "memory/arena.h"
+#include "ir/ir.h"
+#include "train/training.h"
+
+typedef enum vp_category {
+    VP_CAT_PARAMETERS = 0,
+    VP_CAT_GRADIENTS,
+    VP_CAT_OPTIMIZER_STATE,
+    VP_CAT_ACTIVATIONS, /* forward values kept for the backward pass */
+    VP_CAT_TEMPORARIES,
+    VP_CAT_WORKSPACE,
+    VP_CAT_INPUTS,      /* data fed each step */
+    VP_CAT_CONSTANTS,   /* folded values, frozen non-float initializers */
+    VP_CAT_COUNT,
+} vp_category;
+
+const char *vp_category_name(vp_category c);
+
+typedef struct vp_buffer {
+    int value;          /* value id in the graph */
+    vp_category cat;
+    int64_t bytes;      /* element count times dtype size */
+    int64_t size;       /* bytes rounded up to the alignment */
+    int first, last;    /* steps during which it is live, inclusive */
+    int alias_of;       /* -1, or the buffer whose storage this one shares */
+    int64_t offset;     /* in the arena */
+} vp_buffer;
+
+typedef struct vp_device_profile {
+    const char *name;
+    int64_t alignment;       /* bytes */
+    double peak_flops_fp32;  /* FLOP/s */
+    double peak_flops_fp16;
+    double mem_bandwidth;    /* bytes/s */
+    double launch_overhead;  /* seconds per kernel */
+} vp_device_profile;
+
+/* "cpu", "a100", "h100", "h200"; NULL when unknown. */
+const vp_device_profile *vp_device_find(const char *name);
+
+typedef struct vp_plan {
+    vp_graph *g;             /* the training graph the plan is of (not owned) */
+    vp_device_profile device;
+    int fused_update;
+    int n_steps;
+    int *steps;              /* node ids in execution order */
+    int n_buffers;
+    vp_buffer *buffers;
+    int *buffer_of;          /* value id -> buffer index, -1 when the value needs none */
+    int64_t arena_bytes;
+    int64_t lower_bound_bytes;
+    int peak_step;           /* a step where live bytes reach the lower bound */
+    int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes */
+    int64_t budget_bytes;    /* 0: none */
+    vp_arena_result arena;
+    double planning_seconds;
+    int loss_buffer;
+} vp_plan;
+
+/* Orders the nodes: forward, loss, backward, and with fused_update each optimizer
+ * update right after the last node that reads its parameter or writes its gradient. */
+vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err);
+/* One buffer per value the steps read or write, categories, lifetimes, alias groups. */
+vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err);
+/* Offsets from the arena solver; fills the summary figures. */
+vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err);
+
+/* The three in order, timed. */
+vp_status vp_plan_build(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused_update,
+                        vp_error *err);
+/* The same with arena options (NULL: the defaults); checkpointing weighs candidates
+ * without the arena's improving search and polishes only the plan it keeps. */
+vp_status vp_plan_build_opts(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
+                             int fused_update, const vp_arena_opts *opts, vp_error *err);
+void vp_plan_free(vp_plan *p);
+
+#endif

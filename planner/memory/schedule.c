@@ -1,0 +1,79 @@
+/* Schedule: one step order for the training graph.
+ *
+ * In: a training graph whose nodes are in a valid order (forward, loss, backward,
+ * optimizer as the builder appended them).  Out: p->steps, every node that is not
+ * folded, topologically ordered.  With fused_update each optimizer node moves right
+ * after the last step that writes one of its inputs (the gradient) or reads the value
+ * it updates in place, so the gradient dies at once; without it all updates run last
+ * (the classic order, for comparison). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/plan.h"
+
+typedef struct placed_update {
+    int node;
+    int after; /* step index among the other nodes */
+} placed_update;
+
+static int by_after(const void *a, const void *b) {
+    const placed_update *x = a, *y = b;
+    if (x->after != y->after) return x->after - y->after;
+    return x->node - y->node;
+}
+
+vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
+    (void)t;
+    vp_graph *g = p->g;
+    int *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
+    int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order);
+    placed_update *ups = malloc(((size_t)g->n_nodes + 1) * sizeof *ups);
+    if (!pos || !order || !ups) {
+        free(pos); free(order); free(ups);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
+    }
+    int n_main = 0, n_ups = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        pos[i] = -1;
+        if (g->nodes[i].folded) continue;
+        if (g->nodes[i].phase == VP_PHASE_OPTIMIZER) continue;
+        pos[i] = n_main;
+        order[n_main++] = i;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded || n->phase != VP_PHASE_OPTIMIZER) continue;
+        int after = n_main - 1;
+        if (p->fused_update) {
+            after = -1;
+            for (int k = 0; k < n->n_inputs; k++) {
+                const vp_value *v = n->inputs[k] >= 0 ? &g->values[n->inputs[k]] : NULL;
+                if (!v) continue;
+                if (v->producer >= 0 && pos[v->producer] > after) after = pos[v->producer];
+                for (int c = 0; c < v->n_consumers; c++) {
+                    int r = v->consumers[c];
+                    if (r != i && pos[r] > after) after = pos[r];
+                }
+            }
+        }
+        ups[n_ups++] = (placed_update){i, after};
+    }
+    qsort(ups, (size_t)n_ups, sizeof *ups, by_after);
+    p->steps = malloc(((size_t)(n_main + n_ups) + 1) * sizeof *p->steps);
+    if (!p->steps) {
+        free(pos); free(order); free(ups);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
+    }
+    int k = 0, u = 0;
+    while (u < n_ups && ups[u].after < 0) p->steps[k++] = ups[u++].node;
+    for (int m = 0; m < n_main; m++) {
+        p->steps[k++] = order[m];
+        while (u < n_ups && ups[u].after == m) p->steps[k++] = ups[u++].node;
+    }
+    while (u < n_ups) p->steps[k++] = ups[u++].node;
+    p->n_steps = k;
+    free(pos);
+    free(order);
+    free(ups);
+    return VP_OK;
+}

@@ -1,0 +1,18 @@
+/* The independent plan verifier.  It re-derives every buffer's lifetime from the steps
+ * alone (who writes it first, who reads it last, what must survive the step) without
+ * the planner's liveness code, then proves that no two buffers live at the same step
+ * share a byte, that everything fits in the arena, and that nothing is read before it
+ * is written. */
+#ifndef VP_VERIFY_H
+#define VP_VERIFY_H
+
+#include "memory/plan.h"
+
+typedef struct vp_verify_report {
+    int n_buffers, n_groups, n_steps;
+    int64_t max_live_bytes; /* re-derived lower bound */
+} vp_verify_report;
+
+vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err);
+
+#endif

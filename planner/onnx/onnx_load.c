@@ -1,0 +1,370 @@
+/* ModelProto -> vp_graph.  Validates what the rest of the pipeline relies on: one
+ * definition per value, every input defined, no cycle (nodes are re-ordered
+ * topologically when an exporter wrote them out of order). */
+#include "onnx/onnx_load.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+#include "onnx/attr_proto.h"
+#include "onnx/tensor_proto.h"
+
+static void free_proto(void *p) { onnx__model_proto__free_unpacked(p, NULL); }
+
+/* Declared dtype and shape of a graph input. */
+static vp_status read_value_info(const Onnx__ValueInfoProto *vi, vp_value *v, const char *model, vp_error *err) {
+    const Onnx__TypeProto *tp = vi->type;
+    if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor (sequences, maps and optionals are not supported)",
+                       model, v->name);
+    const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+    v->dtype = (vp_dtype)tt->elem_type;
+    if (!tt->shape) {
+        v->rank = -1;
+        return VP_OK;
+    }
+    if (tt->shape->n_dim > VP_MAX_RANK)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: graph input '%s' has rank %zu (at most %d supported)", model,
+                       v->name, tt->shape->n_dim, VP_MAX_RANK);
+    v->rank = (int)tt->shape->n_dim;
+    for (int d = 0; d < v->rank; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0)
+                return vp_fail(err, VP_ERR_INVALID, "%s: graph input '%s' has negative dim %lld at axis %d", model,
+                               v->name, (long long)dim->dim_value, d);
+            v->dims[d] = dim->dim_value;
+        } else {
+            const char *p = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dim->dim_param &&
+                                    dim->dim_param[0] ? dim->dim_param : "?";
+            v->dim_param[d] = strdup(p);
+            if (!v->dim_param[d]) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            v->dims[d] = -1;
+        }
+    }
+    return VP_OK;
+}
+
+typedef struct name_def {
+    const char *name;
+    int node; /* defining node, -1 for inputs/initializers */
+} name_def;
+
+/* Orders nodes so each comes after the producers of its inputs; keeps the model's
+ * order wherever it is already valid. */
+static vp_status topo_order(const Onnx__GraphProto *gp, vp_graph *g, int *order, const char *model, vp_error *err) {
+    int n = (int)gp->n_node;
+    /* producer of each name, via a scratch graph of names */
+    vp_graph *names = vp_graph_new();
+    int *producer = NULL, *indeg = NULL, *heap = NULL, *adj_start = NULL, *adj = NULL;
+    vp_status s = VP_OK;
+    if (!names) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    size_t total_out = 0, total_in = 0;
+    for (int i = 0; i < n; i++) {
+        total_out += gp->node[i]->n_output;
+        total_in += gp->node[i]->n_input;
+    }
+    producer = malloc((total_out + 1) * sizeof *producer);
+    indeg = calloc((size_t)n + 1, sizeof *indeg);
+    adj_start = calloc((size_t)n + 2, sizeof *adj_start);
+    adj = malloc((total_in + 1) * sizeof *adj);
+    heap = malloc(((size_t)n + 1) * sizeof *heap);
+    if (!producer || !indeg || !adj_start || !adj || !heap) {
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        for (size_t k = 0; k < np->n_output; k++) {
+            const char *o = np->output[k];
+            if (!o || !*o) continue;
+            if (vp_graph_find_value(g, o) >= 0) {
+                s = vp_fail(err, VP_ERR_INVALID, "%s: value '%s' is defined twice: as a graph input or initializer and by node '%s' (%s)",
+                            model, o, np->name ? np->name : "", np->op_type ? np->op_type : "");
+                goto done;
+            }
+            int id = vp_graph_find_value(names, o);
+            if (id >= 0) {
+                const Onnx__NodeProto *first = gp->node[producer[id]];
+                s = vp_fail(err, VP_ERR_INVALID, "%s: value '%s' is defined twice: by node '%s' (%s) and node '%s' (%s)",
+                            model, o, first->name ? first->name : "", first->op_type ? first->op_type : "",
+                            np->name ? np->name : "", np->op_type ? np->op_type : "");
+                goto done;
+            }
+            id = vp_graph_add_value(names, o);
+            if (id < 0) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            producer[id] = i;
+        }
+    }
+    /* edges producer -> consumer, counted then filled (CSR) */
+    for (int pass = 0; pass < 2; pass++) {
+        int *fill = pass ? calloc((size_t)n + 1, sizeof *fill) : NULL;
+        if (pass && !fill) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            const Onnx__NodeProto *np = gp->node[i];
+            for (size_t k = 0; k < np->n_input; k++) {
+                const char *in = np->input[k];
+                if (!in || !*in) continue;
+                int id = vp_graph_find_value(names, in);
+                if (id < 0) {
+                    if (!pass && vp_graph_find_value(g, in) < 0) {
+                        s = vp_fail(err, VP_ERR_INVALID,
+                                    "%s: node '%s' (%s): input '%s' is used but never defined (no node, initializer or graph input produces it)",
+                                    model, np->name ? np->name : "", np->op_type ? np->op_type : "", in);
+                        free(fill);
+                        goto done;
+                    }
+                    continue;
+                }
+                int p = producer[id];
+                if (!pass) {
+                    adj_start[p + 1]++;
+                    indeg[i]++;
+                } else {
+                    adj[adj_start[p] + fill[p]++] = i;
+                }
+            }
+        }
+        if (!pass)
+            for (int i = 0; i < n; i++) adj_start[i + 1] += adj_start[i];
+        free(fill);
+    }
+    /* Kahn's algorithm with a min-heap on the original index: stable order */
+    int hn = 0, done_count = 0;
+    for (int i = 0; i < n; i++)
+        if (!indeg[i]) heap[hn++] = i; /* ascending, already a heap */
+    while (hn) {
+        int top = heap[0];
+        heap[0] = heap[--hn];
+        for (int i = 0;;) { /* sift down */
+            int l = 2 * i + 1, r = l + 1, m = i;
+            if (l < hn && heap[l] < heap[m]) m = l;
+            if (r < hn && heap[r] < heap[m]) m = r;
+            if (m == i) break;
+            int t = heap[i]; heap[i] = heap[m]; heap[m] = t;
+            i = m;
+        }
+        order[done_count++] = top;
+        for (int e = adj_start[top]; e < adj_start[top + 1]; e++) {
+            int c = adj[e];
+            if (--indeg[c] == 0) {
+                int i = hn++;
+                heap[i] = c;
+                while (i && heap[(i - 1) / 2] > heap[i]) { /* sift up */
+                    int pi = (i - 1) / 2, t = heap[i];
+                    heap[i] = heap[pi]; heap[pi] = t;
+                    i = pi;
+                }
+            }
+        }
+    }
+    if (done_count < n) {
+        int stuck = 0;
+        for (int i = 0; i < n; i++)
+            if (indeg[i]) { stuck = i; break; }
+        s = vp_fail(err, VP_ERR_INVALID, "%s: the graph has a cycle through node '%s' (%s)", model,
+                    gp->node[stuck]->name ? gp->node[stuck]->name : "", gp->node[stuck]->op_type ? gp->node[stuck]->op_type : "");
+    }
+done:
+    free(producer);
+    free(indeg);
+    free(adj_start);
+    free(adj);
+    free(heap);
+    vp_graph_free(names);
+    return s;
+}
+
+static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *model, const char *base_dir, vp_error *err) {
+    const Onnx__GraphProto *gp = mp->graph;
+    vp_status s;
+    g->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *op = mp->opset_import[i];
+        const char *d = op->domain ? op->domain : "";
+        int v = op->has_version ? (int)op->version : 0;
+        if (!d[0] || !strcmp(d, "ai.onnx")) g->opset_onnx = v;
+        else if (!strcmp(d, "com.microsoft")) g->opset_ms = v;
+    }
+    if (!g->opset_onnx && gp->n_node) {
+        if (mp->n_opset_import)
+            g->opset_onnx = 1; /* only other domains imported; ai.onnx nodes get the oldest semantics */
+        else
+            return vp_fail(err, VP_ERR_INVALID, "%s: the model imports no opset", model);
+    }
+    if (g->opset_ms == 0) g->opset_ms = 1;
+    g->graph_name = strdup(gp->name ? gp->name : "");
+    if (mp->producer_name) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s%s%s", mp->producer_name, mp->producer_version ? " " : "",
+                 mp->producer_version ? mp->producer_version : "");
+        g->producer = strdup(buf);
+    }
+    if (gp->n_sparse_initializer)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: sparse initializers are not supported", model);
+
+    vp_extdata_ctx ext = {base_dir, g};
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        if (!name[0]) return vp_fail(err, VP_ERR_INVALID, "%s: initializer %zu has no name", model, i);
+        if (vp_graph_find_value(g, name) >= 0)
+            return vp_fail(err, VP_ERR_INVALID, "%s: initializer '%s' is defined twice", model, name);
+        int id = vp_graph_add_value(g, name);
+        if (id < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        char what[600];
+        snprintf(what, sizeof what, "%s: initializer '%s'", model, name);
+        vp_tensor t;
+        vp_data_owner owner;
+        s = vp_tensor_from_proto(tp, &ext, what, &t, &owner, err);
+        if (s) return s;
+        vp_value *v = &g->values[id];
+        v->dtype = t.dtype;
+        v->rank = t.rank;
+        memcpy(v->dims, t.dims, sizeof v->dims);
+        v->flags |= VP_VAL_INITIALIZER;
+        vp_value_set_data(g, id, t.data, owner);
+    }
+
+    g->inputs = malloc((gp->n_input + 1) * sizeof(int));
+    g->outputs = malloc((gp->n_output + 1) * sizeof(int));
+    if (!g->inputs || !g->outputs) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = gp->input[i]->name ? gp->input[i]->name : "";
+        if (!name[0]) return vp_fail(err, VP_ERR_INVALID, "%s: graph input %zu has no name", model, i);
+        int id = vp_graph_find_value(g, name);
+        if (id >= 0) {
+            if (g->values[id].flags & VP_VAL_INITIALIZER) continue; /* IR < 4 lists initializers as inputs */
+            return vp_fail(err, VP_ERR_INVALID, "%s: graph input '%s' is listed twice", model, name);
+        }
+        id = vp_graph_add_value(g, name);
+        if (id < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        g->values[id].flags |= VP_VAL_INPUT;
+        s = read_value_info(gp->input[i], &g->values[id], model, err);
+        if (s) return s;
+        g->inputs[g->n_inputs++] = id;
+    }
+
+    int n = (int)gp->n_node;
+    int *order = malloc(((size_t)n + 1) * sizeof *order);
+    if (!order) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    s = topo_order(gp, g, order, model, err);
+    int max_io = 0;
+    for (int i = 0; i < n; i++) {
+        int k = (int)(gp->node[i]->n_input > gp->node[i]->n_output ? gp->node[i]->n_input : gp->node[i]->n_output);
+        if (k > max_io) max_io = k;
+    }
+    int *ins = malloc(((size_t)max_io + 1) * sizeof *ins), *outs = malloc(((size_t)max_io + 1) * sizeof *outs);
+    if (!s && (!ins || !outs)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int oi = 0; oi < n && !s; oi++) {
+        const Onnx__NodeProto *np = gp->node[order[oi]];
+        const char *op_type = np->op_type ? np->op_type : "";
+        char auto_name[64];
+        const char *name = np->name && np->name[0] ? np->name : NULL;
+        if (!name) {
+            snprintf(auto_name, sizeof auto_name, "%s_%d", op_type[0] ? op_type : "node", order[oi]);
+            name = auto_name;
+        }
+        if (!op_type[0]) {
+            s = vp_fail(err, VP_ERR_INVALID, "%s: node '%s' has no op_type", model, name);
+            break;
+        }
+        for (size_t k = 0; k < np->n_input; k++)
+            ins[k] = np->input[k] && np->input[k][0] ? vp_graph_find_value(g, np->input[k]) : -1;
+        for (size_t k = 0; k < np->n_output; k++) {
+            outs[k] = -1;
+            if (np->output[k] && np->output[k][0]) {
+                outs[k] = vp_graph_add_value(g, np->output[k]);
+                if (outs[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            }
+        }
+        if (s) break;
+        int id = vp_graph_add_node(g, op_type, np->domain ? np->domain : "", name, (int)np->n_input, ins,
+                                   (int)np->n_output, outs);
+        if (id < 0) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        vp_node *node = &g->nodes[id];
+        if (np->n_attribute) {
+            node->attrs = calloc(np->n_attribute, sizeof(vp_attr));
+            if (!node->attrs) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                break;
+            }
+            char desc[600];
+            snprintf(desc, sizeof desc, "%s: node '%s' (%s)", model, name, op_type);
+            for (size_t a = 0; a < np->n_attribute && !s; a++) {
+                node->n_attrs++;
+                s = vp_attr_from_proto(np->attribute[a], &node->attrs[a], desc, err);
+            }
+        }
+    }
+    free(ins);
+    free(outs);
+    free(order);
+    if (s) return s;
+
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = gp->output[i]->name ? gp->output[i]->name : "";
+        int id = vp_graph_find_value(g, name);
+        if (id < 0)
+            return vp_fail(err, VP_ERR_INVALID, "%s: graph output '%s' is never defined", model, name);
+        g->values[id].flags |= VP_VAL_OUTPUT;
+        g->outputs[g->n_outputs++] = id;
+    }
+    return vp_graph_link(g, err);
+}
+
+vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
+                             vp_graph **out, vp_error *err) {
+    *out = NULL;
+    if (len == 0) return vp_fail(err, VP_ERR_PARSE, "%s: empty file, not an ONNX model", name);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    if (!mp) return vp_fail(err, VP_ERR_PARSE, "%s: not an ONNX model (the protobuf is truncated or corrupt)", name);
+    if (!mp->graph || !mp->has_ir_version) {
+        const char *missing = !mp->graph ? "graph" : "ir_version";
+        vp_fail(err, VP_ERR_PARSE, "%s: not an ONNX model (it has no %s)", name, missing);
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return VP_ERR_PARSE;
+    }
+    vp_graph *g = vp_graph_new();
+    if (!g) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    g->proto = mp;
+    g->proto_free = free_proto;
+    g->path = strdup(name);
+    vp_status s = build_graph(mp, g, name, base_dir, err);
+    if (s) {
+        vp_graph_free(g);
+        return s;
+    }
+    *out = g;
+    return VP_OK;
+}
+
+vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {
+    uint8_t *buf;
+    size_t len;
+    *out = NULL;
+    vp_status s = vp_read_file(path, &buf, &len, err);
+    if (s) return s;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    s = vp_onnx_load_bytes(buf, len, path, dir, out, err);
+    free(buf);
+    return s;
+}

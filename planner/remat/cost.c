@@ -1,0 +1,61 @@
+/* FLOPs of the ops that dominate (matrix products, convolutions and their gradients);
+ * every other op is charged one FLOP per output element, or a few for the
+ * transcendental ones.  Bytes are what a node reads and writes once. */
+#include "remat/cost.h"
+
+#include <string.h>
+
+static double numel(const vp_graph *g, int v) { return v >= 0 ? (double)vp_value_numel(&g->values[v]) : 0.0; }
+
+static double matmul_flops(const vp_graph *g, const vp_node *n) {
+    const vp_value *a = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    int64_t k = a->rank ? a->dims[a->rank - 1] : 1;
+    return 2.0 * (double)vp_value_numel(y) * (double)k;
+}
+
+/* 2 * output elements * (input channels per group * kernel elements) */
+static double conv_flops(const vp_graph *g, int out, int weight) {
+    const vp_value *w = &g->values[weight];
+    double per_out = 1;
+    for (int d = 1; d < w->rank; d++) per_out *= (double)w->dims[d];
+    return 2.0 * numel(g, out) * per_out;
+}
+
+vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
+    vp_node_cost c = {0, 0};
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0) c.bytes += numel(g, n->inputs[k]) * (double)vp_dtype_size(g->values[n->inputs[k]].dtype);
+    double out = 0;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) {
+            out += numel(g, n->outputs[k]);
+            c.bytes += numel(g, n->outputs[k]) * (double)vp_dtype_size(g->values[n->outputs[k]].dtype);
+        }
+    const char *op = n->op_type;
+    if (!strcmp(op, "MatMul") && n->n_inputs >= 2) c.flops = matmul_flops(g, n);
+    else if (!strcmp(op, "Gemm") && n->n_inputs >= 2) {
+        const vp_value *a = &g->values[n->inputs[0]];
+        int64_t k = vp_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[a->rank - 1];
+        c.flops = 2.0 * numel(g, n->outputs[0]) * (double)k;
+    } else if (!strcmp(op, "Conv") && n->n_inputs >= 2) c.flops = conv_flops(g, n->outputs[0], n->inputs[1]);
+    else if (!strcmp(op, "ConvTranspose") && n->n_inputs >= 2) c.flops = conv_flops(g, n->inputs[0], n->inputs[1]);
+    else if (!strcmp(op, "ConvGrad") && n->n_inputs >= 3) {
+        /* dX and dW each cost one forward convolution */
+        double fwd = conv_flops(g, n->inputs[0], n->inputs[2]);
+        c.flops = fwd * ((n->n_outputs > 0 && n->outputs[0] >= 0) + (n->n_outputs > 1 && n->outputs[1] >= 0));
+    } else if (!strcmp(op, "Erf") || !strcmp(op, "Exp") || !strcmp(op, "Tanh") || !strcmp(op, "Sigmoid") ||
+               !strcmp(op, "Gelu") || !strcmp(op, "GeluGrad") || !strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
+        c.flops = 8.0 * out;
+    else if (!strcmp(op, "LayerNormalization") || !strcmp(op, "BatchNormalization") || !strcmp(op, "BatchNormInternal") ||
+             !strcmp(op, "LayerNormalizationGrad") || !strcmp(op, "BatchNormalizationGrad"))
+        c.flops = 8.0 * numel(g, n->inputs[0]);
+    else if (!strcmp(op, "Adam")) c.flops = 12.0 * out;
+    else c.flops = out;
+    return c;
+}
+
+double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision) {
+    double peak = half_precision ? dev->peak_flops_fp16 : dev->peak_flops_fp32;
+    double t_compute = peak > 0 ? c->flops / peak : 0, t_mem = dev->mem_bandwidth > 0 ? c->bytes / dev->mem_bandwidth : 0;
+    return (t_compute > t_mem ? t_compute : t_mem) + dev->launch_overhead;
+}

@@ -1,0 +1,18 @@
+/* The cost model: floating-point operations and bytes moved per node, and a
+ * roofline-plus-launch time estimate on a device profile. */
+#ifndef VP_COST_H
+#define VP_COST_H
+
+#include "ir/ir.h"
+#include "memory/plan.h"
+
+typedef struct vp_node_cost {
+    double flops;  /* multiply-adds count as 2 */
+    double bytes;  /* inputs read plus outputs written */
+} vp_node_cost;
+
+vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n);
+/* max(flops / peak, bytes / bandwidth) + launch overhead */
+double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision);
+
+#endif

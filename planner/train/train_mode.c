@@ -1,0 +1,108 @@
+/* Training mode for forward ops whose behaviour differs when training, as PyTorch's
+ * module.train() does.
+ *
+ * BatchNormalization (inference form) becomes com.microsoft.BatchNormInternal with
+ * training_mode=1, as ONNX Runtime's training graphs have it: it normalises with the
+ * batch statistics, updates the running statistics (carried to the next step), and
+ * saves the batch mean and inverse standard deviation for the backward pass.
+ *
+ * Dropout with a non-zero ratio gets training_mode = true (the opset-13 form), so it
+ * draws its mask; the gradient rule keeps the mask.  The kernel draws from the node's
+ * seed, so a recomputed Dropout repeats the first pass's mask (as torch.utils.checkpoint
+ * restores the RNG state); unlike PyTorch the mask is the same at every step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph_build.h"
+#include "train/training.h"
+
+static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
+    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
+    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    t->carry = c;
+    t->carry[t->n_carry++] = (vp_carry){from, to};
+    return VP_OK;
+}
+
+/* Rewrites node i in place: same inputs and Y, four more outputs. */
+static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
+    vp_node *n = &g->nodes[i];
+    if (n->n_inputs != 5) return vp_node_fail(err, VP_ERR_INVALID, n, "BatchNormalization needs 5 inputs");
+    if (n->n_outputs > 1 && vp_attr_int(n, "training_mode", 0))
+        return VP_OK; /* exported in training form already: left as the model says */
+    int outs[5] = {n->outputs[0], -1, -1, -1, -1};
+    static const char *suffix[5] = {"", "running_mean", "running_var", "saved_mean", "saved_inv_std"};
+    for (int k = 1; k < 5; k++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s/%s", n->name, suffix[k]);
+        outs[k] = vp_graph_add_unique_value(g, name);
+        if (outs[k] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        n = &g->nodes[i];
+    }
+    int *o = realloc(n->outputs, 5 * sizeof *o);
+    if (!o) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    memcpy(o, outs, sizeof outs);
+    n->outputs = o;
+    n->n_outputs = 5;
+    free(n->op_type);
+    free(n->domain);
+    n->op_type = strdup("BatchNormInternal");
+    n->domain = strdup("com.microsoft");
+    n->opset = g->opset_ms;
+    if (!n->op_type || !n->domain) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    const vp_attr *tm = vp_node_attr(n, "training_mode");
+    if (tm) ((vp_attr *)tm)->i = 1;
+    else if (vp_node_add_attr_int(g, i, "training_mode", 1)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = vp_build_finish(g, i, NULL, err);
+    if (s) return s;
+    n = &g->nodes[i];
+    for (int k = 3; k <= 4; k++) g->values[n->inputs[k]].flags |= VP_VAL_STATE;
+    s = carry(t, n->inputs[3], n->outputs[1], err);
+    if (!s) s = carry(t, n->inputs[4], n->outputs[2], err);
+    return s;
+}
+
+/* The ratio of a Dropout node: its attribute before opset 12, its input after. */
+static float dropout_ratio(const vp_graph *g, const vp_node *n) {
+    if (n->opset < 12) return vp_attr_float(n, "ratio", 0.5f);
+    if (n->n_inputs < 2 || n->inputs[1] < 0) return 0.5f;
+    const vp_value *r = &g->values[n->inputs[1]];
+    if (!r->data) return -1.0f; /* decided at run time: left as the model says */
+    return r->dtype == VP_F64 ? (float)((const double *)r->data)[0] : r->dtype == VP_F32 ? ((const float *)r->data)[0] : -1.0f;
+}
+
+static vp_status dropout_to_training(vp_graph *g, int i, vp_error *err) {
+    vp_node *n = &g->nodes[i];
+    float ratio = dropout_ratio(g, n);
+    if (!(ratio > 0)) return VP_OK;
+    if (n->n_inputs >= 3 && n->inputs[2] >= 0) return VP_OK; /* the model decides its mode itself */
+    int64_t none[1] = {0};
+    uint8_t yes = 1;
+    int r = vp_build_const(g, "dropout_ratio", g->values[n->inputs[0]].dtype == VP_F64 ? VP_F64 : VP_F32, 0, none,
+                           g->values[n->inputs[0]].dtype == VP_F64 ? (const void *)&(double){ratio} : (const void *)&ratio);
+    int tm = vp_build_const(g, "dropout_training_mode", VP_BOOL, 0, none, &yes);
+    if (r < 0 || tm < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    n = &g->nodes[i];
+    int *in = realloc(n->inputs, 3 * sizeof *in);
+    if (!in) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    in[1] = r;
+    in[2] = tm;
+    n->inputs = in;
+    n->n_inputs = 3;
+    if (n->opset < 13) n->opset = 13;
+    return vp_build_finish(g, i, NULL, err);
+}
+
+vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err) {
+    int n_nodes = g->n_nodes;
+    for (int i = 0; i < n_nodes; i++) {
+        vp_node *n = &g->nodes[i];
+        vp_status s = VP_OK;
+        if (n->domain[0] || n->folded) continue;
+        if (!strcmp(n->op_type, "BatchNormalization")) s = batchnorm_to_training(g, i, t, err);
+        else if (!strcmp(n->op_type, "Dropout")) s = dropout_to_training(g, i, err);
+        if (s) return s;
+    }
+    return vp_graph_link(g, err);
+}

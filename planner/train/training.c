@@ -1,0 +1,71 @@
+/* Builds the training step from an inferred forward graph:
+ *   training mode -> trainable set -> loss -> autodiff -> optimizer.
+ * Each stage is its own file; this one chooses the parameters and keeps the order. */
+#include "train/training.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, vp_error *err) {
+    regex_t re;
+    if (freeze) {
+        int rc = regcomp(&re, freeze, REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char msg[256];
+            regerror(rc, &re, msg, sizeof msg);
+            return vp_fail(err, VP_ERR_USAGE, "--freeze '%s' is not a valid regular expression: %s", freeze, msg);
+        }
+    }
+    t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params);
+    if (!t->params) {
+        if (freeze) regfree(&re);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        vp_value *val = &g->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST))) continue;
+        if (!vp_dtype_is_float(val->dtype)) continue;
+        if (freeze && regexec(&re, val->name, 0, NULL, 0) == 0) {
+            t->n_frozen++;
+            continue;
+        }
+        val->flags |= VP_VAL_PARAM;
+        t->params[t->n_params++] = v;
+    }
+    if (freeze) {
+        regfree(&re);
+        if (!t->n_frozen)
+            snprintf(t->warning, sizeof t->warning, "--freeze '%s' matches no parameter", freeze);
+    }
+    if (!t->n_params)
+        return vp_fail(err, VP_ERR_INVALID, "%s: no trainable parameter (the model has no float initializers%s)", g->path,
+                       freeze ? ", or --freeze matched them all" : "");
+    return VP_OK;
+}
+
+vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
+    memset(t, 0, sizeof *t);
+    t->loss = -1;
+    vp_status s = vp_train_mode_apply(g, t, err);
+    if (!s) s = select_params(g, spec->freeze, t, err);
+    if (!s) s = vp_loss_build(g, &spec->loss, t, err);
+    if (!s) s = vp_autodiff(g, t, err);
+    if (!s) {
+        for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
+        if (!spec->no_optimizer) s = vp_optimizer_build(g, &spec->opt, t, err);
+        else /* gradients are the step's results: the caller reads them */
+            for (int i = 0; i < t->n_params; i++)
+                if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
+    }
+    if (!s) s = vp_graph_link(g, err);
+    return s;
+}
+
+void vp_training_free(vp_training *t) {
+    free(t->params);
+    free(t->grads);
+    free(t->carry);
+    memset(t, 0, sizeof *t);
+}

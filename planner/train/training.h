@@ -1,0 +1,82 @@
+/* The training step: what the user asks for (loss, optimizer, frozen parameters) and
+ * what the builder made of the forward graph (the loss value, each parameter's gradient
+ * and update, the state carried from one step to the next).
+ *
+ * The graph stays in SSA form: an update produces a new value (w -> w'), and
+ * `carry` pairs tell the runtime (and the planner, which aliases them in place) that
+ * after a step the old value takes the new one's contents. */
+#ifndef VP_TRAINING_H
+#define VP_TRAINING_H
+
+#include "ir/ir.h"
+
+typedef enum vp_loss_kind {
+    VP_LOSS_CE = 1, /* softmax cross-entropy over the last axis, mean over leading positions */
+    VP_LOSS_MSE,    /* mean squared error against an input named "target" */
+    VP_LOSS_OUTPUT, /* the model computes a scalar loss itself */
+} vp_loss_kind;
+
+typedef struct vp_loss_spec {
+    vp_loss_kind kind;
+    char value[256]; /* the logits, output or loss value name */
+} vp_loss_spec;
+
+/* Parses "ce:LOGITS", "mse:OUTPUT" or "output:NAME". */
+vp_status vp_loss_parse(const char *arg, vp_loss_spec *out, vp_error *err);
+
+typedef enum vp_opt_kind { VP_OPT_SGD = 1, VP_OPT_MOMENTUM, VP_OPT_ADAM, VP_OPT_ADAMW } vp_opt_kind;
+
+/* PyTorch's semantics: torch.optim.SGD (with and without momentum), Adam, AdamW. */
+typedef struct vp_opt_spec {
+    vp_opt_kind kind;
+    double lr;
+    double momentum;     /* momentum only */
+    double beta1, beta2; /* adam, adamw */
+    double eps;
+    double weight_decay; /* L2 added to the gradient (sgd, momentum, adam); decoupled for adamw */
+} vp_opt_spec;
+
+/* Parses "sgd|momentum|adam|adamw" with PyTorch's defaults for the rest. */
+vp_status vp_opt_parse(const char *arg, vp_opt_spec *out, vp_error *err);
+const char *vp_opt_name(vp_opt_kind k);
+
+typedef struct vp_train_spec {
+    vp_loss_spec loss;
+    vp_opt_spec opt;
+    const char *freeze;  /* POSIX extended regex of parameter names to freeze, or NULL */
+    int no_optimizer;    /* build forward, loss and backward only (gradient checks) */
+} vp_train_spec;
+
+typedef struct vp_carry {
+    int from; /* the value read at the start of a step */
+    int to;   /* its value at the end of the step */
+} vp_carry;
+
+typedef struct vp_training {
+    int loss;            /* value id of the scalar loss */
+    int n_params;
+    int *params;         /* trainable parameter value ids */
+    int *grads;          /* their gradients, same order */
+    int n_carry;
+    vp_carry *carry;     /* parameters, optimizer state, running statistics */
+    int n_added_inputs;
+    int added_inputs[4]; /* inputs the loss added (labels, target) */
+    int64_t label_classes; /* ce: labels lie in [0, label_classes) */
+    int n_frozen;        /* parameters --freeze matched */
+    int n_unused;        /* trainable parameters the loss does not depend on */
+    int first_loss_node, first_backward_node, first_optimizer_node;
+    char warning[512];   /* something the user should know (a --freeze matching nothing) */
+} vp_training;
+
+/* Turns an inferred forward graph into a training step in place.  Fails naming the op
+ * and node when a node on the path to a parameter has no gradient rule. */
+vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *out, vp_error *err);
+void vp_training_free(vp_training *t);
+
+/* Pieces of the builder, one file each. */
+vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, vp_error *err);
+vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
+vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
+vp_status vp_optimizer_build(vp_graph *g, const vp_opt_spec *opt, vp_training *t, vp_error *err);
+
+#endif

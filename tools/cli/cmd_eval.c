@@ -1,0 +1,184 @@
+/* onnx-vplan eval: run a model on the CPU reference backend. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cli.h"
+#include "cpu_util.h"
+#include "exec.h"
+#include "rng.h"
+#include "onnx/tensor_proto.h"
+
+static const char eval_usage[] =
+    "usage: onnx-vplan eval MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]...\n"
+    "                       [--output-dir DIR] [--seed N]\n"
+    "\n"
+    "Runs the model once on the CPU reference backend (every value in its own buffer)\n"
+    "and prints each output's shape and summary statistics.\n"
+    "\n"
+    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
+    "  --input NAME=FILE.pb  feed a graph input from a serialized TensorProto (repeatable);\n"
+    "                        inputs not given are drawn at random from --seed: floats\n"
+    "                        uniform in [-1, 1), integers uniform in [0, 10), bools fair\n"
+    "  --output-dir DIR      write each output as DIR/<output name>.pb (TensorProto)\n"
+    "  --seed N              seed for random inputs (default 0)\n";
+
+#define MAX_FEEDS 64
+
+static void fill_random(vp_tensor *t, vp_rng *rng) {
+    int64_t n = vp_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double u = vp_rng_uniform(rng);
+        if (vp_dtype_is_float(t->dtype)) vp_store(t->data, t->dtype, i, 2.0 * u - 1.0);
+        else if (t->dtype == VP_BOOL) vp_store(t->data, t->dtype, i, u < 0.5);
+        else vp_store(t->data, t->dtype, i, floor(u * 10.0));
+    }
+}
+
+static void safe_file_name(const char *name, char *out, size_t len) {
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < len; p++)
+        out[k++] = (*p == '/' || *p == '\\' || *p == ':' || (unsigned char)*p < 0x20) ? '_' : *p;
+    out[k] = 0;
+    if (!k || !strcmp(out, ".") || !strcmp(out, "..")) snprintf(out, len, "output");
+}
+
+static void print_summary(const vp_value *v, const vp_tensor *t) {
+    char shape[256];
+    int64_t n = vp_tensor_numel(t);
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        double x = vp_load(t->data, t->dtype, i);
+        sum += x;
+        if (x < lo) lo = x;
+        if (x > hi) hi = x;
+    }
+    printf("  %-24s %-8s %-18s", v->name, vp_dtype_name(t->dtype), vp_shape_str(t->rank, t->dims, shape, sizeof shape));
+    if (n) printf(" mean %.6g  min %.6g  max %.6g", sum / (double)n, lo, hi);
+    printf("\n");
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *model = NULL, *out_dir = NULL;
+    const char *feed_name[MAX_FEEDS], *feed_file[MAX_FEEDS];
+    char feed_buf[MAX_FEEDS][512];
+    int n_feeds = 0;
+    int64_t seed = 0;
+    cli_dims dims = {0};
+    vp_error err;
+    vp_status s = VP_OK;
+    for (int i = 1; i < argc && !s; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(eval_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "--dim") || !strcmp(a, "--input") || !strcmp(a, "--output-dir") || !strcmp(a, "--seed")) {
+            if (i + 1 >= argc) {
+                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see eval --help)", a);
+                break;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
+            else if (!strcmp(a, "--output-dir")) out_dir = v;
+            else if (!strcmp(a, "--seed")) s = cli_parse_int("--seed", v, &seed, &err);
+            else {
+                const char *eq = strchr(v, '=');
+                if (!eq || eq == v || !eq[1]) s = vp_fail(&err, VP_ERR_USAGE, "--input expects NAME=FILE.pb, got '%s'", v);
+                else if (n_feeds == MAX_FEEDS) s = vp_fail(&err, VP_ERR_USAGE, "too many --input options");
+                else if ((size_t)(eq - v) >= sizeof feed_buf[0]) s = vp_fail(&err, VP_ERR_USAGE, "input name too long");
+                else {
+                    memcpy(feed_buf[n_feeds], v, (size_t)(eq - v));
+                    feed_buf[n_feeds][eq - v] = 0;
+                    feed_name[n_feeds] = feed_buf[n_feeds];
+                    feed_file[n_feeds] = eq + 1;
+                    n_feeds++;
+                }
+            }
+        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "eval: unknown option '%s' (see --help)", a);
+        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "eval: one model at a time ('%s' and '%s')", model, a);
+        else model = a;
+    }
+    if (s) return cli_report(s, &err);
+    if (!model) {
+        fputs(eval_usage, stderr);
+        return 2;
+    }
+
+    vp_graph *g = NULL;
+    vp_backend *b = NULL;
+    vp_exec *x = NULL;
+    vp_tensor feeds[MAX_FEEDS];
+    int n_read = 0;
+    vp_tensor *inputs = NULL;
+    s = cli_load(model, &dims, &g, &err);
+    for (int k = 0; !s && k < n_feeds; k++) {
+        s = vp_tensor_read_pb(feed_file[k], &feeds[k], NULL, &err);
+        if (s) break;
+        n_read++;
+        /* bound before inference so inputs that decide shapes are known */
+        s = vp_bind_input_data(g, feed_name[k], &feeds[k], &err);
+    }
+    if (!s) s = vp_infer(g, NULL, NULL, &err);
+    if (!s) {
+        b = vp_backend_cpu_new();
+        s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    }
+    if (!s) {
+        inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
+        if (!inputs) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    }
+    vp_rng rng = {(uint64_t)seed};
+    for (int k = 0; !s && k < g->n_inputs; k++) {
+        const vp_value *v = &g->values[g->inputs[k]];
+        int fed = -1;
+        for (int f = 0; f < n_feeds; f++)
+            if (!strcmp(feed_name[f], v->name)) fed = f;
+        if (fed >= 0) {
+            s = vp_exec_set_input(x, v->name, &feeds[fed], &err);
+            continue;
+        }
+        inputs[k] = vp_value_tensor(v);
+        inputs[k].data = malloc(vp_tensor_nbytes(&inputs[k]) + 1);
+        if (!inputs[k].data) {
+            s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        fill_random(&inputs[k], &rng);
+        s = vp_exec_set_input(x, v->name, &inputs[k], &err);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!s) s = vp_exec_run(x, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!s && out_dir && mkdir(out_dir, 0777) != 0 && errno != EEXIST)
+        s = vp_fail(&err, VP_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
+    if (!s) {
+        printf("ran %s in %.3f s on cpu\noutputs:\n", model, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        for (int k = 0; !s && k < g->n_outputs; k++) {
+            vp_tensor t;
+            s = vp_exec_get(x, g->outputs[k], &t, &err);
+            if (s) break;
+            print_summary(&g->values[g->outputs[k]], &t);
+            if (out_dir) {
+                char file[512], path[4096];
+                safe_file_name(g->values[g->outputs[k]].name, file, sizeof file);
+                snprintf(path, sizeof path, "%s/%s.pb", out_dir, file);
+                s = vp_tensor_write_pb(path, &t, g->values[g->outputs[k]].name, &err);
+            }
+            free(t.data);
+        }
+    }
+    if (inputs)
+        for (int k = 0; k < g->n_inputs; k++) free(inputs[k].data);
+    free(inputs);
+    vp_exec_free(x);
+    vp_backend_free(b);
+    vp_graph_free(g);
+    for (int k = 0; k < n_read; k++) free(feeds[k].data);
+    return cli_report(s, &err);
+}

@@ -1,0 +1,236 @@
+/* onnx-vplan plan: the training step's memory, decided ahead of time. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_train.h"
+#include "plan_artifacts.h"
+#include "plan_file.h"
+#include "remat/remat.h"
+#include "report.h"
+
+static const char plan_usage[] =
+    "usage: onnx-vplan plan MODEL --loss SPEC [--optimizer NAME] [options]\n"
+    "\n"
+    "Builds the training step, orders it, derives every buffer's lifetime and gives each\n"
+    "a fixed offset in one arena; prints the memory report (bytes per category, the\n"
+    "peak step and what is live there, arena against its lower bound, the budget).\n"
+    "\n" CLI_TRAIN_HELP
+    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
+    "  --budget SIZE         memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
+    "                        powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)\n"
+    "  --device NAME         cpu, a100, h100, h200: alignment and cost profile (default cpu)\n"
+    "  --remat none|sqrtn|dp|ilp\n"
+    "                        which activations to recompute in the backward pass instead of\n"
+    "                        keeping them: dp (default with --budget) chooses per block of the\n"
+    "                        forward chain by a dynamic program under the budget; sqrtn keeps\n"
+    "                        every sqrt(n)-th block boundary (Chen et al. 2016); ilp solves\n"
+    "                        Checkmate's MILP (Jain et al. 2020) exactly with GLPK, the optimum\n"
+    "                        to measure dp against on small graphs; none keeps all\n"
+    "  --ilp-time-limit S    seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
+    "                        out the best schedule found is used and the report says so\n"
+    "  --no-fused-update     run every optimizer update after the whole backward pass\n"
+    "                        (default: each update right after its gradient is final)\n"
+    "  --max-batch DIM       with --budget: find the largest value of the symbolic dim DIM\n"
+    "                        (a batch size) whose plan fits, then plan at that value\n"
+    "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
+    "  --dot FILE            the plan as a Graphviz graph (render: dot -Tsvg FILE -o plan.svg)\n"
+    "  --timeline FILE       an SVG of live bytes over the steps by category, with the\n"
+    "                        budget and arena lines, and the arena layout beneath\n"
+    "  --json FILE           write the report as JSON (arena_bytes, lower_bound_bytes,\n"
+    "                        budget_bytes, fits, categories, steps, buffers, planning_seconds)\n"
+    "\n"
+    "exit codes: 0 planned (and fits the budget), 3 planned but over the budget,\n"
+    "            1 failure, 2 bad input or usage\n";
+
+/* Plans the model at the given dims; *fits and *arena report the outcome. */
+static vp_status try_plan(const char *model, const cli_dims *dims, const cli_train_opts *o, const vp_device_profile *dev,
+                          int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, int *fits,
+                          int64_t *arena, vp_error *err) {
+    vp_graph *g = NULL, *planned = NULL;
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_remat_result rr;
+    vp_status s = cli_build_step(model, dims, &o->spec, &g, &t, NULL, err);
+    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, ro, &planned, &p, &rr, err);
+    if (!s) {
+        *fits = p.arena_bytes <= budget;
+        *arena = p.arena_bytes;
+    }
+    vp_plan_free(&p);
+    vp_training_free(&t);
+    if (planned && planned != g) vp_graph_free(planned);
+    vp_graph_free(g);
+    return s;
+}
+
+/* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
+static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
+                                int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, vp_error *err) {
+    int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
+    int fits = 0;
+    vp_status s = VP_OK;
+    for (int64_t v = 1; v <= (1 << 24); v *= 2) {
+        dims->b[k].value = v;
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
+        if (s) return s;
+        fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)v, (long long)arena, fits ? "fits" : "over");
+        if (!fits) {
+            hi = v;
+            hi_arena = arena;
+            break;
+        }
+        lo = v;
+        lo_arena = arena;
+    }
+    if (!lo) return vp_fail(err, VP_ERR_INVALID, "%s: even %s=1 does not fit the budget (arena %lld bytes)", model,
+                            dims->b[k].name, (long long)arena);
+    if (!hi) return vp_fail(err, VP_ERR_INVALID, "%s: %s fits the budget at every value tried (up to %lld)", model,
+                            dims->b[k].name, (long long)lo);
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        dims->b[k].value = mid;
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
+        if (s) return s;
+        fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)mid, (long long)arena, fits ? "fits" : "over");
+        if (fits) lo = mid, lo_arena = arena;
+        else hi = mid, hi_arena = arena;
+    }
+    printf("max %s under the budget: %lld (arena %lld bytes); %lld needs %lld bytes\n", dims->b[k].name, (long long)lo,
+           (long long)lo_arena, (long long)hi, (long long)hi_arena);
+    dims->b[k].value = lo;
+    return VP_OK;
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
+    const char *max_dim = NULL, *dot = NULL, *timeline = NULL, *ilp_limit = NULL;
+    int fused = 1;
+    vp_remat_opts ro = {0};
+    cli_dims dims = {0};
+    cli_train_opts o;
+    memset(&o, 0, sizeof o);
+    vp_error err;
+    vp_status s = VP_OK;
+    for (int i = 1; i < argc && !s; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(plan_usage, stdout);
+            return 0;
+        }
+        if (cli_train_parse(&o, argc, argv, &i, &s, &err)) continue;
+        if (!strcmp(a, "--no-fused-update")) fused = 0;
+        else if (!strcmp(a, "--fused-update")) fused = 1;
+        else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
+                 !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch") || !strcmp(a, "--dot") ||
+                 !strcmp(a, "--timeline") || !strcmp(a, "--ilp-time-limit")) {
+            if (i + 1 >= argc) {
+                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
+                break;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
+            else if (!strcmp(a, "-o")) out = v;
+            else if (!strcmp(a, "--json")) json = v;
+            else if (!strcmp(a, "--device")) device = v;
+            else if (!strcmp(a, "--remat")) remat_arg = v;
+            else if (!strcmp(a, "--max-batch")) max_dim = v;
+            else if (!strcmp(a, "--dot")) dot = v;
+            else if (!strcmp(a, "--timeline")) timeline = v;
+            else if (!strcmp(a, "--ilp-time-limit")) ilp_limit = v;
+            else budget_arg = v;
+        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
+        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
+        else model = a;
+    }
+    if (!s && !model) {
+        fputs(plan_usage, stderr);
+        return 2;
+    }
+    if (!s) s = cli_train_finish(&o, &err);
+    int64_t budget = 0;
+    if (!s && budget_arg && !vp_parse_size(budget_arg, &budget))
+        s = vp_fail(&err, VP_ERR_USAGE, "--budget '%s' is not a size (examples: 16GiB, 800MB, 1073741824)", budget_arg);
+    const vp_device_profile *dev = vp_device_find(device);
+    if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
+    vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
+    if (!s && remat_arg) s = vp_remat_parse(remat_arg, &remat, &err);
+    if (!s && ilp_limit) {
+        char *end = NULL;
+        ro.ilp_time_limit = strtod(ilp_limit, &end);
+        if (end == ilp_limit || *end || !(ro.ilp_time_limit > 0) || ro.ilp_time_limit > 1e6)
+            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit '%s' is not a number of seconds (example: 60)", ilp_limit);
+        else if (remat != VP_REMAT_ILP)
+            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
+    }
+    if (!s && max_dim) {
+        if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
+        int k = -1;
+        for (int i = 0; i < dims.n; i++)
+            if (!strcmp(dims.b[i].name, max_dim)) k = i;
+        if (!s && k < 0) {
+            if (dims.n == CLI_MAX_DIMS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
+            else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
+        }
+        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, &err);
+    }
+    if (s) return cli_report(s, &err);
+
+    vp_graph *g = NULL, *planned = NULL;
+    vp_remat_result rr;
+    memset(&rr, 0, sizeof rr);
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    s = cli_build_step(model, &dims, &o.spec, &g, &t, NULL, &err);
+    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
+    char knobs[512];
+    static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
+    char loss_arg[300];
+    snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
+             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
+    vp_report_ctx rc = {model, knobs, 8, s ? NULL : &rr};
+    if (!s) {
+        p.budget_bytes = budget;
+        vp_report_text(stdout, &p, &rc);
+    }
+    if (!s && json) {
+        FILE *f = fopen(json, "w");
+        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
+        else {
+            vp_report_json(f, &p, &rc);
+            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
+        }
+    }
+    if (!s && dot) {
+        s = vp_dot_write(&p, dot, &err);
+        if (!s) printf("wrote %s\n", dot);
+    }
+    if (!s && timeline) {
+        s = vp_timeline_write(&p, timeline, &err);
+        if (!s) printf("wrote %s\n", timeline);
+    }
+    if (!s && out) {
+        char lr[32], fu[8];
+        snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
+        snprintf(fu, sizeof fu, "%d", fused);
+        vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
+                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""},
+                          {"remat", vp_remat_name(remat)}};
+        s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
+        if (!s) printf("wrote %s\n", out);
+    }
+    int over = !s && budget > 0 && p.arena_bytes > budget;
+    vp_plan_free(&p);
+    vp_training_free(&t);
+    if (planned && planned != g) vp_graph_free(planned);
+    vp_graph_free(g);
+    if (s) return cli_report(s, &err);
+    return over ? 3 : 0;
+}
