@@ -25,15 +25,22 @@ static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
     return VP_OK;
 }
 
-/* Rewrites node i in place: same inputs and Y, four more outputs. */
+/* Rewrites node i in place: same inputs and Y, four more outputs.  A node exported in
+ * training form (training_mode=1, as torch.onnx writes with TrainingMode.TRAINING) keeps
+ * its running-statistics outputs, which become the carried state: the exporter leaves
+ * them unread, and without the carry training would never update the statistics. */
 static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
     vp_node *n = &g->nodes[i];
     if (n->n_inputs != 5) return vp_node_fail(err, VP_ERR_INVALID, n, "BatchNormalization needs 5 inputs");
-    if (n->n_outputs > 1 && vp_attr_int(n, "training_mode", 0))
-        return VP_OK; /* exported in training form already: left as the model says */
+    for (int k = 3; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && g->values[n->outputs[k]].n_consumers)
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                                "reads BatchNormalization's saved statistics (opset < 9 form); re-export at opset 9 or later");
     int outs[5] = {n->outputs[0], -1, -1, -1, -1};
+    for (int k = 1; k < n->n_outputs && k < 3; k++) outs[k] = n->outputs[k];
     static const char *suffix[5] = {"", "running_mean", "running_var", "saved_mean", "saved_inv_std"};
     for (int k = 1; k < 5; k++) {
+        if (outs[k] >= 0) continue;
         char name[600];
         snprintf(name, sizeof name, "%s/%s", n->name, suffix[k]);
         outs[k] = vp_graph_add_unique_value(g, name);
