@@ -17,6 +17,10 @@
  * time, the schedule it holds is checked all the same, and none at all is reported */
 static const vp_remat_opts ilp_opts = {5.0};
 
+/* The un-checkpointed arena of the model under test: a plan that recomputes must be
+ * smaller, or its recompute only costs time. */
+static int64_t full_arena = -1;
+
 /* Plans m under budget with kind; checks fit, soundness, and equality with naive. */
 static int64_t plan_case_r(test_model *m, vp_remat_kind kind, int64_t budget, int expect_fit, vp_remat_result *out) {
     vp_error err;
@@ -47,6 +51,9 @@ static int64_t plan_case_r(test_model *m, vp_remat_kind kind, int64_t budget, in
           vp_remat_name(kind), (long long)budget, (long long)arena, r.fits ? "fits" : "over", r.n_recompute,
           r.step_seconds > r.recompute_seconds ? 100.0 * r.recompute_seconds / (r.step_seconds - r.recompute_seconds) : 0.0,
           vs ? err.msg : "sound", same == 1 ? "bit-identical to naive" : why);
+    if (kind != VP_REMAT_SQRTN && r.n_recompute > 0 && full_arena > 0)
+        check_quiet(arena < full_arena, "%s %s budget %lld: %d recompute nodes lower the arena (%lld < %lld bytes)", m->name,
+                    vp_remat_name(kind), (long long)budget, r.n_recompute, (long long)arena, (long long)full_arena);
     if (kind == VP_REMAT_ILP && r.n_recompute > 0)
         check(r.ilp.objective_seconds > 0 &&
                   (r.recompute_seconds - r.ilp.objective_seconds) <= 1e-9 * (1 + r.recompute_seconds) &&
@@ -158,7 +165,7 @@ int main(void) {
             check(0, "%s: %s", names[i], err.msg);
             continue;
         }
-        int64_t full = plan_case(&m, VP_REMAT_NONE, 0, 1);
+        int64_t full = full_arena = plan_case(&m, VP_REMAT_NONE, 0, 1);
         int64_t least = plan_case(&m, VP_REMAT_DP, 1, 0); /* nothing fits 1 byte: the smallest peak */
         plan_case(&m, VP_REMAT_SQRTN, 0, 1);
         check(least > 0 && least <= full, "%s: checkpointing lowers the peak from %lld to %lld bytes (%.0f%%)", names[i],

@@ -159,6 +159,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
     vp_status full = VP_ERR_INVALID;
     if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build(p, g, t, dev, fused, err);
+    int64_t full_arena = full ? -1 : p->arena_bytes;
     if (!s && kind == VP_REMAT_SQRTN) {
         vp_remat_sqrtn_keep(g, &ch, keep);
         s = vp_remat_plan_copy(g, t, dev, fused, keep, NULL, &best_g, p, &r->n_recompute, err);
@@ -179,8 +180,16 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         if (!full) vp_plan_free(p);
         s = vp_remat_dp_candidates(g, t, dev, fused, budget, &ch, keep, choice, cands, &nc, MAX_CANDS, r, err);
     }
-    if (!s && nc > 0) {
-        int w = vp_remat_candidate_pick(cands, nc);
+    int w = !s && nc > 0 ? vp_remat_candidate_pick(cands, nc) : -1;
+    /* Recompute that does not lower the arena only costs time: when nothing fits and
+     * the best candidate is no smaller than keeping everything, keep everything. */
+    if (w >= 0 && !cands[w].fits && full_arena >= 0 && cands[w].p.arena_bytes >= full_arena) {
+        s = vp_plan_build(p, g, t, dev, fused, err);
+        best_g = g;
+        for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'A';
+        w = -1;
+    }
+    if (w >= 0) {
         /* polish the plan kept: the arena's improving search, only when it can help */
         if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, NULL, err);
         else snprintf(cands[w].p.arena.kept, sizeof cands[w].p.arena.kept, "%s", vp_arena_algo_name(0));

@@ -65,7 +65,9 @@ int vp_remat_candidate_pick(const candidate *c, int n) {
     if (best >= 0) return best;
     best = 0;
     for (int i = 1; i < n; i++)
-        if (c[i].p.arena_bytes < c[best].p.arena_bytes) best = i;
+        if (c[i].p.arena_bytes < c[best].p.arena_bytes ||
+            (c[i].p.arena_bytes == c[best].p.arena_bytes && c[i].recompute_seconds < c[best].recompute_seconds))
+            best = i;
     return best;
 }
 
