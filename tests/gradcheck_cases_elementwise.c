@@ -248,6 +248,13 @@ static void cases_select(void) {
             gc_op(&k, mm[i], 2, (int[]){gc_param(&k, UNI, DIMS(2, 3)), gc_param(&k, UNI, DIMS(3))});
             gc_run(&k);
         }
+        if (gc_begin(&k, 13, "%s of 18 inputs, 6 parameters each 3 times [3]", mm[i])) {
+            int in[18];
+            for (int j = 0; j < 6; j++) in[j] = gc_param(&k, UNI, DIMS(3));
+            for (int j = 6; j < 18; j++) in[j] = in[j % 6];
+            gc_op(&k, mm[i], 18, in);
+            gc_run(&k);
+        }
         if (gc_begin(&k, 13, "%s(a[2,3], b[2,3], c[1])", mm[i])) {
             gc_op(&k, mm[i], 3,
                   (int[]){gc_param(&k, UNI, DIMS(2, 3)), gc_param(&k, UNI, DIMS(2, 3)), gc_param(&k, UNI, DIMS(1))});

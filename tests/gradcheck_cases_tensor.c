@@ -74,6 +74,19 @@ static void cases_concat_split(void) {
         attr_i(&k, gc_op(&k, "Concat", 2, (int[]){x, x}), "axis", 0);
         gc_run(&k);
     }
+    if (gc_begin(&k, 13, "Concat axis=1 of 20 inputs, 4 parameters each 5 times [2,1] (no fan-in limit)")) {
+        int in[20];
+        for (int j = 0; j < 4; j++) in[j] = gc_param(&k, UNI, DIMS(2, 1));
+        for (int j = 4; j < 20; j++) in[j] = in[j % 4];
+        attr_i(&k, gc_op(&k, "Concat", 20, in), "axis", 1);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "Split[2,20] axis=1 into 20, 15 outputs in the loss (no fan-out limit)")) {
+        int x = gc_param(&k, UNI, DIMS(2, 20)), y[20];
+        attr_i(&k, gc_node(&k, "Split", "", 1, &x, 20, y), "axis", 1);
+        for (int j = 0; j < 15; j++) gc_loss_on(&k, y[j]);
+        gc_run(&k);
+    }
     if (gc_begin(&k, 13, "Split[2,6] axis=1 split=[1,3,2], all outputs in the loss")) {
         int x = gc_param(&k, UNI, DIMS(2, 6)), y[3];
         int n = gc_node(&k, "Split", "", 2, (int[]){x, gc_ints(&k, 3, (int64_t[]){1, 3, 2})}, 3, y);

@@ -28,6 +28,7 @@
  * for float16 (eps 5e-4; seen 1e-3), 5e-2 for bfloat16 (eps 4e-3; seen 1.3e-2). */
 #include "gradcheck_harness.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -192,7 +193,9 @@ int gc_bool(gc_case *k, int v) {
 
 /* The op under test; out receives its n_out output ids. */
 int gc_node(gc_case *k, const char *op, const char *domain, int n_in, const int *in, int n_out, int *out) {
-    int outs[16];
+    enum { MAX_OUTS = 64 };
+    int outs[MAX_OUTS];
+    if (n_out > MAX_OUTS) return -1;
     for (int j = 0; j < n_out; j++) {
         char name[64];
         snprintf(name, sizeof name, "y%d", j);
@@ -202,7 +205,10 @@ int gc_node(gc_case *k, const char *op, const char *domain, int n_in, const int 
     return vp_graph_add_node(k->g, op, domain, "op", n_in, in, n_out, outs);
 }
 
-void gc_loss_on(gc_case *k, int v) { k->loss_from[k->n_loss++] = v; }
+void gc_loss_on(gc_case *k, int v) {
+    assert(k->n_loss < (int)(sizeof k->loss_from / sizeof k->loss_from[0]) && "a case sums at most 16 values into its loss");
+    k->loss_from[k->n_loss++] = v;
+}
 
 /* The op's output 0 goes into the loss: the common one-output case. */
 int gc_op(gc_case *k, const char *op, int n_in, const int *in) {

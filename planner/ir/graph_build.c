@@ -8,15 +8,19 @@
 
 int vp_build_node(vp_graph *g, const char *op, const char *domain, const char *name, int n_in, const int *in,
                   int n_out, vp_phase phase, int opset) {
-    int outs[16];
-    if (n_out > 16) return -1;
+    int *outs = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *outs);
+    if (!outs) return -1;
     for (int k = 0; k < n_out; k++) {
         char vname[600];
         snprintf(vname, sizeof vname, "%s:%d", name, k);
         outs[k] = vp_graph_add_unique_value(g, vname);
-        if (outs[k] < 0) return -1;
+        if (outs[k] < 0) {
+            free(outs);
+            return -1;
+        }
     }
     int id = vp_graph_add_node(g, op, domain, name, n_in, in, n_out, outs);
+    free(outs);
     if (id < 0) return -1;
     g->nodes[id].phase = phase;
     if (opset) g->nodes[id].opset = opset;

@@ -7,6 +7,7 @@
  * among inputs that tie for the result (as torch.maximum does); piecewise-constant ops
  * (Floor, Ceil, Round, Sign) get a zero gradient. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_util.h"
@@ -227,25 +228,27 @@ VP_GRAD_RULE(vp_grad_sum) {
 
 /* Max, Min: input k gets dy * [x_k == y] / (number of inputs equal to y). */
 VP_GRAD_RULE(vp_grad_max_min) {
-    int n_in = vp_gr_node(c, node)->n_inputs, y = OUT(0), mask[16], count = -1;
+    int n_in = vp_gr_node(c, node)->n_inputs, y = OUT(0), count = -1, share = -1;
     if (n_in == 1) return vp_grad_identity(c, node, dy, dx, err);
-    if (n_in > 16) return vp_node_fail(err, VP_ERR_UNSUPPORTED, vp_gr_node(c, node), "has more than 16 inputs");
-    for (int k = 0; k < n_in; k++) {
+    int *mask = malloc((size_t)n_in * sizeof *mask);
+    vp_status s = mask ? VP_OK : vp_gr_nomem(err);
+    for (int k = 0; !s && k < n_in; k++) {
         int eq;
-        TRY(op2(c, node, "Equal", IN(k), y, &eq, err));
-        TRY(vp_gr_cast(c, node, eq, DT(y), &mask[k], err));
+        s = op2(c, node, "Equal", IN(k), y, &eq, err);
+        if (!s) s = vp_gr_cast(c, node, eq, DT(y), &mask[k], err);
+        if (s) break;
         if (count < 0) count = mask[k];
-        else TRY(op2(c, node, "Add", count, mask[k], &count, err));
+        else s = op2(c, node, "Add", count, mask[k], &count, err);
     }
-    int share;
-    TRY(op2(c, node, "Div", dy[0], count, &share, err));
-    for (int k = 0; k < n_in; k++) {
+    if (!s) s = op2(c, node, "Div", dy[0], count, &share, err);
+    for (int k = 0; !s && k < n_in; k++) {
         if (!vp_grad_needs(c, node, k)) continue;
         int t;
-        TRY(op2(c, node, "Mul", share, mask[k], &t, err));
-        TRY(vp_gr_to_input(c, node, t, k, dx, err));
+        s = op2(c, node, "Mul", share, mask[k], &t, err);
+        if (!s) s = vp_gr_to_input(c, node, t, k, dx, err);
     }
-    return VP_OK;
+    free(mask);
+    return s;
 }
 
 /* Whether a Dropout node trains: from opset 12 its training_mode input, which must be

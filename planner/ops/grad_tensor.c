@@ -58,40 +58,47 @@ VP_GRAD_RULE(vp_grad_transpose) {
 
 VP_GRAD_RULE(vp_grad_expand) { return vp_gr_to_input(c, node, dy[0], 0, dx, err); }
 
-/* Concat: Split the gradient at the inputs' sizes along the axis. */
+/* Concat: Split the gradient at the inputs' sizes along the axis.  Fan-in has no limit
+ * (DenseNet-121 concatenates up to 117 inputs). */
 VP_GRAD_RULE(vp_grad_concat) {
     const vp_node *n = vp_gr_node(c, node);
-    int n_in = n->n_inputs, rank = vp_gr_val(c, OUT(0))->rank, axis, sizes_v, b, outs[16];
-    if (n_in > 16) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has more than 16 inputs");
+    int n_in = n->n_inputs, rank = vp_gr_val(c, OUT(0))->rank, axis, sizes_v, b;
     TRY(vp_shape_axis(n, vp_attr_int(n, "axis", 0), rank, &axis, err));
-    int64_t sizes[16];
-    for (int k = 0; k < n_in; k++) sizes[k] = vp_gr_val(c, IN(k))->dims[axis];
-    TRY(vp_gr_ints(c, sizes, n_in, &sizes_v, err));
-    int in[2] = {dy[0], sizes_v};
-    if (build(c, node, "Split", "", 2, in, n_in, &b)) return vp_gr_nomem(err);
-    TRY(vp_gr_attr_int(c, b, "axis", axis, err));
-    TRY(vp_grad_end(c, b, outs, err));
-    for (int k = 0; k < n_in; k++)
+    int *outs = malloc((size_t)n_in * sizeof *outs);
+    int64_t *sizes = malloc((size_t)n_in * sizeof *sizes);
+    vp_status s = outs && sizes ? VP_OK : vp_gr_nomem(err);
+    for (int k = 0; !s && k < n_in; k++) sizes[k] = vp_gr_val(c, IN(k))->dims[axis];
+    if (!s) s = vp_gr_ints(c, sizes, n_in, &sizes_v, err);
+    int in[2] = {dy[0], s ? -1 : sizes_v};
+    if (!s && build(c, node, "Split", "", 2, in, n_in, &b)) s = vp_gr_nomem(err);
+    if (!s) s = vp_gr_attr_int(c, b, "axis", axis, err);
+    if (!s) s = vp_grad_end(c, b, outs, err);
+    for (int k = 0; !s && k < n_in; k++)
         if (vp_grad_needs(c, node, k)) dx[k] = outs[k];
-    return VP_OK;
+    free(outs);
+    free(sizes);
+    return s;
 }
 
 /* Split: Concat the outputs' gradients, zeros for outputs no gradient reaches. */
 VP_GRAD_RULE(vp_grad_split) {
     const vp_node *n = vp_gr_node(c, node);
-    int n_out = n->n_outputs, rank = vp_gr_val(c, IN(0))->rank, axis, parts[16], b;
+    int n_out = n->n_outputs, rank = vp_gr_val(c, IN(0))->rank, axis, b;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    if (n_out > 16) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has more than 16 outputs");
     TRY(vp_shape_axis(n, vp_attr_int(n, "axis", 0), rank, &axis, err));
-    for (int k = 0; k < n_out; k++) {
+    int *parts = malloc((size_t)n_out * sizeof *parts);
+    vp_status s = parts ? VP_OK : vp_gr_nomem(err);
+    for (int k = 0; !s && k < n_out; k++) {
         parts[k] = dy[k];
         if (parts[k] >= 0) continue;
         shape y = shape_of(c, OUT(k));
-        TRY(vp_gr_zeros(c, node, y.dtype, y.rank, y.dims, &parts[k], err));
+        s = vp_gr_zeros(c, node, y.dtype, y.rank, y.dims, &parts[k], err);
     }
-    if (build(c, node, "Concat", "", n_out, parts, 1, &b)) return vp_gr_nomem(err);
-    TRY(vp_gr_attr_int(c, b, "axis", axis, err));
-    return vp_grad_end(c, b, &dx[0], err);
+    if (!s && build(c, node, "Concat", "", n_out, parts, 1, &b)) s = vp_gr_nomem(err);
+    if (!s) s = vp_gr_attr_int(c, b, "axis", axis, err);
+    if (!s) s = vp_grad_end(c, b, &dx[0], err);
+    free(parts);
+    return s;
 }
 
 /* ---- Slice ---- */

@@ -146,6 +146,7 @@ vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err) {
     int n_fwd_nodes = g->n_nodes;
     int n_fwd_values = g->n_values;
     vp_grad_ctx c = {g, NULL, -1, 0};
+    int *dy = NULL, *dx = NULL;
     char *reaches = calloc((size_t)n_fwd_values + 1, 1);
     int *grads = malloc(((size_t)n_fwd_values + 1) * sizeof *grads);
     c.requires = calloc((size_t)n_fwd_values + 1, 1);
@@ -184,18 +185,18 @@ vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err) {
         grads[t->loss] = one;
     }
     t->first_backward_node = g->n_nodes;
+    /* dy and dx sized for the widest node (a DenseNet Concat has over a hundred inputs) */
+    int arity = 1;
+    for (int i = 0; i < n_fwd_nodes; i++) {
+        if (g->nodes[i].n_inputs > arity) arity = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > arity) arity = g->nodes[i].n_outputs;
+    }
+    dy = malloc((size_t)arity * sizeof *dy);
+    dx = malloc((size_t)arity * sizeof *dx);
+    if (!dy || !dx) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int i = n_fwd_nodes - 1; i >= 0 && !s; i--) {
-        int dy[16], dx[16], any_dy = 0, any_need = 0;
+        int any_dy = 0, any_need = 0;
         const vp_node *n = &g->nodes[i];
-        if (n->n_outputs > 16 || n->n_inputs > 16) {
-            int touches = 0;
-            for (int k = 0; k < n->n_inputs; k++) touches |= vp_grad_needs(&c, i, k);
-            if (touches) {
-                s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has more than 16 inputs or outputs on the gradient path");
-                break;
-            }
-            continue;
-        }
         for (int k = 0; k < n->n_outputs; k++) {
             int v = n->outputs[k];
             dy[k] = v >= 0 && v < n_fwd_values && reaches[v] && c.requires[v] ? grads[v] : -1;
@@ -241,6 +242,8 @@ vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err) {
     }
     for (int i = 0; i < t->n_params; i++) t->grads[i] = grads[t->params[i]];
 done:
+    free(dy);
+    free(dx);
     free(reaches);
     free(grads);
     free(c.requires);
