@@ -24,6 +24,9 @@ expect 0 "params: 6922" -- "$tool" inspect "$tmp/trained.onnx" --dim batch=4
 expect 2 "--loss names 'nope', which the model does not have" -- "$tool" train "$mlp" --dim batch=4 --loss ce:nope
 expect 2 "needs logits of rank 2 or more" -- "$tool" train "$bad/rank0_output.onnx" --loss ce:y
 expect 2 "node 'mod_it' (Mod): has no gradient rule" -- "$tool" train "$bad/no_gradient_rule.onnx" --loss mse:y
+# inspect predicts what train refuses
+expect 0 "^  Mod (1): mod_it" -- "$tool" inspect "$bad/no_gradient_rule.onnx"
+expect 0 '"no_gradient_rule": \[\]' -- "$tool" inspect "$mlp" --dim batch=4 --json
 expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --freeze nothing_matches
 expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
 expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4

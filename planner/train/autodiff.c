@@ -133,6 +133,38 @@ static void propagate_requires(vp_graph *g, char *req) {
     }
 }
 
+vp_status vp_autodiff_blockers(const vp_graph *g, int **nodes, int *n_nodes, vp_error *err) {
+    *nodes = NULL;
+    *n_nodes = 0;
+    char *req = calloc((size_t)g->n_values + 1, 1), *reaches = calloc((size_t)g->n_values + 1, 1);
+    int *out = malloc(((size_t)g->n_nodes + 1) * sizeof *out);
+    if (!req || !reaches || !out) {
+        free(req);
+        free(reaches);
+        free(out);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        req[v] = (val->flags & VP_VAL_INITIALIZER) && !(val->flags & VP_VAL_CONST) && vp_dtype_is_float(val->dtype);
+    }
+    propagate_requires((vp_graph *)g, req);
+    for (int k = 0; k < g->n_outputs; k++) reaches[g->outputs[k]] = 1;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const vp_node *n = &g->nodes[i];
+        int any_out = 0, any_in = 0;
+        for (int k = 0; k < n->n_outputs; k++) any_out |= n->outputs[k] >= 0 && reaches[n->outputs[k]] && req[n->outputs[k]];
+        if (!any_out || n->folded) continue;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && req[n->inputs[k]]) reaches[n->inputs[k]] = any_in = 1;
+        if (any_in && (!n->op || !n->op->grad)) out[(*n_nodes)++] = i;
+    }
+    free(req);
+    free(reaches);
+    *nodes = out;
+    return VP_OK;
+}
+
 static vp_status accumulate(vp_grad_ctx *c, int node, int *grads, int v, int gnew, vp_error *err) {
     if (grads[v] < 0) {
         grads[v] = gnew;

@@ -77,6 +77,12 @@ void vp_training_free(vp_training *t);
 vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, vp_error *err);
 vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
 vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
+
+/* The nodes autodiff would refuse for want of a gradient rule when every float
+ * initializer trains and every graph output feeds the loss: what `inspect` warns of
+ * before `train` meets it (freezing the parameters before them avoids them).  *nodes
+ * (heap, caller frees) gets node ids, last first. */
+vp_status vp_autodiff_blockers(const vp_graph *g, int **nodes, int *n_nodes, vp_error *err);
 vp_status vp_optimizer_build(vp_graph *g, const vp_opt_spec *opt, vp_training *t, vp_error *err);
 
 #endif

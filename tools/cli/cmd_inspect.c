@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train/training.h"
 #include "json_writer.h"
 
 static const char inspect_usage[] =
@@ -95,6 +96,46 @@ static const char *human_bytes(double b, char *buf, size_t len) {
     return buf;
 }
 
+/* Counts nodes ids[0..n) by op and keeps their names. */
+static void hist_add_nodes(histogram *h, const vp_graph *g, const int *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        const vp_node *node = &g->nodes[ids[i]];
+        op_count *o = hist_get(h, node);
+        if (!o) continue;
+        const char **nn = realloc(o->nodes, (size_t)(o->n_nodes + 1) * sizeof *nn);
+        if (!nn) continue;
+        o->nodes = nn;
+        o->nodes[o->n_nodes++] = node->name;
+        o->count++;
+    }
+}
+
+static void print_op_nodes(const histogram *h) {
+    for (int i = 0; i < h->n; i++) {
+        printf("  %s%s%s (%d):", h->ops[i].domain, h->ops[i].domain[0] ? "." : "", h->ops[i].op, h->ops[i].n_nodes);
+        for (int k = 0; k < h->ops[i].n_nodes && k < 8; k++) printf(" %s", h->ops[i].nodes[k]);
+        if (h->ops[i].n_nodes > 8) printf(" ...");
+        printf("\n");
+    }
+}
+
+static void json_op_nodes(vp_json *j, const histogram *h) {
+    vp_json_begin_array(j);
+    for (int i = 0; i < h->n; i++) {
+        vp_json_begin_object(j);
+        vp_json_key(j, "op");
+        vp_json_string(j, h->ops[i].op);
+        vp_json_key(j, "domain");
+        vp_json_string(j, h->ops[i].domain);
+        vp_json_key(j, "nodes");
+        vp_json_begin_array(j);
+        for (int k = 0; k < h->ops[i].n_nodes; k++) vp_json_string(j, h->ops[i].nodes[k]);
+        vp_json_end_array(j);
+        vp_json_end_object(j);
+    }
+    vp_json_end_array(j);
+}
+
 int cmd_inspect(int argc, char **argv) {
     const char *model = NULL;
     int json = 0;
@@ -155,17 +196,14 @@ int cmd_inspect(int argc, char **argv) {
         op_count *o = hist_get(&h, &g->nodes[i]);
         if (o) o->count++;
     }
-    for (int i = 0; i < res.n_unsupported; i++) {
-        const vp_node *n = &g->nodes[res.unsupported[i]];
-        op_count *o = hist_get(&uh, n);
-        if (!o) continue;
-        const char **nn = realloc(o->nodes, (size_t)(o->n_nodes + 1) * sizeof *nn);
-        if (!nn) continue;
-        o->nodes = nn;
-        o->nodes[o->n_nodes++] = n->name;
-        o->count++;
-    }
+    hist_add_nodes(&uh, g, res.unsupported, res.n_unsupported);
     qsort(h.ops, (size_t)h.n, sizeof *h.ops, by_count);
+    /* what train would refuse: ops without a gradient rule between a weight and an output */
+    histogram gh = {0};
+    int *blockers = NULL, n_blockers = 0;
+    vp_error berr;
+    if (!s && !vp_autodiff_blockers(g, &blockers, &n_blockers, &berr)) hist_add_nodes(&gh, g, blockers, n_blockers);
+    free(blockers);
 
     if (json) {
         vp_json j;
@@ -205,20 +243,9 @@ int cmd_inspect(int argc, char **argv) {
         vp_json_key(&j, "outputs");
         json_values(&j, g, g->outputs, g->n_outputs);
         vp_json_key(&j, "unsupported");
-        vp_json_begin_array(&j);
-        for (int i = 0; i < uh.n; i++) {
-            vp_json_begin_object(&j);
-            vp_json_key(&j, "op");
-            vp_json_string(&j, uh.ops[i].op);
-            vp_json_key(&j, "domain");
-            vp_json_string(&j, uh.ops[i].domain);
-            vp_json_key(&j, "nodes");
-            vp_json_begin_array(&j);
-            for (int k = 0; k < uh.ops[i].n_nodes; k++) vp_json_string(&j, uh.ops[i].nodes[k]);
-            vp_json_end_array(&j);
-            vp_json_end_object(&j);
-        }
-        vp_json_end_array(&j);
+        json_op_nodes(&j, &uh);
+        vp_json_key(&j, "no_gradient_rule");
+        json_op_nodes(&j, &gh);
         if (s) {
             vp_json_key(&j, "first_error");
             vp_json_string(&j, err.msg);
@@ -243,16 +270,15 @@ int cmd_inspect(int argc, char **argv) {
         if (!uh.n) printf("unsupported: none\n");
         else {
             printf("unsupported:\n");
-            for (int i = 0; i < uh.n; i++) {
-                printf("  %s%s%s (%d):", uh.ops[i].domain, uh.ops[i].domain[0] ? "." : "", uh.ops[i].op,
-                       uh.ops[i].n_nodes);
-                for (int k = 0; k < uh.ops[i].n_nodes && k < 8; k++) printf(" %s", uh.ops[i].nodes[k]);
-                if (uh.ops[i].n_nodes > 8) printf(" ...");
-                printf("\n");
-            }
+            print_op_nodes(&uh);
             printf("first reason: %s\n", err.msg);
         }
+        if (gh.n) {
+            printf("no gradient rule (train refuses these unless the parameters before them are frozen):\n");
+            print_op_nodes(&gh);
+        }
     }
+    hist_free(&gh);
     hist_free(&h);
     hist_free(&uh);
     free(res.unsupported);
