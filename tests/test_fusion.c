@@ -282,7 +282,7 @@ static int hb_param(hb *b, int rank, const int64_t *dims) {
     vp_value *v = &b->g->values[id];
     v->dtype = VP_F32;
     v->rank = rank;
-    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+    if (rank) memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
     int64_t n = vp_value_numel(v);
     float *d = malloc((size_t)n * sizeof *d);
     for (int64_t i = 0; i < n; i++) d[i] = 0.5f + (float)i / 10;
