@@ -187,6 +187,36 @@ static void cases_unary(void) {
     }
 }
 
+/* One output of a node of the standard domain: op(a) or op(a, b). */
+static int op_of(gc_case *k, const char *op, int a, int b) {
+    int y, in[2] = {a, b};
+    gc_node(k, op, "", b >= 0 ? 2 : 1, in, 1, &y);
+    return y;
+}
+
+/* GELU as torch.onnx writes it (erf and tanh forms): vp_training_build fuses each into
+ * com.microsoft.Gelu or FastGelu before autodiff (test_fusion checks that it does), so
+ * these check the fused gradients against finite differences of the exporter's graph. */
+static void cases_gelu_patterns(void) {
+    gc_case k;
+    if (gc_begin(&k, 13, "GELU erf pattern x * (1 + erf(x / sqrt 2)) * 0.5 [2,3,4] (fused)")) {
+        int x = gc_param(&k, HARD, DIMS(2, 3, 4));
+        int e = op_of(&k, "Erf", op_of(&k, "Div", x, gc_scalar(&k, M_SQRT2)), -1);
+        int y = op_of(&k, "Mul", op_of(&k, "Mul", x, op_of(&k, "Add", e, gc_scalar(&k, 1))), gc_scalar(&k, 0.5));
+        gc_loss_on(&k, y);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "GELU tanh pattern 0.5 * (x * (1 + tanh(k * (x + 0.044715 x*x*x)))) [2,3,4] (fused)")) {
+        int x = gc_param(&k, HARD, DIMS(2, 3, 4));
+        int cube = op_of(&k, "Mul", x, op_of(&k, "Mul", x, x));
+        int s = op_of(&k, "Add", x, op_of(&k, "Mul", gc_scalar(&k, 0.044715), cube));
+        int t = op_of(&k, "Tanh", op_of(&k, "Mul", gc_scalar(&k, sqrt(2 / M_PI)), s), -1);
+        int y = op_of(&k, "Mul", gc_scalar(&k, 0.5), op_of(&k, "Mul", x, op_of(&k, "Add", gc_scalar(&k, 1), t)));
+        gc_loss_on(&k, y);
+        gc_run(&k);
+    }
+}
+
 static void cases_clip(void) {
     gc_case k;
     if (gc_begin(&k, 6, "Clip[3,4] min=-0.5 max=0.5 opset 6")) {
@@ -297,6 +327,7 @@ static void cases_dropout(void) {
 void gc_cases_elementwise(void) {
     cases_arith();
     cases_unary();
+    cases_gelu_patterns();
     cases_clip();
     cases_select();
     cases_dropout();

@@ -67,6 +67,36 @@ static void case_layernorm(int axis, int bias, int n_out, int rank, const int64_
     gc_run(&k);
 }
 
+/* LayerNorm as torch.onnx writes it below opset 17, (x - mean) / sqrt(var + eps) * w + b
+ * over the last `axes` axes (without w and b when !affine): vp_training_build fuses it
+ * into LayerNormalization (test_fusion checks that it does), so this checks the fused
+ * gradients against finite differences of the exporter's graph. */
+static void case_layernorm_pattern(int affine, int axes, int rank, const int64_t *x) {
+    gc_case k;
+    char sx[64];
+    if (!gc_begin(&k, 13, "LayerNorm pattern%s over %d last axes%s (fused)", vp_shape_str(rank, x, sx, sizeof sx), axes,
+                  affine ? ", affine" : ""))
+        return;
+    int64_t ax[VP_MAX_RANK];
+    for (int i = 0; i < axes; i++) ax[i] = rank - axes + i;
+    int v = gc_param(&k, UNI, rank, x), y[6];
+    int in[2] = {v, -1};
+    attr_is(&k, gc_node(&k, "ReduceMean", "", 1, in, 1, &y[0]), "axes", axes, ax);
+    gc_node(&k, "Sub", "", 2, (int[]){v, y[0]}, 1, &y[1]);
+    gc_node(&k, "Pow", "", 2, (int[]){y[1], gc_scalar(&k, 2)}, 1, &y[2]);
+    attr_is(&k, gc_node(&k, "ReduceMean", "", 1, &y[2], 1, &y[3]), "axes", axes, ax);
+    gc_node(&k, "Add", "", 2, (int[]){y[3], gc_scalar(&k, 1e-3)}, 1, &y[4]);
+    gc_node(&k, "Sqrt", "", 1, &y[4], 1, &y[5]);
+    int out;
+    gc_node(&k, "Div", "", 2, (int[]){y[1], y[5]}, 1, &out);
+    if (affine) {
+        gc_node(&k, "Mul", "", 2, (int[]){out, gc_param(&k, POS, axes, x + rank - axes)}, 1, &out);
+        gc_node(&k, "Add", "", 2, (int[]){out, gc_param(&k, UNI, axes, x + rank - axes)}, 1, &out);
+    }
+    gc_loss_on(&k, out);
+    gc_run(&k);
+}
+
 static void case_lrn(int size, double alpha, double beta, double bias, int rank, const int64_t *x) {
     gc_case k;
     char sx[64];
@@ -99,6 +129,9 @@ static void cases_norm(void) {
     case_layernorm(0, 1, 1, DIMS(2, 3, 4));
     case_layernorm(-1, 0, 1, DIMS(3, 5));
     case_layernorm(2, 1, 3, DIMS(2, 3, 4, 2));
+    case_layernorm_pattern(1, 1, DIMS(2, 3, 4));
+    case_layernorm_pattern(0, 1, DIMS(3, 5));
+    case_layernorm_pattern(1, 2, DIMS(2, 3, 4));
     gc_case k;
     if (gc_begin(&k, 13, "InstanceNormalization[2,3,4,5]")) {
         int in[3] = {gc_param(&k, UNI, DIMS(2, 3, 4, 5)), gc_param(&k, POS, DIMS(3)), gc_param(&k, UNI, DIMS(3))};

@@ -66,6 +66,16 @@ static void free_attr(vp_attr *a) {
     }
 }
 
+static void free_node(vp_node *n) {
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int a = 0; a < n->n_attrs; a++) free_attr(&n->attrs[a]);
+    free(n->attrs);
+}
+
 void vp_graph_free(vp_graph *g) {
     if (!g) return;
     for (int i = 0; i < g->n_values; i++) {
@@ -75,16 +85,7 @@ void vp_graph_free(vp_graph *g) {
         if (v->data_owner == VP_DATA_HEAP) free(v->data);
         free(v->consumers);
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        vp_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
-        for (int a = 0; a < n->n_attrs; a++) free_attr(&n->attrs[a]);
-        free(n->attrs);
-    }
+    for (int i = 0; i < g->n_nodes; i++) free_node(&g->nodes[i]);
     free(g->values);
     free(g->nodes);
     free(g->inputs);
@@ -494,6 +495,32 @@ vp_status vp_graph_reorder(vp_graph *g, const int *order, vp_error *err) {
     free(seen);
     memcpy(g->nodes, nn, (size_t)g->n_nodes * sizeof *nn);
     free(nn);
+    return vp_graph_link(g, err);
+}
+
+vp_status vp_graph_keep_nodes(vp_graph *g, const int *keep, int n, vp_error *err) {
+    vp_node *nn = malloc(((size_t)g->n_nodes + 1) * sizeof *nn);
+    char *kept = calloc((size_t)g->n_nodes + 1, 1);
+    if (!nn || !kept) {
+        free(nn);
+        free(kept);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory removing nodes");
+    }
+    for (int i = 0; i < n; i++) {
+        if (keep[i] < 0 || keep[i] >= g->n_nodes || kept[keep[i]]) {
+            free(nn);
+            free(kept);
+            return vp_fail(err, VP_ERR_RUNTIME, "internal: nodes kept are not distinct node ids");
+        }
+        kept[keep[i]] = 1;
+        nn[i] = g->nodes[keep[i]];
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!kept[i]) free_node(&g->nodes[i]);
+    free(kept);
+    if (n) memcpy(g->nodes, nn, (size_t)n * sizeof *nn);
+    free(nn);
+    g->n_nodes = n;
     return vp_graph_link(g, err);
 }
 

@@ -201,6 +201,10 @@ vp_graph *vp_graph_clone(const vp_graph *g);
 /* Reorders the nodes: order[i] is the id of the node that becomes node i (a
  * permutation of all node ids); producers and consumers are relinked. */
 vp_status vp_graph_reorder(vp_graph *g, const int *order, vp_error *err);
+/* Keeps the n nodes listed in keep (distinct ids), in that order, and frees the rest
+ * (passes that replace nodes: fusion); producers and consumers are relinked.  Values
+ * stay: those only removed nodes touched are left without producer or consumer. */
+vp_status vp_graph_keep_nodes(vp_graph *g, const int *keep, int n, vp_error *err);
 
 /* Attaches constant data to a value, replacing any it had. */
 void vp_value_set_data(vp_graph *g, int id, void *data, vp_data_owner owner);

@@ -279,6 +279,8 @@ const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, vp_grad_lrn),
     LINALG_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, vp_grad_batch_norm),
     LINALG_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, vp_grad_instance_norm),
-    LINALG_OP("LayerNormalization", 17, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
+    /* standard from opset 17; ONNX Runtime has it in the default domain from opset 1 (its
+     * contrib schema), where its LayerNormFusion and ours (planner/train/fuse.c) write it */
+    LINALG_OP("LayerNormalization", 1, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
     {0},
 };

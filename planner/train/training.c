@@ -1,5 +1,5 @@
 /* Builds the training step from an inferred forward graph:
- *   training mode -> trainable set -> loss -> autodiff -> optimizer.
+ *   fusion -> training mode -> trainable set -> loss -> autodiff -> optimizer.
  * Each stage is its own file; this one chooses the parameters and keeps the order. */
 #include "train/training.h"
 
@@ -48,7 +48,8 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
 vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
     memset(t, 0, sizeof *t);
     t->loss = -1;
-    vp_status s = vp_train_mode_apply(g, t, err);
+    vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
+    if (!s) s = vp_train_mode_apply(g, t, err);
     if (!s) s = select_params(g, spec->freeze, t, err);
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     if (!s) s = vp_autodiff(g, t, err);

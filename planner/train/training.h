@@ -9,6 +9,7 @@
 #define VP_TRAINING_H
 
 #include "ir/ir.h"
+#include "train/fuse.h"
 
 typedef enum vp_loss_kind {
     VP_LOSS_CE = 1, /* softmax cross-entropy over the last axis, mean over leading positions */
@@ -45,6 +46,7 @@ typedef struct vp_train_spec {
     vp_opt_spec opt;
     const char *freeze;  /* POSIX extended regex of parameter names to freeze, or NULL */
     int no_optimizer;    /* build forward, loss and backward only (gradient checks) */
+    int no_fuse;         /* differentiate the exporter's patterns piece by piece (train/fuse.h) */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -65,6 +67,7 @@ typedef struct vp_training {
     int n_frozen;        /* parameters --freeze matched */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int first_loss_node, first_backward_node, first_optimizer_node;
+    vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     char warning[512];   /* something the user should know (a --freeze matching nothing) */
 } vp_training;
 

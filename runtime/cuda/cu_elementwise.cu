@@ -37,6 +37,11 @@ template <typename T> __device__ static inline T bin_arith(int op, T a, T b) {
         double pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
         return (T)((double)a * (cdf + x * pdf));
     }
+    case CU_FAST_GELU_GRAD: { /* d/dx of 0.5 x (1 + tanh(k (x + c x^3))), as the CPU's FastGeluGrad */
+        double x = (double)b, t = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+        double dt = 0.7978845608028654 * (1.0 + 3 * 0.044715 * x * x);
+        return (T)((double)a * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dt));
+    }
     default: return (T)0;
     }
 }
@@ -122,6 +127,7 @@ template <typename T> __device__ static inline T un_op(int op, T x, T alpha, T b
     case CU_TAN: return tan(x);
     case CU_SOFTPLUS: return x > (T)20 ? x : log1p(exp(x));
     case CU_GELU: return (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440));
+    case CU_FAST_GELU: return (T)0.5 * x * ((T)1 + tanh((T)0.7978845608028654 * (x + (T)0.044715 * x * x * x)));
     case CU_SIGN: return x > (T)0 ? (T)1 : x < (T)0 ? (T)-1 : (T)0;
     case CU_ROUND: return rint(x);
     case CU_SELU: return beta * (x <= (T)0 ? alpha * (exp(x) - (T)1) : x);

@@ -32,6 +32,7 @@ enum cu_binary_op {
     CU_SIGMOID_GRAD, /* a = dY, b = Y: dY * Y * (1 - Y) */
     CU_TANH_GRAD,    /* a = dY, b = Y: dY * (1 - Y * Y) */
     CU_GELU_GRAD,    /* a = dY, b = X: exact GELU derivative */
+    CU_FAST_GELU_GRAD, /* a = dY, b = X: derivative of GELU's tanh form */
     /* comparisons and logic write bool (uint8) */
     CU_EQUAL, CU_LESS, CU_LESS_EQUAL, CU_GREATER, CU_GREATER_EQUAL, CU_AND, CU_OR, CU_XOR,
 };
@@ -40,6 +41,7 @@ enum cu_unary_op {
     CU_RELU, CU_NEG, CU_SQRT, CU_ERF, CU_EXP, CU_LOG, CU_ABS, CU_SIGMOID, CU_TANH, CU_RECIPROCAL,
     CU_IDENTITY, CU_LEAKY_RELU, CU_ELU, CU_FLOOR, CU_CEIL, CU_SIN, CU_COS, CU_SOFTPLUS, CU_GELU,
     CU_SIGN, CU_ROUND, CU_SELU, CU_HARD_SIGMOID, CU_SOFTSIGN, CU_CLIP, CU_TAN, CU_NOT,
+    CU_FAST_GELU, /* GELU's tanh form, com.microsoft.FastGelu */
 };
 
 enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU_RL1, CU_RL2, CU_RLOGSUMEXP, CU_RLOGSUM };

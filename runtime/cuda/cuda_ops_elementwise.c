@@ -18,7 +18,7 @@ static int binary_op_of(const char *op) {
              {"Div", CU_DIV},           {"Pow", CU_POW},           {"Max", CU_MAX},
              {"Min", CU_MIN},           {"Sum", CU_ADD},           {"PRelu", CU_PRELU},
              {"ReluGrad", CU_RELU_GRAD}, {"SigmoidGrad", CU_SIGMOID_GRAD}, {"TanhGrad", CU_TANH_GRAD},
-             {"GeluGrad", CU_GELU_GRAD}, {"Equal", CU_EQUAL},       {"Less", CU_LESS},
+             {"GeluGrad", CU_GELU_GRAD}, {"FastGeluGrad", CU_FAST_GELU_GRAD}, {"Equal", CU_EQUAL},       {"Less", CU_LESS},
              {"LessOrEqual", CU_LESS_EQUAL}, {"Greater", CU_GREATER}, {"GreaterOrEqual", CU_GREATER_EQUAL},
              {"And", CU_AND},           {"Or", CU_OR},             {"Xor", CU_XOR},
              {"Mod", CU_MOD}};
@@ -71,7 +71,7 @@ static const struct {
                  {"Cos", CU_COS},         {"Tan", CU_TAN},          {"Softplus", CU_SOFTPLUS},
                  {"Gelu", CU_GELU},       {"Sign", CU_SIGN},        {"Round", CU_ROUND},
                  {"Selu", CU_SELU},       {"HardSigmoid", CU_HARD_SIGMOID}, {"Softsign", CU_SOFTSIGN},
-                 {"Not", CU_NOT}};
+                 {"Not", CU_NOT},         {"FastGelu", CU_FAST_GELU}};
 
 static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                           vp_error *err) {
@@ -94,6 +94,8 @@ static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
     }
     if (op == CU_GELU && strcmp(vp_attr_string(n, "approximate", "none"), "none"))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA backend has exact Gelu only");
+    if (op == CU_FAST_GELU && opt_in(n, in, 1))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA backend has FastGelu without bias only");
     return LAUNCH(cu_unary((int)t, op, vp_tensor_numel(in[0]), in[0]->data, out[0]->data, alpha, beta, c->stream));
 }
 
@@ -191,6 +193,9 @@ const cuda_op vp_cuda_ops_elementwise[] = {
     /* activation gradients (com.microsoft) */
     {"ReluGrad", "com.microsoft", op_binary}, {"SigmoidGrad", "com.microsoft", op_binary},
     {"TanhGrad", "com.microsoft", op_binary}, {"GeluGrad", "com.microsoft", op_binary},
+    {"FastGeluGrad", "com.microsoft", op_binary},
+    /* the activations fusion makes (planner/train/fuse.c) */
+    {"Gelu", "com.microsoft", op_unary}, {"FastGelu", "com.microsoft", op_unary},
     /* optimizer updates (vplan) */
     {"SGD", "vplan", op_sgd}, {"Momentum", "vplan", op_sgd}, {"Adam", "vplan", op_adam},
     {NULL, NULL, NULL},
