@@ -15,7 +15,7 @@ int cli_report(vp_status s, const vp_error *err) {
     return vp_status_exit_code(s);
 }
 
-vp_status cli_load(const char *path, const cli_dims *dims, vp_graph **out, vp_error *err) {
+vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err) {
     vp_status s = vp_onnx_load(path, out, err);
     if (s) return s;
     s = vp_bind_dims(*out, dims->b, dims->n, err);
@@ -36,9 +36,9 @@ static const cli_opt *walk(const cli_opt *t, int (*f)(const cli_opt *, void *), 
     return NULL;
 }
 
-static int print_opt(const cli_opt *o, void *file) {
+static int print_opt(const cli_opt *o, void *unused) {
+    (void)unused;
     if (o->kind == CLI_POS) return 0;
-    FILE *f = file;
     char head[256];
     size_t n = 0;
     for (const char *p = o->names; *p && n + 3 < sizeof head; p++) {
@@ -46,19 +46,19 @@ static int print_opt(const cli_opt *o, void *file) {
         if (*p == '|') head[n++] = ' ';
     }
     snprintf(head + n, sizeof head - n, "%s%s", o->meta ? " " : "", o->meta ? o->meta : "");
-    if (strlen(head) <= 20) fprintf(f, "  %-22s", head);
-    else fprintf(f, "  %s\n%24s", head, "");
+    if (strlen(head) <= 20) printf("  %-22s", head);
+    else printf("  %s\n%24s", head, "");
     for (const char *h = o->help ? o->help : ""; *h; h++) {
-        fputc(*h, f);
-        if (*h == '\n') fprintf(f, "%24s", "");
+        putchar(*h);
+        if (*h == '\n') printf("%24s", "");
     }
-    fputc('\n', f);
+    putchar('\n');
     return 0;
 }
 
 static void print_help(const cli_cmd *c, const cli_opt *opts) {
     printf("usage: onnx-vplan %s %s\n\n%s\n", c->name, c->args, c->intro);
-    walk(opts, print_opt, stdout);
+    walk(opts, print_opt, NULL);
     printf("  %-22s%s\n", "-h, --help", "this help");
     if (c->epilogue) printf("\n%s", c->epilogue);
 }
@@ -110,20 +110,31 @@ static vp_status bad(const cli_cmd *c, const char *opt, const char *v, const cha
     return vp_fail(err, VP_ERR_USAGE, "%s: %s expects %s, got '%s'", c->name, opt, want, v);
 }
 
-static vp_status store_dim(const cli_cmd *c, cli_dims *d, const char *opt, const char *v, vp_error *err) {
-    const char *eq = strchr(v, '=');
+static int parse_int(const char *v, int64_t *out) {
     char *end;
     errno = 0;
-    long long x = eq ? strtoll(eq + 1, &end, 10) : -1;
-    if (!eq || eq == v || !eq[1] || *end || errno || x < 0)
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno || x < 0) return 0;
+    *out = x;
+    return 1;
+}
+
+/* NAME=VALUE: the name is copied, since argv holds it joined to the value. */
+static vp_status store_pair(const cli_cmd *c, const cli_opt *o, const char *opt, const char *v, vp_error *err) {
+    cli_pairs *p = o->dest;
+    const char *eq = strchr(v, '=');
+    int64_t x = 0;
+    if (o->kind == CLI_DIM && (!eq || eq == v || !parse_int(eq + 1, &x)))
         return bad(c, opt, v, "NAME=VALUE with VALUE a non-negative integer (for example --dim batch=32)", err);
-    if (d->n == CLI_MAX_DIMS) return vp_fail(err, VP_ERR_USAGE, "%s: too many %s options (at most %d)", c->name, opt, CLI_MAX_DIMS);
-    size_t len = (size_t)(eq - v);
-    if (len >= sizeof d->names[0]) return vp_fail(err, VP_ERR_USAGE, "%s: %s name too long: '%s'", c->name, opt, v);
-    memcpy(d->names[d->n], v, len);
-    d->names[d->n][len] = 0;
-    d->b[d->n] = (vp_dim_binding){d->names[d->n], x};
-    d->n++;
+    if (!eq || eq == v || !eq[1]) return bad(c, opt, v, o->meta, err);
+    if (p->n == CLI_MAX_PAIRS)
+        return vp_fail(err, VP_ERR_USAGE, "%s: too many %s options (at most %d)", c->name, opt, CLI_MAX_PAIRS);
+    if ((size_t)(eq - v) >= sizeof p->name[0])
+        return vp_fail(err, VP_ERR_USAGE, "%s: %s name too long: '%s'", c->name, opt, v);
+    snprintf(p->name[p->n], sizeof p->name[0], "%.*s", (int)(eq - v), v);
+    p->value[p->n] = eq + 1;
+    p->b[p->n] = (vp_dim_binding){p->name[p->n], x};
+    p->n++;
     return VP_OK;
 }
 
@@ -132,18 +143,9 @@ static vp_status store(const cli_cmd *c, const cli_opt *o, const char *opt, cons
     errno = 0;
     switch (o->kind) {
     case CLI_STR: *(const char **)o->dest = v; return VP_OK;
-    case CLI_LIST: {
-        cli_list *l = o->dest;
-        if (l->n == CLI_MAX_LIST) return vp_fail(err, VP_ERR_USAGE, "%s: too many %s options (at most %d)", c->name, opt, CLI_MAX_LIST);
-        l->v[l->n++] = v;
+    case CLI_INT:
+        if (!parse_int(v, o->dest)) return bad(c, opt, v, "a non-negative integer", err);
         return VP_OK;
-    }
-    case CLI_INT: {
-        long long x = strtoll(v, &end, 10);
-        if (!*v || *end || errno || x < 0) return bad(c, opt, v, "a non-negative integer", err);
-        *(int64_t *)o->dest = x;
-        return VP_OK;
-    }
     case CLI_NUM: {
         double x = strtod(v, &end);
         if (!*v || *end || errno || !(x >= 0) || !isfinite(x)) return bad(c, opt, v, "a non-negative number", err);
@@ -168,7 +170,8 @@ static vp_status store(const cli_cmd *c, const cli_opt *o, const char *opt, cons
         }
         return bad(c, opt, v, want, err);
     }
-    case CLI_DIM: return store_dim(c, o->dest, opt, v, err);
+    case CLI_PAIR:
+    case CLI_DIM: return store_pair(c, o, opt, v, err);
     default: return vp_fail(err, VP_ERR_INVALID, "internal: %s: option %s of kind %d", c->name, opt, (int)o->kind);
     }
 }
@@ -190,7 +193,9 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv) {
             int k = n_pos++;
             const cli_opt *o = walk(opts, is_pos, &k);
             if (o) *(const char **)o->dest = a;
-            else s = vp_fail(&err, VP_ERR_USAGE, "%s: unexpected argument '%s' (usage: onnx-vplan %s %s)", c->name, a, c->name, c->args);
+            else
+                s = vp_fail(&err, VP_ERR_USAGE, "%s: unexpected argument '%s' (usage: onnx-vplan %s %s)", c->name, a, c->name,
+                            c->args);
             continue;
         }
         char opt[64];
@@ -209,6 +214,7 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv) {
     }
     const cli_opt *missing = walk(opts, is_pos, &n_pos);
     if (!s && missing)
-        s = vp_fail(&err, VP_ERR_USAGE, "%s: missing %s (usage: onnx-vplan %s %s)", c->name, missing->names, c->name, c->args);
+        s = vp_fail(&err, VP_ERR_USAGE, "%s: missing %s (usage: onnx-vplan %s %s)", c->name, missing->names, c->name,
+                    c->args);
     return s ? cli_report(s, &err) : CLI_CONTINUE;
 }

@@ -16,8 +16,7 @@
 #include "ir/infer.h"
 #include "ir/ir.h"
 
-#define CLI_MAX_DIMS 32
-#define CLI_MAX_LIST 64
+#define CLI_MAX_PAIRS 64
 #define CLI_CONTINUE (-1)
 
 typedef enum cli_kind {
@@ -26,12 +25,12 @@ typedef enum cli_kind {
     CLI_SET,   /* a flag: int, set to 1 */
     CLI_CLEAR, /* a flag: int, set to 0 */
     CLI_STR,   /* const char * */
-    CLI_LIST,  /* repeatable string: cli_list */
     CLI_INT,   /* int64_t, >= 0 */
     CLI_NUM,   /* double, finite and >= 0 */
     CLI_SIZE,  /* int64_t bytes: 16GiB, 800MB, 1.5G or a count (vp_parse_size) */
     CLI_ENUM,  /* const char *, one of the words of meta: "sgd|adam" */
-    CLI_DIM,   /* repeatable NAME=VALUE binding a symbolic dim: cli_dims */
+    CLI_PAIR,  /* repeatable NAME=VALUE: cli_pairs */
+    CLI_DIM,   /* repeatable NAME=VALUE binding a symbolic dim to an integer: cli_pairs */
     CLI_TABLE, /* the options of another table (dest), in this place */
 } cli_kind;
 
@@ -43,16 +42,12 @@ typedef struct cli_opt {
     const char *help; /* lines after the first are indented under it */
 } cli_opt;
 
-typedef struct cli_list {
+typedef struct cli_pairs {
     int n;
-    const char *v[CLI_MAX_LIST];
-} cli_list;
-
-typedef struct cli_dims {
-    int n;
-    vp_dim_binding b[CLI_MAX_DIMS];
-    char names[CLI_MAX_DIMS][64];
-} cli_dims;
+    char name[CLI_MAX_PAIRS][64];
+    const char *value[CLI_MAX_PAIRS]; /* as given */
+    vp_dim_binding b[CLI_MAX_PAIRS];  /* CLI_DIM: the name bound to the value */
+} cli_pairs;
 
 typedef struct cli_cmd {
     const char *name;     /* as typed after onnx-vplan */
@@ -71,7 +66,7 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv);
 int cli_report(vp_status s, const vp_error *err);
 
 /* Loads a model and binds its symbolic dims. */
-vp_status cli_load(const char *path, const cli_dims *dims, vp_graph **out, vp_error *err);
+vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err);
 
 /* The subcommands, in the order onnx-vplan --help lists them. */
 extern const cli_cmd cli_cmd_inspect, cli_cmd_eval, cli_cmd_train, cli_cmd_train_graph, cli_cmd_plan, cli_cmd_show,

@@ -57,7 +57,7 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     return VP_OK;
 }
 
-vp_status cli_build_step(const char *model, const cli_dims *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err) {
     memset(t, 0, sizeof *t);
     vp_status s = cli_load(model, dims, g, err);

@@ -20,7 +20,7 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
 
 /* Loads the model, binds its dims, infers shapes and builds its training step; *n_fwd
  * (may be NULL) gets the forward graph's node count.  Warnings go to stderr. */
-vp_status cli_build_step(const char *model, const cli_dims *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err);
 
 #endif

@@ -49,13 +49,13 @@ static void print_summary(const vp_value *v, const vp_tensor *t) {
 
 static int run_eval(int argc, char **argv) {
     const char *model = NULL, *out_dir = NULL;
-    cli_list inputs_arg = {0};
+    cli_pairs given = {0};
     int64_t seed = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     const cli_opt table[] = {
         {"MODEL", CLI_POS, &model, NULL, NULL},
         {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable)"},
-        {"--input", CLI_LIST, &inputs_arg, "NAME=FILE.pb",
+        {"--input", CLI_PAIR, &given, "NAME=FILE.pb",
          "feed a graph input from a serialized TensorProto (repeatable);\n"
          "inputs not given are drawn at random from --seed: floats\n"
          "uniform in [-1, 1), integers uniform in [0, 10), bools fair"},
@@ -66,34 +66,19 @@ static int run_eval(int argc, char **argv) {
     if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_status s = VP_OK;
-    const char *feed_name[CLI_MAX_LIST], *feed_file[CLI_MAX_LIST];
-    char feed_buf[CLI_MAX_LIST][512];
-    int n_feeds = 0;
-    for (int k = 0; k < inputs_arg.n && !s; k++) {
-        const char *v = inputs_arg.v[k], *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1]) s = vp_fail(&err, VP_ERR_USAGE, "eval: --input expects NAME=FILE.pb, got '%s'", v);
-        else if ((size_t)(eq - v) >= sizeof feed_buf[0]) s = vp_fail(&err, VP_ERR_USAGE, "eval: --input name too long");
-        else {
-            snprintf(feed_buf[n_feeds], sizeof feed_buf[0], "%.*s", (int)(eq - v), v);
-            feed_name[n_feeds] = feed_buf[n_feeds];
-            feed_file[n_feeds++] = eq + 1;
-        }
-    }
-    if (s) return cli_report(s, &err);
-
     vp_graph *g = NULL;
     vp_backend *b = NULL;
     vp_exec *x = NULL;
-    vp_tensor feeds[CLI_MAX_LIST];
+    vp_tensor feeds[CLI_MAX_PAIRS];
     int n_read = 0;
     vp_tensor *inputs = NULL;
     s = cli_load(model, &dims, &g, &err);
-    for (int k = 0; !s && k < n_feeds; k++) {
-        s = vp_tensor_read_pb(feed_file[k], &feeds[k], NULL, &err);
+    for (int k = 0; !s && k < given.n; k++) {
+        s = vp_tensor_read_pb(given.value[k], &feeds[k], NULL, &err);
         if (s) break;
         n_read++;
         /* bound before inference so inputs that decide shapes are known */
-        s = vp_bind_input_data(g, feed_name[k], &feeds[k], &err);
+        s = vp_bind_input_data(g, given.name[k], &feeds[k], &err);
     }
     if (!s) s = vp_infer(g, NULL, NULL, &err);
     if (!s) {
@@ -108,8 +93,8 @@ static int run_eval(int argc, char **argv) {
     for (int k = 0; !s && k < g->n_inputs; k++) {
         const vp_value *v = &g->values[g->inputs[k]];
         int fed = -1;
-        for (int f = 0; f < n_feeds; f++)
-            if (!strcmp(feed_name[f], v->name)) fed = f;
+        for (int f = 0; f < given.n; f++)
+            if (!strcmp(given.name[f], v->name)) fed = f;
         if (fed >= 0) {
             s = vp_exec_set_input(x, v->name, &feeds[fed], &err);
             continue;

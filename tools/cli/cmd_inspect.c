@@ -86,7 +86,7 @@ static const char *human_bytes(double b, char *buf, size_t len) {
 static int run_inspect(int argc, char **argv) {
     const char *model = NULL;
     int json = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     const cli_opt table[] = {
         {"MODEL", CLI_POS, &model, NULL, NULL},
         {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable), e.g. --dim batch=32"},

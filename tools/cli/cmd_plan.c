@@ -13,7 +13,7 @@
 #include "report.h"
 
 /* Plans the model at the given dims; *fits and *arena report the outcome. */
-static vp_status try_plan(const char *model, const cli_dims *dims, const cli_train_opts *o, const vp_device_profile *dev,
+static vp_status try_plan(const char *model, const cli_pairs *dims, const cli_train_opts *o, const vp_device_profile *dev,
                           int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, int *fits,
                           int64_t *arena, vp_error *err) {
     vp_graph *g = NULL, *planned = NULL;
@@ -36,7 +36,7 @@ static vp_status try_plan(const char *model, const cli_dims *dims, const cli_tra
 }
 
 /* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
-static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
+static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
                                 int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, vp_error *err) {
     int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
     int fits = 0;
@@ -79,7 +79,7 @@ static int run_plan(int argc, char **argv) {
     int fused = 1;
     int64_t budget = 0;
     double ilp_limit = NAN;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
     const cli_opt table[] = {
@@ -138,7 +138,7 @@ static int run_plan(int argc, char **argv) {
         for (int i = 0; i < dims.n; i++)
             if (!strcmp(dims.b[i].name, max_dim)) k = i;
         if (!s && k < 0) {
-            if (dims.n == CLI_MAX_DIMS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
+            if (dims.n == CLI_MAX_PAIRS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
             else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
         }
         if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, &err);

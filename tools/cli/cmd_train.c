@@ -72,7 +72,7 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
 static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
     int64_t steps = 1, seed = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
     const cli_opt table[] = {

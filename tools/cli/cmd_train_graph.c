@@ -9,7 +9,7 @@
 
 static int run_train_graph(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
     const cli_opt table[] = {
