@@ -9,7 +9,15 @@
  * parsed) and exits 0; an unknown option, a missing or bad value, a missing or extra
  * positional argument exits 2 with one line naming the command, the option, the value
  * and what was expected (a misspelt option gets a suggestion); --opt=value works as
- * --opt value does. */
+ * --opt value does.  A subcommand's start:
+ *
+ *     const char *plan = NULL, *out = NULL;
+ *     int json = 0;
+ *     const cli_opt table[] = {{"PLAN", CLI_POS, &plan, NULL, NULL},
+ *                              {"--json", CLI_SET, &json, NULL, "the report as JSON"},
+ *                              {"-o|--output", CLI_STR, &out, "FILE", "where to write it"}, {0}};
+ *     int rc = cli_parse(&cli_cmd_show, table, argc, argv);
+ *     if (rc != CLI_CONTINUE) return rc; */
 #ifndef VP_CLI_H
 #define VP_CLI_H
 
@@ -35,7 +43,7 @@ typedef enum cli_kind {
 } cli_kind;
 
 typedef struct cli_opt {
-    const char *names;        /* "--json", or every spelling: "-o|--output" */
+    const char *names; /* "--json", or every spelling: "-o|--output"; a positional's name */
     cli_kind kind;
     void *dest;
     const char *meta; /* the value as help shows it: FILE, N; an enum's words */
@@ -58,7 +66,7 @@ typedef struct cli_cmd {
     const char *epilogue; /* after them (examples, exit codes), or NULL */
 } cli_cmd;
 
-/* Reads argv[1..argc) into opts (closed by CLI_END).  Returns CLI_CONTINUE when the
+/* Reads argv[1..argc) into opts (closed by {0}, CLI_END).  Returns CLI_CONTINUE when the
  * command should go on, else the exit code once help (0) or an error (2) is printed. */
 int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv);
 
