@@ -42,15 +42,15 @@ expect 0 '"arena_bytes"' -- "$tool" show "$tmp/gpt.vplan" --json
 expect 3 "does NOT fit" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 100KiB --remat none
 expect 0 "checkpointing: dp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 1MiB
 expect 0 "max batch under the budget" -- "$tool" plan "$gpt" --loss ce:logits --freeze '^causal_mask$' --budget 2MiB --max-batch batch
-expect 2 "--budget 'lots' is not a size" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --budget lots
-expect 2 "--device 'tpu' is not one of" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --device tpu
+expect 2 "--budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got 'lots'" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --budget lots
+expect 2 "--device expects cpu, a100, h100 or h200, got 'tpu'" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --device tpu
 # ilp: Checkmate's MILP through GLPK; its plan runs; what it cannot do, it says
 expect 0 "MILP (Checkmate, GLPK): optimal" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --optimizer adamw --budget 135000 --remat ilp -o "$tmp/mlp_ilp.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/mlp_ilp.vplan" --steps 2
 expect 0 "sound: " -- "$tool" verify "$tmp/mlp_ilp.vplan"
 expect 2 "no recompute schedule fits the budget" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1KiB --remat ilp
 expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --budget 3MB --remat ilp --ilp-time-limit 0.001
-expect 2 "is not a number of seconds" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon
+expect 2 "--ilp-time-limit expects a non-negative number, got 'soon'" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon
 expect 2 "applies to --remat ilp only" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --ilp-time-limit 5
 expect 2 "--remat expects none, sqrtn, dp or ilp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --remat magic
 # damaged plan files

@@ -1,5 +1,6 @@
 /* onnx-vplan arena: the offset assignment alone, on a plain list of buffers. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,49 +9,23 @@
 #include "cli.h"
 #include "report.h"
 
-static const char arena_usage[] =
-    "usage: onnx-vplan arena FILE.csv [-o OUT.csv] [--all] [--search-seconds S]\n"
-    "\n"
-    "Assigns offsets to the buffers of FILE.csv, one per line 'id,lower,upper,size'\n"
-    "(lifetime [lower, upper), the MiniMalloc benchmark format; a header line is\n"
-    "allowed), and prints the arena, the lower bound (the most bytes live at once),\n"
-    "their ratio, the time, and what each algorithm of the portfolio reached.\n"
-    "  -o OUT.csv            write 'id,lower,upper,size,offset'\n"
-    "  --all                 run every algorithm on every piece (for comparisons)\n"
-    "  --search-seconds S    budget of the improving search (default 0.2)\n";
-
-int cmd_arena(int argc, char **argv) {
+static int run_arena(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
     vp_arena_opts opts = {0, 0, -1};
+    double search = NAN;
+    const cli_opt table[] = {
+        {"FILE.csv", CLI_POS, &path, NULL, NULL},
+        {"-o", CLI_STR, &out, "OUT.csv", "write 'id,lower,upper,size,offset'"},
+        {"--all", CLI_SET, &opts.run_all, NULL, "run every algorithm on every piece (for comparisons)"},
+        {"--search-seconds", CLI_NUM, &search, "S", "budget of the improving search (default 0.2; 0: no search)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_arena, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    if (!isnan(search)) opts.search_seconds = search == 0 ? -1 : search; /* 0 here: no search */
     vp_error err;
-    vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(arena_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "--all")) opts.run_all = 1;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--search-seconds")) {
-            if (i + 1 >= argc) s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value", a);
-            else if (!strcmp(a, "-o")) out = argv[++i];
-            else {
-                char *end;
-                opts.search_seconds = strtod(argv[++i], &end);
-                if (*end || opts.search_seconds < 0)
-                    s = vp_fail(&err, VP_ERR_USAGE, "--search-seconds expects a non-negative number");
-                if (opts.search_seconds == 0) opts.search_seconds = -1;
-            }
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "arena: unknown option '%s' (see --help)", a);
-        else path = a;
-    }
-    if (!s && !path) {
-        fputs(arena_usage, stderr);
-        return 2;
-    }
-    if (s) return cli_report(s, &err);
     vp_arena_item *items = NULL;
     int n = 0;
-    s = vp_arena_read_csv(path, &items, &n, &err);
+    vp_status s = vp_arena_read_csv(path, &items, &n, &err);
     vp_arena_result res;
     if (!s) s = vp_arena_solve(items, n, &opts, &res, &err);
     if (!s) {
@@ -80,3 +55,12 @@ int cmd_arena(int argc, char **argv) {
     free(items);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_arena = {
+    "arena", run_arena, "FILE.csv [-o OUT.csv] [--all] [--search-seconds S]",
+    "the offset assignment alone on id,lower,upper,size",
+    "Assigns offsets to the buffers of FILE.csv, one per line 'id,lower,upper,size'\n"
+    "(lifetime [lower, upper), the MiniMalloc benchmark format; a header line is\n"
+    "allowed), and prints the arena, the lower bound (the most bytes live at once),\n"
+    "their ratio, the time, and what each algorithm of the portfolio reached.\n",
+    NULL};

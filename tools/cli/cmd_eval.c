@@ -14,22 +14,6 @@
 #include "rng.h"
 #include "onnx/tensor_proto.h"
 
-static const char eval_usage[] =
-    "usage: onnx-vplan eval MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]...\n"
-    "                       [--output-dir DIR] [--seed N]\n"
-    "\n"
-    "Runs the model once on the CPU reference backend (every value in its own buffer)\n"
-    "and prints each output's shape and summary statistics.\n"
-    "\n"
-    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
-    "  --input NAME=FILE.pb  feed a graph input from a serialized TensorProto (repeatable);\n"
-    "                        inputs not given are drawn at random from --seed: floats\n"
-    "                        uniform in [-1, 1), integers uniform in [0, 10), bools fair\n"
-    "  --output-dir DIR      write each output as DIR/<output name>.pb (TensorProto)\n"
-    "  --seed N              seed for random inputs (default 0)\n";
-
-#define MAX_FEEDS 64
-
 static void fill_random(vp_tensor *t, vp_rng *rng) {
     int64_t n = vp_tensor_numel(t);
     for (int64_t i = 0; i < n; i++) {
@@ -63,65 +47,38 @@ static void print_summary(const vp_value *v, const vp_tensor *t) {
     printf("\n");
 }
 
-int cmd_eval(int argc, char **argv) {
+static int run_eval(int argc, char **argv) {
     const char *model = NULL, *out_dir = NULL;
-    const char *feed_name[MAX_FEEDS], *feed_file[MAX_FEEDS];
-    char feed_buf[MAX_FEEDS][512];
-    int n_feeds = 0;
+    cli_pairs given = {0};
     int64_t seed = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
+    const cli_opt table[] = {
+        {"MODEL", CLI_POS, &model, NULL, NULL},
+        {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable)"},
+        {"--input", CLI_PAIR, &given, "NAME=FILE.pb",
+         "feed a graph input from a serialized TensorProto (repeatable);\n"
+         "inputs not given are drawn at random from --seed: floats\n"
+         "uniform in [-1, 1), integers uniform in [0, 10), bools fair"},
+        {"--output-dir", CLI_STR, &out_dir, "DIR", "write each output as DIR/<output name>.pb (TensorProto)"},
+        {"--seed", CLI_INT, &seed, "N", "seed for random inputs (default 0)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_eval, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(eval_usage, stdout);
-            return 0;
-        } else if (!strcmp(a, "--dim") || !strcmp(a, "--input") || !strcmp(a, "--output-dir") || !strcmp(a, "--seed")) {
-            if (i + 1 >= argc) {
-                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see eval --help)", a);
-                break;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
-            else if (!strcmp(a, "--output-dir")) out_dir = v;
-            else if (!strcmp(a, "--seed")) s = cli_parse_int("--seed", v, &seed, &err);
-            else {
-                const char *eq = strchr(v, '=');
-                if (!eq || eq == v || !eq[1]) s = vp_fail(&err, VP_ERR_USAGE, "--input expects NAME=FILE.pb, got '%s'", v);
-                else if (n_feeds == MAX_FEEDS) s = vp_fail(&err, VP_ERR_USAGE, "too many --input options");
-                else if ((size_t)(eq - v) >= sizeof feed_buf[0]) s = vp_fail(&err, VP_ERR_USAGE, "input name too long");
-                else {
-                    memcpy(feed_buf[n_feeds], v, (size_t)(eq - v));
-                    feed_buf[n_feeds][eq - v] = 0;
-                    feed_name[n_feeds] = feed_buf[n_feeds];
-                    feed_file[n_feeds] = eq + 1;
-                    n_feeds++;
-                }
-            }
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "eval: unknown option '%s' (see --help)", a);
-        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "eval: one model at a time ('%s' and '%s')", model, a);
-        else model = a;
-    }
-    if (s) return cli_report(s, &err);
-    if (!model) {
-        fputs(eval_usage, stderr);
-        return 2;
-    }
-
     vp_graph *g = NULL;
     vp_backend *b = NULL;
     vp_exec *x = NULL;
-    vp_tensor feeds[MAX_FEEDS];
+    vp_tensor feeds[CLI_MAX_PAIRS];
     int n_read = 0;
     vp_tensor *inputs = NULL;
     s = cli_load(model, &dims, &g, &err);
-    for (int k = 0; !s && k < n_feeds; k++) {
-        s = vp_tensor_read_pb(feed_file[k], &feeds[k], NULL, &err);
+    for (int k = 0; !s && k < given.n; k++) {
+        s = vp_tensor_read_pb(given.value[k], &feeds[k], NULL, &err);
         if (s) break;
         n_read++;
         /* bound before inference so inputs that decide shapes are known */
-        s = vp_bind_input_data(g, feed_name[k], &feeds[k], &err);
+        s = vp_bind_input_data(g, given.name[k], &feeds[k], &err);
     }
     if (!s) s = vp_infer(g, NULL, NULL, &err);
     if (!s) {
@@ -136,8 +93,8 @@ int cmd_eval(int argc, char **argv) {
     for (int k = 0; !s && k < g->n_inputs; k++) {
         const vp_value *v = &g->values[g->inputs[k]];
         int fed = -1;
-        for (int f = 0; f < n_feeds; f++)
-            if (!strcmp(feed_name[f], v->name)) fed = f;
+        for (int f = 0; f < given.n; f++)
+            if (!strcmp(given.name[f], v->name)) fed = f;
         if (fed >= 0) {
             s = vp_exec_set_input(x, v->name, &feeds[fed], &err);
             continue;
@@ -182,3 +139,11 @@ int cmd_eval(int argc, char **argv) {
     for (int k = 0; k < n_read; k++) free(feeds[k].data);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_eval = {
+    "eval", run_eval, "MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]",
+    "run the model on the CPU reference backend and write its outputs as\n"
+    "      TensorProto files (inputs not given are drawn at random, seeded)",
+    "Runs the model once on the CPU reference backend (every value in its own buffer)\n"
+    "and prints each output's shape and summary statistics.\n",
+    NULL};

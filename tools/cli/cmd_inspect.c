@@ -7,18 +7,6 @@
 #include "train/training.h"
 #include "json_writer.h"
 
-static const char inspect_usage[] =
-    "usage: onnx-vplan inspect MODEL [--dim NAME=VALUE]... [--json]\n"
-    "\n"
-    "Prints the model's inputs and outputs with their inferred shapes, a histogram of\n"
-    "its ops, the parameter count (float initializer elements) and bytes, and every\n"
-    "op this tool cannot handle with the nodes that use it.\n"
-    "\n"
-    "  --dim NAME=VALUE  bind a symbolic dim (repeatable), e.g. --dim batch=32\n"
-    "  --json            print one JSON object: nodes, params (float initializer\n"
-    "                    elements), trainable_params (less BatchNorm statistics), param_bytes, ops,\n"
-    "                    inputs, outputs (name, dtype, shape), unsupported\n";
-
 typedef struct op_count {
     const char *domain, *op;
     int count;
@@ -136,32 +124,24 @@ static void json_op_nodes(vp_json *j, const histogram *h) {
     vp_json_end_array(j);
 }
 
-int cmd_inspect(int argc, char **argv) {
+static int run_inspect(int argc, char **argv) {
     const char *model = NULL;
     int json = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
+    const cli_opt table[] = {
+        {"MODEL", CLI_POS, &model, NULL, NULL},
+        {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable), e.g. --dim batch=32"},
+        {"--json", CLI_SET, &json, NULL,
+         "print one JSON object: nodes, params (float initializer\n"
+         "elements), trainable_params (less BatchNorm statistics),\n"
+         "param_bytes, ops, inputs, outputs (name, dtype, shape), unsupported,\n"
+         "no_gradient_rule"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_inspect, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
-    vp_status s = VP_OK;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(inspect_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--dim")) {
-            if (i + 1 >= argc) s = vp_fail(&err, VP_ERR_USAGE, "--dim needs NAME=VALUE");
-            else s = cli_parse_dim(&dims, argv[++i], &err);
-        } else if (!strncmp(argv[i], "--dim=", 6)) s = cli_parse_dim(&dims, argv[i] + 6, &err);
-        else if (argv[i][0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "inspect: unknown option '%s' (see --help)", argv[i]);
-        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "inspect: one model at a time ('%s' and '%s')", model, argv[i]);
-        else model = argv[i];
-        if (s) return cli_report(s, &err);
-    }
-    if (!model) {
-        fputs(inspect_usage, stderr);
-        return 2;
-    }
     vp_graph *g;
-    s = cli_load(model, &dims, &g, &err);
+    vp_status s = cli_load(model, &dims, &g, &err);
     if (s) return cli_report(s, &err);
     vp_infer_opts opts = {.keep_going = 1};
     vp_infer_result res;
@@ -285,3 +265,14 @@ int cmd_inspect(int argc, char **argv) {
     vp_graph_free(g);
     return 0;
 }
+
+const cli_cmd cli_cmd_inspect = {
+    "inspect", run_inspect, "MODEL [--dim NAME=VALUE]... [--json]",
+    "inputs and outputs with shapes, op histogram, parameter count and bytes,\n"
+    "      and the ops this tool cannot handle, with the nodes that use them",
+    "Prints the model's inputs and outputs with their inferred shapes, a histogram of\n"
+    "its ops, the parameter count (float initializer elements) and bytes, and every\n"
+    "op this tool cannot handle with the nodes that use it; and the ops without a\n"
+    "gradient rule between a weight and an output, which train refuses unless the\n"
+    "parameters before them are frozen.\n",
+    NULL};

@@ -1,5 +1,6 @@
 /* onnx-vplan plan: the training step's memory, decided ahead of time. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,42 +12,8 @@
 #include "remat/remat.h"
 #include "report.h"
 
-static const char plan_usage[] =
-    "usage: onnx-vplan plan MODEL --loss SPEC [--optimizer NAME] [options]\n"
-    "\n"
-    "Builds the training step, orders it, derives every buffer's lifetime and gives each\n"
-    "a fixed offset in one arena; prints the memory report (bytes per category, the\n"
-    "peak step and what is live there, arena against its lower bound, the budget).\n"
-    "\n" CLI_TRAIN_HELP
-    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
-    "  --budget SIZE         memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
-    "                        powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)\n"
-    "  --device NAME         cpu, a100, h100, h200: alignment and cost profile (default cpu)\n"
-    "  --remat none|sqrtn|dp|ilp\n"
-    "                        which activations to recompute in the backward pass instead of\n"
-    "                        keeping them: dp (default with --budget) chooses per block of the\n"
-    "                        forward chain by a dynamic program under the budget; sqrtn keeps\n"
-    "                        every sqrt(n)-th block boundary (Chen et al. 2016); ilp solves\n"
-    "                        Checkmate's MILP (Jain et al. 2020) exactly with GLPK, the optimum\n"
-    "                        to measure dp against on small graphs; none keeps all\n"
-    "  --ilp-time-limit S    seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
-    "                        out the best schedule found is used and the report says so\n"
-    "  --no-fused-update     run every optimizer update after the whole backward pass\n"
-    "                        (default: each update right after its gradient is final)\n"
-    "  --max-batch DIM       with --budget: find the largest value of the symbolic dim DIM\n"
-    "                        (a batch size) whose plan fits, then plan at that value\n"
-    "  -o PLAN               write the plan file (run it with 'onnx-vplan run PLAN')\n"
-    "  --dot FILE            the plan as a Graphviz graph (render: dot -Tsvg FILE -o plan.svg)\n"
-    "  --timeline FILE       an SVG of live bytes over the steps by category, with the\n"
-    "                        budget and arena lines, and the arena layout beneath\n"
-    "  --json FILE           write the report as JSON (arena_bytes, lower_bound_bytes,\n"
-    "                        budget_bytes, fits, categories, steps, buffers, planning_seconds)\n"
-    "\n"
-    "exit codes: 0 planned (and fits the budget), 3 planned but over the budget,\n"
-    "            1 failure, 2 bad input or usage\n";
-
 /* Plans the model at the given dims; *fits and *arena report the outcome. */
-static vp_status try_plan(const char *model, const cli_dims *dims, const cli_train_opts *o, const vp_device_profile *dev,
+static vp_status try_plan(const char *model, const cli_pairs *dims, const cli_train_opts *o, const vp_device_profile *dev,
                           int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, int *fits,
                           int64_t *arena, vp_error *err) {
     vp_graph *g = NULL, *planned = NULL;
@@ -69,7 +36,7 @@ static vp_status try_plan(const char *model, const cli_dims *dims, const cli_tra
 }
 
 /* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
-static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
+static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
                                 int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, vp_error *err) {
     int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
     int fits = 0;
@@ -106,64 +73,62 @@ static vp_status search_max_dim(const char *model, cli_dims *dims, int k, const 
     return VP_OK;
 }
 
-int cmd_plan(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *budget_arg = NULL, *remat_arg = NULL;
-    const char *max_dim = NULL, *dot = NULL, *timeline = NULL, *ilp_limit = NULL;
+static int run_plan(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *remat_arg = NULL;
+    const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
     int fused = 1;
-    vp_remat_opts ro = {0};
-    cli_dims dims = {0};
-    cli_train_opts o;
-    memset(&o, 0, sizeof o);
-    vp_error err;
-    vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(plan_usage, stdout);
-            return 0;
-        }
-        if (cli_train_parse(&o, argc, argv, &i, &s, &err)) continue;
-        if (!strcmp(a, "--no-fused-update")) fused = 0;
-        else if (!strcmp(a, "--fused-update")) fused = 1;
-        else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--json") || !strcmp(a, "--device") ||
-                 !strcmp(a, "--budget") || !strcmp(a, "--remat") || !strcmp(a, "--max-batch") || !strcmp(a, "--dot") ||
-                 !strcmp(a, "--timeline") || !strcmp(a, "--ilp-time-limit")) {
-            if (i + 1 >= argc) {
-                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see plan --help)", a);
-                break;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
-            else if (!strcmp(a, "-o")) out = v;
-            else if (!strcmp(a, "--json")) json = v;
-            else if (!strcmp(a, "--device")) device = v;
-            else if (!strcmp(a, "--remat")) remat_arg = v;
-            else if (!strcmp(a, "--max-batch")) max_dim = v;
-            else if (!strcmp(a, "--dot")) dot = v;
-            else if (!strcmp(a, "--timeline")) timeline = v;
-            else if (!strcmp(a, "--ilp-time-limit")) ilp_limit = v;
-            else budget_arg = v;
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "plan: unknown option '%s' (see --help)", a);
-        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "plan: one model at a time ('%s' and '%s')", model, a);
-        else model = a;
-    }
-    if (!s && !model) {
-        fputs(plan_usage, stderr);
-        return 2;
-    }
-    if (!s) s = cli_train_finish(&o, &err);
     int64_t budget = 0;
-    if (!s && budget_arg && !vp_parse_size(budget_arg, &budget))
-        s = vp_fail(&err, VP_ERR_USAGE, "--budget '%s' is not a size (examples: 16GiB, 800MB, 1073741824)", budget_arg);
+    double ilp_limit = NAN;
+    cli_pairs dims = {0};
+    cli_train_opts o;
+    cli_train_init(&o);
+    const cli_opt table[] = {
+        {"MODEL", CLI_POS, &model, NULL, NULL},
+        {"", CLI_TABLE, o.table, NULL, NULL},
+        {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable)"},
+        {"--budget", CLI_SIZE, &budget, "SIZE",
+         "memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"
+         "powers of 1000; KiB, MiB, GiB and K, M, G powers of 1024)"},
+        {"--device", CLI_ENUM, &device, "cpu|a100|h100|h200", "alignment and cost profile (default cpu)"},
+        {"--remat", CLI_ENUM, &remat_arg, "none|sqrtn|dp|ilp",
+         "which activations to recompute in the backward pass instead of\n"
+         "keeping them: dp (default with --budget) chooses per block of the\n"
+         "forward chain by a dynamic program under the budget; sqrtn keeps\n"
+         "every sqrt(n)-th block boundary (Chen et al. 2016); ilp solves\n"
+         "Checkmate's MILP (Jain et al. 2020) exactly with GLPK, the optimum\n"
+         "to measure dp against on small graphs; none keeps all"},
+        {"--ilp-time-limit", CLI_NUM, &ilp_limit, "S",
+         "seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
+         "out the best schedule found is used and the report says so"},
+        {"--no-fused-update", CLI_CLEAR, &fused, NULL,
+         "run every optimizer update after the whole backward pass\n"
+         "(default: each update right after its gradient is final)"},
+        {"--fused-update", CLI_SET, &fused, NULL, "each update right after its gradient is final (the default)"},
+        {"--max-batch", CLI_STR, &max_dim, "DIM",
+         "with --budget: find the largest value of the symbolic dim DIM\n"
+         "(a batch size) whose plan fits, then plan at that value"},
+        {"-o", CLI_STR, &out, "PLAN", "write the plan file (run it with 'onnx-vplan run PLAN')"},
+        {"--dot", CLI_STR, &dot, "FILE", "the plan as a Graphviz graph (render: dot -Tsvg FILE -o plan.svg)"},
+        {"--timeline", CLI_STR, &timeline, "FILE",
+         "an SVG of live bytes over the steps by category, with the\n"
+         "budget and arena lines, and the arena layout beneath"},
+        {"--json", CLI_STR, &json, "FILE",
+         "write the report as JSON (arena_bytes, lower_bound_bytes,\n"
+         "budget_bytes, fits, categories, steps, buffers, planning_seconds)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_plan, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    vp_error err;
+    vp_remat_opts ro = {0};
+    vp_status s = cli_train_finish(&o, &err);
     const vp_device_profile *dev = vp_device_find(device);
-    if (!s && !dev) s = vp_fail(&err, VP_ERR_USAGE, "--device '%s' is not one of cpu, a100, h100, h200", device);
+    if (!s && !dev) s = vp_fail(&err, VP_ERR_INVALID, "--device %s: no profile", device);
     vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
     if (!s && remat_arg) s = vp_remat_parse(remat_arg, &remat, &err);
-    if (!s && ilp_limit) {
-        char *end = NULL;
-        ro.ilp_time_limit = strtod(ilp_limit, &end);
-        if (end == ilp_limit || *end || !(ro.ilp_time_limit > 0) || ro.ilp_time_limit > 1e6)
-            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit '%s' is not a number of seconds (example: 60)", ilp_limit);
+    if (!s && !isnan(ilp_limit)) {
+        ro.ilp_time_limit = ilp_limit;
+        if (!(ilp_limit > 0) || ilp_limit > 1e6)
+            s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit must be more than 0 and at most 1e6 seconds, got %g", ilp_limit);
         else if (remat != VP_REMAT_ILP)
             s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
     }
@@ -173,7 +138,7 @@ int cmd_plan(int argc, char **argv) {
         for (int i = 0; i < dims.n; i++)
             if (!strcmp(dims.b[i].name, max_dim)) k = i;
         if (!s && k < 0) {
-            if (dims.n == CLI_MAX_DIMS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
+            if (dims.n == CLI_MAX_PAIRS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
             else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
         }
         if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, &err);
@@ -195,16 +160,16 @@ int cmd_plan(int argc, char **argv) {
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
     snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
-    vp_report_ctx rc = {model, knobs, 8, s ? NULL : &rr};
+    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
     if (!s) {
         p.budget_bytes = budget;
-        vp_report_text(stdout, &p, &rc);
+        vp_report_text(stdout, &p, &ctx);
     }
     if (!s && json) {
         FILE *f = fopen(json, "w");
         if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
         else {
-            vp_report_json(f, &p, &rc);
+            vp_report_json(f, &p, &ctx);
             if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
         }
     }
@@ -234,3 +199,13 @@ int cmd_plan(int argc, char **argv) {
     if (s) return cli_report(s, &err);
     return over ? 3 : 0;
 }
+
+const cli_cmd cli_cmd_plan = {
+    "plan", run_plan, "MODEL --loss SPEC [--optimizer NAME] [options]",
+    "order the step, derive every buffer's lifetime, give each an offset in one\n"
+    "      arena, and report the memory by category, the peak and the budget",
+    "Builds the training step, orders it, derives every buffer's lifetime and gives each\n"
+    "a fixed offset in one arena; prints the memory report (bytes per category, the\n"
+    "peak step and what is live there, arena against its lower bound, the budget).\n",
+    "exit codes: 0 planned (and fits the budget), 3 planned but over the budget,\n"
+    "            1 failure, 2 bad input or usage\n"};

@@ -16,22 +16,6 @@
 #include "cuda_backend.h"
 #endif
 
-static const char run_usage[] =
-    "usage: onnx-vplan run PLAN [--backend cpu|cuda] [--steps N] [--data synthetic|DIR] [--json FILE] [--seed N]\n"
-    "                           [--tf32] [--cuda-device N]\n"
-    "\n"
-    "Executes the plan's training step N times inside one allocation of exactly the\n"
-    "planned arena, printing the loss and time per step.\n"
-    "  --backend cpu|cuda     the CPU reference backend, or CUDA (where built and a GPU is\n"
-    "                         present: refuses before starting when a step has no CUDA\n"
-    "                         kernel or the arena does not fit the free device memory, and\n"
-    "                         reports the measured peak device memory beside the plan's)\n"
-    "  --tf32                 cuda: let cuBLAS use TF32 tensor cores for float32 products\n"
-    "  --cuda-device N        cuda: the device (default 0)\n"
-    "  --steps N              training steps (default 1)\n"
-    "  --data synthetic|DIR   as for train: DIR/<input>.pb, or seeded random data (default)\n"
-    "  --json FILE            write {\"losses\": [...], \"arena_bytes\": ..., ...}\n";
-
 /* Class count of a cross-entropy loss in the plan, to keep synthetic labels in range. */
 static int64_t label_classes(const vp_graph *g) {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -124,54 +108,32 @@ static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_e
 static void cuda_report(const cuda_memory *m, int64_t planned) { (void)m, (void)planned; }
 #endif
 
-int cmd_run(int argc, char **argv) {
+static int run_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu";
     int64_t steps = 1, seed = 0, cuda_device = 0;
     int tf32 = 0;
+    const cli_opt table[] = {
+        {"PLAN", CLI_POS, &path, NULL, NULL},
+        {"--backend", CLI_ENUM, &backend, "cpu|cuda",
+         "the CPU reference backend, or CUDA (where built and a GPU is\n"
+         "present: refuses before starting when a step has no CUDA\n"
+         "kernel or the arena does not fit the free device memory, and\n"
+         "reports the measured peak device memory beside the plan's)"},
+        {"--tf32", CLI_SET, &tf32, NULL, "cuda: let cuBLAS use TF32 tensor cores for float32 products"},
+        {"--cuda-device", CLI_INT, &cuda_device, "N", "cuda: the device (default 0)"},
+        {"--steps", CLI_INT, &steps, "N", "training steps (default 1)"},
+        {"--data", CLI_STR, &data, "synthetic|DIR", "as for train: DIR/<input>.pb, or seeded random data (default)"},
+        {"--seed", CLI_INT, &seed, "N", "seed for synthetic data (default 0)"},
+        {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], \"arena_bytes\": ..., ...}"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_run, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(run_usage, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--tf32")) {
-            tf32 = 1;
-            continue;
-        }
-        if (!strcmp(a, "--backend") || !strcmp(a, "--steps") || !strcmp(a, "--data") || !strcmp(a, "--json") ||
-            !strcmp(a, "--seed") || !strcmp(a, "--cuda-device")) {
-            if (i + 1 >= argc) {
-                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see run --help)", a);
-                break;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--backend")) backend = v;
-            else if (!strcmp(a, "--steps")) s = cli_parse_int("--steps", v, &steps, &err);
-            else if (!strcmp(a, "--seed")) s = cli_parse_int("--seed", v, &seed, &err);
-            else if (!strcmp(a, "--cuda-device")) s = cli_parse_int("--cuda-device", v, &cuda_device, &err);
-            else if (!strcmp(a, "--data")) data = v;
-            else json = v;
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "run: unknown option '%s' (see --help)", a);
-        else path = a;
-    }
-    if (!s && !path) {
-        fputs(run_usage, stderr);
-        return 2;
-    }
-#ifdef VP_HAVE_CUDA
     int use_cuda = !strcmp(backend, "cuda");
-    if (!s && strcmp(backend, "cpu") && !use_cuda)
-        s = vp_fail(&err, VP_ERR_USAGE, "--backend '%s' is not available in this build (cpu, cuda)", backend);
-#else
-    int use_cuda = 0;
-    if (!s && strcmp(backend, "cpu"))
-        s = vp_fail(&err, VP_ERR_USAGE, "--backend '%s' is not available in this build (cpu; built without CUDA)",
-                    backend);
+#ifndef VP_HAVE_CUDA
+    if (use_cuda) s = vp_fail(&err, VP_ERR_USAGE, "--backend cuda is not available in this build (built without CUDA)");
 #endif
-    (void)tf32;
-    (void)cuda_device;
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
     if (s) return cli_report(s, &err);
 
@@ -255,3 +217,8 @@ int cmd_run(int argc, char **argv) {
     free(seconds);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_run = {"run", run_run, "PLAN [--backend cpu|cuda] [--steps N] [--data synthetic|DIR] [options]",
+                             "execute a plan inside one allocation of exactly its arena",
+                             "Executes the plan's training step N times inside one allocation of exactly the\n"
+                             "planned arena, printing the loss and time per step.\n", NULL};

@@ -7,21 +7,6 @@
 #include "report.h"
 #include "memory/verify.h"
 
-static const char show_usage[] =
-    "usage: onnx-vplan show PLAN [--json] [--steps]\n"
-    "\n"
-    "Prints a plan file's memory report and the knobs it was made with.\n"
-    "  --json    the report as JSON\n"
-    "  --steps   also list every step: phase, op, name, and its buffers with offsets\n";
-
-static const char verify_usage[] =
-    "usage: onnx-vplan verify PLAN\n"
-    "\n"
-    "Re-derives every buffer's lifetime from the plan's steps alone (independently of\n"
-    "the planner) and proves that no two live buffers overlap, that everything fits in\n"
-    "the arena, and that nothing is read before it is written.  Exit 0 when the plan is\n"
-    "sound, 2 (with the two buffers and the step named) when it is not.\n";
-
 static void list_steps(const vp_plan *p) {
     static const char *phases[] = {"fwd", "loss", "bwd", "recomp", "opt", "comm"};
     for (int s = 0; s < p->n_steps; s++) {
@@ -38,23 +23,17 @@ static void list_steps(const vp_plan *p) {
     }
 }
 
-int cmd_show(int argc, char **argv) {
+static int run_show(int argc, char **argv) {
     const char *path = NULL;
     int json = 0, steps = 0;
+    const cli_opt table[] = {
+        {"PLAN", CLI_POS, &path, NULL, NULL},
+        {"--json", CLI_SET, &json, NULL, "the report as JSON"},
+        {"--steps", CLI_SET, &steps, NULL, "also list every step: phase, op, name, and its buffers with offsets"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_show, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(show_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--steps")) steps = 1;
-        else if (argv[i][0] == '-') return cli_report(vp_fail(&err, VP_ERR_USAGE, "show: unknown option '%s'", argv[i]), &err);
-        else path = argv[i];
-    }
-    if (!path) {
-        fputs(show_usage, stderr);
-        return 2;
-    }
     vp_loaded_plan lp;
     vp_status s = vp_plan_read(path, &lp, &err);
     if (s) return cli_report(s, &err);
@@ -62,28 +41,20 @@ int cmd_show(int argc, char **argv) {
     size_t used = 0;
     for (int k = 0; k < lp.n_knobs && used < sizeof knobs; k++)
         used += (size_t)snprintf(knobs + used, sizeof knobs - used, "%s%s %s", k ? ", " : "", lp.knob_names[k], lp.knob_values[k]);
-    vp_report_ctx rc = {lp.model, knobs, 8, NULL};
-    if (json) vp_report_json(stdout, &lp.plan, &rc);
-    else vp_report_text(stdout, &lp.plan, &rc);
+    vp_report_ctx ctx = {lp.model, knobs, 8, NULL};
+    if (json) vp_report_json(stdout, &lp.plan, &ctx);
+    else vp_report_text(stdout, &lp.plan, &ctx);
     if (steps && !json) list_steps(&lp.plan);
     vp_loaded_plan_free(&lp);
     return 0;
 }
 
-int cmd_verify(int argc, char **argv) {
+static int run_verify(int argc, char **argv) {
     const char *path = NULL;
+    const cli_opt table[] = {{"PLAN", CLI_POS, &path, NULL, NULL}, {0}};
+    int rc = cli_parse(&cli_cmd_verify, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(verify_usage, stdout);
-            return 0;
-        } else if (argv[i][0] == '-') return cli_report(vp_fail(&err, VP_ERR_USAGE, "verify: unknown option '%s'", argv[i]), &err);
-        else path = argv[i];
-    }
-    if (!path) {
-        fputs(verify_usage, stderr);
-        return 2;
-    }
     vp_loaded_plan lp;
     vp_status s = vp_plan_read(path, &lp, &err);
     if (s) return cli_report(s, &err);
@@ -97,3 +68,14 @@ int cmd_verify(int argc, char **argv) {
     vp_loaded_plan_free(&lp);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_show = {"show", run_show, "PLAN [--json] [--steps]", "print a plan file",
+                              "Prints a plan file's memory report and the knobs it was made with.\n", NULL};
+
+const cli_cmd cli_cmd_verify = {
+    "verify", run_verify, "PLAN", "prove a plan sound, independently of the planner",
+    "Re-derives every buffer's lifetime from the plan's steps alone (independently of\n"
+    "the planner) and proves that no two live buffers overlap, that everything fits in\n"
+    "the arena, and that nothing is read before it is written.  Exit 0 when the plan is\n"
+    "sound, 2 (with the two buffers and the step named) when it is not.\n",
+    NULL};

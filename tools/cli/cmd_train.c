@@ -14,26 +14,6 @@
 #include "json_writer.h"
 #include "onnx_save.h"
 
-static const char train_usage[] =
-    "usage: onnx-vplan train MODEL --loss SPEC [--optimizer NAME] [options]\n"
-    "\n"
-    "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
-    "runs it on the CPU reference backend, printing the loss at every step.\n"
-    "\n" CLI_TRAIN_HELP
-    "  --steps N             training steps (default 1)\n"
-    "  --data synthetic|DIR  one TensorProto per graph input, named after it (DIR/x.pb,\n"
-    "                        DIR/labels.pb), fed every step; synthetic: seeded random\n"
-    "                        inputs and in-range labels and token ids (default)\n"
-    "  --dim NAME=VALUE      bind a symbolic dim (repeatable)\n"
-    "  --seed N              seed for synthetic data (default 0)\n"
-    "  --json FILE           write {\"losses\": [...], ...}\n"
-    "  --save OUT.onnx       write the model with the trained weights (and BatchNorm\n"
-    "                        running statistics)\n"
-    "\n"
-    "example:\n"
-    "  onnx-vplan train models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
-    "      --optimizer momentum --lr 0.1 --steps 5 --data models/mlp/fixtures\n";
-
 static double seconds_since(const struct timespec *t0) {
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -89,43 +69,31 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     return s;
 }
 
-int cmd_train(int argc, char **argv) {
+static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
     int64_t steps = 1, seed = 0;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     cli_train_opts o;
-    memset(&o, 0, sizeof o);
+    cli_train_init(&o);
+    const cli_opt table[] = {
+        {"MODEL", CLI_POS, &model, NULL, NULL},
+        {"", CLI_TABLE, o.table, NULL, NULL},
+        {"--steps", CLI_INT, &steps, "N", "training steps (default 1)"},
+        {"--data", CLI_STR, &data, "synthetic|DIR",
+         "one TensorProto per graph input, named after it (DIR/x.pb,\n"
+         "DIR/labels.pb), fed every step; synthetic: seeded random\n"
+         "inputs and in-range labels and token ids (default)"},
+        {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable)"},
+        {"--seed", CLI_INT, &seed, "N", "seed for synthetic data (default 0)"},
+        {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], ...}"},
+        {"--save", CLI_STR, &save, "OUT.onnx",
+         "write the model with the trained weights (and BatchNorm\n"
+         "running statistics)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_train, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
-    vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(train_usage, stdout);
-            return 0;
-        }
-        if (cli_train_parse(&o, argc, argv, &i, &s, &err)) continue;
-        if (!strcmp(a, "--dim") || !strcmp(a, "--steps") || !strcmp(a, "--data") || !strcmp(a, "--json") ||
-            !strcmp(a, "--save") || !strcmp(a, "--seed")) {
-            if (i + 1 >= argc) {
-                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see train --help)", a);
-                break;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
-            else if (!strcmp(a, "--steps")) s = cli_parse_int("--steps", v, &steps, &err);
-            else if (!strcmp(a, "--seed")) s = cli_parse_int("--seed", v, &seed, &err);
-            else if (!strcmp(a, "--data")) data = v;
-            else if (!strcmp(a, "--json")) json = v;
-            else save = v;
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "train: unknown option '%s' (see --help)", a);
-        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "train: one model at a time ('%s' and '%s')", model, a);
-        else model = a;
-    }
-    if (!s && !model) {
-        fputs(train_usage, stderr);
-        return 2;
-    }
-    if (!s) s = cli_train_finish(&o, &err);
+    vp_status s = cli_train_finish(&o, &err);
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
     if (s) return cli_report(s, &err);
 
@@ -178,3 +146,12 @@ int cmd_train(int argc, char **argv) {
     free(times);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_train = {
+    "train", run_train, "MODEL --loss SPEC [--optimizer NAME] [options]",
+    "build the training step (loss, backward, optimizer) and run it on the CPU",
+    "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
+    "runs it on the CPU reference backend, printing the loss at every step.\n",
+    "example:\n"
+    "  onnx-vplan train models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
+    "      --optimizer momentum --lr 0.1 --steps 5 --data models/mlp/fixtures\n"};

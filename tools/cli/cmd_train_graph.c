@@ -7,73 +7,24 @@
 #include "cli_train.h"
 #include "onnx_write.h"
 
-static const char train_graph_usage[] =
-    "usage: onnx-vplan train-graph MODEL --loss SPEC [--optimizer NAME] -o OUT.onnx [options]\n"
-    "\n"
-    "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
-    "writes it as one ONNX model instead of running it. The file holds:\n"
-    "  inputs       the model's inputs and the loss's (labels for ce, target for mse),\n"
-    "               at the shapes bound with --dim\n"
-    "  initializers the parameters, the optimizer state (zero: the state before the\n"
-    "               first step), BatchNorm running statistics, frozen weights\n"
-    "  nodes        the forward graph (BatchNorm in training form), the loss, the\n"
-    "               gradients (standard ONNX ops and ONNX Runtime's com.microsoft ops:\n"
-    "               ReluGrad, SoftmaxGrad_13, ConvGrad, ...), and one update node per\n"
-    "               parameter in the vplan domain (SGD, Momentum, Adam: PyTorch's rules)\n"
-    "  outputs      the model's outputs, the loss, and every updated parameter and state\n"
-    "               value (the graph is pure: w goes in, w' comes out), or with\n"
-    "               --no-optimizer each parameter's gradient\n"
-    "  metadata     vplan.loss, vplan.carry (\"w<TAB>w'\" lines: after a step, feed w'\n"
-    "               as the next step's w) and vplan.gradients (\"param<TAB>gradient\")\n"
-    "\n"
-    "The file loads back into every onnx-vplan command and runs with the same results bit\n"
-    "for bit. ONNX Runtime knows every op in it except the vplan updates; write it with\n"
-    "--no-optimizer for a graph ONNX Runtime can run as it is.\n"
-    "\n" CLI_TRAIN_HELP
-    "  --no-optimizer        forward, loss and backward only; the gradients are outputs\n"
-    "  --dim NAME=VALUE      bind a symbolic dim (repeatable); the file has fixed shapes\n"
-    "  -o OUT.onnx           the file to write (required)\n"
-    "\n"
-    "examples:\n"
-    "  onnx-vplan train-graph models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
-    "      --optimizer adamw -o mlp_train.onnx\n"
-    "  onnx-vplan train-graph models/cnn/model.onnx --dim batch=8 --loss ce:logits \\\n"
-    "      --no-optimizer -o cnn_grads.onnx\n"
-    "  onnx-vplan inspect mlp_train.onnx     # what was written\n";
-
-int cmd_train_graph(int argc, char **argv) {
+static int run_train_graph(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
-    cli_dims dims = {0};
+    cli_pairs dims = {0};
     cli_train_opts o;
-    memset(&o, 0, sizeof o);
+    cli_train_init(&o);
+    const cli_opt table[] = {
+        {"MODEL", CLI_POS, &model, NULL, NULL},
+        {"", CLI_TABLE, o.table, NULL, NULL},
+        {"--no-optimizer", CLI_SET, &o.spec.no_optimizer, NULL, "forward, loss and backward only; the gradients are outputs"},
+        {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable); the file has fixed shapes"},
+        {"-o|--output", CLI_STR, &out, "OUT.onnx", "the file to write (required)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_train_graph, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_status s = VP_OK;
-    for (int i = 1; i < argc && !s; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(train_graph_usage, stdout);
-            return 0;
-        }
-        if (cli_train_parse(&o, argc, argv, &i, &s, &err)) continue;
-        if (!strcmp(a, "--no-optimizer")) o.spec.no_optimizer = 1;
-        else if (!strcmp(a, "--dim") || !strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (i + 1 >= argc) {
-                s = vp_fail(&err, VP_ERR_USAGE, "%s needs a value (see train-graph --help)", a);
-                break;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--dim")) s = cli_parse_dim(&dims, v, &err);
-            else out = v;
-        } else if (a[0] == '-') s = vp_fail(&err, VP_ERR_USAGE, "train-graph: unknown option '%s' (see --help)", a);
-        else if (model) s = vp_fail(&err, VP_ERR_USAGE, "train-graph: one model at a time ('%s' and '%s')", model, a);
-        else model = a;
-    }
-    if (!s && !model) {
-        fputs(train_graph_usage, stderr);
-        return 2;
-    }
-    if (!s && !out) s = vp_fail(&err, VP_ERR_USAGE, "train-graph: -o OUT.onnx is required (the file to write)");
-    if (!s && o.spec.no_optimizer && o.have_opt)
+    if (!out) s = vp_fail(&err, VP_ERR_USAGE, "train-graph: -o OUT.onnx is required (the file to write)");
+    if (!s && o.spec.no_optimizer && o.optimizer)
         s = vp_fail(&err, VP_ERR_USAGE, "train-graph: --optimizer and --no-optimizer exclude each other");
     if (!s) s = cli_train_finish(&o, &err);
     if (s) return cli_report(s, &err);
@@ -123,3 +74,32 @@ int cmd_train_graph(int argc, char **argv) {
     free(cmdline);
     return cli_report(s, &err);
 }
+
+const cli_cmd cli_cmd_train_graph = {
+    "train-graph", run_train_graph, "MODEL --loss SPEC [--optimizer NAME | --no-optimizer] -o OUT.onnx [options]",
+    "write the training step (forward, loss, backward, update) as an ONNX model",
+    "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
+    "writes it as one ONNX model instead of running it. The file holds:\n"
+    "  inputs       the model's inputs and the loss's (labels for ce, target for mse),\n"
+    "               at the shapes bound with --dim\n"
+    "  initializers the parameters, the optimizer state (zero: the state before the\n"
+    "               first step), BatchNorm running statistics, frozen weights\n"
+    "  nodes        the forward graph (BatchNorm in training form), the loss, the\n"
+    "               gradients (standard ONNX ops and ONNX Runtime's com.microsoft ops:\n"
+    "               ReluGrad, SoftmaxGrad_13, ConvGrad, ...), and one update node per\n"
+    "               parameter in the vplan domain (SGD, Momentum, Adam: PyTorch's rules)\n"
+    "  outputs      the model's outputs, the loss, and every updated parameter and state\n"
+    "               value (the graph is pure: w goes in, w' comes out), or with\n"
+    "               --no-optimizer each parameter's gradient\n"
+    "  metadata     vplan.loss, vplan.carry (\"w<TAB>w'\" lines: after a step, feed w'\n"
+    "               as the next step's w) and vplan.gradients (\"param<TAB>gradient\")\n"
+    "\n"
+    "The file loads back into every onnx-vplan command and runs with the same results bit\n"
+    "for bit. ONNX Runtime knows every op in it except the vplan updates; write it with\n"
+    "--no-optimizer for a graph ONNX Runtime can run as it is.\n",
+    "examples:\n"
+    "  onnx-vplan train-graph models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
+    "      --optimizer adamw -o mlp_train.onnx\n"
+    "  onnx-vplan train-graph models/cnn/model.onnx --dim batch=8 --loss ce:logits \\\n"
+    "      --no-optimizer -o cnn_grads.onnx\n"
+    "  onnx-vplan inspect mlp_train.onnx     # what was written\n"};

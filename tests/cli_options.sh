@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Every subcommand parses its options the same way (tools/cli/cli.c): --help lists
+# exactly the options the command has and exits 0; an unknown option, a bad value, a
+# missing value or argument exits 2 with a message naming the command and the option;
+# --opt=value works as --opt value does.
+set -u
+tool=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/expect.sh"
+
+mlp=$src/models/mlp/model.onnx
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze"
+declare -A options=(
+    [inspect]="--dim --json"
+    [eval]="--dim --input --output-dir --seed"
+    [train]="$train_opts --steps --data --dim --seed --json --save"
+    [train-graph]="$train_opts --no-optimizer --dim -o --output"
+    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
+    [show]="--json --steps"
+    [verify]=""
+    [run]="--backend --tf32 --cuda-device --steps --data --seed --json"
+    [arena]="-o --all --search-seconds"
+)
+declare -A operand=([inspect]=MODEL [eval]=MODEL [train]=MODEL [train-graph]=MODEL [plan]=MODEL [show]=PLAN
+    [verify]=PLAN [run]=PLAN [arena]=FILE.csv)
+
+# the options a help text lists: the first words of its option lines
+listed() { sed -nE 's/^  (-[-a-z0-9]+)(, (-[-a-z0-9]+))?.*/\1 \3/p' | tr ' ' '\n' | grep . | sort; }
+
+for cmd in inspect eval train train-graph plan show verify run arena; do
+    expect 0 "^  $cmd ${operand[$cmd]}" -- "$tool" --help
+    expect 0 "^usage: onnx-vplan $cmd ${operand[$cmd]}" -- "$tool" "$cmd" --help
+    expect 0 "^usage: onnx-vplan $cmd" -- "$tool" "$cmd" -h
+    want=$(printf '%s\n' ${options[$cmd]} -h --help | sort)
+    got=$("$tool" "$cmd" --help | listed)
+    if [[ $got == "$want" ]]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $cmd --help lists $(echo $got), want $(echo $want)"
+    fi
+    # every option it lists is one the parser knows
+    for o in ${options[$cmd]}; do
+        expect 2 "$cmd: " -- "$tool" "$cmd" "$o" --frobnicate
+        out=$("$tool" "$cmd" "$o" --frobnicate 2>&1)
+        if grep -q "unknown option '$o'" <<<"$out"; then
+            fail=$((fail + 1))
+            echo "FAIL: $cmd --help lists $o, but $cmd does not know it: $out"
+        fi
+    done
+    expect 2 "^onnx-vplan: $cmd: unknown option '--frobnicate' (see onnx-vplan $cmd --help)" -- "$tool" "$cmd" x --frobnicate
+    expect 2 "^onnx-vplan: $cmd: missing ${operand[$cmd]} (usage: onnx-vplan $cmd " -- "$tool" "$cmd"
+    expect 2 "^onnx-vplan: $cmd: unexpected argument 'two'" -- "$tool" "$cmd" one two
+done
+
+# a bad value for every subcommand: named with the value and what was expected
+expect 2 "inspect: --dim expects NAME=VALUE .*got 'batch'" -- "$tool" inspect "$mlp" --dim batch
+expect 2 "inspect: --dim expects NAME=VALUE with VALUE a non-negative integer .*got 'batch=-4'" -- "$tool" inspect "$mlp" --dim=batch=-4
+expect 2 "eval: --seed expects a non-negative integer, got '-1'" -- "$tool" eval "$mlp" --seed -1
+expect 2 "eval: --input expects NAME=FILE.pb, got 'x'" -- "$tool" eval "$mlp" --input x
+expect 2 "train: --steps expects a non-negative integer, got 'many'" -- "$tool" train "$mlp" --steps many
+expect 2 "train: --lr expects a non-negative number, got 'fast'" -- "$tool" train "$mlp" --lr=fast
+expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
+expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
+expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB
+expect 2 "plan: --remat expects none, sqrtn, dp or ilp, got 'magic'" -- "$tool" plan "$mlp" --remat=magic
+expect 2 "show: --json takes no value, got '--json=yes'" -- "$tool" show x.vplan --json=yes
+expect 2 "run: --backend expects cpu or cuda, got 'tpu'" -- "$tool" run x.vplan --backend tpu
+expect 2 "arena: --search-seconds expects a non-negative number, got '-1'" -- "$tool" arena x.csv --search-seconds -1
+expect 2 "verify: unknown option '--json'" -- "$tool" verify x.vplan --json
+
+# a missing value; a misspelt option gets the near one suggested
+expect 2 "plan: --budget needs a value (--budget SIZE)" -- "$tool" plan "$mlp" --budget
+expect 2 "run: --backend needs a value (--backend cpu|cuda)" -- "$tool" run x.vplan --backend
+expect 2 "unknown option '--bugdet'; did you mean --budget?" -- "$tool" plan "$mlp" --bugdet 1MiB
+expect 2 "unknown option '--outptu'; did you mean --output?" -- "$tool" train-graph "$mlp" --outptu x.onnx
+expect 2 "unknown option '--jsn'; did you mean --json?" -- "$tool" show x.vplan --jsn
+expect 2 "unknown option '--frobnicate' (see" -- "$tool" plan "$mlp" --frobnicate
+
+# --opt=value and --opt value give the same plan
+"$tool" plan "$mlp" --dim batch=4 --loss ce:logits --budget 200KiB --optimizer adamw --json "$tmp/a.json" >/dev/null
+expect 0 "arena / bound" -- "$tool" plan "$mlp" --dim=batch=4 --loss=ce:logits --budget=200KiB --optimizer=adamw --json="$tmp/b.json"
+expect 0 "" -- cmp <(grep -v planning_seconds "$tmp/a.json") <(grep -v planning_seconds "$tmp/b.json")
+expect 0 "wrote $tmp/g.onnx" -- "$tool" train-graph "$mlp" --dim batch=4 --loss ce:logits --output="$tmp/g.onnx"
+
+expect_summary
