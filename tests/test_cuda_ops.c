@@ -174,6 +174,16 @@ static const op_case cases[] = {
      "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0"},
     {"adamw", "Adam", "vplan", 17, {"f32:300", "f32:300", "zero:300", "zero:300", "step:"}, 4,
      "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
+    {"attention_mask", "Attention", "vplan", 17, {"f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:5,7"}, 2,
+     "scale=f:0.5"},
+    {"attention_causal_long", "Attention", "vplan", 17, {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8"}, 2,
+     "scale=f:0.35;causal=i:1"},
+    {"attention_grad_mask", "AttentionGrad", "vplan", 17,
+     {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:2,1,1,7"}, 3,
+     "scale=f:0.5"},
+    {"attention_grad_causal_long", "AttentionGrad", "vplan", 17,
+     {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "pos:1,2,300"}, 3,
+     "scale=f:0.35;causal=i:1"},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -21,6 +21,15 @@ static double conv_flops(const vp_graph *g, int out, int weight) {
     return 2.0 * numel(g, out) * per_out;
 }
 
+/* vplan.Attention (forward: scores, exp, P V) and AttentionGrad (scores again, dP,
+ * dQ, dK, dV): per score, a dot over D or Dv for each product; causal halves them. */
+static double attention_flops(const vp_graph *g, const vp_node *n, int grad) {
+    const vp_value *q = &g->values[n->inputs[grad]], *k = &g->values[n->inputs[grad + 1]], *v = &g->values[n->inputs[grad + 2]];
+    double d = (double)q->dims[3], dv = (double)v->dims[3];
+    double scores = (double)vp_value_numel(q) / d * (double)k->dims[2] * (vp_attr_int(n, "causal", 0) ? 0.5 : 1.0);
+    return scores * (grad ? 6.0 * d + 4.0 * dv + 16.0 : 2.0 * d + 2.0 * dv + 8.0);
+}
+
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     vp_node_cost c = {0, 0};
     for (int k = 0; k < n->n_inputs; k++)
@@ -50,6 +59,10 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
              !strcmp(op, "LayerNormalizationGrad") || !strcmp(op, "BatchNormalizationGrad"))
         c.flops = 8.0 * numel(g, n->inputs[0]);
     else if (!strcmp(op, "Adam")) c.flops = 12.0 * out;
+    else if (!strcmp(n->domain, "vplan") && !strcmp(op, "Attention") && n->n_inputs >= 3)
+        c.flops = attention_flops(g, n, 0);
+    else if (!strcmp(n->domain, "vplan") && !strcmp(op, "AttentionGrad") && n->n_inputs >= 6)
+        c.flops = attention_flops(g, n, 1);
     else c.flops = out;
     return c;
 }

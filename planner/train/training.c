@@ -1,7 +1,9 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> loss -> autodiff -> optimizer.
+ *   fusion -> training mode -> trainable set -> attention fusion -> loss -> autodiff -> optimizer.
  * Each stage is its own file; this one chooses the parameters and keeps the order. */
 #include "train/training.h"
+
+#include "train/fuse_attention.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -51,6 +53,11 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
     if (!s) s = vp_train_mode_apply(g, t, err);
     if (!s) s = select_params(g, spec->freeze, t, err);
+    /* after the trainable set: a mask that depends on a parameter is not fused */
+    if (!s && spec->attention == VP_ATTENTION_FUSED) {
+        vp_fuse_attention_opts fo = {.detect_causal = 1};
+        s = vp_fuse_attention(g, &fo, &t->n_attention, err);
+    }
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     if (!s) s = vp_autodiff(g, t, err);
     if (!s) {

@@ -41,12 +41,20 @@ typedef struct vp_opt_spec {
 vp_status vp_opt_parse(const char *arg, vp_opt_spec *out, vp_error *err);
 const char *vp_opt_name(vp_opt_kind k);
 
+/* How the exporters' attention core (MatMul, scale, mask, Softmax, MatMul) is trained. */
+typedef enum vp_attention_form {
+    VP_ATTENTION_FUSED = 0, /* one vplan.Attention whose backward recomputes the probabilities
+                               from the row log-sum-exp (train/fuse_attention.h) */
+    VP_ATTENTION_PLAIN,     /* the ops as exported: the probabilities are saved for the backward */
+} vp_attention_form;
+
 typedef struct vp_train_spec {
     vp_loss_spec loss;
     vp_opt_spec opt;
     const char *freeze;  /* POSIX extended regex of parameter names to freeze, or NULL */
     int no_optimizer;    /* build forward, loss and backward only (gradient checks) */
     int no_fuse;         /* differentiate the exporter's patterns piece by piece (train/fuse.h) */
+    vp_attention_form attention; /* fused (memory-efficient, default) or plain attention cores */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -66,6 +74,7 @@ typedef struct vp_training {
     int64_t label_classes; /* ce: labels lie in [0, label_classes) */
     int n_frozen;        /* parameters --freeze matched */
     int n_unused;        /* trainable parameters the loss does not depend on */
+    int n_attention;     /* attention cores fused into vplan.Attention */
     int first_loss_node, first_backward_node, first_optimizer_node;
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

@@ -1,0 +1,139 @@
+/* The attention family: one fused attention op and its gradient (domain "vplan").
+ *
+ *   Attention(Q [B,H,S,D], K [B,H,T,D], V [B,H,T,Dv], [mask]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
+ *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0)
+ *       A    = scale * Q K^T + mask             (mask additive, broadcast to [B,H,S,T])
+ *       A_ij = -inf where causal and j > i      (top-left aligned, as torch's
+ *                                                tril(ones(S, T)) and is_causal)
+ *       LSE  = log sum_j exp(A_ij)              (row log-sum-exp)
+ *       Y    = softmax(A) V = exp(A - LSE) V
+ *
+ *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV (each optional), same attrs
+ *       P  = exp(A - LSE)                       (recomputed, never read from memory)
+ *       D_i = sum_d dY_id Y_id,  dS = P * (dY V^T - D)
+ *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY
+ *
+ * This is FlashAttention's split of the work (Dao et al. 2022): the forward keeps Y and
+ * the row log-sum-exp, so the backward never needs the a*s*s probabilities that the
+ * decomposed graph (MatMul, Mul, Add, Softmax, MatMul) saves for SoftmaxGrad and the
+ * second MatMul's gradient: the 5as/h term of Korthikanti et al. 2022.  Kernels
+ * (runtime/cpu/k_attention.c, runtime/cuda/cu_attention.cu) work a block of query rows
+ * at a time with O(block * T) scratch.
+ *
+ * LSE is float32 for float32 and narrower inputs and float64 for float64 ones, so a
+ * float64 gradient check recomputes P to float64 accuracy.  The mask has Q's dtype and
+ * carries no gradient: the rule refuses a mask that depends on a parameter (the fusion
+ * pass, planner/train/fuse_attention.c, never builds one). */
+#include <math.h>
+#include <string.h>
+
+#include "k_attention.h"
+#include "ir/op_registry.h"
+#include "ops/grad_macros.h"
+
+/* ---- shapes ---- */
+
+static vp_status fail_dims(const vp_node *n, const char *what, const vp_value *v, vp_error *err) {
+    char s[128];
+    return vp_node_fail(err, VP_ERR_INVALID, n, "%s has shape %s: %s", v->name, vp_shape_str(v->rank, v->dims, s, sizeof s),
+                        what);
+}
+
+/* Q, K, V (inputs q, q+1, q+2) and the optional mask (input m): ranks, dtypes and
+ * dims agree; *dt is their dtype. */
+static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype *dt, vp_error *err) {
+    const vp_value *vq = vp_shape_in(g, n, q), *vk = vp_shape_in(g, n, q + 1), *vv = vp_shape_in(g, n, q + 2);
+    vp_status s = vp_shape_check_dtype(n, q, vq->dtype, vp_float_types, 4, err);
+    if (s) return s;
+    if (vk->dtype != vq->dtype || vv->dtype != vq->dtype)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "Q, K and V must share a dtype (%s, %s, %s)", vp_dtype_name(vq->dtype),
+                            vp_dtype_name(vk->dtype), vp_dtype_name(vv->dtype));
+    if (vq->rank != 4) return fail_dims(n, "Q must be [B, H, S, D]", vq, err);
+    if (vk->rank != 4 || vk->dims[0] != vq->dims[0] || vk->dims[1] != vq->dims[1] || vk->dims[3] != vq->dims[3])
+        return fail_dims(n, "K must be [B, H, T, D] with Q's B, H and D", vk, err);
+    if (vv->rank != 4 || vv->dims[0] != vq->dims[0] || vv->dims[1] != vq->dims[1] || vv->dims[2] != vk->dims[2])
+        return fail_dims(n, "V must be [B, H, T, Dv] with K's B, H and T", vv, err);
+    const vp_value *mask = vp_shape_in(g, n, m);
+    if (mask) {
+        if (mask->dtype != vq->dtype)
+            return vp_node_fail(err, VP_ERR_INVALID, n, "the mask must have Q's dtype %s, got %s", vp_dtype_name(vq->dtype),
+                                vp_dtype_name(mask->dtype));
+        int64_t full[4] = {vq->dims[0], vq->dims[1], vq->dims[2], vk->dims[2]};
+        int ok = mask->rank <= 4;
+        for (int d = 0; ok && d < mask->rank; d++) {
+            int64_t md = mask->dims[mask->rank - 1 - d], fd = full[3 - d];
+            ok = md == fd || md == 1;
+        }
+        if (!ok) return fail_dims(n, "the mask must broadcast to [B, H, S, T] without growing it", mask, err);
+    }
+    int64_t causal = vp_attr_int(n, "causal", 0);
+    if (causal != 0 && causal != 1) return vp_node_fail(err, VP_ERR_INVALID, n, "attribute causal must be 0 or 1");
+    *dt = vq->dtype;
+    return VP_OK;
+}
+
+static vp_dtype lse_dtype(vp_dtype dt) { return dt == VP_F64 ? VP_F64 : VP_F32; }
+
+static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_dtype dt;
+    vp_status s = vp_shape_check_arity(n, 3, 4, 1, 2, err);
+    if (!s) s = check_qkv(g, n, 0, 3, &dt, err);
+    if (s) return s;
+    const vp_value *q = vp_shape_in(g, n, 0), *v = vp_shape_in(g, n, 2);
+    int64_t y[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    s = vp_shape_set_output(g, n, 0, dt, 4, y, err);
+    if (!s) s = vp_shape_set_output(g, n, 1, lse_dtype(dt), 3, y, err);
+    return s;
+}
+
+static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_dtype dt;
+    vp_status s = vp_shape_check_arity(n, 6, 7, 1, 3, err);
+    if (!s) s = check_qkv(g, n, 1, 6, &dt, err);
+    if (s) return s;
+    const vp_value *q = vp_shape_in(g, n, 1), *v = vp_shape_in(g, n, 3);
+    int64_t ydims[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    for (int i = 0; i < 5; i += 4) { /* dY and Y */
+        const vp_value *x = vp_shape_in(g, n, i);
+        if (x->dtype != dt || x->rank != 4 || memcmp(x->dims, ydims, sizeof ydims))
+            return fail_dims(n, "dY and Y must be [B, H, S, Dv] of Q's dtype", x, err);
+    }
+    const vp_value *lse = vp_shape_in(g, n, 5);
+    if (lse->dtype != lse_dtype(dt) || lse->rank != 3 || memcmp(lse->dims, ydims, sizeof(int64_t) * 3))
+        return fail_dims(n, "LSE must be [B, H, S], float64 for float64 inputs and float32 otherwise", lse, err);
+    for (int k = 0; k < 3 && !s; k++) s = vp_shape_same_as_input(g, n, k, k + 1, err);
+    return s;
+}
+
+/* ---- gradient ---- */
+
+/* AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) with the forward's attributes. */
+static VP_GRAD_RULE(grad_attention) {
+    const vp_node *n = vp_gr_node(c, node);
+    if (n->n_outputs > 1 && n->outputs[1] >= 0 && dy[1] >= 0)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the row log-sum-exp (output 1) reaches the loss; only Y has a gradient rule");
+    if (vp_grad_needs(c, node, 3))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the mask ('%s') depends on a parameter; masks carry no gradient",
+                            vp_gr_val(c, IN(3))->name);
+    if (dy[0] < 0) return VP_OK;
+    int lse, outs[3];
+    TRY(vp_gr_forward_output(c, node, 1, "lse", &lse, err));
+    int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), vp_grad_needs(c, node, 2)};
+    int in[7] = {dy[0], IN(0), IN(1), IN(2), OUT(0), lse, IN(3)};
+    int b = vp_grad_begin(c, node, "AttentionGrad", "vplan", IN(3) >= 0 ? 7 : 6, in, 3);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_copy_attrs(c, node, b, err));
+    vp_node *bn = &vp_grad_graph(c)->nodes[b];
+    for (int k = 0; k < 3; k++)
+        if (!want[k]) bn->outputs[k] = -1;
+    TRY(vp_grad_end(c, b, outs, err));
+    for (int k = 0; k < 3; k++)
+        if (want[k]) dx[k] = outs[k];
+    return VP_OK;
+}
+
+const vp_op_def vp_ops_attention[] = {
+    {.name = "Attention", .domain = "vplan", .shape = shape_attention, .cpu = vp_cpu_attention, .grad = grad_attention},
+    {.name = "AttentionGrad", .domain = "vplan", .shape = shape_attention_grad, .cpu = vp_cpu_attention_grad},
+    {0},
+};

@@ -1,0 +1,408 @@
+/* The attention fusion (fuse_attention.h says what it matches and what it keeps true).
+ *
+ * Matching walks up from each MatMul through Softmax, the optional mask and scale ops,
+ * to the MatMul of Q and K^T, checking every condition on the way; a rewrite then
+ * appends the new nodes (the K transpose where one is needed, the mask, the Attention)
+ * and marks the replaced ones dead.  At the end one reorder puts each Attention at its
+ * last MatMul's place and drops the dead nodes, so the node order stays topological. */
+#include "train/fuse_attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+#include "ir/graph_build.h"
+#include "ir/infer.h"
+
+typedef struct match {
+    int mm1, scale_node, mask_node, softmax, mm2; /* node ids; -1 where absent */
+    int q, kt, v;                                 /* value ids */
+    int mask;                                     /* Add's additive mask, or -1 */
+    int cond, fill, fill_then;                    /* Where: condition, fill scalar, fill in the then branch */
+    double scale;
+} match;
+
+typedef struct fuser {
+    vp_graph *g;
+    const vp_fuse_attention_opts *o;
+    char *requires;   /* per original value: depends on a trainable parameter */
+    int n_orig_values;
+    int n_orig_nodes;
+    char *dead;       /* per node (grown as nodes are added) */
+    int *insert_at;   /* per original node: first of its inserted nodes in `inserted`, or -1 */
+    int *n_insert;
+    int *inserted;
+    int n_inserted, cap_inserted;
+} fuser;
+
+/* ---- reading the graph ---- */
+
+static const vp_node *producer(const vp_graph *g, int v, const char *op) {
+    if (v < 0 || g->values[v].producer < 0) return NULL;
+    const vp_node *n = &g->nodes[g->values[v].producer];
+    return !strcmp(n->op_type, op) && !n->domain[0] ? n : NULL;
+}
+
+/* v is read by exactly one node, `node`, and is no graph output. */
+static int only_use(const vp_graph *g, int v, int node) {
+    const vp_value *x = &g->values[v];
+    return !(x->flags & VP_VAL_OUTPUT) && x->n_consumers == 1 && x->consumers[0] == node;
+}
+
+static int in(const vp_node *n, int k) { return k < n->n_inputs ? n->inputs[k] : -1; }
+
+/* Data fixed ahead of time: a constant or an initializer nobody trains (not a fed input). */
+static int fixed_data(const vp_value *v) {
+    return v->data && (v->flags & (VP_VAL_CONST | VP_VAL_INITIALIZER)) && !(v->flags & (VP_VAL_PARAM | VP_VAL_INPUT));
+}
+
+static int scalar_const(const vp_graph *g, int v, double *out) {
+    if (v < 0) return 0;
+    const vp_value *x = &g->values[v];
+    if (!fixed_data(x) || !vp_dtype_is_float(x->dtype) || vp_value_numel(x) != 1) return 0;
+    *out = vp_load(x->data, x->dtype, 0);
+    return 1;
+}
+
+static int node_id(const vp_graph *g, const vp_node *n) { return n ? (int)(n - g->nodes) : -1; }
+
+/* A shape that broadcasts to full [4] without growing it. */
+static int fits(const vp_value *m, const int64_t *full) {
+    if (m->rank > 4) return 0;
+    for (int d = 0; d < m->rank; d++) {
+        int64_t md = m->dims[m->rank - 1 - d];
+        if (md != 1 && md != full[3 - d]) return 0;
+    }
+    return 1;
+}
+
+/* The mask stage: Add(S, M) / Add(M, S), or Where(C, S, f) / Where(C, f, S) with f
+ * -inf or at most -1e30 (there S + f rounds to f for any score under 1e22, so the
+ * additive form computes the same).  Sets *chain to the scores before it. */
+static int match_mask(const vp_graph *g, const vp_node *n, match *m, int *chain) {
+    if (!strcmp(n->op_type, "Add") && n->n_inputs == 2) {
+        for (int side = 0; side < 2; side++) {
+            int c = n->inputs[side];
+            if (producer(g, c, "MatMul") || producer(g, c, "Mul") || producer(g, c, "Div")) {
+                *chain = c;
+                m->mask = n->inputs[1 - side];
+                return 1;
+            }
+        }
+        return 0;
+    }
+    if (!strcmp(n->op_type, "Where") && n->n_inputs == 3) {
+        double f;
+        for (int then = 0; then < 2; then++) {
+            int fill = n->inputs[then ? 1 : 2];
+            if (!scalar_const(g, fill, &f) || !(f <= -1e30)) continue;
+            m->cond = n->inputs[0];
+            m->fill = fill;
+            m->fill_then = then;
+            *chain = n->inputs[then ? 2 : 1];
+            return g->values[m->cond].dtype == VP_BOOL;
+        }
+    }
+    return 0;
+}
+
+/* Walks up from the MatMul `node`; fills m and returns 1 when every condition holds. */
+static int match_at(const fuser *fz, int node, match *m) {
+    const vp_graph *g = fz->g;
+    const vp_node *mm2 = &g->nodes[node], *sm, *mk = NULL, *sc = NULL, *mm1;
+    memset(m, -1, sizeof *m);
+    m->scale = 1.0;
+    if (strcmp(mm2->op_type, "MatMul") || mm2->domain[0] || mm2->n_inputs != 2) return 0;
+    int p = mm2->inputs[0];
+    if (!(sm = producer(g, p, "Softmax")) || !only_use(g, p, node)) return 0;
+    const vp_value *pv = &g->values[p];
+    int64_t axis = vp_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
+    if (pv->rank != 4 || (axis != -1 && axis != 3)) return 0;
+    int x = in(sm, 0), chain = x;
+    const vp_node *up = g->values[x].producer >= 0 ? &g->nodes[g->values[x].producer] : NULL;
+    if (up && !up->domain[0] && (!strcmp(up->op_type, "Add") || !strcmp(up->op_type, "Where"))) {
+        if (!only_use(g, x, node_id(g, sm)) || !match_mask(g, up, m, &chain)) return 0;
+        mk = up;
+    }
+    int after = node_id(g, mk ? mk : sm);
+    if ((sc = producer(g, chain, "Mul")) || (sc = producer(g, chain, "Div"))) {
+        double c;
+        int div = !strcmp(sc->op_type, "Div"), k;
+        if (!only_use(g, chain, after)) return 0;
+        if (scalar_const(g, in(sc, 1), &c)) k = 0;
+        else if (!div && scalar_const(g, in(sc, 0), &c)) k = 1;
+        else return 0;
+        if (div && c == 0) return 0;
+        m->scale = div ? 1.0 / c : c;
+        chain = in(sc, k);
+        after = node_id(g, sc);
+    }
+    if (!(mm1 = producer(g, chain, "MatMul")) || !only_use(g, chain, after)) return 0;
+    m->q = in(mm1, 0);
+    m->kt = in(mm1, 1);
+    m->v = mm2->inputs[1];
+    const vp_value *q = &g->values[m->q], *kt = &g->values[m->kt], *v = &g->values[m->v], *s = &g->values[chain];
+    if (q->rank != 4 || kt->rank != 4 || v->rank != 4 || !vp_dtype_is_float(q->dtype)) return 0;
+    if (kt->dtype != q->dtype || v->dtype != q->dtype || s->dtype != q->dtype) return 0;
+    int64_t B = q->dims[0], H = q->dims[1], S = q->dims[2], T = kt->dims[3];
+    if (kt->dims[0] != B || kt->dims[1] != H || kt->dims[2] != q->dims[3]) return 0;
+    if (v->dims[0] != B || v->dims[1] != H || v->dims[2] != T) return 0;
+    int64_t full[4] = {B, H, S, T};
+    if (m->mask >= 0) {
+        const vp_value *mv = &g->values[m->mask];
+        if (mv->dtype != q->dtype || !fits(mv, full) || fz->requires[m->mask]) return 0;
+    }
+    if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
+    m->mm1 = node_id(g, mm1);
+    m->scale_node = node_id(g, sc);
+    m->mask_node = node_id(g, mk);
+    m->softmax = node_id(g, sm);
+    m->mm2 = node;
+    return 1;
+}
+
+/* ---- rewriting ---- */
+
+static vp_status nomem(vp_error *err) { return vp_fail(err, VP_ERR_NOMEM, "out of memory fusing attention"); }
+
+static vp_status note_insert(fuser *fz, int at, int node, vp_error *err) {
+    if (fz->n_inserted == fz->cap_inserted) {
+        int cap = fz->cap_inserted ? 2 * fz->cap_inserted : 16;
+        int *p = realloc(fz->inserted, (size_t)cap * sizeof *p);
+        if (!p) return nomem(err);
+        fz->inserted = p;
+        fz->cap_inserted = cap;
+    }
+    if (fz->insert_at[at] < 0) fz->insert_at[at] = fz->n_inserted;
+    fz->inserted[fz->n_inserted++] = node;
+    fz->n_insert[at]++;
+    char *d = realloc(fz->dead, (size_t)fz->g->n_nodes);
+    if (!d) return nomem(err);
+    fz->dead = d;
+    d[node] = 0;
+    return VP_OK;
+}
+
+/* Adds a node of one new output named after stem, infers it, notes it for `at`. */
+static vp_status add_node(fuser *fz, int at, const char *op, const char *domain, const char *name, int n_in,
+                          const int *ins, int n_out, int *outs, vp_error *err) {
+    vp_graph *g = fz->g;
+    int o[2];
+    for (int k = 0; k < n_out; k++) {
+        if (outs[k] >= 0) {
+            o[k] = outs[k];
+            continue;
+        }
+        char stem[600];
+        snprintf(stem, sizeof stem, "%s_output_%d", name, k);
+        if ((o[k] = vp_graph_add_unique_value(g, stem)) < 0) return nomem(err);
+    }
+    int id = vp_graph_add_node(g, op, domain, name, n_in, ins, n_out, o);
+    if (id < 0) return nomem(err);
+    g->nodes[id].opset = g->nodes[at].opset;
+    for (int k = 0; k < n_out; k++) {
+        outs[k] = o[k];
+        g->values[o[k]].producer = id;
+    }
+    return note_insert(fz, at, id, err);
+}
+
+static vp_status infer_last(fuser *fz, vp_error *err) {
+    return vp_infer_node(fz->g, fz->inserted[fz->n_inserted - 1], 0, NULL, err);
+}
+
+/* K [B,H,T,D] from K^T: the producing Transpose changed (or gone), else a new one. */
+static vp_status make_k(fuser *fz, const match *m, const char *base, int *k, vp_error *err) {
+    vp_graph *g = fz->g;
+    const vp_node *t = producer(g, m->kt, "Transpose");
+    if (t && only_use(g, m->kt, m->mm1) && g->values[in(t, 0)].rank == 4) {
+        int tid = node_id(g, t);
+        const int64_t *p;
+        int64_t perm[4] = {3, 2, 1, 0};
+        if (vp_attr_ints(t, "perm", &p) == 4) memcpy(perm, p, sizeof perm);
+        int64_t swap = perm[2];
+        perm[2] = perm[3];
+        perm[3] = swap;
+        if (perm[0] == 0 && perm[1] == 1 && perm[2] == 2 && perm[3] == 3) {
+            fz->dead[tid] = 1;
+            *k = in(t, 0);
+            return VP_OK;
+        }
+        vp_node *tn = &g->nodes[tid];
+        for (int a = 0; a < tn->n_attrs; a++)
+            if (!strcmp(tn->attrs[a].name, "perm")) memcpy(tn->attrs[a].ints, perm, sizeof perm);
+        if (!vp_node_attr(tn, "perm") && vp_node_add_attr_ints(g, tid, "perm", perm, 4)) return nomem(err);
+        *k = m->kt;
+        return vp_infer_node(g, tid, 0, NULL, err);
+    }
+    static const int64_t swap_last[4] = {0, 1, 3, 2};
+    char name[600];
+    snprintf(name, sizeof name, "%s/K", base);
+    *k = -1;
+    vp_status s = add_node(fz, m->mm2, "Transpose", "", name, 1, &m->kt, 1, k, err);
+    if (!s && vp_node_add_attr_ints(g, fz->inserted[fz->n_inserted - 1], "perm", swap_last, 4)) s = nomem(err);
+    return s ? s : infer_last(fz, err);
+}
+
+/* The additive mask of a Where(C, S, f) / Where(C, f, S): a constant when C is one. */
+static vp_status make_where_mask(fuser *fz, const match *m, const char *base, int *mask, vp_error *err) {
+    vp_graph *g = fz->g;
+    vp_dtype dt = g->values[m->q].dtype;
+    double f = vp_load(g->values[m->fill].data, dt, 0);
+    const vp_value *c = &g->values[m->cond];
+    char name[600];
+    snprintf(name, sizeof name, "%s/mask", base);
+    if (fixed_data(c)) {
+        int64_t count = vp_value_numel(c), dims[VP_MAX_RANK];
+        int rank = c->rank;
+        memcpy(dims, c->dims, sizeof dims);
+        void *data = malloc((size_t)(count ? count : 1) * vp_dtype_size(dt));
+        if (!data) return nomem(err);
+        for (int64_t i = 0; i < count; i++)
+            vp_store(data, dt, i, (((const unsigned char *)c->data)[i] != 0) == m->fill_then ? f : 0.0);
+        *mask = vp_build_const(g, name, dt, rank, dims, data);
+        free(data);
+        return *mask < 0 ? nomem(err) : VP_OK;
+    }
+    unsigned char zero_bytes[8] = {0};
+    int zero = vp_build_const(g, "attention_mask_zero", dt, 0, NULL, zero_bytes);
+    if (zero < 0) return nomem(err);
+    int ins[3] = {m->cond, m->fill_then ? m->fill : zero, m->fill_then ? zero : m->fill};
+    *mask = -1;
+    vp_status s = add_node(fz, m->mm2, "Where", "", name, 3, ins, 1, mask, err);
+    return s ? s : infer_last(fz, err);
+}
+
+/* A constant mask [.., S, T] that is 0 on and below the diagonal and -inf above. */
+static int causal_mask(const vp_graph *g, int mask, int64_t S, int64_t T) {
+    const vp_value *m = &g->values[mask];
+    if (!fixed_data(m) || m->rank < 2) return 0;
+    for (int d = 0; d < m->rank - 2; d++)
+        if (m->dims[d] != 1) return 0;
+    if (m->dims[m->rank - 2] != S || m->dims[m->rank - 1] != T) return 0;
+    for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < T; j++) {
+            double x = vp_load(m->data, m->dtype, i * T + j);
+            if (j <= i ? x != 0 : !(isinf(x) && x < 0)) return 0;
+        }
+    return 1;
+}
+
+static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
+    vp_graph *g = fz->g;
+    char base[512];
+    const char *name = g->nodes[m->mm2].name, *slash = strrchr(name, '/');
+    snprintf(base, sizeof base, "%.*s%s", slash ? (int)(slash - name) : (int)strlen(name), name,
+             slash ? "" : "_attention");
+    int k, mask = m->mask;
+    vp_status s = make_k(fz, m, base, &k, err);
+    if (!s && m->cond >= 0) s = make_where_mask(fz, m, base, &mask, err);
+    if (s) return s;
+    int causal = 0;
+    if (mask >= 0 && fz->o && fz->o->detect_causal &&
+        causal_mask(g, mask, g->values[m->q].dims[2], g->values[k].dims[2])) {
+        causal = 1;
+        mask = -1;
+    }
+    int y = g->nodes[m->mm2].outputs[0];
+    g->nodes[m->mm2].outputs[0] = -1; /* Y is the Attention's now */
+    int ins[4] = {m->q, k, m->v, mask}, outs[2] = {y, -1};
+    char aname[600];
+    snprintf(aname, sizeof aname, "%s/Attention", base);
+    if ((s = add_node(fz, m->mm2, "Attention", "vplan", aname, mask >= 0 ? 4 : 3, ins, 2, outs, err))) return s;
+    int a = fz->inserted[fz->n_inserted - 1];
+    if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal))
+        return nomem(err);
+    int gone[5] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2};
+    for (int i = 0; i < 5; i++)
+        if (gone[i] >= 0) fz->dead[gone[i]] = 1;
+    return infer_last(fz, err);
+}
+
+/* ---- dropping the replaced nodes ---- */
+
+static void free_node(vp_node *n) {
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (int i = 0; i < n->n_attrs; i++) {
+        vp_attr *a = &n->attrs[i];
+        free(a->name);
+        free(a->s);
+        free(a->floats);
+        free(a->ints);
+        for (int j = 0; a->strings && j < a->n; j++) free(a->strings[j]);
+        free(a->strings);
+        if (a->t) free(a->t->data);
+        free(a->t);
+    }
+    free(n->attrs);
+}
+
+/* Each original node in order, its inserted nodes in its place, the dead at the end;
+ * then the dead go. */
+static vp_status compact(fuser *fz, vp_error *err) {
+    vp_graph *g = fz->g;
+    int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order), n = 0, n_dead = 0;
+    if (!order) return nomem(err);
+    for (int i = 0; i < fz->n_orig_nodes; i++) {
+        for (int j = 0; fz->insert_at[i] >= 0 && j < fz->n_insert[i]; j++) order[n++] = fz->inserted[fz->insert_at[i] + j];
+        if (!fz->dead[i]) order[n++] = i;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (fz->dead[i]) {
+            order[n++] = i;
+            n_dead++;
+        }
+    vp_status s = vp_graph_reorder(g, order, err);
+    free(order);
+    if (s) return s;
+    for (int i = g->n_nodes - n_dead; i < g->n_nodes; i++) free_node(&g->nodes[i]);
+    g->n_nodes -= n_dead;
+    return vp_graph_link(g, err);
+}
+
+/* ---- the pass ---- */
+
+static vp_status requires_of(fuser *fz, vp_error *err) {
+    vp_graph *g = fz->g;
+    if (!(fz->requires = calloc((size_t)g->n_values + 1, 1))) return nomem(err);
+    for (int v = 0; v < g->n_values; v++) fz->requires[v] = (g->values[v].flags & VP_VAL_PARAM) != 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        int r = 0;
+        for (int k = 0; k < n->n_inputs; k++) r |= n->inputs[k] >= 0 && fz->requires[n->inputs[k]];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) fz->requires[n->outputs[k]] |= (char)r;
+    }
+    return VP_OK;
+}
+
+vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n_fused, vp_error *err) {
+    fuser fz = {.g = g, .o = o, .n_orig_values = g->n_values, .n_orig_nodes = g->n_nodes};
+    *n_fused = 0;
+    vp_status s = vp_graph_link(g, err);
+    if (!s) s = requires_of(&fz, err);
+    if (s) return s;
+    fz.dead = calloc((size_t)g->n_nodes + 1, 1);
+    fz.insert_at = malloc(((size_t)g->n_nodes + 1) * sizeof *fz.insert_at);
+    fz.n_insert = calloc((size_t)g->n_nodes + 1, sizeof *fz.n_insert);
+    if (!fz.dead || !fz.insert_at || !fz.n_insert) s = nomem(err);
+    for (int i = 0; !s && i < fz.n_orig_nodes; i++) fz.insert_at[i] = -1;
+    for (int i = 0; !s && i < fz.n_orig_nodes; i++) {
+        match m;
+        if (!match_at(&fz, i, &m)) continue;
+        if (!(s = rewrite(&fz, &m, err))) ++*n_fused;
+    }
+    if (!s && *n_fused) s = compact(&fz, err);
+    free(fz.requires);
+    free(fz.dead);
+    free(fz.insert_at);
+    free(fz.n_insert);
+    free(fz.inserted);
+    return s;
+}

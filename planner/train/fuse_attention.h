@@ -1,0 +1,42 @@
+/* The attention fusion: the exporters' decomposed attention core as one vplan.Attention.
+ *
+ * In: an inferred forward graph whose trainable parameters are flagged (VP_VAL_PARAM),
+ * before the loss and autodiff.  Out: the same graph with every attention core that
+ * torch.onnx writes (opsets 13 to 17)
+ *
+ *     S = MatMul(Q, Transpose(K))        Q [B,H,S,D], K^T [B,H,D,T]
+ *     S = Mul(S, c) | Div(S, c)          c a scalar constant           (optional)
+ *     S = Add(S, M)                      M an additive mask, or
+ *     S = Where(C, S, f) | Where(C, f, S)  C bool, f a scalar constant  (optional)
+ *     P = Softmax(S, axis=-1)
+ *     Y = MatMul(P, V)                   V [B,H,T,Dv]
+ *
+ * replaced by Y, LSE = Attention(Q, K, V, [mask]) at the last MatMul's place, Y keeping
+ * its value id and name.  K comes from the Transpose's input with the last two axes
+ * swapped back (the Transpose's perm is changed, or it goes when that leaves the
+ * identity); a Where becomes the additive mask Where(C, 0, f) (or (C, f, 0)) of C's
+ * shape, a constant when C is one.  With detect_causal a constant mask of shape
+ * [S, T] (after leading 1s) that is 0 on and below the diagonal and -inf above becomes
+ * causal=1 and no mask, so the kernels skip the masked half; only -inf qualifies, for
+ * which the two forms agree exactly whatever the scores.
+ *
+ * Keeps true: the fused graph computes what the decomposed one did (the same
+ * arithmetic up to rounding: scale * (QK^T) + mask, softmax over the last axis).
+ * Anything that does not match every condition is left alone: ranks other than 4,
+ * batch or head axes that broadcast, a softmax over another axis, an intermediate
+ * (S, P) read by another node or a graph output, a scale that is not a scalar
+ * constant, a mask that depends on a parameter (it would need a gradient) or that
+ * would grow the scores' shape, mixed dtypes. */
+#ifndef VP_FUSE_ATTENTION_H
+#define VP_FUSE_ATTENTION_H
+
+#include "ir/ir.h"
+
+typedef struct vp_fuse_attention_opts {
+    int detect_causal; /* a constant 0 / -inf causal mask becomes causal=1 */
+} vp_fuse_attention_opts;
+
+/* Fuses every attention core of g in place; *n_fused receives how many. */
+vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n_fused, vp_error *err);
+
+#endif

@@ -1,0 +1,217 @@
+/* vplan.Attention and AttentionGrad on the GPU, float32 (planner/ops/attention.c says
+ * what they compute; runtime/cpu/k_attention.c is the reference).
+ *
+ * One thread block per row, CU_THREADS threads, no [S, T] matrix anywhere:
+ *   forward   block per query row i: pass 1, each thread scores its columns j
+ *             (a dot over D) keeping a running max and sum of exp; the block combines
+ *             them into LSE_i; pass 2, chunk by chunk of CU_THREADS columns, each thread
+ *             puts p_ij = exp(s_ij - LSE_i) in shared memory and the threads, split over
+ *             Dv, add p V into their outputs.
+ *   dQ        block per query row i: D_i = dY_i . Y_i (block sum), then chunks of
+ *             columns: ds_ij = p_ij (dY_i . v_j - D_i) in shared memory, dQ_i += scale
+ *             ds K, threads split over D.
+ *   dK, dV    block per key row j: chunks of query rows i (i >= j under causal):
+ *             ds_ij and p_ij in shared memory, dK_j += scale ds^T Q, dV_j += p^T dY,
+ *             threads split over D and Dv.
+ * Every sum runs in a fixed order (no atomics), so a run repeats bit for bit; each
+ * block's accumulators live in dynamic shared memory (D + Dv floats). */
+#include <math.h>
+
+#include "cu_attention.h"
+#include "cu_common.cuh"
+
+struct att_geom {
+    int64_t H, S, T, D, Dv;
+    float scale;
+    int causal;
+    const float *mask;
+    int64_t ms0, ms1, ms2, ms3;
+};
+
+__device__ static inline float score(const att_geom &g, const float *q, const float *k, int64_t b, int64_t h,
+                                     int64_t i, int64_t j) {
+    float s = 0;
+    for (int64_t d = 0; d < g.D; d++) s += q[d] * k[j * g.D + d];
+    s *= g.scale;
+    if (g.mask) s += g.mask[b * g.ms0 + h * g.ms1 + i * g.ms2 + j * g.ms3];
+    return s;
+}
+
+__device__ static inline float dotf(const float *a, const float *b, int64_t n) {
+    float s = 0;
+    for (int64_t c = 0; c < n; c++) s += a[c] * b[c];
+    return s;
+}
+
+/* Block max; every thread gets it. */
+__device__ static inline double block_max(double v) {
+    __shared__ double part[32];
+    __shared__ double total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = cu_warp_max(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double s = lane < warps ? part[lane] : -INFINITY;
+        s = cu_warp_max(s);
+        if (lane == 0) total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+/* Columns row i sees. */
+__device__ static inline int64_t seen_cols(const att_geom &g, int64_t i) {
+    return g.causal && i + 1 < g.T ? i + 1 : g.T;
+}
+
+__global__ void k_attention(att_geom g, int64_t rows, const float *q, const float *k, const float *v, float *y,
+                            float *lse) {
+    extern __shared__ float acc[]; /* Dv accumulators */
+    __shared__ float p[CU_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
+        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        double m = -INFINITY;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)score(g, qi, kb, b, h, i, j));
+        m = block_max(m);
+        double l = 0;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) l += exp((double)score(g, qi, kb, b, h, i, j) - m);
+        l = cu_block_sum(l);
+        double ls = m + log(l);
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) acc[c] = 0;
+        for (int64_t j0 = 0; j0 < cols; j0 += blockDim.x) {
+            int64_t j = j0 + threadIdx.x;
+            __syncthreads();
+            p[threadIdx.x] = j < cols ? (float)exp((double)score(g, qi, kb, b, h, i, j) - ls) : 0.0f;
+            __syncthreads();
+            int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
+            for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
+                float s = acc[c];
+                for (int64_t t = 0; t < n; t++) s += p[t] * vb[(j0 + t) * g.Dv + c];
+                acc[c] = s;
+            }
+        }
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) y[r * g.Dv + c] = acc[c];
+        if (threadIdx.x == 0 && lse) lse[r] = (float)ls;
+        __syncthreads();
+    }
+}
+
+__global__ void k_attention_dq(att_geom g, int64_t rows, const float *dy, const float *q, const float *k,
+                               const float *v, const float *y, const float *lse, float *dq) {
+    extern __shared__ float acc[]; /* D accumulators */
+    __shared__ float ds[CU_THREADS];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
+        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv, *dyi = dy + r * g.Dv;
+        double di = 0;
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)dyi[c] * y[r * g.Dv + c];
+        di = cu_block_sum(di);
+        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) acc[d] = 0;
+        for (int64_t j0 = 0; j0 < cols; j0 += blockDim.x) {
+            int64_t j = j0 + threadIdx.x;
+            __syncthreads();
+            if (j < cols) {
+                float pj = (float)exp((double)score(g, qi, kb, b, h, i, j) - lse[r]);
+                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.Dv, g.Dv) - (float)di);
+            } else {
+                ds[threadIdx.x] = 0;
+            }
+            __syncthreads();
+            int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
+            for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) {
+                float s = acc[d];
+                for (int64_t t = 0; t < n; t++) s += ds[t] * kb[(j0 + t) * g.D + d];
+                acc[d] = s;
+            }
+        }
+        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) dq[r * g.D + d] = g.scale * acc[d];
+        __syncthreads();
+    }
+}
+
+__global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const float *q, const float *k,
+                                const float *v, const float *y, const float *lse, float *dk, float *dv) {
+    extern __shared__ float acc[]; /* D accumulators of dK, then Dv of dV */
+    __shared__ float ds[CU_THREADS], p[CU_THREADS];
+    for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
+        int64_t bh = r / g.T, j = r % g.T, b = bh / g.H, h = bh % g.H;
+        const float *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D, *dyb = dy + bh * g.S * g.Dv;
+        const float *yb = y + bh * g.S * g.Dv, *lb = lse + bh * g.S;
+        int64_t i_first = g.causal ? j : 0; /* rows i < j do not see column j */
+        for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) acc[d] = 0;
+        for (int64_t i0 = i_first; i0 < g.S; i0 += blockDim.x) {
+            int64_t i = i0 + threadIdx.x;
+            __syncthreads();
+            if (i < g.S) {
+                const float *dyi = dyb + i * g.Dv;
+                float pij = (float)exp((double)score(g, qb + i * g.D, kb, b, h, i, j) - lb[i]);
+                p[threadIdx.x] = pij;
+                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, yb + i * g.Dv, g.Dv));
+            } else {
+                p[threadIdx.x] = ds[threadIdx.x] = 0;
+            }
+            __syncthreads();
+            int64_t n = g.S - i0 < blockDim.x ? g.S - i0 : blockDim.x;
+            for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
+                float s = acc[d];
+                if (d < g.D)
+                    for (int64_t t = 0; t < n; t++) s += ds[t] * qb[(i0 + t) * g.D + d];
+                else
+                    for (int64_t t = 0; t < n; t++) s += p[t] * dyb[(i0 + t) * g.Dv + (d - g.D)];
+                acc[d] = s;
+            }
+        }
+        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x)
+            if (dk) dk[r * g.D + d] = g.scale * acc[d];
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x)
+            if (dv) dv[r * g.Dv + c] = acc[g.D + c];
+        __syncthreads();
+    }
+}
+
+static att_geom geom_of(const cu_attention_shape *s) {
+    att_geom g;
+    g.H = s->H;
+    g.S = s->S;
+    g.T = s->T;
+    g.D = s->D;
+    g.Dv = s->Dv;
+    g.scale = s->scale;
+    g.causal = s->causal;
+    g.mask = s->mask;
+    g.ms0 = s->mask_strides[0];
+    g.ms1 = s->mask_strides[1];
+    g.ms2 = s->mask_strides[2];
+    g.ms3 = s->mask_strides[3];
+    return g;
+}
+
+static unsigned grid_of(int64_t rows) { return (unsigned)(rows < 65535 * 8 ? rows : 65535 * 8); }
+
+extern "C" cudaError_t cu_attention(const cu_attention_shape *s, const float *q, const float *k, const float *v, float *y,
+                                    float *lse, cudaStream_t st) {
+    int64_t rows = s->B * s->H * s->S;
+    if (rows == 0) return cudaSuccess;
+    k_attention<<<grid_of(rows), CU_THREADS, (size_t)(s->Dv ? s->Dv : 1) * sizeof(float), st>>>(geom_of(s), rows, q, k,
+                                                                                               v, y, lse);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_attention_grad(const cu_attention_shape *s, const float *dy, const float *q, const float *k,
+                                         const float *v, const float *y, const float *lse, float *dq, float *dk,
+                                         float *dv, cudaStream_t st) {
+    int64_t rows = s->B * s->H * s->S, keys = s->B * s->H * s->T;
+    att_geom g = geom_of(s);
+    if (dq && rows)
+        k_attention_dq<<<grid_of(rows), CU_THREADS, (size_t)(s->D ? s->D : 1) * sizeof(float), st>>>(g, rows, dy, q, k, v,
+                                                                                                   y, lse, dq);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    if ((dk || dv) && keys)
+        k_attention_dkv<<<grid_of(keys), CU_THREADS, (size_t)(s->D + s->Dv ? s->D + s->Dv : 1) * sizeof(float), st>>>(
+            g, keys, dy, q, k, v, y, lse, dk, dv);
+    return cudaGetLastError();
+}
