@@ -30,6 +30,11 @@ expect 0 '"no_gradient_rule": \[\]' -- "$tool" inspect "$mlp" --dim batch=4 --js
 expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --freeze nothing_matches
 expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
 expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4
+# fusion before autodiff: exporter patterns and attention cores become one op each
+expect 0 "fused 2 attention, 5 LayerNormalization, 2 Gelu" -- "$tool" plan "$src/models/gpt_ln_decomposed/model.onnx" --dim batch=8 --loss ce:logits --freeze '^causal_mask$'
+expect 0 "frozen ^causal_mask\$; fused 2 Gelu$" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --attention plain
+expect 0 "forward 75," -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --attention plain --no-fuse
+expect 2 "--attention expects" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --attention flash
 # plan, show, verify, run
 expect 0 "arena / bound" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' -o "$tmp/gpt.vplan" --json "$tmp/gpt.json"
 expect 0 '"lower_bound_bytes"' -- cat "$tmp/gpt.json"

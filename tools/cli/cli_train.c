@@ -22,6 +22,14 @@ void cli_train_init(cli_train_opts *o) {
         {"--eps", CLI_NUM, &o->eps, "X", "Adam epsilon (default 1e-8)"},
         {"--weight-decay", CLI_NUM, &o->weight_decay, "X", "L2 penalty; decoupled for adamw (default 0; adamw 0.01)"},
         {"--freeze", CLI_STR, &o->spec.freeze, "REGEX", "parameters whose names match get no gradient and no state"},
+        {"--attention", CLI_ENUM, &o->attention, "fused|plain",
+         "attention cores (MatMul, scale, mask, Softmax, MatMul) as one op whose\n"
+         "backward recomputes the probabilities from the row log-sum-exp, so the\n"
+         "batch x heads x seq x seq matrix is never kept (fused, default), or as\n"
+         "the exporter wrote them (plain); a mask must be frozen to fuse"},
+        {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
+         "differentiate GELU and LayerNorm piece by piece as the exporter\n"
+         "decomposed them (default: one op each, as ONNX Runtime fuses them)"},
         {0}};
     _Static_assert(sizeof t <= sizeof o->table, "cli_train_opts.table too small");
     memcpy(o->table, t, sizeof t);
@@ -43,6 +51,7 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     vp_status s = vp_loss_parse(o->loss, &o->spec.loss, err);
     if (!s) s = vp_opt_parse(o->optimizer ? o->optimizer : "sgd", &o->spec.opt, err);
     if (!s && o->betas) s = parse_betas(o->betas, &o->spec.opt, err);
+    o->spec.attention = o->attention && !strcmp(o->attention, "plain") ? VP_ATTENTION_PLAIN : VP_ATTENTION_FUSED;
     if (s) return s;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
@@ -66,4 +75,19 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
     if (!s) s = vp_training_build(*g, spec, t, err);
     if (!s && t->warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t->warning);
     return s;
+}
+
+void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
+    const struct {
+        int n;
+        const char *what;
+    } parts[] = {{t->n_attention, "attention"},
+                 {t->fused.layer_norm, "LayerNormalization"},
+                 {t->fused.gelu, "Gelu"},
+                 {t->fused.fast_gelu, "FastGelu"}};
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)
+        if (parts[i].n)
+            used += (size_t)snprintf(buf + used, len - used, "%s%d %s", used ? ", " : "fused ", parts[i].n, parts[i].what);
 }

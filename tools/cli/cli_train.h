@@ -9,8 +9,9 @@
 typedef struct cli_train_opts {
     vp_train_spec spec;                     /* complete after cli_train_finish */
     const char *loss, *optimizer, *betas;   /* as given, or NULL */
+    const char *attention;                  /* "fused", "plain", or NULL (fused) */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
-    cli_opt table[10];                      /* points into this struct: do not copy it */
+    cli_opt table[12];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -22,5 +23,9 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
  * (may be NULL) gets the forward graph's node count.  Warnings go to stderr. */
 vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err);
+
+/* "fused 2 attention, 5 LayerNormalization, 2 Gelu" (what the fusion passes did), or ""
+ * when they fused nothing. */
+void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 
 #endif

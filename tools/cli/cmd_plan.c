@@ -154,12 +154,14 @@ static int run_plan(int argc, char **argv) {
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, &dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    char knobs[512];
+    char knobs[768], fusion[160] = "";
+    if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
-    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
-             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "");
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
+             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
+             fusion);
     vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
     if (!s) {
         p.budget_bytes = budget;
@@ -187,7 +189,7 @@ static int run_plan(int argc, char **argv) {
         snprintf(fu, sizeof fu, "%d", fused);
         vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
                           {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""},
-                          {"remat", vp_remat_name(remat)}};
+                          {"remat", vp_remat_name(remat)}, {"fusion", fusion[0] ? fusion : "none"}};
         s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
         if (!s) printf("wrote %s\n", out);
     }

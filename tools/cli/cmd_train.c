@@ -113,6 +113,9 @@ static int run_train(int argc, char **argv) {
         printf("training step: %d parameters (%lld elements), %d frozen; %d forward, %d loss, %d backward, %d optimizer nodes\n",
                t.n_params, (long long)elems, t.n_frozen, n_fwd, t.first_backward_node - t.first_loss_node,
                t.first_optimizer_node - t.first_backward_node, g->n_nodes - t.first_optimizer_node);
+        char fusion[160];
+        cli_fusion_summary(&t, fusion, sizeof fusion);
+        if (fusion[0]) printf("%s\n", fusion);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
