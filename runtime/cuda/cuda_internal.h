@@ -44,6 +44,7 @@ extern const cuda_op vp_cuda_ops_elementwise[];
 extern const cuda_op vp_cuda_ops_tensor[];
 extern const cuda_op vp_cuda_ops_linalg[];
 extern const cuda_op vp_cuda_ops_reduce[];
+extern const cuda_op vp_cuda_ops_resample[];
 
 /* ---- checking ---- */
 
