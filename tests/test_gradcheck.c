@@ -104,6 +104,7 @@ static void run_all(void) {
     gc_cases_tensor();
     gc_cases_linalg();
     gc_cases_reduce();
+    gc_cases_resample();
     cases_kinks();
     cases_refused();
 }

@@ -50,6 +50,7 @@ extern const vp_op_def vp_ops_elementwise[];
 extern const vp_op_def vp_ops_tensor[];   /* shape and data movement */
 extern const vp_op_def vp_ops_linalg[];   /* MatMul, Gemm, Conv, pooling, normalisation */
 extern const vp_op_def vp_ops_reduce[];   /* reductions, softmax, losses, quantisation */
+extern const vp_op_def vp_ops_resample[]; /* Resize, Upsample, ScatterND, GatherND and their adjoints */
 extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optimizer updates (vplan) */
 extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (vplan) */
 

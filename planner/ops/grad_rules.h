@@ -118,6 +118,11 @@ VP_GRAD_RULE(vp_grad_nll_loss); /* NegativeLogLikelihoodLoss */
 VP_GRAD_RULE(vp_grad_cumsum);
 VP_GRAD_RULE(vp_grad_topk);
 
+/* ---- resample (grad_resample.c) ---- */
+VP_GRAD_RULE(vp_grad_resize); /* Resize and Upsample: com.microsoft ResizeGrad */
+VP_GRAD_RULE(vp_grad_scatter_nd);
+VP_GRAD_RULE(vp_grad_gather_nd);
+
 /* ---- helpers (grad_util.c) ----
  * Each returns a status and writes the new value id to *out.  Node pointers go stale
  * across these calls (they grow the graph): hold ids, copy shapes to locals. */

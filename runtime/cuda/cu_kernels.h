@@ -137,6 +137,34 @@ cudaError_t cu_sgd(int64_t n, const cu_opt *h, const float *w, const float *g, c
 cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, const float *m, const float *v,
                     const float *t, float *w_out, float *m_out, float *v_out, float *t_out, cudaStream_t st);
 
+/* ---- resample (cu_resample.cu) ---- */
+
+/* Resize's plan as runtime/cpu/k_resample.h resolves it; coord and round are
+ * vp_resize_coord and vp_resize_round, linear 0 for nearest. */
+typedef struct cu_resize_plan {
+    int rank, linear, coord, round;
+    int64_t in[CU_MAX_RANK], out[CU_MAX_RANK];
+    double scale[CU_MAX_RANK], length[CU_MAX_RANK], roi_start[CU_MAX_RANK], roi_end[CU_MAX_RANK];
+    double extrapolation;
+} cu_resize_plan;
+cudaError_t cu_resize(const cu_resize_plan *p, const float *x, float *y, cudaStream_t st);
+cudaError_t cu_resize_grad(const cu_resize_plan *p, const float *dy, float *dx, cudaStream_t st);
+
+/* Index rows of k entries into a block of dims (strides in elements) after the batch
+ * axes: rows per batch, elements per slice, elements per batch block. */
+typedef struct cu_nd_geom {
+    int k;
+    int64_t dims[CU_MAX_RANK], strides[CU_MAX_RANK];
+    int64_t rows, slice, block;
+} cu_nd_geom;
+/* out already holds the data; op 0 writes (any element size), 1 add, 2 mul, 3 max, 4 min (float32). */
+cudaError_t cu_scatter_nd(int esize, const cu_nd_geom *g, int64_t rows, const void *idx, int idx64, const void *upd,
+                          void *out, int op, cudaStream_t st);
+cudaError_t cu_gather_nd(int esize, const cu_nd_geom *g, int64_t batches, const void *idx, int idx64, const void *x,
+                         void *y, cudaStream_t st);
+cudaError_t cu_gather_nd_grad(const cu_nd_geom *g, int64_t batches, const void *idx, int idx64, const float *dy,
+                              float *dx, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif
