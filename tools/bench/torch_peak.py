@@ -114,10 +114,11 @@ def storage_bytes(tensors):
 class Step:
     """One training step of a module, as the planner builds it."""
 
-    def __init__(self, model, x, labels):
+    def __init__(self, model, x, labels, set_to_none=True):
         import torch
 
         self.model, self.x, self.labels = model.train(), x, labels
+        self.set_to_none = set_to_none
         self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def alive(self):
@@ -133,7 +134,7 @@ class Step:
         from torch.profiler import record_function
 
         if zero_grad:
-            self.opt.zero_grad(set_to_none=True)
+            self.opt.zero_grad(set_to_none=self.set_to_none)
         logits = self.model(self.x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.labels.reshape(-1))
         with record_function(BACKWARD):  # a mark on the profiler's clock
@@ -163,7 +164,7 @@ def measure(step):
 
     step.run()  # first step: Adam's state and the gradients come to exist
     before = step.alive()
-    step.opt.zero_grad(set_to_none=True)
+    step.opt.zero_grad(set_to_none=step.set_to_none)
     base = step.alive()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step.run(zero_grad=False)
@@ -178,7 +179,8 @@ def measure(step):
         "peak": max(before, base + peak),
         "base": base,
         "end": live,
-        "grads": step.grad_bytes(),
+        # what the step leaves alive that was not alive when the profiler started
+        "grads": step.grad_bytes() if step.set_to_none else 0,
         "at_backward": None if at_backward is None else base + at_backward,
         "events": len(evs),
     }
@@ -297,7 +299,8 @@ def section(a):
     print("Batch 8, Adam, softmax cross-entropy, no checkpointing. *PyTorch peak*: torch %s eager on"
           % torch.__version__)
     print("the CPU, the most bytes alive during the second step (torch.profiler memory events summed in")
-    print("time order on top of the tensors alive at its start; zero_grad(set_to_none=True); Dropout")
+    print("time order on top of the tensors alive at its start; zero_grad(set_to_none=%s); Dropout"
+          % (not a.keep_grads))
     print("off, as in the eval-mode exports); *base*: parameters, buffers, Adam's state and the batch")
     print("alive at the start. *arena*: `onnx-vplan plan --optimizer adam` (fused update), *bound*: its")
     print("lower bound; the category columns count each of our buffers once, whenever it lives (MiB).")
@@ -308,7 +311,7 @@ def section(a):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     checks = []
     for label, tag, model, x, labels, path, freeze in cases:
-        step = Step(without_dropout(model), x, labels)
+        step = Step(without_dropout(model), x, labels, set_to_none=not a.keep_grads)
         m = measure(step)
         ms = time_step(step, a.steps)
         checks.append((label, m))
@@ -335,7 +338,8 @@ def section(a):
     print("Checks of the measuring method. The profiler's allocations and frees over the step sum to")
     print("the gradients' bytes (the one thing the step leaves alive that was not alive at its start):")
     print()
-    print("| model | memory events | sum over the step | gradients | difference |")
+    print("| model | memory events | sum over the step | gradients%s | difference |"
+          % (" (kept: 0)" if a.keep_grads else ""))
     print("|---|---|---|---|---|")
     for label, m in checks:
         print(f"| {label} | {m['events']} | {m['end']} | {m['grads']} | {m['end'] - m['grads']} |")
@@ -360,6 +364,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the folder holding onnx-vplan")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per model (median)")
     ap.add_argument("--models", help="comma list: mlp,gpt,... (exports) or models/gpt,... (bundled)")
+    ap.add_argument("--keep-grads", action="store_true",
+                    help="zero_grad(set_to_none=False), PyTorch 1.x's default: the gradients stay allocated")
     ap.add_argument("--reuse", action="store_true", help="keep exports already in BUILD/torch_models")
     a = ap.parse_args()
     section(a)
