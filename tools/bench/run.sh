@@ -25,7 +25,10 @@ tmp=$(mktemp)
     for s in torch_peak.py torch_export_matrix.py; do
         echo
         if [[ ! -x $py ]]; then
-            echo "## $s"
+            case $s in
+                torch_peak.py) echo "## Arena against PyTorch eager's peak" ;;
+                *) echo "## torch.onnx exports: load and plan by opset" ;;
+            esac
             echo
             echo "Skipped: no Python at $py (set VP_PYTHON)."
             continue
