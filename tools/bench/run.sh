@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every benchmark and records the tables in RESULTS.md (the README points there).
 # usage: run.sh BUILD_DIR RESULTS.md
+# The PyTorch comparisons (torch_peak.py, torch_export_matrix.py) run with Debian's
+# Python, or VP_PYTHON; each prints a skip line where torch or torchvision is missing.
 set -euo pipefail
 build=$1
 out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+py=${VP_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp)
 {
     echo "# Benchmark results"
@@ -17,6 +21,21 @@ tmp=$(mktemp)
         echo "## $(basename "$b")"
         echo
         "$b"
+    done
+    for s in torch_peak.py torch_export_matrix.py; do
+        echo
+        if [[ ! -x $py ]]; then
+            case $s in
+                torch_peak.py) echo "## Arena against PyTorch eager's peak" ;;
+                *) echo "## torch.onnx exports: load and plan by opset" ;;
+            esac
+            echo
+            echo "Skipped: no Python at $py (set VP_PYTHON)."
+            continue
+        fi
+        # the profiler's glog warnings and the exporter's progress go to a log
+        GLOG_minloglevel=2 "$py" "$here/$s" --build "$build" 2>>"$build/torch_bench.log" ||
+            echo "**$s failed (exit $?)**: see $build/torch_bench.log"
     done
 } >"$tmp"
 mv "$tmp" "$out"
