@@ -156,6 +156,7 @@ static const op_case cases[] = {
     {"softmax_grad_13", "SoftmaxGrad_13", "com.microsoft", 17, {"f32:4,2,16,16", "pos:4,2,16,16"}, 1, "axis=i:-1"},
     {"softmax_grad_legacy", "SoftmaxGrad", "com.microsoft", 17, {"f32:3,5,7", "pos:3,5,7"}, 1, "axis=i:1"},
     {"relu_grad", "ReluGrad", "com.microsoft", 17, {"f32:5,7", "f32:5,7"}, 1, ""},
+    {"leaky_relu_grad", "LeakyReluGrad", "com.microsoft", 17, {"f32:5,7", "f32:5,7"}, 1, "alpha=f:0.1"},
     {"sce_mean", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10"}, 2, ""},
     {"sce_spatial_sum", "SoftmaxCrossEntropyLoss", "", 17, {"f32:4,64,16", "i64:4,16:64"}, 2, "reduction=s:sum"},
     {"sce_none_weights", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10", "pos:10"}, 1, "reduction=s:none"},

@@ -99,6 +99,28 @@ def activations():
     write_case("tanh_grad_f64", "TanhGrad", MS, [dy, y], [dx])
 
 
+def output_based():
+    """The activation gradients that read the forward output Y instead of X (ReluGrad
+    and LeakyReluGrad as ONNX Runtime builds them).  Drawn after every other case, so
+    adding them left the earlier fixtures byte for byte as they were."""
+    for dt, tag in ((torch.float64, "f64"), (torch.float32, "f32")):
+        x = rand(3, 4, 5, dtype=dt, grad=True)
+        dy = rand(3, 4, 5, dtype=dt)
+        y = F.relu(x)
+        (dx,) = grads_of(y, dy, x)
+        write_case("relu_grad_of_y_" + tag, "ReluGrad", MS, [dy, y], [dx])
+        for alpha in (0.1, 0.0):
+            y = F.leaky_relu(x, alpha)
+            (dx,) = grads_of(y, dy, x)
+            write_case("leaky_relu_grad_%s_alpha%g" % (tag, alpha), "LeakyReluGrad", MS, [dy, y], [dx],
+                       {"alpha": alpha})
+    x = rand(2, 3, dtype=torch.float16).double().requires_grad_()
+    dy = rand(2, 3, dtype=torch.float16)
+    y = F.leaky_relu(x, 0.2)
+    (dx,) = grads_of(y, dy.double(), x)
+    write_case("leaky_relu_grad_f16", "LeakyReluGrad", MS, [dy, y.half()], [dx.half()], {"alpha": 0.2})
+
+
 def softmaxes():
     x = rand(2, 3, 4, grad=True)
     dy = rand(2, 3, 4)
@@ -440,6 +462,7 @@ def main():
     optimizers()
     half_precision()
     errors()
+    output_based()
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(ROOT) for f in fs)
     print("wrote %d cases, %d bytes, to %s" % (len(os.listdir(ROOT)), total, os.path.normpath(ROOT)))
 
