@@ -1,8 +1,9 @@
 /* Training mode for forward ops whose behaviour differs when training, as PyTorch's
  * module.train() does.
  *
- * BatchNormalization (inference form) becomes com.microsoft.BatchNormInternal with
- * training_mode=1, as ONNX Runtime's training graphs have it: it normalises with the
+ * BatchNormalization (inference form, or the training form of opset 14 on) becomes
+ * com.microsoft.BatchNormInternal with training_mode=1, as ONNX Runtime's training
+ * graphs have it: it normalises with the
  * batch statistics, updates the running statistics (carried to the next step), and
  * saves the batch mean and inverse standard deviation for the backward pass.
  *
@@ -25,15 +26,22 @@ static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
     return VP_OK;
 }
 
-/* Rewrites node i in place: same inputs and Y, four more outputs. */
+/* Rewrites node i in place: same inputs, Y and running statistics (the model's, when
+ * it exported the training form, opset 14 on), saved statistics added.  ONNX Runtime's
+ * BatchNormReplacement does the same, so that the backward is one
+ * BatchNormalizationGrad reading the saved statistics rather than a chain of small ops
+ * recomputing them.  The running variance then follows PyTorch (unbiased batch
+ * variance), as a torch module in train() mode updates it. */
 static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
     vp_node *n = &g->nodes[i];
     if (n->n_inputs != 5) return vp_node_fail(err, VP_ERR_INVALID, n, "BatchNormalization needs 5 inputs");
-    if (n->n_outputs > 1 && vp_attr_int(n, "training_mode", 0))
-        return VP_OK; /* exported in training form already: left as the model says */
+    if (n->n_outputs > 1 && !(n->opset >= 14 && vp_attr_int(n, "training_mode", 0)))
+        return VP_OK; /* the outputs of opsets before 14 mean other things: left as the model says */
     int outs[5] = {n->outputs[0], -1, -1, -1, -1};
+    for (int k = 1; k < n->n_outputs; k++) outs[k] = n->outputs[k];
     static const char *suffix[5] = {"", "running_mean", "running_var", "saved_mean", "saved_inv_std"};
     for (int k = 1; k < 5; k++) {
+        if (outs[k] >= 0) continue;
         char name[600];
         snprintf(name, sizeof name, "%s/%s", n->name, suffix[k]);
         outs[k] = vp_graph_add_unique_value(g, name);
