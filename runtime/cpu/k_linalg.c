@@ -133,7 +133,7 @@ static int64_t batch_strides(const vp_tensor *t, int batch_rank, const int64_t *
 static void matmul_shape_of(const vp_tensor *a, const vp_tensor *b, const vp_tensor *y, int ta, int tb,
                             matmul_shape *ms) {
     ms->m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)];
-    ms->k = a->dims[a->rank - (ta ? 2 : 1)];
+    ms->k = a->rank == 1 || !ta ? a->dims[a->rank - 1] : a->dims[a->rank - 2];
     ms->n = b->rank == 1 ? 1 : b->dims[b->rank - (tb ? 2 : 1)];
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
     ms->batch_rank = ra > rb ? ra : rb;

@@ -71,7 +71,9 @@ static vp_status matmul_run(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     vp_status s = vp_cuda_need_f32(n, a, 0, err);
     if (!s) s = vp_cuda_need_f32(n, b, 1, err);
     if (s) return s;
-    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)], k = a->dims[a->rank - (ta ? 2 : 1)];
+    /* a transposed operand has rank 2 or more (FusedMatMul's shape function checks) */
+    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)];
+    int64_t k = a->rank == 1 || !ta ? a->dims[a->rank - 1] : a->dims[a->rank - 2];
     int64_t nn = b->rank == 1 ? 1 : b->dims[b->rank - (tb ? 2 : 1)];
     int64_t lda = ta ? m : k, ldb = tb ? k : nn;
     int abr = a->rank > 2 ? a->rank - 2 : 0, bbr = b->rank > 2 ? b->rank - 2 : 0;
