@@ -2,13 +2,17 @@
  * legacy broadcast), unary activations and math, Clip, Where/Sum/Max/Min, Dropout. */
 #include "gradcheck_cases.h"
 
+#include <stdio.h>
+
 #include "cpu_util.h"
 #include "gradcheck_harness.h"
 #include "ir/graph_build.h"
 
 static void case_unary(const char *op, int opset, gen ge, const char *attr, double v) {
     gc_case k;
-    if (!gc_begin(&k, opset, "%s%s%s[2,3,4] opset %d", op, attr ? " " : "", attr ? attr : "", opset)) return;
+    char a[64] = "";
+    if (attr) snprintf(a, sizeof a, " %s=%g", attr, v);
+    if (!gc_begin(&k, opset, "%s%s[2,3,4] opset %d", op, a, opset)) return;
     int x = gc_param(&k, ge, DIMS(2, 3, 4));
     int node = gc_op(&k, op, 1, &x);
     if (attr) attr_f(&k, node, attr, v);
@@ -113,17 +117,21 @@ static void cases_unary(void) {
     case_unary("Relu", 6, AWAY, NULL, 0);
     case_unary("LeakyRelu", 13, AWAY, NULL, 0);
     case_unary("LeakyRelu", 13, AWAY, "alpha", 0.2);
+    case_unary("LeakyRelu", 13, AWAY, "alpha", 0.0);  /* LeakyReluGrad(dY, Y) still */
+    case_unary("LeakyRelu", 13, AWAY, "alpha", -0.5); /* Y's sign is not X's: from X */
     case_unary("Sigmoid", 13, UNI, NULL, 0);
     case_unary("Tanh", 13, UNI, NULL, 0);
     case_unary("Softplus", 13, UNI, NULL, 0);
     case_unary("Elu", 13, AWAY, NULL, 0);
     case_unary("Elu", 13, AWAY, "alpha", 0.5);
+    case_unary("Elu", 13, AWAY, "alpha", -0.5); /* from X */
     case_unary("Identity", 13, UNI, NULL, 0);
     case_unary("Sin", 13, UNI, NULL, 0);
     case_unary("Cos", 13, UNI, NULL, 0);
     case_unary("Softsign", 13, AWAY, NULL, 0);
     case_unary("Selu", 13, AWAY, NULL, 0);
     case_unary("Selu", 13, AWAY, "gamma", 2.0);
+    case_unary("Selu", 13, AWAY, "alpha", -1.0); /* from X */
     case_unary("HardSigmoid", 13, HARD, NULL, 0);
     case_unary("HardSigmoid", 13, HARD, "alpha", 0.4);
     case_unary("HardSwish", 14, HARD, NULL, 0);
@@ -140,6 +148,7 @@ static void cases_unary(void) {
     case_unary("Swish", 24, UNI, "alpha", 1.7);
     case_unary("Celu", 13, AWAY, NULL, 0);
     case_unary("Celu", 13, AWAY, "alpha", 2.0);
+    case_unary("Celu", 13, AWAY, "alpha", -1.5); /* Y has X's sign for any alpha */
     case_unary("Mish", 18, UNI, NULL, 0);
     case_unary("Shrink", 13, AWAY, NULL, 0);
     case_unary("Shrink", 13, AWAY, "lambd", 0.3);

@@ -23,15 +23,17 @@ static void case_batchnorm(int opset, int rank, const int64_t *x) {
     gc_run(&k);
 }
 
-/* BatchNormalization left as the model has it: training_mode=1 (opset 15, with its
- * running-statistics outputs), or inference (differentiated without the training-mode
- * pass); the running statistics are constants. */
-static void case_batchnorm_as_is(int training, int per_activation, int rank, const int64_t *x) {
+/* BatchNormalization exported in training form (training_mode=1, opset 15, with its
+ * running-statistics outputs), which the training-mode pass makes BatchNormInternal, or
+ * (raw) left as the model has it and differentiated without that pass: training form
+ * or inference.  The running statistics are constants. */
+static void case_batchnorm_as_is(int training, int raw, int per_activation, int rank, const int64_t *x) {
     gc_case k;
     char sx[64];
     int opset = per_activation ? 7 : 15;
-    if (!gc_begin(&k, opset, "BatchNormalization%s %s%s as is, opset %d", vp_shape_str(rank, x, sx, sizeof sx),
-                  training ? "training_mode=1" : "inference", per_activation ? " spatial=0" : "", opset))
+    if (!gc_begin(&k, opset, "BatchNormalization%s %s%s %s, opset %d", vp_shape_str(rank, x, sx, sizeof sx),
+                  training ? "training_mode=1" : "inference", per_activation ? " spatial=0" : "",
+                  raw ? "as is" : "as BatchNormInternal", opset))
         return;
     int pr = per_activation ? rank - 1 : 1;
     const int64_t *pd = x + 1;
@@ -44,7 +46,7 @@ static void case_batchnorm_as_is(int training, int per_activation, int rank, con
     attr_f(&k, node, "epsilon", 1e-3);
     if (training) attr_i(&k, node, "training_mode", 1);
     if (per_activation) attr_i(&k, node, "spatial", 0);
-    k.raw = !training;
+    k.raw = raw;
     gc_run(&k);
 }
 
@@ -120,10 +122,12 @@ static void cases_norm(void) {
     case_batchnorm(13, DIMS(2, 3, 4, 4));
     case_batchnorm(9, DIMS(5, 3));
     case_batchnorm(15, DIMS(3, 2, 5));
-    case_batchnorm_as_is(1, 0, DIMS(2, 3, 4, 4));
-    case_batchnorm_as_is(1, 0, DIMS(5, 3));
-    case_batchnorm_as_is(0, 0, DIMS(2, 3, 4, 4));
-    case_batchnorm_as_is(0, 1, DIMS(4, 3, 2));
+    case_batchnorm_as_is(1, 0, 0, DIMS(2, 3, 4, 4));
+    case_batchnorm_as_is(1, 0, 0, DIMS(5, 3));
+    case_batchnorm_as_is(1, 1, 0, DIMS(2, 3, 4, 4));
+    case_batchnorm_as_is(1, 1, 0, DIMS(5, 3));
+    case_batchnorm_as_is(0, 1, 0, DIMS(2, 3, 4, 4));
+    case_batchnorm_as_is(0, 1, 1, DIMS(4, 3, 2));
     case_layernorm(-1, 1, 1, DIMS(2, 3, 4));
     case_layernorm(1, 1, 1, DIMS(2, 3, 4));
     case_layernorm(0, 1, 1, DIMS(2, 3, 4));

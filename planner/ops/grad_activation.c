@@ -1,11 +1,17 @@
 /* Gradient rules of the activations and transcendental functions of the elementwise
  * family.
  *
- * Where ONNX Runtime has a gradient op for the derivative (ReluGrad, SigmoidGrad,
- * TanhGrad, GeluGrad, FastGeluGrad) the rule emits it; the rest are short chains of
- * standard ops written from the derivative given above each rule.  At kinks the rules
- * take PyTorch's choice (Relu: 0 at 0; the hard activations: the linear band's slope
- * strictly inside it). */
+ * Where ONNX Runtime has a gradient op for the derivative (ReluGrad, LeakyReluGrad,
+ * SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad) the rule emits it; the rest are short
+ * chains of standard ops written from the derivative given above each rule.  At kinks
+ * the rules take PyTorch's choice (Relu: 0 at 0; the hard activations: the linear
+ * band's slope strictly inside it).
+ *
+ * A rule reads the forward output rather than the input wherever the output decides
+ * the derivative (Relu, LeakyRelu with alpha >= 0, Elu, Selu, Celu, Sigmoid, Tanh, and
+ * Exp, Sqrt, Reciprocal in grad_elementwise.c), as PyTorch's derivatives.yaml does:
+ * the output is saved for the next op's backward anyway, so the pre-activation dies
+ * in the forward pass instead of living until the backward. */
 #include <math.h>
 #include <string.h>
 
@@ -20,9 +26,11 @@ static vp_status op2(vp_grad_ctx *c, int node, const char *op, int a, int b, int
     return vp_grad_op2(c, node, op, a, b, out, err);
 }
 
+/* ReluGrad(dY, Y): Y > 0 exactly where X > 0 (ONNX Runtime passes Y too when it is
+ * stashed; the op reads its second input only for its sign). */
 VP_GRAD_RULE(vp_grad_relu) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    return vp_gr_ms2(c, node, "ReluGrad", dy[0], IN(0), &dx[0], err);
+    return vp_gr_ms2(c, node, "ReluGrad", dy[0], OUT(0), &dx[0], err);
 }
 
 VP_GRAD_RULE(vp_grad_sigmoid) {
@@ -35,28 +43,40 @@ VP_GRAD_RULE(vp_grad_tanh) {
     return vp_gr_ms2(c, node, "TanhGrad", dy[0], OUT(0), &dx[0], err);
 }
 
-/* dx = where(x > 0, dy, dy * slope): LeakyRelu (slope alpha) and Elu (slope y + alpha). */
-static vp_status positive_or(vp_grad_ctx *c, int node, const int *dy, int slope, int *dx, vp_error *err) {
+/* dx = where(v > 0, dy, dy * slope) with v the input, or the output where it has the
+ * input's sign: LeakyRelu (slope alpha), Elu (slope y + alpha), Celu. */
+static vp_status positive_or(vp_grad_ctx *c, int node, const int *dy, int v, int slope, int *dx, vp_error *err) {
     int pos, neg;
-    TRY(vp_gr_op_scalar(c, node, "Greater", IN(0), 0.0, &pos, err));
+    TRY(vp_gr_op_scalar(c, node, "Greater", v, 0.0, &pos, err));
     TRY(op2(c, node, "Mul", dy[0], slope, &neg, err));
     int in[3] = {pos, dy[0], neg};
     int b = vp_grad_begin(c, node, "Where", "", 3, in, 1);
     return b < 0 ? vp_gr_nomem(err) : vp_grad_end(c, b, &dx[0], err);
 }
 
+/* alpha >= 0: LeakyReluGrad(dY, Y) with alpha, as ONNX Runtime builds it (Y has X's
+ * sign).  A negative alpha flips the sign below zero, so the input decides there. */
 VP_GRAD_RULE(vp_grad_leaky_relu) {
     int slope;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    TRY(vp_gr_scalar(c, node, DT(IN(0)), vp_attr_float(vp_gr_node(c, node), "alpha", 0.01f), &slope, err));
-    return positive_or(c, node, dy, slope, dx, err);
+    float alpha = vp_attr_float(vp_gr_node(c, node), "alpha", 0.01f);
+    if (alpha >= 0) {
+        int b = vp_grad_begin(c, node, "LeakyReluGrad", "com.microsoft", 2, (int[]){dy[0], OUT(0)}, 1);
+        if (b < 0) return vp_gr_nomem(err);
+        TRY(vp_gr_attr_float(c, b, "alpha", alpha, err));
+        return vp_grad_end(c, b, &dx[0], err);
+    }
+    TRY(vp_gr_scalar(c, node, DT(IN(0)), alpha, &slope, err));
+    return positive_or(c, node, dy, IN(0), slope, dx, err);
 }
 
+/* alpha > 0: y = alpha (e^x - 1) <= 0 below zero, so y > 0 exactly where x > 0. */
 VP_GRAD_RULE(vp_grad_elu) {
     int slope;
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    TRY(vp_gr_op_scalar(c, node, "Add", OUT(0), vp_attr_float(vp_gr_node(c, node), "alpha", 1.0f), &slope, err));
-    return positive_or(c, node, dy, slope, dx, err);
+    float alpha = vp_attr_float(vp_gr_node(c, node), "alpha", 1.0f);
+    TRY(vp_gr_op_scalar(c, node, "Add", OUT(0), alpha, &slope, err));
+    return positive_or(c, node, dy, alpha > 0 ? OUT(0) : IN(0), slope, dx, err);
 }
 
 /* dx = dy * sigmoid(x) */
@@ -169,7 +189,8 @@ VP_GRAD_RULE(vp_grad_selu) {
     double alpha = vp_attr_float(n, "alpha", 1.67326319217681884765625f);
     double gamma = vp_attr_float(n, "gamma", 1.05070102214813232421875f);
     int pos, g, neg, f;
-    TRY(vp_gr_op_scalar(c, node, "Greater", IN(0), 0.0, &pos, err));
+    /* with alpha, gamma > 0 (the defaults) y has x's sign */
+    TRY(vp_gr_op_scalar(c, node, "Greater", alpha > 0 && gamma > 0 ? OUT(0) : IN(0), 0.0, &pos, err));
     TRY(vp_gr_scalar(c, node, DT(IN(0)), gamma, &g, err));
     TRY(vp_gr_op_scalar(c, node, "Add", OUT(0), gamma * alpha, &neg, err));
     TRY(vp_gr_where(c, node, pos, g, neg, &f, err));
@@ -255,7 +276,7 @@ VP_GRAD_RULE(vp_grad_celu) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     TRY(vp_gr_scale(c, node, OUT(0), 1.0 / alpha, &slope, err));
     TRY(vp_gr_op_scalar(c, node, "Add", slope, 1.0, &slope, err));
-    return positive_or(c, node, dy, slope, dx, err);
+    return positive_or(c, node, dy, OUT(0), slope, dx, err); /* y has x's sign for either sign of alpha */
 }
 
 /* y = x t, t = tanh(softplus x): dy/dx = t + x sigmoid(x) (1 - t^2). */

@@ -1,5 +1,6 @@
 /* Gradient rules of the linalg family's products, convolutions and pooling: MatMul
- * and Gemm with standard ops; Conv, ConvTranspose and pooling with ONNX Runtime's
+ * and Gemm with standard ops and ONNX Runtime's FusedMatMul (a product with a
+ * transposed operand, for batched MatMul); Conv, ConvTranspose and pooling with ONNX Runtime's
  * gradient ops (ConvGrad, MaxPoolGrad, AveragePoolGrad), whose attributes are the
  * forward node's.  MaxPool's Indices output, which MaxPoolGrad reads, is added to the
  * forward node when the model left it out.  Normalisations are in grad_norm.c. */
@@ -42,9 +43,22 @@ static shape as_matrix(shape s, int left) {
 
 static vp_status gemm(vp_grad_ctx *c, int node, int a, int b, int ta, int tb, float alpha, int *out, vp_error *err);
 
+/* com.microsoft.FusedMatMul(a, b) with one operand's last two axes swapped, as ONNX
+ * Runtime's MatMul gradient has it: no Transpose node, no transposed copy. */
+static vp_status fused_matmul(vp_grad_ctx *c, int node, int a, int b, int ta, int tb, int *out, vp_error *err) {
+    int in[2] = {a, b};
+    int n = vp_grad_begin(c, node, "FusedMatMul", "com.microsoft", 2, in, 1);
+    if (n < 0) return vp_gr_nomem(err);
+    if (ta) TRY(vp_gr_attr_int(c, n, "transA", 1, err));
+    if (tb) TRY(vp_gr_attr_int(c, n, "transB", 1, err));
+    return vp_grad_end(c, n, out, err);
+}
+
 /* MatMul by a matrix B [K, N] (a Linear layer's weight): A's batch axes fold into its
  * rows, so both gradients are one Gemm over [R, K] and [R, N] views, with no batched
- * intermediate and no reduction over the batch. */
+ * intermediate and no reduction over the batch.  (FusedMatMul(dY, B^T) would spare
+ * dA's Reshape back, but while a Reshape is a copy it keeps dY alive beside its [R, N]
+ * copy, which raised gpt_ln_decomposed's peak by 7 KiB.) */
 static vp_status matmul_by_matrix(vp_grad_ctx *c, int node, const int *dy, shape a, shape b, shape am, shape bm,
                                   int *dx, vp_error *err) {
     int64_t k = bm.dims[0], n = bm.dims[1], rows = 1, gdims[2], adims[2];
@@ -81,6 +95,17 @@ VP_GRAD_RULE(vp_grad_matmul) {
     }
     if (bm.rank == 2) return matmul_by_matrix(c, node, dy, a, b, am, bm, dx, err);
     int g, am_v, bm_v, t, prod;
+    if (a.rank >= 2 && b.rank >= 2) { /* batched products: FusedMatMul, summed over broadcast batch axes */
+        if (vp_grad_needs(c, node, 0)) {
+            TRY(fused_matmul(c, node, dy[0], IN(1), 0, 1, &prod, err));
+            TRY(vp_gr_sum_to_dims(c, node, prod, a.rank, a.dims, &dx[0], err));
+        }
+        if (vp_grad_needs(c, node, 1)) {
+            TRY(fused_matmul(c, node, IN(0), dy[0], 1, 0, &prod, err));
+            TRY(vp_gr_sum_to_dims(c, node, prod, b.rank, b.dims, &dx[1], err));
+        }
+        return VP_OK;
+    }
     TRY(vp_gr_reshape(c, node, dy[0], ym.rank, ym.dims, &g, err));
     if (vp_grad_needs(c, node, 0)) {
         TRY(vp_gr_reshape(c, node, IN(1), bm.rank, bm.dims, &bm_v, err));

@@ -159,8 +159,11 @@ vp_status vp_gr_sum_to_dims(vp_grad_ctx *c, int node, int g, int rank, const int
     int n_axes = 0;
     for (int d = 0; d < G->rank; d++)
         if (d < lead || (dims[d - lead] == 1 && G->dims[d] != 1)) axes[n_axes++] = d;
+    /* keepdims=0 when dropping the summed axes leaves exactly dims: no Reshape after */
+    int drop = 1;
+    for (int d = lead; drop && d < G->rank; d++) drop = dims[d - lead] != 1 || G->dims[d] == 1;
     int summed = g;
-    vp_status s = n_axes ? vp_gr_reduce_sum(c, node, g, n_axes, axes, 1, &summed, err) : VP_OK;
+    vp_status s = n_axes ? vp_gr_reduce_sum(c, node, g, n_axes, axes, !drop, &summed, err) : VP_OK;
     return s ? s : vp_gr_reshape(c, node, summed, rank, dims, out, err);
 }
 

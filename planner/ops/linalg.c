@@ -53,14 +53,22 @@ static vp_status check_broadcasts_to(const vp_node *n, int i, const vp_value *p,
 
 /* ---- MatMul, Gemm ---- */
 
+/* MatMul, and com.microsoft.FusedMatMul (alpha transA(A) transB(B); the transposes
+ * swap the last two axes of an operand of rank 2 or more), which gradient rules emit
+ * so that a product with a transposed operand needs no Transpose. */
 static vp_status shape_matmul(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
     if (s) return s;
     vp_value *a = vp_shape_in(g, n, 0), *b = vp_shape_in(g, n, 1);
-    if ((s = vp_shape_check_dtype(n, 0, a->dtype, matmul_types, 6, err))) return s;
+    int fused = !strcmp(n->domain, "com.microsoft");
+    int ta = fused && vp_attr_int(n, "transA", 0), tb = fused && vp_attr_int(n, "transB", 0);
+    if (fused && (vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0)))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "transBatchA and transBatchB are not implemented");
+    if ((s = vp_shape_check_dtype(n, 0, a->dtype, matmul_types, fused ? 4 : 6, err))) return s;
     if ((s = check_same_dtype(n, 1, b, a, err))) return s;
-    if ((s = check_rank_at_least(n, 0, a, 1, err)) || (s = check_rank_at_least(n, 1, b, 1, err))) return s;
-    int64_t ka = a->dims[a->rank - 1], kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
+    if ((s = check_rank_at_least(n, 0, a, ta ? 2 : 1, err)) || (s = check_rank_at_least(n, 1, b, tb ? 2 : 1, err)))
+        return s;
+    int64_t ka = a->dims[a->rank - (ta ? 2 : 1)], kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - (tb ? 1 : 2)];
     if (ka != kb) {
         char s1[128], s2[128];
         return vp_node_fail(err, VP_ERR_INVALID, n, "cannot multiply shapes %s and %s",
@@ -71,8 +79,8 @@ static vp_status shape_matmul(vp_graph *g, vp_node *n, vp_error *err) {
     int rank;
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
     if ((s = vp_shape_broadcast(n, ra, a->dims, rb, b->dims, &rank, dims, err))) return s;
-    if (a->rank > 1) dims[rank++] = a->dims[a->rank - 2];
-    if (b->rank > 1) dims[rank++] = b->dims[b->rank - 1];
+    if (a->rank > 1) dims[rank++] = a->dims[a->rank - (ta ? 1 : 2)];
+    if (b->rank > 1) dims[rank++] = b->dims[b->rank - (tb ? 2 : 1)];
     return vp_shape_set_output(g, n, 0, a->dtype, rank, dims, err);
 }
 
@@ -270,6 +278,7 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
 const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
     LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm, vp_grad_gemm),
+    {.name = "FusedMatMul", .domain = "com.microsoft", .min_opset = 0, .shape = shape_matmul, .cpu = vp_cpu_fused_matmul},
     LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv, vp_grad_conv),
     LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, vp_grad_conv_transpose),
     LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool, vp_grad_max_pool),

@@ -523,6 +523,7 @@ static vp_status shape_onnx_adam(vp_graph *g, vp_node *n, vp_error *err) {
 
 const vp_op_def vp_ops_train[] = {
     MS_OP("ReluGrad", shape_pointwise_grad, vp_cpu_relu_grad),
+    MS_OP("LeakyReluGrad", shape_pointwise_grad, vp_cpu_leaky_relu_grad),
     MS_OP("GeluGrad", shape_pointwise_grad, vp_cpu_gelu_grad),
     MS_OP("FastGeluGrad", shape_pointwise_grad, vp_cpu_fast_gelu_grad),
     MS_OP("SigmoidGrad", shape_pointwise_grad, vp_cpu_sigmoid_grad),

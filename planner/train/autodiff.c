@@ -101,15 +101,23 @@ vp_status vp_grad_sum_to(vp_grad_ctx *c, int node, int gv, int like, int *out, v
     if (lead < 0) return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "gradient has lower rank than its input");
     for (int d = 0; d < G->rank; d++)
         if (d < lead || (L->dims[d - lead] == 1 && G->dims[d] != 1)) axes[n_axes++] = d;
+    /* keepdims=0 when dropping the summed axes leaves exactly the target's dims (a bias
+     * [N] from [B, T, N]): one ReduceSum, no Reshape after it */
+    int drop = 1;
+    for (int d = lead; drop && d < G->rank; d++) drop = L->dims[d - lead] != 1 || G->dims[d] == 1;
     int summed = gv;
     if (n_axes) {
         int ax = vp_grad_const_ints(c, axes, n_axes);
         int in[2] = {gv, ax};
         int b = vp_grad_begin(c, node, "ReduceSum", "", 2, in, 1);
         if (ax < 0 || b < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory building gradients");
-        vp_status s = vp_node_add_attr_int(g, b, "keepdims", 1);
+        vp_status s = vp_node_add_attr_int(g, b, "keepdims", !drop);
         if (!s) s = vp_grad_end(c, b, &summed, err);
         if (s) return s;
+        if (drop) {
+            *out = summed;
+            return VP_OK;
+        }
     }
     L = &g->values[like];
     int shape = vp_grad_const_ints(c, L->dims, L->rank);

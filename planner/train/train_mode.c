@@ -1,8 +1,9 @@
 /* Training mode for forward ops whose behaviour differs when training, as PyTorch's
  * module.train() does.
  *
- * BatchNormalization (inference form) becomes com.microsoft.BatchNormInternal with
- * training_mode=1, as ONNX Runtime's training graphs have it: it normalises with the
+ * BatchNormalization (inference form, or the training form of opset 14 on) becomes
+ * com.microsoft.BatchNormInternal with training_mode=1, as ONNX Runtime's training
+ * graphs have it: it normalises with the
  * batch statistics, updates the running statistics (carried to the next step), and
  * saves the batch mean and inverse standard deviation for the backward pass.
  *
@@ -25,17 +26,21 @@ static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
     return VP_OK;
 }
 
-/* Rewrites node i in place: same inputs and Y, four more outputs.  A node exported in
- * training form (training_mode=1, as torch.onnx writes with TrainingMode.TRAINING) keeps
- * its running-statistics outputs, which become the carried state: the exporter leaves
- * them unread, and without the carry training would never update the statistics. */
+/* Rewrites node i in place: same inputs, Y and running statistics (the model's, when
+ * it exported the training form: training_mode=1 as torch.onnx writes with
+ * TrainingMode.TRAINING, or the optional outputs of opsets 9 to 13), saved statistics
+ * added.  ONNX Runtime's BatchNormReplacement does the same, so that the backward is one
+ * BatchNormalizationGrad reading the saved statistics rather than a chain of small ops
+ * recomputing them.  The running statistics become carried state (the exporter leaves
+ * them unread: without the carry training would never update them), and the running
+ * variance follows PyTorch (unbiased batch variance), as a module in train() updates it. */
 static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
     vp_node *n = &g->nodes[i];
     if (n->n_inputs != 5) return vp_node_fail(err, VP_ERR_INVALID, n, "BatchNormalization needs 5 inputs");
     for (int k = 3; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0 && g->values[n->outputs[k]].n_consumers)
             return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
-                                "reads BatchNormalization's saved statistics (opset < 9 form); re-export at opset 9 or later");
+                                "reads BatchNormalization's saved statistics (opset < 14 form); re-export at opset 14 or later");
     int outs[5] = {n->outputs[0], -1, -1, -1, -1};
     for (int k = 1; k < n->n_outputs && k < 3; k++) outs[k] = n->outputs[k];
     static const char *suffix[5] = {"", "running_mean", "running_var", "saved_mean", "saved_inv_std"};

@@ -129,10 +129,12 @@ static int64_t batch_strides(const vp_tensor *t, int batch_rank, const int64_t *
     return count;
 }
 
-static void matmul_shape_of(const vp_tensor *a, const vp_tensor *b, const vp_tensor *y, matmul_shape *ms) {
-    ms->m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
-    ms->k = a->dims[a->rank - 1];
-    ms->n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+/* ta, tb: A's or B's last two axes swapped (FusedMatMul; ranks of 2 or more then). */
+static void matmul_shape_of(const vp_tensor *a, const vp_tensor *b, const vp_tensor *y, int ta, int tb,
+                            matmul_shape *ms) {
+    ms->m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)];
+    ms->k = a->rank == 1 || !ta ? a->dims[a->rank - 1] : a->dims[a->rank - 2];
+    ms->n = b->rank == 1 ? 1 : b->dims[b->rank - (tb ? 2 : 1)];
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
     ms->batch_rank = ra > rb ? ra : rb;
     ms->n_batch = 1;
@@ -179,30 +181,43 @@ static void matmul_int(const matmul_shape *ms, const vp_tensor *a, const vp_tens
     }
 }
 
-vp_status vp_cpu_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    const vp_tensor *a = in[0], *b = in[1];
-    vp_tensor *y = out[0];
-    if (vp_lin_is_narrow(a->dtype)) return vp_lin_run_widened(vp_cpu_matmul, n, in, out, err);
+/* y = alpha op(A) op(B), op a swap of the last two axes where ta or tb says. */
+static vp_status matmul_run(const vp_node *n, const vp_tensor *a, const vp_tensor *b, vp_tensor *y, int ta, int tb,
+                            double alpha, vp_error *err) {
     matmul_shape ms;
-    matmul_shape_of(a, b, y, &ms);
+    matmul_shape_of(a, b, y, ta, tb, &ms);
     if (a->dtype == VP_I32 || a->dtype == VP_I64) {
         matmul_int(&ms, a, b, y);
         return VP_OK;
     }
     size_t es = vp_dtype_size(a->dtype);
+    int64_t lda = ta ? ms.m : ms.k, ldb = tb ? ms.k : ms.n;
     /* B shared by every batch and A's batches laid out in order: one tall product */
-    if (ms.b_batches == 1 && ms.a_batches == ms.n_batch)
-        return vp_lin_gemm(n, a->dtype, 0, 0, ms.n_batch * ms.m, ms.n, ms.k, 1.0, a->data, ms.k, b->data, ms.n,
+    if (!ta && ms.b_batches == 1 && ms.a_batches == ms.n_batch)
+        return vp_lin_gemm(n, a->dtype, 0, tb, ms.n_batch * ms.m, ms.n, ms.k, alpha, a->data, lda, b->data, ldb,
                            0.0, y->data, ms.n, err);
     for (int64_t bi = 0; bi < ms.n_batch; bi++) {
         int64_t oa, ob;
         batch_offsets(&ms, bi, &oa, &ob);
-        vp_status s = vp_lin_gemm(n, a->dtype, 0, 0, ms.m, ms.n, ms.k, 1.0, (const char *)a->data + oa * es, ms.k,
-                                  (const char *)b->data + ob * es, ms.n, 0.0,
+        vp_status s = vp_lin_gemm(n, a->dtype, ta, tb, ms.m, ms.n, ms.k, alpha, (const char *)a->data + oa * es, lda,
+                                  (const char *)b->data + ob * es, ldb, 0.0,
                                   (char *)y->data + bi * ms.m * ms.n * es, ms.n, err);
         if (s) return s;
     }
     return VP_OK;
+}
+
+vp_status vp_cpu_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_matmul, n, in, out, err);
+    return matmul_run(n, in[0], in[1], out[0], 0, 0, 1.0, err);
+}
+
+/* com.microsoft.FusedMatMul: alpha transA(A) transB(B), batch axes as MatMul's
+ * (transBatchA and transBatchB are refused by the shape function). */
+vp_status vp_cpu_fused_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_fused_matmul, n, in, out, err);
+    return matmul_run(n, in[0], in[1], out[0], vp_attr_int(n, "transA", 0) != 0, vp_attr_int(n, "transB", 0) != 0,
+                      vp_attr_float(n, "alpha", 1.0f), err);
 }
 
 /* ---- Gemm ---- */

@@ -77,6 +77,8 @@ vp_status vp_lin_gemm(const vp_node *n, vp_dtype t, int trans_a, int trans_b, in
 /* ---- kernels ---- */
 
 vp_status vp_cpu_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
+vp_status vp_cpu_fused_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                              vp_error *err);
 vp_status vp_cpu_gemm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 vp_status vp_cpu_conv(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 vp_status vp_cpu_conv_transpose(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,

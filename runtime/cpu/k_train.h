@@ -5,7 +5,7 @@
  * Every kernel computes float32 and float64 natively and accumulates long sums in
  * double; float16 and bfloat16 tensors are widened to float32 scratch by
  * vp_lin_run_widened() and rounded back.  Files:
- *   k_train_act.c    ReluGrad, GeluGrad, FastGeluGrad, SigmoidGrad, TanhGrad,
+ *   k_train_act.c    ReluGrad, LeakyReluGrad, GeluGrad, FastGeluGrad, SigmoidGrad, TanhGrad,
  *                    SoftmaxGrad(_13), LogSoftmaxGrad(_13), DropoutGrad
  *   k_train_norm.c   LayerNormalizationGrad, BatchNormInternal, BatchNormalizationGrad
  *   k_train_conv.c   ConvGrad, MaxPoolGrad, AveragePoolGrad
@@ -22,6 +22,7 @@
     vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
 
 VP_TRAIN_KERNEL(vp_cpu_relu_grad);
+VP_TRAIN_KERNEL(vp_cpu_leaky_relu_grad);
 VP_TRAIN_KERNEL(vp_cpu_gelu_grad);
 VP_TRAIN_KERNEL(vp_cpu_fast_gelu_grad);
 VP_TRAIN_KERNEL(vp_cpu_sigmoid_grad);

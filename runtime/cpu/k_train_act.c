@@ -1,5 +1,5 @@
-/* Gradients of activations, softmax and dropout: ReluGrad, GeluGrad, FastGeluGrad,
- * SigmoidGrad, TanhGrad, SoftmaxGrad(_13), LogSoftmaxGrad(_13), DropoutGrad.
+/* Gradients of activations, softmax and dropout: ReluGrad, LeakyReluGrad, GeluGrad,
+ * FastGeluGrad, SigmoidGrad, TanhGrad, SoftmaxGrad(_13), LogSoftmaxGrad(_13), DropoutGrad.
  *
  * Each loop is written once as a macro over the element type and instantiated for
  * float and double; <tgmath.h> picks expf/erff/tanhf for float, so the float32 path
@@ -64,6 +64,25 @@ DEFINE_POINTWISE(gelu_grad, GELU_GRAD)
 DEFINE_POINTWISE(fast_gelu_grad, FAST_GELU_GRAD)
 DEFINE_POINTWISE(sigmoid_grad, SIGMOID_GRAD)
 DEFINE_POINTWISE(tanh_grad, TANH_GRAD)
+
+/* LeakyReluGrad(dY, Y), attribute alpha: dx = dy where y > 0, alpha dy elsewhere (y is
+ * the forward output; with alpha >= 0 it has the input's sign). */
+#define DEFINE_LEAKY_RELU_GRAD(T)                                                                  \
+    static void leaky_relu_grad_##T(const T *dy, const T *y, T *dx, int64_t n, T alpha) {          \
+        for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : dy[i] * alpha;                  \
+    }
+DEFINE_LEAKY_RELU_GRAD(float)
+DEFINE_LEAKY_RELU_GRAD(double)
+
+VP_TRAIN_KERNEL(vp_cpu_leaky_relu_grad) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_leaky_relu_grad, n, in, out, err);
+    if (!out[0]) return VP_OK;
+    double alpha = vp_train_attr_double(n, "alpha", 0.01); /* 0.1, not 0.1f, in float64 */
+    int64_t count = vp_tensor_numel(out[0]);
+    if (in[0]->dtype == VP_F32) leaky_relu_grad_float(in[0]->data, in[1]->data, out[0]->data, count, (float)alpha);
+    else leaky_relu_grad_double(in[0]->data, in[1]->data, out[0]->data, count, alpha);
+    return VP_OK;
+}
 
 /* ---- softmax ----
  *

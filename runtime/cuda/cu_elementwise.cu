@@ -161,6 +161,25 @@ extern "C" cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, voi
     return cudaGetLastError();
 }
 
+/* LeakyReluGrad(dY, Y): dy where y > 0, alpha dy elsewhere. */
+template <typename T> __global__ void k_leaky_relu_grad(int64_t n, const T *dy, const T *y, T *dx, T alpha) {
+    CU_FOR(i, n) dx[i] = y[i] > (T)0 ? dy[i] : dy[i] * alpha;
+}
+
+extern "C" cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, const void *y, void *dx, double alpha,
+                                          cudaStream_t st) {
+    if (n == 0) return cudaSuccess;
+    unsigned g = cu_blocks(n);
+    if (dtype == 1)
+        k_leaky_relu_grad<float><<<g, CU_THREADS, 0, st>>>(n, (const float *)dy, (const float *)y, (float *)dx,
+                                                            (float)alpha);
+    else if (dtype == 11)
+        k_leaky_relu_grad<double><<<g, CU_THREADS, 0, st>>>(n, (const double *)dy, (const double *)y, (double *)dx,
+                                                             alpha);
+    else return cudaErrorInvalidValue;
+    return cudaGetLastError();
+}
+
 /* ---- Where, n-d copies, Gather ---- */
 
 template <typename T>

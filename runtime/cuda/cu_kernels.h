@@ -50,6 +50,9 @@ enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU
 cudaError_t cu_binary(int dtype, int op, const cu_nd *nd, const void *a, const void *b, void *y, cudaStream_t st);
 /* y = op(x) elementwise, float32 or float64; alpha, beta are the op's attributes. */
 cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, void *y, float alpha, float beta, cudaStream_t st);
+/* LeakyReluGrad: dx = y > 0 ? dy : alpha dy, float32 or float64. */
+cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, const void *y, void *dx, double alpha,
+                               cudaStream_t st);
 /* y = cond ? a : b over nd (s0 cond, s1 a, s2 b); elements of esize bytes. */
 cudaError_t cu_where(int esize, const cu_nd *nd, const uint8_t *cond, const void *a, const void *b, void *y,
                      cudaStream_t st);

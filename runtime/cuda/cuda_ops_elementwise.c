@@ -99,6 +99,16 @@ static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
     return LAUNCH(cu_unary((int)t, op, vp_tensor_numel(in[0]), in[0]->data, out[0]->data, alpha, beta, c->stream));
 }
 
+static vp_status op_leaky_relu_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                   vp_error *err) {
+    vp_dtype t = in[0]->dtype;
+    if (t != VP_F32 && t != VP_F64)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(t));
+    if (!out[0]) return VP_OK;
+    return LAUNCH(cu_leaky_relu_grad((int)t, vp_tensor_numel(out[0]), in[0]->data, in[1]->data, out[0]->data,
+                                     vp_train_attr_double(n, "alpha", 0.01), c->stream));
+}
+
 static vp_status op_clip(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     vp_dtype t = in[0]->dtype;
@@ -196,6 +206,7 @@ const cuda_op vp_cuda_ops_elementwise[] = {
     {"FastGeluGrad", "com.microsoft", op_binary},
     /* the activations fusion makes (planner/train/fuse.c) */
     {"Gelu", "com.microsoft", op_unary}, {"FastGelu", "com.microsoft", op_unary},
+    {"LeakyReluGrad", "com.microsoft", op_leaky_relu_grad},
     /* optimizer updates (vplan) */
     {"SGD", "vplan", op_sgd}, {"Momentum", "vplan", op_sgd}, {"Adam", "vplan", op_adam},
     {NULL, NULL, NULL},

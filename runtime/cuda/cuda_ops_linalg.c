@@ -1,4 +1,4 @@
-/* CUDA ops of the linear-algebra family: MatMul and Gemm through cuBLAS (row-major
+/* CUDA ops of the linear-algebra family: MatMul, FusedMatMul and Gemm through cuBLAS (row-major
  * products seen as column-major transposes), convolution and its gradient, and pooling
  * (cu_conv.cu, cu_reduce.cu for the global pools). */
 #include <string.h>
@@ -62,15 +62,20 @@ static int64_t batch_offset(int r, const int64_t *od, int br, const int64_t *bd,
     return off;
 }
 
-static vp_status op_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
-                           vp_error *err) {
+/* y = alpha op(A) op(B), op a swap of the last two axes where ta or tb says (MatMul:
+ * none; FusedMatMul: its attributes). */
+static vp_status matmul_run(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int ta,
+                            int tb, float alpha, vp_error *err) {
     const vp_tensor *a = in[0], *b = in[1];
     vp_tensor *y = out[0];
     vp_status s = vp_cuda_need_f32(n, a, 0, err);
     if (!s) s = vp_cuda_need_f32(n, b, 1, err);
     if (s) return s;
-    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], k = a->dims[a->rank - 1];
-    int64_t nn = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    /* a transposed operand has rank 2 or more (FusedMatMul's shape function checks) */
+    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)];
+    int64_t k = a->rank == 1 || !ta ? a->dims[a->rank - 1] : a->dims[a->rank - 2];
+    int64_t nn = b->rank == 1 ? 1 : b->dims[b->rank - (tb ? 2 : 1)];
+    int64_t lda = ta ? m : k, ldb = tb ? k : nn;
     int abr = a->rank > 2 ? a->rank - 2 : 0, bbr = b->rank > 2 ? b->rank - 2 : 0;
     int r = abr > bbr ? abr : bbr;
     int64_t od[VP_MAX_RANK], batch = 1;
@@ -93,18 +98,29 @@ static vp_status op_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const
     if (ua && ub && same_a && same_b) {
         /* a shared A with one row per batch folds into one tall product */
         if (na == 1 && nb == 1)
-            return gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa, k, 0, pb, nn, 0, 0.0f, py, 0, 1, err);
-        if (nb == 1 && na == batch)
-            return gemm_rm(c, n, 0, 0, m * batch, nn, k, 1.0f, pa, k, 0, pb, nn, 0, 0.0f, py, 0, 1, err);
-        return gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa, k, na == 1 ? 0 : m * k, pb, nn, nb == 1 ? 0 : k * nn, 0.0f, py,
-                       m * nn, batch, err);
+            return gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+        if (!ta && nb == 1 && na == batch)
+            return gemm_rm(c, n, 0, tb, m * batch, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+        return gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, na == 1 ? 0 : m * k, pb, ldb, nb == 1 ? 0 : k * nn, 0.0f,
+                       py, m * nn, batch, err);
     }
     for (int64_t i = 0; i < batch && !s; i++) {
         int64_t oa = batch_offset(r, od, abr, a->dims, i), ob = batch_offset(r, od, bbr, b->dims, i);
-        s = gemm_rm(c, n, 0, 0, m, nn, k, 1.0f, pa + oa * m * k, k, 0, pb + ob * k * nn, nn, 0, 0.0f, py + i * m * nn, 0,
-                    1, err);
+        s = gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa + oa * m * k, lda, 0, pb + ob * k * nn, ldb, 0, 0.0f,
+                    py + i * m * nn, 0, 1, err);
     }
     return s;
+}
+
+static vp_status op_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                           vp_error *err) {
+    return matmul_run(c, n, in, out, 0, 0, 1.0f, err);
+}
+
+static vp_status op_fused_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                 vp_error *err) {
+    return matmul_run(c, n, in, out, vp_attr_int(n, "transA", 0) != 0, vp_attr_int(n, "transB", 0) != 0,
+                      vp_attr_float(n, "alpha", 1.0f), err);
 }
 
 /* Convolution geometry from the attributes and the shapes (1-D or 2-D). */
@@ -213,6 +229,7 @@ static vp_status op_global_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *
 
 const cuda_op vp_cuda_ops_linalg[] = {
     {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv}, {"MaxPool", "", op_pool},
+    {"FusedMatMul", "com.microsoft", op_fused_matmul},
     {"AveragePool", "", op_pool}, {"GlobalAveragePool", "", op_global_pool}, {"GlobalMaxPool", "", op_global_pool},
     {"ConvGrad", "com.microsoft", op_conv_grad},
     {NULL, NULL, NULL},

@@ -99,6 +99,46 @@ def activations():
     write_case("tanh_grad_f64", "TanhGrad", MS, [dy, y], [dx])
 
 
+def output_based():
+    """The activation gradients that read the forward output Y instead of X (ReluGrad
+    and LeakyReluGrad as ONNX Runtime builds them).  Drawn after every other case, so
+    adding them left the earlier fixtures byte for byte as they were."""
+    for dt, tag in ((torch.float64, "f64"), (torch.float32, "f32")):
+        x = rand(3, 4, 5, dtype=dt, grad=True)
+        dy = rand(3, 4, 5, dtype=dt)
+        y = F.relu(x)
+        (dx,) = grads_of(y, dy, x)
+        write_case("relu_grad_of_y_" + tag, "ReluGrad", MS, [dy, y], [dx])
+        for alpha in (0.1, 0.0):
+            y = F.leaky_relu(x, alpha)
+            (dx,) = grads_of(y, dy, x)
+            write_case("leaky_relu_grad_%s_alpha%g" % (tag, alpha), "LeakyReluGrad", MS, [dy, y], [dx],
+                       {"alpha": alpha})
+    x = rand(2, 3, dtype=torch.float16).double().requires_grad_()
+    dy = rand(2, 3, dtype=torch.float16)
+    y = F.leaky_relu(x, 0.2)
+    (dx,) = grads_of(y, dy.double(), x)
+    write_case("leaky_relu_grad_f16", "LeakyReluGrad", MS, [dy, y.half()], [dx.half()], {"alpha": 0.2})
+
+
+def fused_matmuls():
+    """com.microsoft.FusedMatMul (alpha transA(A) transB(B)), which MatMul's gradient
+    emits for batched products; drawn last, like output_based()."""
+    for dt, tag in ((torch.float64, "f64"), (torch.float32, "f32")):
+        a, b = rand(2, 3, 4, 5, dtype=dt), rand(2, 3, 6, 5, dtype=dt)
+        write_case("fused_matmul_tb_" + tag, "FusedMatMul", MS, [a, b], [a @ b.transpose(-1, -2)], {"transB": 1})
+    a, b = rand(2, 1, 5, 4), rand(3, 5, 6)
+    write_case("fused_matmul_ta_bcast_alpha", "FusedMatMul", MS, [a, b], [0.5 * (a.transpose(-1, -2) @ b)],
+               {"transA": 1, "alpha": 0.5})
+    a, b = rand(4, 3), rand(2, 5, 4)
+    write_case("fused_matmul_ta_tb", "FusedMatMul", MS, [a, b], [a.t() @ b.transpose(-1, -2)],
+               {"transA": 1, "transB": 1})
+    a, b = rand(3, 7, 4), rand(6, 4)
+    write_case("fused_matmul_shared_b", "FusedMatMul", MS, [a, b], [a @ b.t()], {"transB": 1})
+    write_case("err_fused_matmul_trans_batch", "FusedMatMul", MS, [rand(2, 3, 4), rand(2, 4, 5)], [rand(2, 3, 5)],
+               {"transBatchA": 1}, expect="unsupported")
+
+
 def softmaxes():
     x = rand(2, 3, 4, grad=True)
     dy = rand(2, 3, 4)
@@ -440,6 +480,8 @@ def main():
     optimizers()
     half_precision()
     errors()
+    output_based()
+    fused_matmuls()
     total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(ROOT) for f in fs)
     print("wrote %d cases, %d bytes, to %s" % (len(os.listdir(ROOT)), total, os.path.normpath(ROOT)))
 
