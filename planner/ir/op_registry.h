@@ -28,6 +28,9 @@ enum {
     VP_OP_INPLACE = 1u << 2,         /* output 0 may share input 0's or input 1's memory when
                                         they have its shape and dtype: the CPU kernel reads each
                                         element before it writes it */
+    VP_OP_VIEW = 1u << 3,            /* output 0 is input 0's bytes under another shape (Reshape,
+                                        Identity): the planner may give it the input's storage,
+                                        and the kernel then has nothing to do */
 };
 
 struct vp_grad_ctx;

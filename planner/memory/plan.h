@@ -3,7 +3,8 @@
  * training graph; written by codegen/plan_file.c, executed by runtime/plan_exec.c.
  *
  * Buffers that share storage (an update writing its parameter in place, carried
- * state) form alias groups: the group's root holds the offset and the union lifetime. */
+ * state, a view of its input, an op writing over a dead input) form alias groups: the
+ * group's root holds the offset and the union lifetime. */
 #ifndef VP_PLAN_H
 #define VP_PLAN_H
 
@@ -65,6 +66,11 @@ typedef struct vp_plan {
     double planning_seconds;
     int loss_buffer;
 } vp_plan;
+
+/* Whether node n is a view: output 0 holds input 0's bytes under another shape
+ * (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout when not training), so the
+ * two may share storage and the step then does no work. */
+int vp_node_is_view(const vp_graph *g, const vp_node *n);
 
 /* Orders the nodes: forward, loss, backward, and with fused_update each optimizer
  * update right after the last node that reads its parameter or writes its gradient. */

@@ -408,8 +408,9 @@ const vp_op_def vp_ops_elementwise[] = {
 
     {"Cast", "", 6, shape_cast, vp_cpu_cast, 0, vp_grad_cast},
     {"CastLike", "", 15, shape_cast_like, vp_cpu_cast, 0, vp_grad_cast},
-    {"Identity", "", 1, shape_identity, vp_cpu_identity, 0, vp_grad_identity},
-    /* training mode draws random numbers: never fold it away */
-    {"Dropout", "", 7, shape_dropout, vp_cpu_dropout, VP_OP_NO_FOLD, vp_grad_dropout},
+    {"Identity", "", 1, shape_identity, vp_cpu_identity, VP_OP_VIEW, vp_grad_identity},
+    /* training mode draws random numbers: never fold it away; a view at inference only
+     * (vp_node_is_view) */
+    {"Dropout", "", 7, shape_dropout, vp_cpu_dropout, VP_OP_NO_FOLD | VP_OP_VIEW, vp_grad_dropout},
     {0},
 };
