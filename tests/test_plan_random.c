@@ -1,5 +1,5 @@
 /* Property tests of the planner on random training graphs: random DAGs of MatMul, Add,
- * Mul, Relu, Tanh, Sigmoid, Concat, Split, Dropout and views (Reshape, Flatten,
+ * Mul, Relu, Tanh, Sigmoid, Softmax, Elu, Concat, Split, Dropout and views (Reshape, Flatten,
  * Unsqueeze, Identity, inference Dropout; of activations, of parameters, of views, as
  * the graph's output) with skip connections, trained with a
  * random optimizer, planned with random checkpointing budgets and strategies (ilp included), fused or separate
@@ -80,7 +80,12 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
         case 2: { int in[2] = {a, b}; y = op(g, "Add", 2, in, 1, NULL, err); break; }
         case 3: { int in[2] = {a, add_param(g, r, "scale", 1, bd)}; y = op(g, "Mul", 2, in, 1, NULL, err); break; }
         case 4: { int in[1] = {a}; y = op(g, "Relu", 1, in, 1, NULL, err); break; }
-        case 5: { int in[1] = {a}; y = op(g, rnd(r, 2) ? "Tanh" : "Sigmoid", 1, in, 1, NULL, err); break; }
+        case 5: {
+            static const char *const act[] = {"Tanh", "Sigmoid", "Softmax", "Elu"};
+            int in[1] = {a};
+            y = op(g, act[rnd(r, 4)], 1, in, 1, NULL, err);
+            break;
+        }
         case 6: { /* concat two, then split back */
             int in[2] = {a, b}, parts[2];
             int c = op(g, "Concat", 2, in, 1, NULL, err);
@@ -190,7 +195,7 @@ static int same_run(vp_graph *g, const vp_training *t, const vp_plan *p, vp_rng 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 200;
     vp_rng r = {argc > 2 ? (uint64_t)atoll(argv[2]) : 2026};
-    int executed = 0, ilp_planned = 0, ilp_refused = 0, n_views = 0, views_shared = 0;
+    int executed = 0, ilp_planned = 0, ilp_refused = 0, n_views = 0, views_shared = 0, in_place = 0;
     for (int gi = 0; gi < n; gi++) {
         vp_error err;
         int y;
@@ -247,6 +252,9 @@ int main(int argc, char **argv) {
             if (kind == VP_REMAT_ILP) ilp_planned++;
             for (int st = 0; st < p.n_steps; st++) {
                 const vp_node *vn = &p.g->nodes[p.steps[st]];
+                int ob = vn->n_outputs > 0 && vn->outputs[0] >= 0 ? p.buffer_of[vn->outputs[0]] : -1;
+                if (ob >= 0 && p.buffers[ob].alias_of >= 0 && vn->phase != VP_PHASE_OPTIMIZER && !vp_node_is_view(p.g, vn))
+                    in_place++;
                 if (!vp_node_is_view(p.g, vn)) continue;
                 n_views++;
                 views_shared += p.buffers[p.buffer_of[vn->outputs[0]]].offset == p.buffers[p.buffer_of[vn->inputs[0]]].offset;
@@ -268,5 +276,6 @@ int main(int argc, char **argv) {
            "(infeasible or out of time)\n", n, executed, ilp_planned, ilp_refused);
     check(n < 20 || (n_views > 0 && views_shared == n_views), "%d of %d view steps share their input's storage", views_shared,
           n_views);
+    check(n < 20 || in_place > 0, "%d steps write their output over a dead input", in_place);
     return check_summary();
 }
