@@ -10,7 +10,8 @@
  * next step), a view (Reshape, Identity: the same bytes under another shape, written
  * by nobody), and the output of an op that may write over an input nothing reads
  * afterwards.  Storage is written again only once every value read from it, directly or
- * through a view, has been read for the last time. */
+ * through a view, has been read for the last time.  Categories come last, per value
+ * and per group (categorize). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,9 @@ int vp_node_is_view(const vp_graph *g, const vp_node *n) {
     return strcmp(n->op_type, "Dropout") ? 1 : dropout_is_identity(g, n);
 }
 
-static vp_category categorize(const vp_plan *p, const vp_training *t, int v, const char *is_grad) {
+/* What a value is by its flags; a computed value is a temporary until categorize()
+ * knows whether it is saved for the backward pass. */
+static vp_category category_by_flags(const vp_plan *p, int v, const char *is_grad) {
     const vp_graph *g = p->g;
     const vp_value *val = &g->values[v];
     if (val->flags & VP_VAL_INPUT) return VP_CAT_INPUTS;
@@ -51,12 +54,6 @@ static vp_category categorize(const vp_plan *p, const vp_training *t, int v, con
     if (val->flags & VP_VAL_STATE) return VP_CAT_OPTIMIZER_STATE;
     if (val->flags & (VP_VAL_CONST | VP_VAL_INITIALIZER) || val->producer < 0) return VP_CAT_CONSTANTS;
     if (is_grad[v]) return VP_CAT_GRADIENTS;
-    vp_phase ph = g->nodes[val->producer].phase;
-    if (ph == VP_PHASE_FORWARD || ph == VP_PHASE_LOSS) {
-        for (int c = 0; c < val->n_consumers; c++)
-            if (g->nodes[val->consumers[c]].phase == VP_PHASE_BACKWARD) return VP_CAT_ACTIVATIONS;
-    }
-    (void)t;
     return VP_CAT_TEMPORARIES;
 }
 
@@ -67,11 +64,14 @@ static int root_of(const vp_plan *p, int b) {
     return b;
 }
 
-/* What the group passes keep per root while groups form. */
+/* What the group passes keep per buffer while groups form. */
 typedef struct groups {
-    char *pinned;    /* some member exists before the step or is read after it */
+    char *pinned;    /* root: some member exists before the step or is read after it */
     char *has_alias; /* some buffer aliases this one */
-    int *next_write; /* step at which a carried value is written over the group, INT_MAX none */
+    int *next_write; /* root: step at which a carried value is written over the group, INT_MAX none */
+    int *view_of;    /* the buffer this one is a view of, sharing its storage; -1 */
+    int *own_last;   /* the last step reading this buffer's own value (not its group's) */
+    char *carried;   /* a carried value (an update's output) written over its old value */
 } groups;
 
 /* b (a root) joins the group of root r: r's storage now also holds b's lifetime. */
@@ -81,10 +81,7 @@ static void join(vp_plan *p, groups *gs, int b, int r) {
     gs->has_alias[r] = 1;
     gs->pinned[r] |= gs->pinned[b];
     if (bb->first < rb->first) rb->first = bb->first;
-    if (bb->last > rb->last) {
-        rb->last = bb->last;
-        rb->cat = bb->cat; /* the group lives on as what the later value is */
-    }
+    if (bb->last > rb->last) rb->last = bb->last;
 }
 
 /* Views: a view's output is its input's bytes, so it joins its input's group, unless
@@ -105,6 +102,7 @@ static void share_views(vp_plan *p, groups *gs) {
         int w = gs->next_write[r];
         if (w > s && w != INT_MAX && p->buffers[ob].last >= w) continue;
         join(p, gs, ob, r);
+        gs->view_of[ob] = ib;
     }
 }
 
@@ -145,20 +143,73 @@ static void share_in_place(vp_plan *p, const vp_training *t, groups *gs) {
     }
 }
 
+/* The step where the backward pass starts (its first backward or recompute node);
+ * n_steps when there is none. */
+static int backward_start(const vp_plan *p) {
+    for (int s = 0; s < p->n_steps; s++) {
+        vp_phase ph = p->g->nodes[p->steps[s]].phase;
+        if (ph == VP_PHASE_BACKWARD || ph == VP_PHASE_RECOMPUTE) return s;
+    }
+    return p->n_steps;
+}
+
+static int cat_rank(vp_category c) {
+    return c == VP_CAT_ACTIVATIONS ? 3 : c == VP_CAT_GRADIENTS ? 2 : c == VP_CAT_TEMPORARIES ? 0 : 1;
+}
+
+/* Categories, once the groups have formed.  A buffer's own: a forward value (forward or
+ * loss phase) still live when the backward pass starts, whoever reads it (a backward
+ * node, a recompute node, the caller) and whether directly or through a view, is an
+ * activation; other computed values are gradients or temporaries; a view of storage
+ * that exists before the step, and an update's output, are what that storage is.  A
+ * group's category, its root's (the byte counts use it): the storage's own when it
+ * exists before the step, else an activation if it holds one, else a gradient if it
+ * holds one, else what its values are. */
+static void categorize(vp_plan *p, groups *gs, int *ext_last, vp_category *group_cat) {
+    const vp_graph *g = p->g;
+    int start = backward_start(p);
+    /* a value lives as long as its views are read: views come after what they view */
+    for (int b = 0; b < p->n_buffers; b++) ext_last[b] = gs->own_last[b];
+    for (int b = p->n_buffers - 1; b >= 0; b--)
+        if (gs->view_of[b] >= 0 && ext_last[b] > ext_last[gs->view_of[b]]) ext_last[gs->view_of[b]] = ext_last[b];
+    for (int b = 0; b < p->n_buffers; b++) {
+        vp_buffer *buf = &p->buffers[b];
+        const vp_value *v = &g->values[buf->value];
+        int root = root_of(p, b), pre = gs->pinned[root] & 2;
+        if (buf->cat != VP_CAT_TEMPORARIES) continue;
+        if ((gs->carried[b] || gs->view_of[b] >= 0) && pre) buf->cat = p->buffers[root].cat;
+        else if (v->producer >= 0 && buf->first < start && ext_last[b] >= start &&
+                 (g->nodes[v->producer].phase == VP_PHASE_FORWARD || g->nodes[v->producer].phase == VP_PHASE_LOSS))
+            buf->cat = VP_CAT_ACTIVATIONS;
+    }
+    for (int b = 0; b < p->n_buffers; b++) group_cat[b] = p->buffers[b].cat;
+    for (int b = 0; b < p->n_buffers; b++) {
+        int root = root_of(p, b);
+        if (gs->pinned[root] & 2) continue; /* the storage is what exists before the step */
+        if (cat_rank(p->buffers[b].cat) > cat_rank(group_cat[root])) group_cat[root] = p->buffers[b].cat;
+    }
+    for (int b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].alias_of < 0) p->buffers[b].cat = group_cat[b];
+}
+
 vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
     vp_graph *g = p->g;
     p->buffer_of = malloc(((size_t)g->n_values + 1) * sizeof *p->buffer_of);
     p->buffers = calloc((size_t)g->n_values + 1, sizeof *p->buffers);
     char *is_grad = calloc((size_t)g->n_values + 1, 1);
     int *step_of = malloc(((size_t)g->n_nodes + 1) * sizeof *step_of);
-    groups gs = {calloc((size_t)g->n_values + 1, 1), calloc((size_t)g->n_values + 1, 1),
-                 malloc(((size_t)g->n_values + 1) * sizeof(int))};
+    size_t nv = (size_t)g->n_values + 1;
+    groups gs = {calloc(nv, 1), calloc(nv, 1), malloc(nv * sizeof(int)), malloc(nv * sizeof(int)),
+                 malloc(nv * sizeof(int)), calloc(nv, 1)};
+    int *ext_last = malloc(nv * sizeof *ext_last);
+    vp_category *group_cat = malloc(nv * sizeof *group_cat);
     vp_status s = VP_OK;
-    if (!p->buffer_of || !p->buffers || !is_grad || !step_of || !gs.pinned || !gs.has_alias || !gs.next_write) {
+    if (!p->buffer_of || !p->buffers || !is_grad || !step_of || !gs.pinned || !gs.has_alias || !gs.next_write ||
+        !gs.view_of || !gs.own_last || !gs.carried || !ext_last || !group_cat) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory in liveness");
         goto done;
     }
-    for (int v = 0; v < g->n_values; v++) p->buffer_of[v] = -1, gs.next_write[v] = INT_MAX;
+    for (int v = 0; v < g->n_values; v++) p->buffer_of[v] = -1, gs.next_write[v] = INT_MAX, gs.view_of[v] = -1;
     for (int i = 0; i < g->n_nodes; i++) step_of[i] = -1;
     for (int st = 0; st < p->n_steps; st++) step_of[p->steps[st]] = st;
     for (int i = 0; t && i < t->n_params; i++)
@@ -176,7 +227,7 @@ vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
                 const vp_value *val = &g->values[v];
                 vp_buffer *b = &p->buffers[p->n_buffers];
                 b->value = v;
-                b->cat = categorize(p, t, v, is_grad);
+                b->cat = category_by_flags(p, v, is_grad);
                 b->bytes = vp_value_numel(val) * (int64_t)vp_dtype_size(val->dtype);
                 b->size = align_up(b->bytes, p->device.alignment);
                 b->alias_of = -1;
@@ -191,9 +242,10 @@ vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
                 if (!produced || (val->flags & (VP_VAL_OUTPUT | VP_VAL_PARAM | VP_VAL_STATE)) ||
                     (t && v == t->loss)) {
                     b->last = last_step;
-                    gs.pinned[p->n_buffers] = 1;
+                    gs.pinned[p->n_buffers] = produced ? 1 : 3;
                 }
                 if (!produced) b->first = 0;
+                gs.own_last[p->n_buffers] = b->last;
                 p->buffer_of[v] = p->n_buffers++;
             }
         }
@@ -209,17 +261,24 @@ vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err) {
         root->first = 0;
         root->last = last_step;
         gs.has_alias[from] = 1;
-        gs.pinned[from] = 1;
+        gs.pinned[from] |= 1;
+        gs.carried[to] = 1;
         int w = g->values[t->carry[c].to].producer;
         if (w >= 0 && step_of[w] >= 0 && step_of[w] < gs.next_write[from]) gs.next_write[from] = step_of[w];
     }
     share_views(p, &gs);
     share_in_place(p, t, &gs);
+    categorize(p, &gs, ext_last, group_cat);
 done:
     free(is_grad);
     free(step_of);
     free(gs.pinned);
     free(gs.has_alias);
     free(gs.next_write);
+    free(gs.view_of);
+    free(gs.own_last);
+    free(gs.carried);
+    free(ext_last);
+    free(group_cat);
     return s;
 }

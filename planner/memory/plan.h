@@ -16,7 +16,8 @@ typedef enum vp_category {
     VP_CAT_PARAMETERS = 0,
     VP_CAT_GRADIENTS,
     VP_CAT_OPTIMIZER_STATE,
-    VP_CAT_ACTIVATIONS, /* forward values kept for the backward pass */
+    VP_CAT_ACTIVATIONS, /* forward values still live when the backward pass starts, whoever
+                           reads them (backward, recompute, the caller), directly or through a view */
     VP_CAT_TEMPORARIES,
     VP_CAT_WORKSPACE,
     VP_CAT_INPUTS,      /* data fed each step */
@@ -60,7 +61,7 @@ typedef struct vp_plan {
     int64_t arena_bytes;
     int64_t lower_bound_bytes;
     int peak_step;           /* a step where live bytes reach the lower bound */
-    int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes */
+    int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes of alias groups, each by its root's category */
     int64_t budget_bytes;    /* 0: none */
     vp_arena_result arena;
     double planning_seconds;
