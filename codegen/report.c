@@ -71,6 +71,30 @@ static int live_at_peak(const vp_plan *p, live_item **out) {
     return n;
 }
 
+/* Buffers with no storage of their own, by why: views of their input, in-place writes
+ * over a dead input, updates of a parameter or state (carried). */
+typedef struct shared_counts {
+    int views, in_place, updates;
+    int64_t bytes;
+} shared_counts;
+
+static shared_counts count_shared(const vp_plan *p) {
+    shared_counts sc = {0, 0, 0, 0};
+    for (int b = 0; b < p->n_buffers; b++) {
+        const vp_buffer *buf = &p->buffers[b];
+        if (buf->alias_of < 0) continue;
+        int prod = p->g->values[buf->value].producer;
+        const vp_node *n = prod >= 0 ? &p->g->nodes[prod] : NULL;
+        if (n && vp_node_is_view(p->g, n) && n->outputs[0] == buf->value) sc.views++;
+        else if (n && n->phase != VP_PHASE_OPTIMIZER && !(p->g->values[buf->value].flags & (VP_VAL_PARAM | VP_VAL_STATE)) &&
+                 !(p->g->values[p->buffers[buf->alias_of].value].flags & (VP_VAL_PARAM | VP_VAL_STATE)))
+            sc.in_place++;
+        else sc.updates++;
+        sc.bytes += buf->size;
+    }
+    return sc;
+}
+
 static void phase_counts(const vp_plan *p, int *counts) {
     memset(counts, 0, sizeof(int) * (VP_PHASE_COMM + 1));
     for (int s = 0; s < p->n_steps; s++) counts[p->g->nodes[p->steps[s]].phase]++;
@@ -93,6 +117,9 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     for (int k = 0; k < VP_CAT_COUNT; k++)
         fprintf(f, "  %-16s %12s  %5.1f%%\n", vp_category_name((vp_category)k), vp_human_bytes(p->category_bytes[k], b1, sizeof b1),
                 total ? 100.0 * (double)p->category_bytes[k] / (double)total : 0.0);
+    shared_counts sc = count_shared(p);
+    fprintf(f, "shared storage: %d views, %d in-place writes, %d updates in place (%s of buffers without storage of "
+               "their own)\n", sc.views, sc.in_place, sc.updates, vp_human_bytes(sc.bytes, b1, sizeof b1));
     double ratio = p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0;
     fprintf(f, "arena:       %s (%lld bytes)\n", vp_human_bytes(p->arena_bytes, b1, sizeof b1), (long long)p->arena_bytes);
     fprintf(f, "lower bound: %s (%lld bytes); arena / bound = %.4f, kept %s over %d piece%s\n",
@@ -186,6 +213,18 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_key(&j, vp_category_name((vp_category)k));
         vp_json_int(&j, p->category_bytes[k]);
     }
+    vp_json_end_object(&j);
+    shared_counts sc = count_shared(p);
+    vp_json_key(&j, "shared_storage");
+    vp_json_begin_object(&j);
+    vp_json_key(&j, "views");
+    vp_json_int(&j, sc.views);
+    vp_json_key(&j, "in_place");
+    vp_json_int(&j, sc.in_place);
+    vp_json_key(&j, "updates");
+    vp_json_int(&j, sc.updates);
+    vp_json_key(&j, "bytes");
+    vp_json_int(&j, sc.bytes);
     vp_json_end_object(&j);
     vp_json_key(&j, "steps");
     vp_json_int(&j, p->n_steps);

@@ -3,7 +3,9 @@
  * - with an optimizer: 3 steps of losses bit-identical, with fused and separate updates;
  * - the plan verifies, its arena is at least the lower bound, a plan file round trip
  *   runs to the same losses, and a plan corrupted on purpose fails verification with
- *   the two buffers and the step named. */
+ *   the two buffers and the step named;
+ * - views (Reshape, Flatten, ...) share their input's storage, and a plan that writes
+ *   another value over that storage while the view is still read fails verification. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -134,6 +136,61 @@ static void file_case(const char *name) {
     test_model_free(&m);
 }
 
+/* Views share storage; writing over it while a view is read is caught. */
+static void views_case(const char *name) {
+    test_model m;
+    vp_error err;
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_status s = test_model_load_step(&m, name, "adamw", &err);
+    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+    if (s) {
+        check(0, "%s views: %s", name, err.msg);
+        test_model_free(&m);
+        return;
+    }
+    int n_views = 0, shared = 0, victim = -1, view = -1;
+    for (int st = 0; st < p.n_steps; st++) {
+        const vp_node *n = &m.g->nodes[p.steps[st]];
+        if (!vp_node_is_view(m.g, n)) continue;
+        n_views++;
+        int ob = p.buffer_of[n->outputs[0]], ib = p.buffer_of[n->inputs[0]];
+        if (p.buffers[ob].offset != p.buffers[ib].offset || p.buffers[ob].alias_of < 0) continue;
+        shared++;
+        if (view < 0 && p.buffers[ob].last > st + 1) view = ob;
+    }
+    check(n_views == 0 || shared > 0, "%s: %d of %d views share their input's storage", name, shared, n_views);
+    if (view >= 0) {
+        /* a value some step writes while the view is still to be read, moved onto its storage */
+        int root = view;
+        while (p.buffers[root].alias_of >= 0) root = p.buffers[root].alias_of;
+        for (int b = 0; b < p.n_buffers && victim < 0; b++) {
+            const vp_buffer *x = &p.buffers[b];
+            const vp_value *v = &m.g->values[x->value];
+            int aliased = 0;
+            for (int c = 0; c < p.n_buffers; c++) aliased |= p.buffers[c].alias_of == b;
+            /* (one that reads the view's storage itself would be an in-place write) */
+            const vp_node *w = v->producer >= 0 ? &m.g->nodes[v->producer] : NULL;
+            for (int k = 0; w && k < w->n_inputs; k++)
+                aliased |= w->inputs[k] >= 0 && p.buffer_of[w->inputs[k]] >= 0 &&
+                           p.buffers[p.buffer_of[w->inputs[k]]].offset == p.buffers[root].offset;
+            if (x->alias_of < 0 && !aliased && b != root && v->producer >= 0 && x->first > p.buffers[view].first &&
+                x->first < p.buffers[view].last && x->bytes <= p.buffers[root].size)
+                victim = b;
+        }
+    }
+    if (victim >= 0) {
+        p.buffers[victim].alias_of = view;
+        p.buffers[victim].offset = p.buffers[view].offset;
+        vp_verify_report rep;
+        s = vp_plan_verify(&p, &rep, &err);
+        check(s == VP_ERR_INVALID && strstr(err.msg, "still reads"), "%s: a value written over storage a view still reads is rejected: %s",
+              name, s ? err.msg : "accepted!");
+    }
+    vp_plan_free(&p);
+    test_model_free(&m);
+}
+
 int main(void) {
     char names[32][64];
     int n = test_model_list(names, 32);
@@ -143,6 +200,7 @@ int main(void) {
         optimizer_case(names[i], "adamw", 1);
         optimizer_case(names[i], "sgd", 0);
         file_case(names[i]);
+        views_case(names[i]);
     }
     return check_summary();
 }

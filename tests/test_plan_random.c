@@ -1,5 +1,7 @@
 /* Property tests of the planner on random training graphs: random DAGs of MatMul, Add,
- * Mul, Relu, Tanh, Sigmoid, Concat, Split and Dropout with skip connections, trained with a
+ * Mul, Relu, Tanh, Sigmoid, Softmax, Elu, Concat, Split, Dropout and views (Reshape, Flatten,
+ * Unsqueeze, Identity, inference Dropout; of activations, of parameters, of views, as
+ * the graph's output) with skip connections, trained with a
  * random optimizer, planned with random checkpointing budgets and strategies (ilp included), fused or separate
  * updates.  Every plan must verify (no overlap, everything fits, nothing read before it
  * is written), its arena must be at least the lower bound, and for a sample of graphs
@@ -69,7 +71,7 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
     for (int l = 0; l < depth && np < 60; l++) {
         int a = pool[np - 1 - rnd(r, np < 4 ? np : 4)], b = pool[rnd(r, np)], y = -1;
         int64_t wd[2] = {width, width}, bd[1] = {width};
-        switch (rnd(r, 9)) {
+        switch (rnd(r, 11)) {
         case 0: case 1: {
             int in[2] = {a, add_param(g, r, "w", 2, wd)};
             y = op(g, "MatMul", 2, in, 1, NULL, err);
@@ -78,7 +80,12 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
         case 2: { int in[2] = {a, b}; y = op(g, "Add", 2, in, 1, NULL, err); break; }
         case 3: { int in[2] = {a, add_param(g, r, "scale", 1, bd)}; y = op(g, "Mul", 2, in, 1, NULL, err); break; }
         case 4: { int in[1] = {a}; y = op(g, "Relu", 1, in, 1, NULL, err); break; }
-        case 5: { int in[1] = {a}; y = op(g, rnd(r, 2) ? "Tanh" : "Sigmoid", 1, in, 1, NULL, err); break; }
+        case 5: {
+            static const char *const act[] = {"Tanh", "Sigmoid", "Softmax", "Elu"};
+            int in[1] = {a};
+            y = op(g, act[rnd(r, 4)], 1, in, 1, NULL, err);
+            break;
+        }
         case 6: { /* concat two, then split back */
             int in[2] = {a, b}, parts[2];
             int c = op(g, "Concat", 2, in, 1, NULL, err);
@@ -93,6 +100,44 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
             float ratio = 0.3f;
             int in[2] = {a, vp_build_const(g, "ratio", VP_F32, 0, none, &ratio)};
             y = op(g, "Dropout", 2, in, 1, NULL, err);
+            break;
+        }
+        case 8: { /* views of views: the same bytes under other shapes, back to [batch, width] */
+            int64_t flat[1] = {batch * width}, two = 2, three[3] = {batch, 2, width / 2};
+            int s3 = vp_build_const(g, "shape", VP_I64, 1, &(int64_t){3}, three);
+            int in[2] = {a, s3};
+            int v = rnd(r, 2) ? op(g, "Reshape", 2, in, 1, NULL, err) : a;
+            if (v >= 0 && v != a) {
+                int ax[2] = {v, vp_build_const(g, "axes", VP_I64, 1, &(int64_t){1}, &two)};
+                v = op(g, "Unsqueeze", 2, ax, 1, NULL, err);
+                if (v >= 0) v = op(g, "Flatten", 1, &v, 1, NULL, err); /* axis 1: [batch, width] */
+            } else if (v >= 0) {
+                int fl[2] = {a, vp_build_const(g, "shape", VP_I64, 1, &(int64_t){1}, flat)};
+                v = op(g, "Reshape", 2, fl, 1, NULL, err);
+                int64_t back[2] = {batch, width};
+                int bk[2] = {v, vp_build_const(g, "shape", VP_I64, 1, &(int64_t){2}, back)};
+                if (v >= 0) v = op(g, "Reshape", 2, bk, 1, NULL, err);
+            }
+            if (v >= 0 && rnd(r, 2)) v = op(g, "Identity", 1, &v, 1, NULL, err);
+            if (v >= 0 && rnd(r, 2)) { /* Dropout the model keeps in inference mode: a view too */
+                int64_t none[1] = {0};
+                float ratio = 0.3f;
+                uint8_t no = 0;
+                int dr[3] = {v, vp_build_const(g, "ratio", VP_F32, 0, none, &ratio),
+                             vp_build_const(g, "training_mode", VP_BOOL, 0, none, &no)};
+                v = op(g, "Dropout", 3, dr, 1, NULL, err);
+            }
+            y = v;
+            break;
+        }
+        case 9: { /* a view of a parameter, read after the backward starts and updated in place */
+            int64_t flat[1] = {width * width};
+            int in[2] = {add_param(g, r, "w", 2, wd), vp_build_const(g, "shape", VP_I64, 1, &(int64_t){1}, flat)};
+            int v = op(g, "Reshape", 2, in, 1, NULL, err);
+            int bk[2] = {v, vp_build_const(g, "shape", VP_I64, 1, &(int64_t){2}, wd)};
+            if (v >= 0) v = op(g, "Reshape", 2, bk, 1, NULL, err);
+            int mm[2] = {a, v};
+            y = v >= 0 ? op(g, "MatMul", 2, mm, 1, NULL, err) : -1;
             break;
         }
         default: { int in[2] = {a, b}; y = op(g, "Mul", 2, in, 1, NULL, err); break; }
@@ -150,7 +195,7 @@ static int same_run(vp_graph *g, const vp_training *t, const vp_plan *p, vp_rng 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 200;
     vp_rng r = {argc > 2 ? (uint64_t)atoll(argv[2]) : 2026};
-    int executed = 0, ilp_planned = 0, ilp_refused = 0;
+    int executed = 0, ilp_planned = 0, ilp_refused = 0, n_views = 0, views_shared = 0, in_place = 0;
     for (int gi = 0; gi < n; gi++) {
         vp_error err;
         int y;
@@ -205,6 +250,15 @@ int main(int argc, char **argv) {
             check_quiet(!rr.fits || p.arena_bytes <= budget || kind == VP_REMAT_SQRTN, "graph %d: says it fits %lld but the arena is %lld",
                   gi, (long long)budget, (long long)p.arena_bytes);
             if (kind == VP_REMAT_ILP) ilp_planned++;
+            for (int st = 0; st < p.n_steps; st++) {
+                const vp_node *vn = &p.g->nodes[p.steps[st]];
+                int ob = vn->n_outputs > 0 && vn->outputs[0] >= 0 ? p.buffer_of[vn->outputs[0]] : -1;
+                if (ob >= 0 && p.buffers[ob].alias_of >= 0 && vn->phase != VP_PHASE_OPTIMIZER && !vp_node_is_view(p.g, vn))
+                    in_place++;
+                if (!vp_node_is_view(p.g, vn)) continue;
+                n_views++;
+                views_shared += p.buffers[p.buffer_of[vn->outputs[0]]].offset == p.buffers[p.buffer_of[vn->inputs[0]]].offset;
+            }
             if (gi % 4 == 0 || kind == VP_REMAT_ILP) {
                 int same = same_run(g, &t, &p, &r, &err);
                 executed++;
@@ -220,5 +274,8 @@ int main(int argc, char **argv) {
     }
     printf("random training graphs: %d, of which %d executed planned vs naive; ilp planned %d, gave up on %d "
            "(infeasible or out of time)\n", n, executed, ilp_planned, ilp_refused);
+    check(n < 20 || (n_views > 0 && views_shared == n_views), "%d of %d view steps share their input's storage", views_shared,
+          n_views);
+    check(n < 20 || in_place > 0, "%d steps write their output over a dead input", in_place);
     return check_summary();
 }

@@ -132,7 +132,7 @@ static void twice_case(test_model *m) {
     vp_error err;
     vp_graph *c = vp_graph_clone(m->g);
     int n_recompute = 0;
-    vp_status s = c ? vp_remat_apply_schedule(c, &rs, &n_recompute, &err) : VP_ERR_NOMEM;
+    vp_status s = c ? vp_remat_apply_schedule(c, &m->t, &rs, &n_recompute, &err) : VP_ERR_NOMEM;
     vp_plan p;
     memset(&p, 0, sizeof p);
     if (!s) s = vp_plan_build(&p, c, &m->t, vp_device_find("cpu"), 1, &err);
@@ -147,7 +147,7 @@ static void twice_case(test_model *m) {
     int bad_stage[1] = {x}, bad_start[2] = {0, 0};
     vp_remat_schedule bad = {1, bad_stage, bad_start, nodes};
     vp_graph *c2 = vp_graph_clone(m->g);
-    vp_status bs = c2 ? vp_remat_apply_schedule(c2, &bad, NULL, &err) : VP_ERR_NOMEM;
+    vp_status bs = c2 ? vp_remat_apply_schedule(c2, &m->t, &bad, NULL, &err) : VP_ERR_NOMEM;
     check(bs == VP_ERR_INVALID && strstr(err.msg, "not a backward node"), "%s: a schedule with a forward stage is refused (%s)",
           m->name, bs ? err.msg : "accepted");
     vp_plan_free(&p);

@@ -26,8 +26,12 @@ enum {
     VP_OP_FOLD_SHAPE_ONLY = 1u << 0, /* output depends on input shapes only (Shape, Size) */
     VP_OP_NO_FOLD = 1u << 1,         /* never fold (random ops, training-mode side effects) */
     VP_OP_INPLACE = 1u << 2,         /* output 0 may share input 0's or input 1's memory when
-                                        they have its shape and dtype: the CPU kernel reads each
-                                        element before it writes it */
+                                        they have its size and dtype: the CPU and CUDA kernels
+                                        read each element (or each row, channel or fiber whole)
+                                        before they write it */
+    VP_OP_VIEW = 1u << 3,            /* output 0 is input 0's bytes under another shape (Reshape,
+                                        Identity): the planner may give it the input's storage,
+                                        and the kernel then has nothing to do */
 };
 
 struct vp_grad_ctx;

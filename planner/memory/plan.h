@@ -3,7 +3,8 @@
  * training graph; written by codegen/plan_file.c, executed by runtime/plan_exec.c.
  *
  * Buffers that share storage (an update writing its parameter in place, carried
- * state) form alias groups: the group's root holds the offset and the union lifetime. */
+ * state, a view of its input, an op writing over a dead input) form alias groups: the
+ * group's root holds the offset and the union lifetime. */
 #ifndef VP_PLAN_H
 #define VP_PLAN_H
 
@@ -15,7 +16,8 @@ typedef enum vp_category {
     VP_CAT_PARAMETERS = 0,
     VP_CAT_GRADIENTS,
     VP_CAT_OPTIMIZER_STATE,
-    VP_CAT_ACTIVATIONS, /* forward values kept for the backward pass */
+    VP_CAT_ACTIVATIONS, /* forward values still live when the backward pass starts, whoever
+                           reads them (backward, recompute, the caller), directly or through a view */
     VP_CAT_TEMPORARIES,
     VP_CAT_WORKSPACE,
     VP_CAT_INPUTS,      /* data fed each step */
@@ -59,12 +61,17 @@ typedef struct vp_plan {
     int64_t arena_bytes;
     int64_t lower_bound_bytes;
     int peak_step;           /* a step where live bytes reach the lower bound */
-    int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes */
+    int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes of alias groups, each by its root's category */
     int64_t budget_bytes;    /* 0: none */
     vp_arena_result arena;
     double planning_seconds;
     int loss_buffer;
 } vp_plan;
+
+/* Whether node n is a view: output 0 holds input 0's bytes under another shape
+ * (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout when not training), so the
+ * two may share storage and the step then does no work. */
+int vp_node_is_view(const vp_graph *g, const vp_node *n);
 
 /* Orders the nodes: forward, loss, backward, and with fused_update each optimizer
  * update right after the last node that reads its parameter or writes its gradient. */

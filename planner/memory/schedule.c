@@ -4,8 +4,9 @@
  * optimizer as the builder appended them).  Out: p->steps, every node that is not
  * folded, topologically ordered.  With fused_update each optimizer node moves right
  * after the last step that writes one of its inputs (the gradient) or reads the value
- * it updates in place, so the gradient dies at once; without it all updates run last
- * (the classic order, for comparison). */
+ * it updates in place, directly or through a view (which shares its storage), so the
+ * gradient dies at once; without it all updates run last (the classic order, for
+ * comparison). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,19 @@ typedef struct placed_update {
     int node;
     int after; /* step index among the other nodes */
 } placed_update;
+
+/* The latest position among v's readers other than node self, following views. */
+static int last_reader(const vp_graph *g, const int *pos, int v, int self, int after) {
+    const vp_value *val = &g->values[v];
+    for (int c = 0; c < val->n_consumers; c++) {
+        int r = val->consumers[c];
+        if (r == self) continue;
+        if (pos[r] > after) after = pos[r];
+        const vp_node *n = &g->nodes[r];
+        if (vp_node_is_view(g, n) && n->inputs[0] == v) after = last_reader(g, pos, n->outputs[0], self, after);
+    }
+    return after;
+}
 
 static int by_after(const void *a, const void *b) {
     const placed_update *x = a, *y = b;
@@ -50,10 +64,7 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
                 const vp_value *v = n->inputs[k] >= 0 ? &g->values[n->inputs[k]] : NULL;
                 if (!v) continue;
                 if (v->producer >= 0 && pos[v->producer] > after) after = pos[v->producer];
-                for (int c = 0; c < v->n_consumers; c++) {
-                    int r = v->consumers[c];
-                    if (r != i && pos[r] > after) after = pos[r];
-                }
+                after = last_reader(g, pos, n->inputs[k], i, after);
             }
         }
         ups[n_ups++] = (placed_update){i, after};

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/op_registry.h"
+
 typedef struct group {
     int root;
     int64_t offset, size;
@@ -21,6 +23,19 @@ static int by_step(const void *a, const void *b) {
     return y->kind - x->kind; /* ends of the previous step before starts */
 }
 
+/* A value written into a group's storage, and the steps that read it (directly or
+ * through a view of it). */
+typedef struct version {
+    int g, buffer;
+    int written, last_read; /* -1 written: before the first step */
+} version;
+
+static int by_group_write(const void *a, const void *b) {
+    const version *x = a, *y = b;
+    if (x->g != y->g) return x->g - y->g;
+    return x->written - y->written;
+}
+
 static int root_of(const vp_plan *p, int b) {
     int hops = 0;
     while (p->buffers[b].alias_of >= 0 && hops++ <= p->n_buffers) b = p->buffers[b].alias_of;
@@ -29,6 +44,57 @@ static int root_of(const vp_plan *p, int b) {
 
 static const char *name_of(const vp_plan *p, int b) { return p->g->values[p->buffers[b].value].name; }
 
+/* Step st writes output k of node n into its buffer.  Into storage that holds one of
+ * its inputs only as a view (output 0 over input 0: the same bytes, no new version) or
+ * as an op that reads every element before writing it (VP_OP_INPLACE, the input as
+ * large as the output), or as an update of the parameter or state it reads; anything
+ * but a view writes a new version of the group's storage. */
+static vp_status note_write(const vp_plan *p, int st, const vp_node *n, int k, const int *gid, int *written, version *vers,
+                            int *nv, vp_error *err) {
+    const vp_graph *g = p->g;
+    int b = p->buffer_of[n->outputs[k]];
+    int in0 = n->n_inputs > 0 && n->inputs[0] >= 0 ? p->buffer_of[n->inputs[0]] : -1;
+    if (k == 0 && in0 >= 0 && gid[in0] == gid[b] && written[in0] && vp_node_is_view(g, n)) {
+        written[b] = written[in0];
+        return VP_OK;
+    }
+    for (int j = 0; j < n->n_inputs; j++) {
+        int ib = n->inputs[j] >= 0 ? p->buffer_of[n->inputs[j]] : -1;
+        if (ib < 0 || gid[ib] != gid[b]) continue;
+        /* an update writes the parameter or state it reads (a carried value) */
+        const version *old = written[ib] ? &vers[written[ib] - 1] : NULL;
+        int carried = old && old->written < 0 && (g->values[p->buffers[ib].value].flags & (VP_VAL_PARAM | VP_VAL_STATE));
+        int ok = carried || (k == 0 && n->op && (n->op->flags & VP_OP_INPLACE) && p->buffers[ib].bytes == p->buffers[b].bytes);
+        if (!ok)
+            return vp_fail(err, VP_ERR_INVALID, "step %d ('%s', %s) writes '%s' over its input '%s', which the op does not allow",
+                           st, n->name, n->op_type, name_of(p, b), name_of(p, ib));
+    }
+    vers[*nv] = (version){gid[b], b, st, st};
+    written[b] = ++*nv;
+    return VP_OK;
+}
+
+/* Within a group, each version must be read for the last time no later than the step
+ * that writes the next one (at that step only the writer reads it, element before
+ * element).  Storage that exists before the step and is not a parameter or state (an
+ * input, a constant) is read again at the next step, so nothing may write over it. */
+static vp_status check_versions(const vp_plan *p, version *vers, int nv, vp_error *err) {
+    const vp_graph *g = p->g;
+    qsort(vers, (size_t)nv, sizeof *vers, by_group_write);
+    for (int i = 1; i < nv; i++) {
+        const version *a = &vers[i - 1], *b = &vers[i];
+        if (a->g != b->g) continue;
+        const vp_value *av = &g->values[p->buffers[a->buffer].value];
+        if (a->written < 0 && !(av->flags & (VP_VAL_PARAM | VP_VAL_STATE)))
+            return vp_fail(err, VP_ERR_INVALID, "step %d writes '%s' over '%s', which the next step reads again", b->written,
+                           name_of(p, b->buffer), name_of(p, a->buffer));
+        if (a->written == b->written || a->last_read > b->written)
+            return vp_fail(err, VP_ERR_INVALID, "step %d writes '%s' over '%s', which step %d still reads", b->written,
+                           name_of(p, b->buffer), name_of(p, a->buffer), a->last_read);
+    }
+    return VP_OK;
+}
+
 vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err) {
     const vp_graph *g = p->g;
     int nb = p->n_buffers, last_step = p->n_steps ? p->n_steps - 1 : 0;
@@ -36,11 +102,14 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
     rep->n_buffers = nb;
     rep->n_steps = p->n_steps;
     group *gr = calloc((size_t)nb + 1, sizeof *gr);
+    /* written[b]: 0 before a step writes b, else 1 + the version b holds */
     int *gid = malloc(((size_t)nb + 1) * sizeof *gid), *written = calloc((size_t)nb + 1, sizeof *written);
     int *active = malloc(((size_t)nb + 1) * sizeof *active);
     ev *evs = malloc(((size_t)nb * 2 + 1) * sizeof *evs);
+    version *vers = malloc(((size_t)nb + 1) * sizeof *vers);
+    int nv = 0;
     vp_status s = VP_OK;
-    if (!gr || !gid || !written || !active || !evs) {
+    if (!gr || !gid || !written || !active || !evs || !vers) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory verifying");
         goto done;
     }
@@ -80,7 +149,8 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
         group *G = &gr[gid[b]];
         int pre = (v->flags & (VP_VAL_INPUT | VP_VAL_INITIALIZER | VP_VAL_STATE | VP_VAL_CONST)) || v->data;
         if (pre) {
-            written[b] = 1;
+            vers[nv] = (version){gid[b], b, -1, -1};
+            written[b] = ++nv;
             G->first = 0;
         }
         /* read after the step (outputs, the loss) or at the next step (parameters and
@@ -101,6 +171,7 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             }
             group *G = &gr[gid[b]];
             if (st > G->last) G->last = st;
+            vers[written[b] - 1].last_read = st;
         }
         for (int k = 0; k < n->n_outputs; k++) {
             int v = n->outputs[k];
@@ -110,12 +181,20 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
                 s = vp_fail(err, VP_ERR_INVALID, "step %d ('%s') writes '%s', which has no buffer", st, n->name, g->values[v].name);
                 goto done;
             }
-            written[b] = 1;
+            s = note_write(p, st, n, k, gid, written, vers, &nv, err);
+            if (s) goto done;
             group *G = &gr[gid[b]];
             if (G->first < 0) G->first = st;
             if (st > G->last) G->last = st;
         }
     }
+    /* read by the caller after the step */
+    for (int b = 0; b < nb; b++) {
+        const vp_value *v = &g->values[p->buffers[b].value];
+        if (written[b] && ((v->flags & VP_VAL_OUTPUT) || b == p->loss_buffer)) vers[written[b] - 1].last_read = p->n_steps;
+    }
+    s = check_versions(p, vers, nv, err);
+    if (s) goto done;
     /* sweep the steps keeping the live groups sorted by offset; a group entering
      * overlaps some live group iff it overlaps its neighbour on either side */
     int ne = 0;
@@ -166,5 +245,6 @@ done:
     free(written);
     free(active);
     free(evs);
+    free(vers);
     return s;
 }

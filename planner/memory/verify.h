@@ -2,7 +2,10 @@
  * alone (who writes it first, who reads it last, what must survive the step) without
  * the planner's liveness code, then proves that no two buffers live at the same step
  * share a byte, that everything fits in the arena, and that nothing is read before it
- * is written. */
+ * is written.  Within an alias group it follows the versions written into the shared
+ * storage (a view adds none, an in-place op or an update adds one): each is read for
+ * the last time no later than the step that writes the next, only ops that allow it
+ * write over their own input, and nothing writes over an input or a constant. */
 #ifndef VP_VERIFY_H
 #define VP_VERIFY_H
 

@@ -274,6 +274,9 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
  * rewritten to com.microsoft.BatchNormInternal for training (planner/train_mode.c). */
 #define LINALG_OP(op, opset, shape_fn, cpu_fn, grad_fn) \
     { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn, .grad = grad_fn }
+/* normalisations read each channel or row whole before writing it: Y may go over X */
+#define LINALG_INPLACE_OP(op, opset, shape_fn, cpu_fn, grad_fn) \
+    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn, .flags = VP_OP_INPLACE, .grad = grad_fn }
 
 const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
@@ -286,10 +289,10 @@ const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool, vp_grad_global_average_pool),
     LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_cpu_global_maxpool, vp_grad_global_max_pool),
     LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, vp_grad_lrn),
-    LINALG_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, vp_grad_batch_norm),
-    LINALG_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, vp_grad_instance_norm),
+    LINALG_INPLACE_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, vp_grad_batch_norm),
+    LINALG_INPLACE_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, vp_grad_instance_norm),
     /* standard from opset 17; ONNX Runtime has it in the default domain from opset 1 (its
      * contrib schema), where its LayerNormFusion and ours (planner/train/fuse.c) write it */
-    LINALG_OP("LayerNormalization", 1, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
+    LINALG_INPLACE_OP("LayerNormalization", 1, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
     {0},
 };

@@ -286,6 +286,10 @@ static vp_status shape_topk(vp_graph *g, vp_node *n, vp_error *err) {
 /* Designated, so columns added to vp_op_def later (gradient, cost) default to empty. */
 #define REDUCE_OP(name_, opset_, shape_, cpu_, grad_) \
     {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .cpu = cpu_, .grad = grad_}
+/* The same for an op whose output may be written over its input (each fiber is read
+ * whole before it is written). */
+#define REDUCE_INPLACE_OP(name_, opset_, shape_, cpu_, grad_) \
+    {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .cpu = cpu_, .flags = VP_OP_INPLACE, .grad = grad_}
 
 const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("ReduceSum", 1, shape_reduce, vp_cpu_reduce_sum, vp_grad_reduce_sum),
@@ -300,9 +304,9 @@ const vp_op_def vp_ops_reduce[] = {
     REDUCE_OP("ReduceLogSumExp", 1, shape_reduce, vp_cpu_reduce_log_sum_exp, vp_grad_reduce_log_sum_exp),
     REDUCE_OP("ArgMax", 1, shape_arg, vp_cpu_argmax, NULL),
     REDUCE_OP("ArgMin", 1, shape_arg, vp_cpu_argmin, NULL),
-    REDUCE_OP("Softmax", 1, shape_softmax, vp_cpu_softmax, vp_grad_softmax),
-    REDUCE_OP("LogSoftmax", 1, shape_softmax, vp_cpu_log_softmax, vp_grad_log_softmax),
-    REDUCE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, vp_grad_zero),
+    REDUCE_INPLACE_OP("Softmax", 1, shape_softmax, vp_cpu_softmax, vp_grad_softmax),
+    REDUCE_INPLACE_OP("LogSoftmax", 1, shape_softmax, vp_cpu_log_softmax, vp_grad_log_softmax),
+    REDUCE_INPLACE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, vp_grad_zero),
     REDUCE_OP("SoftmaxCrossEntropyLoss", 12, shape_loss, vp_cpu_softmax_cross_entropy_loss,
               vp_grad_softmax_cross_entropy_loss),
     REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_cpu_nll_loss, vp_grad_nll_loss),

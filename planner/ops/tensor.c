@@ -574,10 +574,10 @@ static vp_status range_shape(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 const vp_op_def vp_ops_tensor[] = {
-    {"Reshape", "", 5, reshape_shape, vp_cpu_reshape, 0, vp_grad_reshape},
-    {"Flatten", "", 1, flatten_shape, vp_cpu_reshape, 0, vp_grad_reshape},
-    {"Squeeze", "", 1, squeeze_shape, vp_cpu_reshape, 0, vp_grad_reshape},
-    {"Unsqueeze", "", 1, unsqueeze_shape, vp_cpu_reshape, 0, vp_grad_reshape},
+    {"Reshape", "", 5, reshape_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
+    {"Flatten", "", 1, flatten_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
+    {"Squeeze", "", 1, squeeze_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
+    {"Unsqueeze", "", 1, unsqueeze_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
     {"Transpose", "", 1, transpose_shape, vp_cpu_transpose, 0, vp_grad_transpose},
     {"Concat", "", 1, concat_shape, vp_cpu_concat, 0, vp_grad_concat},
     {"Split", "", 2, split_shape, vp_cpu_split, 0, vp_grad_split},

@@ -6,7 +6,9 @@
  * it, recursively recomputing its own unkept inputs from the nearest kept values; the
  * backward nodes read the copies, and the node order is rewritten so the graph stays
  * topologically sorted.  A copy of a node with side effects writes them to fresh values
- * nobody reads (a recomputed BatchNorm does not update its running statistics twice). */
+ * nobody reads (a recomputed BatchNorm does not update its running statistics twice),
+ * and reads the state the original updated as its storage then holds it: the updated
+ * value (the old one has been written over by the time any copy runs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 
 typedef struct remat_ctx {
     vp_graph *g;
+    const vp_training *t; /* its carries: state a forward node updates in place */
     const char *keep;
     int n_orig_values;
     int *copy;      /* original value -> its recomputed copy, -1 */
@@ -37,9 +40,14 @@ static int needs_recompute(const remat_ctx *c, int v) {
 
 /* A copy of forward node src (phase RECOMPUTE) reading ins, appended to the order;
  * c->copy then maps each of src's outputs to the copy's. */
-static vp_status emit_copy(remat_ctx *c, int src, const int *ins, vp_error *err) {
+static vp_status emit_copy(remat_ctx *c, int src, int *ins, vp_error *err) {
     vp_graph *g = c->g;
     int n_in = g->nodes[src].n_inputs, n_out = g->nodes[src].n_outputs;
+    for (int k = 0; k < n_in; k++)
+        for (int q = 0; c->t && q < c->t->n_carry; q++)
+            if (ins[k] >= 0 && c->t->carry[q].from == ins[k] && c->t->carry[q].to >= 0 &&
+                g->values[c->t->carry[q].to].producer == src)
+                ins[k] = c->t->carry[q].to;
     int *outs = malloc(((size_t)n_out + 1) * sizeof *outs);
     vp_status s = outs ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < n_out && !s; k++) {
@@ -104,9 +112,9 @@ static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
     return s;
 }
 
-vp_status vp_remat_apply(vp_graph *g, const char *keep, int *n_recompute, vp_error *err) {
+vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, vp_error *err) {
     int n0 = g->n_nodes;
-    remat_ctx c = {g, keep, g->n_values, NULL, NULL, 0, 0};
+    remat_ctx c = {g, t, keep, g->n_values, NULL, NULL, 0, 0};
     c.copy = malloc(((size_t)g->n_values + 1) * sizeof *c.copy);
     /* at most one copy of each forward node */
     c.order = malloc(((size_t)2 * n0 + 1) * sizeof *c.order);
@@ -149,9 +157,10 @@ static int current(const remat_ctx *c, int v) {
     return v >= 0 && is_forward_activation(c->g, v, c->n_orig_values) && c->copy[v] >= 0 ? c->copy[v] : v;
 }
 
-vp_status vp_remat_apply_schedule(vp_graph *g, const vp_remat_schedule *rs, int *n_recompute, vp_error *err) {
+vp_status vp_remat_apply_schedule(vp_graph *g, const vp_training *tr, const vp_remat_schedule *rs, int *n_recompute,
+                                  vp_error *err) {
     int n0 = g->n_nodes;
-    remat_ctx c = {g, NULL, g->n_values, NULL, NULL, 0, 0};
+    remat_ctx c = {g, tr, NULL, g->n_values, NULL, NULL, 0, 0};
     int *stage_of = malloc(((size_t)n0 + 1) * sizeof *stage_of);
     int n_copies = rs->n_stages ? rs->start[rs->n_stages] : 0;
     c.copy = malloc(((size_t)g->n_values + 1) * sizeof *c.copy);

@@ -31,8 +31,9 @@ typedef enum vp_remat_kind { VP_REMAT_NONE = 0, VP_REMAT_SQRTN, VP_REMAT_DP, VP_
 vp_status vp_remat_parse(const char *arg, vp_remat_kind *out, vp_error *err);
 const char *vp_remat_name(vp_remat_kind k);
 
-/* Per value: 1 when the backward pass keeps it.  Activations with 0 are recomputed. */
-vp_status vp_remat_apply(vp_graph *g, const char *keep, int *n_recompute, vp_error *err);
+/* Per value: 1 when the backward pass keeps it.  Activations with 0 are recomputed.  t
+ * (may be NULL) names the state forward nodes update in place (its carries). */
+vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, vp_error *err);
 
 /* A recompute schedule (Checkmate's R matrix restricted to the backward pass): before
  * backward node stage_node[t], recompute forward nodes nodes[start[t] .. start[t+1]),
@@ -45,7 +46,8 @@ typedef struct vp_remat_schedule {
     int *nodes;
 } vp_remat_schedule;
 
-vp_status vp_remat_apply_schedule(vp_graph *g, const vp_remat_schedule *rs, int *n_recompute, vp_error *err);
+vp_status vp_remat_apply_schedule(vp_graph *g, const vp_training *t, const vp_remat_schedule *rs, int *n_recompute,
+                                  vp_error *err);
 void vp_remat_schedule_free(vp_remat_schedule *rs);
 /* The schedule vp_remat_apply follows for keep, without changing g. */
 vp_status vp_remat_schedule_from_keep(const vp_graph *g, const char *keep, vp_remat_schedule *out, vp_error *err);

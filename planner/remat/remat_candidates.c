@@ -24,7 +24,7 @@ vp_status vp_remat_plan_copy(vp_graph *g, const vp_training *t, const vp_device_
                                 int *n_recompute, vp_error *err) {
     vp_graph *c = vp_graph_clone(g);
     if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the graph");
-    vp_status s = rs ? vp_remat_apply_schedule(c, rs, n_recompute, err) : vp_remat_apply(c, keep, n_recompute, err);
+    vp_status s = rs ? vp_remat_apply_schedule(c, t, rs, n_recompute, err) : vp_remat_apply(c, t, keep, n_recompute, err);
     /* candidates are weighed with one order (size, best fit: the one that lands on the
      * bound most often) and no improving search; the plan kept gets the full solver */
     vp_arena_opts quick = {0, -1, 0};

@@ -170,7 +170,7 @@ static void transformer_point(const char *what, vp_graph *g, const vp_training *
     int nr = 0;
     vp_plan p;
     memset(&p, 0, sizeof p);
-    vp_status s = c ? vp_remat_apply(c, keep, &nr, &err) : VP_ERR_NOMEM;
+    vp_status s = c ? vp_remat_apply(c, t, keep, &nr, &err) : VP_ERR_NOMEM;
     if (!s) s = vp_plan_build(&p, c, t, vp_device_find("h100"), 1, &err);
     if (s) {
         printf("| %s | error |\n", what);
