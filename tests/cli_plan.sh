@@ -32,8 +32,8 @@ expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" t
 expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
 expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4
 # fusion before autodiff: exporter patterns and attention cores become one op each
-expect 0 "fused 2 attention, 5 LayerNormalization, 2 Gelu" -- "$tool" plan "$src/models/gpt_ln_decomposed/model.onnx" --dim batch=8 --loss ce:logits --freeze '^causal_mask$'
-expect 0 "frozen ^causal_mask\$; fused 2 Gelu$" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --attention plain
+expect 0 "fused 2 attention, 5 LayerNormalization, 2 Gelu, 9 MatMul of a transposed weight" -- "$tool" plan "$src/models/gpt_ln_decomposed/model.onnx" --dim batch=8 --loss ce:logits --freeze '^causal_mask$'
+expect 0 "frozen ^causal_mask\$; fused 2 Gelu, 9 MatMul of a transposed weight$" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --attention plain
 expect 0 "forward 75," -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --attention plain --no-fuse
 expect 2 "--attention expects" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --attention flash
 # plan, show, verify, run

@@ -53,6 +53,37 @@ static void cases_gemm(void) {
     }
 }
 
+/* com.microsoft.FusedMatMul, what fusion makes of MatMul(A, Transpose(W)): a Linear
+ * layer's weight read transposed (the Gemm path), and batched products with either
+ * operand transposed and alpha (the FusedMatMul path). */
+static void cases_fused_matmul(void) {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gc_case k;
+            if (gc_begin(&k, 13, "FusedMatMul A[2,3,4] W[%s] transA=%d transB=%d alpha=0.7", tb ? "5,4" : "4,5", ta, tb)) {
+                int a = ta ? gc_param(&k, UNI, DIMS(2, 4, 3)) : gc_param(&k, UNI, DIMS(2, 3, 4));
+                int b = tb ? gc_param(&k, UNI, DIMS(5, 4)) : gc_param(&k, UNI, DIMS(4, 5));
+                int y;
+                int n = gc_node(&k, "FusedMatMul", "com.microsoft", 2, (int[]){a, b}, 1, &y);
+                gc_loss_on(&k, y);
+                attr_i(&k, n, "transA", ta);
+                attr_i(&k, n, "transB", tb);
+                attr_f(&k, n, "alpha", 0.7);
+                gc_run(&k);
+            }
+            if (gc_begin(&k, 13, "FusedMatMul A[2,1,3,4] B[3,%s] batched transA=%d transB=%d", tb ? "5,4" : "4,5", ta, tb)) {
+                int a = ta ? gc_param(&k, UNI, DIMS(2, 1, 4, 3)) : gc_param(&k, UNI, DIMS(2, 1, 3, 4));
+                int b = tb ? gc_param(&k, UNI, DIMS(3, 5, 4)) : gc_param(&k, UNI, DIMS(3, 4, 5));
+                int y;
+                int n = gc_node(&k, "FusedMatMul", "com.microsoft", 2, (int[]){a, b}, 1, &y);
+                gc_loss_on(&k, y);
+                attr_i(&k, n, "transA", ta);
+                attr_i(&k, n, "transB", tb);
+                gc_run(&k);
+            }
+        }
+}
+
 typedef struct conv_spec {
     const char *what;
     int rank; /* spatial rank */
@@ -242,6 +273,7 @@ static void cases_pool(void) {
 void gc_cases_linalg(void) {
     cases_matmul();
     cases_gemm();
+    cases_fused_matmul();
     cases_conv();
     cases_conv_transpose();
     cases_pool();

@@ -90,9 +90,10 @@ static void check_forward(const char *mod, const char *dir, const char *exp, con
         check(0, "%s %s forward: %s", mod, exp, err.msg);
     } else {
         check(c.gelu == want[0] && c.fast_gelu == want[1] && c.layer_norm == want[2] &&
-                  f->n_nodes == nodes - c.removed + c.gelu + c.fast_gelu + c.layer_norm,
-              "%s %s: fused %d Gelu, %d FastGelu, %d LayerNormalization (expected %d, %d, %d), %d nodes -> %d", mod,
-              exp, c.gelu, c.fast_gelu, c.layer_norm, want[0], want[1], want[2], nodes, f->n_nodes);
+                  f->n_nodes == nodes - c.removed + c.gelu + c.fast_gelu + c.layer_norm + c.matmul_t,
+              "%s %s: fused %d Gelu, %d FastGelu, %d LayerNormalization (expected %d, %d, %d), %d MatMul of a "
+              "transposed weight, %d nodes -> %d",
+              mod, exp, c.gelu, c.fast_gelu, c.layer_norm, want[0], want[1], want[2], c.matmul_t, nodes, f->n_nodes);
         double r = rel_error(&y1, &y0), rt = rel_error(&y1, torch_y);
         check(r <= 1e-5 && rt <= 1e-4, "%s %s: fused forward vs unfused %.2g, vs torch %.2g", mod, exp, r, rt);
     }

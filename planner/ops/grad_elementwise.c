@@ -3,7 +3,7 @@
  *
  * Binary and variadic ops broadcast, so every input's gradient is summed back to the
  * input's shape (vp_gr_to_input).  At kinks the rules take PyTorch's choice: Abs gives
- * 0 at 0, Clip passes the gradient where min <= x <= max, Max and Min split it evenly
+ * 0 at 0, Clip passes the gradient where min < y < max (read off the output), Max and Min split it evenly
  * among inputs that tie for the result (as torch.maximum does); piecewise-constant ops
  * (Floor, Ceil, Round, Sign) get a zero gradient. */
 #include <math.h>
@@ -179,17 +179,21 @@ static vp_status clip_bound(vp_grad_ctx *c, int node, int k, const char *attr, i
     return vp_gr_scalar(c, node, DT(IN(0)), vp_attr_float(n, attr, 0.0f), out, err);
 }
 
-/* Clip: dx = dy where min <= x <= max; a bound given as a float input gets the
- * gradient of the elements it clipped (as torch.clamp with tensor bounds). */
+/* Clip: dx = dy where the output lies strictly inside (min, max), read off the output
+ * as PyTorch's in-place hardtanh_ (ReLU6) does, so the input need not be kept: a
+ * ReLU6 then runs in place over its BatchNorm's output, and the output is what the
+ * next convolution keeps anyway.  Only an input exactly on a bound differs from
+ * torch.clamp (which passes the gradient there): a set of measure zero.  A bound given
+ * as a float input gets the gradient of the elements it clipped. */
 VP_GRAD_RULE(vp_grad_clip) {
-    static const char *const cmp[2] = {"Less", "Greater"}, *const attr[2] = {"min", "max"};
+    static const char *const cmp[2] = {"LessOrEqual", "GreaterOrEqual"}, *const attr[2] = {"min", "max"};
     int zero, g = dy[0];
     TRY(vp_gr_scalar(c, node, DT(dy[0]), 0.0, &zero, err));
     for (int side = 0; side < 2; side++) {
         int bound, mask, t;
         TRY(clip_bound(c, node, side + 1, attr[side], &bound, err));
         if (bound < 0) continue;
-        TRY(op2(c, node, cmp[side], IN(0), bound, &mask, err));
+        TRY(op2(c, node, cmp[side], OUT(0), bound, &mask, err));
         if (vp_gr_node(c, node)->opset >= 11 && vp_grad_needs(c, node, side + 1)) {
             TRY(vp_gr_where(c, node, mask, dy[0], zero, &t, err));
             TRY(vp_gr_to_input(c, node, t, side + 1, dx, err));

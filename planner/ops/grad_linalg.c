@@ -124,6 +124,53 @@ VP_GRAD_RULE(vp_grad_matmul) {
     return VP_OK;
 }
 
+/* FusedMatMul: Y = alpha op(A) op(B), op a swap of the last two axes where transA or
+ * transB says (what the fusion pass makes of MatMul(A, Transpose(W)), so a Linear
+ * layer's weight is read in place, never copied transposed).  By a matrix B both
+ * gradients are one Gemm over A's rows folded together; otherwise batched FusedMatMuls
+ * summed over the batch axes each operand was broadcast along:
+ *   dA = alpha dY op(B)^T  (transA: alpha op(B) dY^T)
+ *   dB = alpha op(A)^T dY  (transB: alpha dY^T op(A)) */
+VP_GRAD_RULE(vp_grad_fused_matmul) {
+    const vp_node *n = vp_gr_node(c, node);
+    int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
+    float alpha = vp_attr_float(n, "alpha", 1.0f);
+    shape a = shape_of(c, IN(0)), b = shape_of(c, IN(1)), y = shape_of(c, OUT(0));
+    if (a.rank < 2 || b.rank < 2 || vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "FusedMatMul's gradient needs operands of rank 2 or more and no transBatch");
+    int t, prod;
+    if (b.rank == 2 && !ta) { /* a Linear layer: A's batch axes fold into its rows */
+        int64_t rows = 1, gdims[2] = {0, y.dims[y.rank - 1]}, adims[2] = {0, a.dims[a.rank - 1]};
+        for (int d = 0; d + 1 < a.rank; d++) rows *= a.dims[d];
+        gdims[0] = adims[0] = rows;
+        int g, av;
+        TRY(vp_gr_reshape(c, node, dy[0], 2, gdims, &g, err));
+        if (vp_grad_needs(c, node, 0)) {
+            TRY(gemm(c, node, g, IN(1), 0, !tb, alpha, &t, err));
+            TRY(vp_gr_reshape(c, node, t, a.rank, a.dims, &dx[0], err));
+        }
+        if (vp_grad_needs(c, node, 1)) {
+            TRY(vp_gr_reshape(c, node, IN(0), 2, adims, &av, err));
+            if (tb) TRY(gemm(c, node, g, av, 1, 0, alpha, &dx[1], err));
+            else TRY(gemm(c, node, av, g, 1, 0, alpha, &dx[1], err));
+        }
+        return VP_OK;
+    }
+    if (vp_grad_needs(c, node, 0)) {
+        if (!ta) TRY(fused_matmul(c, node, dy[0], IN(1), 0, !tb, &prod, err));
+        else TRY(fused_matmul(c, node, IN(1), dy[0], tb, 1, &prod, err));
+        if (alpha != 1.0f) TRY(vp_gr_scale(c, node, prod, alpha, &prod, err));
+        TRY(vp_gr_sum_to_dims(c, node, prod, a.rank, a.dims, &dx[0], err));
+    }
+    if (vp_grad_needs(c, node, 1)) {
+        if (!tb) TRY(fused_matmul(c, node, IN(0), dy[0], !ta, 0, &prod, err));
+        else TRY(fused_matmul(c, node, dy[0], IN(0), 1, ta, &prod, err));
+        if (alpha != 1.0f) TRY(vp_gr_scale(c, node, prod, alpha, &prod, err));
+        TRY(vp_gr_sum_to_dims(c, node, prod, b.rank, b.dims, &dx[1], err));
+    }
+    return VP_OK;
+}
+
 /* ---- Gemm ---- */
 
 static vp_status gemm(vp_grad_ctx *c, int node, int a, int b, int ta, int tb, float alpha, int *out, vp_error *err) {

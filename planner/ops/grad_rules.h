@@ -89,6 +89,7 @@ VP_GRAD_RULE(vp_grad_gather_elements);
 /* ---- linalg (grad_linalg.c; normalisations in grad_norm.c) ---- */
 VP_GRAD_RULE(vp_grad_matmul);
 VP_GRAD_RULE(vp_grad_gemm);
+VP_GRAD_RULE(vp_grad_fused_matmul);
 VP_GRAD_RULE(vp_grad_conv);
 VP_GRAD_RULE(vp_grad_conv_transpose);
 VP_GRAD_RULE(vp_grad_max_pool);

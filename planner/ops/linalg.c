@@ -281,7 +281,8 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
 const vp_op_def vp_ops_linalg[] = {
     LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
     LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm, vp_grad_gemm),
-    {.name = "FusedMatMul", .domain = "com.microsoft", .min_opset = 0, .shape = shape_matmul, .cpu = vp_cpu_fused_matmul},
+    {.name = "FusedMatMul", .domain = "com.microsoft", .min_opset = 0, .shape = shape_matmul, .cpu = vp_cpu_fused_matmul,
+     .grad = vp_grad_fused_matmul},
     LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv, vp_grad_conv),
     LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, vp_grad_conv_transpose),
     LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool, vp_grad_max_pool),

@@ -42,6 +42,11 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
         }
     const char *op = n->op_type;
     if (!strcmp(op, "MatMul") && n->n_inputs >= 2) c.flops = matmul_flops(g, n);
+    else if (!strcmp(op, "FusedMatMul") && n->n_inputs >= 2) {
+        const vp_value *a = &g->values[n->inputs[0]];
+        int64_t k = vp_attr_int(n, "transA", 0) && a->rank >= 2 ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
+        c.flops = 2.0 * numel(g, n->outputs[0]) * (double)k;
+    }
     else if (!strcmp(op, "Gemm") && n->n_inputs >= 2) {
         const vp_value *a = &g->values[n->inputs[0]];
         int64_t k = vp_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[a->rank - 1];

@@ -27,14 +27,14 @@
 
 #define MAX_PATTERN 16
 
-typedef enum kind { GELU, FAST_GELU, LAYER_NORM } kind;
+typedef enum kind { GELU, FAST_GELU, LAYER_NORM, MATMUL_T } kind;
 
 typedef struct match {
     kind kind;
     int n_nodes;
     int nodes[MAX_PATTERN]; /* the pattern's node ids */
     int x;                  /* the input */
-    int scale, bias;        /* LayerNorm: value ids, -1 when absent (scale: ones) */
+    int scale, bias;        /* LayerNorm: value ids, -1 when absent (scale: ones); MatMul: scale is W */
     int axes;               /* LayerNorm: the number of trailing axes normalised */
     double eps;
     int out;                /* the pattern's result */
@@ -301,6 +301,31 @@ static int match_layer_norm(const vp_graph *g, int r1, match *m) {
     return types_agree(g, m);
 }
 
+/* MatMul(A, Transpose(W)) with W a matrix, as torch.onnx writes nn.Linear without
+ * constant folding (training exports): the Transpose copies the weight at every step
+ * and the copy stays alive for the backward.  FusedMatMul(A, W, transB=1) reads W in
+ * place.  Only matrices: the attention core's K^T (rank 4) is the attention pass's. */
+static int match_matmul_t(const vp_graph *g, int mm, match *m) {
+    if (!is_op(g, mm, "MatMul", 2)) return 0;
+    const vp_node *n = &g->nodes[mm];
+    int a = n->inputs[0], bt = n->inputs[1], t = producer(g, bt);
+    if (a < 0 || bt < 0 || !is_op(g, t, "Transpose", 1) || only_use(g, bt) != mm) return 0;
+    int w = g->nodes[t].inputs[0];
+    if (w < 0 || g->values[w].rank != 2 || g->values[a].rank < 2) return 0;
+    const int64_t *perm = NULL;
+    int np = vp_attr_ints(&g->nodes[t], "perm", &perm);
+    if (np > 0 && !(np == 2 && perm[0] == 1 && perm[1] == 0)) return 0;
+    if (g->values[a].dtype != g->values[w].dtype || !vp_dtype_is_float(g->values[w].dtype)) return 0;
+    m->kind = MATMUL_T;
+    take(m, t);
+    take(m, mm);
+    m->x = a;
+    m->scale = w;
+    m->bias = -1;
+    m->out = output0(g, mm);
+    return 1;
+}
+
 /* ---- rewriting ---- */
 
 /* Adds the fused node for m (inputs and attributes, its output the pattern's result);
@@ -312,6 +337,13 @@ static int add_fused(vp_graph *g, const match *m) {
     char name[600];
     snprintf(name, sizeof name, "%s", g->nodes[first].name);
     const vp_value *x = &g->values[m->x];
+    if (m->kind == MATMUL_T) {
+        int in[2] = {m->x, m->scale};
+        int id = vp_graph_add_node(g, "FusedMatMul", "com.microsoft", name, 2, in, 1, &m->out);
+        if (id < 0) return -1;
+        if (!g->nodes[id].opset) g->nodes[id].opset = 1;
+        return vp_node_add_attr_int(g, id, "transB", 1) ? -1 : id;
+    }
     if (m->kind != LAYER_NORM) {
         int id = vp_graph_add_node(g, m->kind == GELU ? "Gelu" : "FastGelu", "com.microsoft", name, 1, &m->x, 1, &m->out);
         if (id >= 0 && !g->nodes[id].opset) g->nodes[id].opset = 1; /* the model imports no com.microsoft */
@@ -345,8 +377,9 @@ static int add_fused(vp_graph *g, const match *m) {
 
 /* The pattern node i starts, if any. */
 static int match_at(const vp_graph *g, int i, match *m) {
-    int (*const matchers[3])(const vp_graph *, int, match *) = {match_gelu, match_fast_gelu, match_layer_norm};
-    for (int k = 0; k < 3; k++) {
+    int (*const matchers[4])(const vp_graph *, int, match *) = {match_gelu, match_fast_gelu, match_layer_norm,
+                                                                  match_matmul_t};
+    for (int k = 0; k < 4; k++) {
         memset(m, 0, sizeof *m);
         if (matchers[k](g, i, m)) return m->n_nodes < MAX_PATTERN;
     }
@@ -391,6 +424,7 @@ vp_status vp_fuse(vp_graph *g, vp_fuse_counts *counts, vp_error *err) {
         counts->gelu += m.kind == GELU;
         counts->fast_gelu += m.kind == FAST_GELU;
         counts->layer_norm += m.kind == LAYER_NORM;
+        counts->matmul_t += m.kind == MATMUL_T;
     }
     if (!n_fused) goto done;
     order = malloc((size_t)g->n_nodes * sizeof *order);

@@ -11,6 +11,7 @@
  *   x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  -> com.microsoft.FastGelu(x)
  *   (x - mean) / sqrt(var + eps) [* w [+ b]], over a suffix of axes
  *                                                         -> LayerNormalization(x, w|ones, [b])
+ *   MatMul(A, Transpose(W)), W a matrix                    -> com.microsoft.FusedMatMul(A, W, transB=1)
  *
  * A pattern is rewritten only when every condition holds: each constant has the
  * expected value (within float rounding), each intermediate value has exactly the one
@@ -30,6 +31,7 @@ typedef struct vp_fuse_counts {
     int gelu;       /* erf form -> com.microsoft.Gelu */
     int fast_gelu;  /* tanh form -> com.microsoft.FastGelu */
     int layer_norm; /* decomposed LayerNorm -> LayerNormalization */
+    int matmul_t;   /* MatMul(A, Transpose(W)) -> com.microsoft.FusedMatMul(A, W, transB=1) */
     int removed;    /* nodes the fused ones replaced */
 } vp_fuse_counts;
 

@@ -84,7 +84,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
     } parts[] = {{t->n_attention, "attention"},
                  {t->fused.layer_norm, "LayerNormalization"},
                  {t->fused.gelu, "Gelu"},
-                 {t->fused.fast_gelu, "FastGelu"}};
+                 {t->fused.fast_gelu, "FastGelu"},
+                 {t->fused.matmul_t, "MatMul of a transposed weight"}};
     size_t used = 0;
     buf[0] = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)
