@@ -252,6 +252,20 @@ static void cases_pool(void) {
     case_pool("MaxPool", "[1,2,6,6] 2x2 dilation 2", DIMS(1, 2, 6, 6), 2, (int64_t[]){2, 2}, NULL, NULL, 1, 0);
     case_pool("MaxPool", "[1,2,4,4] 2x2 Indices output declared", DIMS(1, 2, 4, 4), 2, (int64_t[]){2, 2},
               (int64_t[]){2, 2}, NULL, 0, 1);
+    /* which input MaxPool's gradient reads: X after a Relu (kept anyway), Indices after
+     * a Sigmoid (whose gradient does not keep its output's input) */
+    static const char *before[2] = {"Relu", "Sigmoid"};
+    for (int i = 0; i < 2; i++) {
+        gc_case k;
+        if (!gc_begin(&k, 13, "MaxPool after %s [2,2,5,5] 3x3 stride 2 (gradient from %s)", before[i], i ? "Indices" : "X"))
+            continue;
+        int x = gc_param(&k, DISTINCT, DIMS(2, 2, 5, 5));
+        int a = gc_node(&k, before[i], "", 1, &x, 1, (int[1]){0}), av = k.g->nodes[a].outputs[0];
+        int n = gc_op(&k, "MaxPool", 1, &av);
+        attr_is(&k, n, "kernel_shape", 2, (int64_t[]){3, 3});
+        attr_is(&k, n, "strides", 2, (int64_t[]){2, 2});
+        gc_run(&k);
+    }
     gc_case k;
     if (gc_begin(&k, 13, "GlobalMaxPool[2,3,3,4]")) {
         int x = gc_param(&k, DISTINCT, DIMS(2, 3, 3, 4));

@@ -313,15 +313,38 @@ VP_GRAD_RULE(vp_grad_conv_transpose) {
     return VP_OK;
 }
 
-/* MaxPool: MaxPoolGrad(dY, Indices) scatters dY to the positions the forward chose. */
+/* Whether X is kept for the backward whatever MaxPool's rule reads: the output of an
+ * activation whose gradient reads its output (ReLU before the pooling, as in ResNet,
+ * VGG and SqueezeNet).  Then re-finding each window's maximum in X costs no bytes,
+ * where Indices costs 8 bytes per pooled element. */
+static int kept_anyway(vp_grad_ctx *c, int x) {
+    const vp_graph *g = vp_grad_graph(c);
+    int p = g->values[x].producer;
+    if (p < 0) return 1; /* an input or initializer lives through the step */
+    const char *op = g->nodes[p].op_type;
+    return !g->nodes[p].domain[0] && (!strcmp(op, "Relu") || !strcmp(op, "Clip") || !strcmp(op, "LeakyRelu"));
+}
+
+/* MaxPool: MaxPoolGrad(dY, Indices) scatters dY to the positions the forward chose, or,
+ * where X is kept anyway, vplan.MaxPoolInputGrad(dY, X) finds them again (the same
+ * first-largest rule as the forward's Indices, so the two agree bit for bit). */
 VP_GRAD_RULE(vp_grad_max_pool) {
     const vp_node *n = vp_gr_node(c, node);
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    int want = 1;
+    if (kept_anyway(c, IN(0)) && (n->n_outputs < 2 || n->outputs[1] < 0)) {
+        int in[2] = {dy[0], IN(0)};
+        /* ort_op declares output k with input k's shape: here dX is X's, input 1 */
+        int b = vp_grad_begin(c, node, "MaxPoolInputGrad", "vplan", 2, in, 1);
+        if (b < 0) return vp_gr_nomem(err);
+        TRY(vp_gr_copy_attrs(c, node, b, err));
+        return vp_grad_end(c, b, &dx[0], err);
+    }
     if (n->opset < 8)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "MaxPool before opset 8 has no Indices output for a gradient");
     if (vp_attr_int(n, "storage_order", 0))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "storage_order=1 has no gradient rule");
-    int indices, want = 1;
+    int indices;
     TRY(vp_gr_forward_output(c, node, 1, "indices", &indices, err));
     int in[2] = {dy[0], indices};
     return ort_op(c, node, "MaxPoolGrad", "", 2, in, 1, &want, &dx[0], err);

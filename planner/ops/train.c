@@ -286,6 +286,20 @@ static vp_status shape_maxpool_grad(vp_graph *g, vp_node *n, vp_error *err) {
                         "the shape of dX is unknown: give the output value X's shape, or feed Indices from a MaxPool");
 }
 
+/* vplan.MaxPoolInputGrad(dY, X) -> dX: dX has X's shape, dY the pooled one. */
+static vp_status shape_maxpool_input_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *x = vp_shape_in(g, n, 1);
+    if ((s = check_float(n, 0, dy, err)) || (s = check_rank_at_least(n, 0, dy, 3, err))) return s;
+    if (x->dtype != dy->dtype || x->rank != dy->rank)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "X (input 1) must be %s of rank %d like dY", vp_dtype_name(dy->dtype),
+                            dy->rank);
+    if (vp_attr_int(n, "storage_order", 0) != 0)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "storage_order=1 (column-major indices) is not supported");
+    return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, x->dims, err);
+}
+
 /* dX's extents when every stride is 1, the one case where dY's extents decide them:
  * in = out - 1 + (kernel - 1) * dilation + 1 - pads (in = out with SAME padding).
  * set_pool_dx() then checks the result against the full window geometry. */
@@ -551,6 +565,9 @@ const vp_op_def vp_ops_train[] = {
     MS_INPLACE_OP("SoftmaxCrossEntropyLossGrad", shape_sce_loss_grad, vp_cpu_sce_loss_grad),
     MS_OP("InPlaceAccumulatorV2", shape_inplace_accumulator_v2, vp_cpu_inplace_accumulator_v2),
     MS_OP("ZeroGradient", shape_zero_gradient, vp_cpu_zero_gradient),
+    /* MaxPool's gradient from its input, where the input is kept anyway (grad_linalg.c) */
+    {.name = "MaxPoolInputGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_input_grad,
+     .cpu = vp_cpu_maxpool_input_grad},
     VPLAN_OP("SGD", shape_sgd, vp_cpu_sgd),
     VPLAN_OP("Momentum", shape_momentum, vp_cpu_momentum),
     VPLAN_OP("Adam", shape_adam, vp_cpu_adam),

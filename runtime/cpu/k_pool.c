@@ -10,6 +10,7 @@
 
 #include "cpu_util.h"
 #include "k_linalg.h"
+#include "k_train.h"
 
 enum { TAP_PAD = -1, TAP_BEYOND = -2 };
 
@@ -123,6 +124,36 @@ vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor
                 }
                 if (indices)
                     ((int64_t *)indices->data)[iy] = p * j.ivol + flat_index(&j.w, best < 0 ? 0 : best, col_major);
+            }
+    }
+    free(j.taps);
+    return VP_OK;
+}
+
+/* vplan.MaxPoolInputGrad(dY, X) -> dX: each window's largest element found again in X
+ * (first on ties, as the forward's Indices record it) gets that window's dY. */
+vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (!out[0]) return VP_OK;
+    const vp_tensor *dy = in[0], *x = in[1];
+    vp_tensor *dx = out[0];
+    if (vp_lin_is_narrow(dy->dtype)) return vp_lin_run_widened(vp_cpu_maxpool_input_grad, n, in, out, err);
+    pool_job j;
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
+    if (s) return s;
+    memset(dx->data, 0, vp_tensor_nbytes(dx));
+    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
+        int64_t count = pool_job_block(&j, o0);
+        for (int64_t p = 0; p < j.planes; p++)
+            for (int64_t o = 0; o < count; o++) {
+                const int64_t *taps = j.taps + o * j.kvol;
+                int64_t iy = p * j.ovol + o0 + o, best;
+                if (x->dtype == VP_F32) {
+                    best = argmax_f32((const float *)x->data + p * j.ivol, taps, j.kvol);
+                    if (best >= 0) ((float *)dx->data)[p * j.ivol + best] += ((const float *)dy->data)[iy];
+                } else {
+                    best = argmax_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
+                    if (best >= 0) ((double *)dx->data)[p * j.ivol + best] += ((const double *)dy->data)[iy];
+                }
             }
     }
     free(j.taps);

@@ -37,6 +37,8 @@ VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad);
 
 VP_TRAIN_KERNEL(vp_cpu_conv_grad);
 VP_TRAIN_KERNEL(vp_cpu_maxpool_grad);
+/* vplan.MaxPoolInputGrad(dY, X): in k_pool.c, beside the forward's window search */
+VP_TRAIN_KERNEL(vp_cpu_maxpool_input_grad);
 VP_TRAIN_KERNEL(vp_cpu_avgpool_grad);
 
 VP_TRAIN_KERNEL(vp_cpu_gather_grad);
