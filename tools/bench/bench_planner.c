@@ -30,15 +30,18 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static vp_status build_step(const gpt_config *c, vp_graph **g, vp_training *t, vp_error *err) {
+static vp_status build_step_as(const gpt_config *c, vp_attention_form attention, vp_graph **g, vp_training *t,
+                               vp_error *err) {
     vp_status s = gpt_graph_build(c, g, err);
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
+    spec.attention = attention;
     vp_loss_parse("ce:logits", &spec.loss, err);
     vp_opt_parse("adamw", &spec.opt, err);
     if (!s) s = vp_training_build(*g, &spec, t, err);
     return s;
 }
+
 
 /* One row of the speed table: a training step planned end to end from the forward
  * graph as a loader leaves it. */
@@ -113,54 +116,70 @@ static void speed(int layers, gpt_style style, speed_row *row) {
     vp_graph_free(g);
 }
 
-/* Saved activations of layer 1 (a middle layer) by the planner's categories. */
-static void korthikanti(int batch, int seq, int hidden, int heads) {
-    gpt_config c = {3, hidden, heads, seq, batch, 1024};
-    vp_error err;
-    vp_graph *g = NULL;
-    vp_training t;
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_status s = build_step(&c, &g, &t, &err);
-    if (!s) s = vp_plan_build(&p, g, &t, vp_device_find("h100"), 1, &err);
-    if (s) {
-        printf("error: %s\n", err.msg);
-        vp_training_free(&t);
-        vp_graph_free(g);
-        return;
-    }
-    int64_t saved = 0, gelu_extra = 0, ln_stats = 0;
-    printf("\nsaved activations of /blocks.1/ (s=%d, b=%d, h=%d, a=%d), float32:\n\n| value | bytes | in units of sbh*4 |\n|---|---|---|\n",
-           seq, batch, hidden, heads);
-    double sbh4 = 4.0 * seq * batch * hidden;
-    for (int i = 0; i < p.n_buffers; i++) {
-        const vp_buffer *b = &p.buffers[i];
+/* Saved activations of layer 1 (a middle layer): every forward value of /blocks.1/ the
+ * plan counts as an activation (live when the backward starts), in float32. */
+static int64_t saved_of_layer(const vp_plan *p, const vp_graph *g, int print, double sbh4) {
+    int64_t saved = 0;
+    for (int i = 0; i < p->n_buffers; i++) {
+        const vp_buffer *b = &p->buffers[i];
         const vp_value *v = &g->values[b->value];
-        if (b->cat != VP_CAT_ACTIVATIONS || v->producer < 0) continue;
+        if (b->cat != VP_CAT_ACTIVATIONS || b->alias_of >= 0 || v->producer < 0) continue;
         if (strncmp(g->nodes[v->producer].name, "/blocks.1/", 10)) continue;
         saved += b->bytes;
-        if (strstr(v->name, "/Div:") || strstr(v->name, "/Add_1:")) gelu_extra += b->bytes;
-        if (strstr(v->name, "/mean") || strstr(v->name, "/inv_std_dev")) ln_stats += b->bytes;
-        printf("| %s | %lld | %.2f |\n", v->name, (long long)b->bytes, (double)b->bytes / sbh4);
+        if (print) printf("| %s | %lld | %.2f |\n", v->name, (long long)b->bytes, (double)b->bytes / sbh4);
     }
-    double s_ = seq, b_ = batch, h_ = hidden, a_ = heads;
+    return saved;
+}
+
+/* The layer's saved bytes against Korthikanti et al. 2022, with the attention core as
+ * the exporter writes it (plain) and fused into vplan.Attention, whose backward
+ * recomputes the probabilities from the row log-sum-exp (the 5as/h term gone). */
+static void korthikanti(int batch, int seq, int hidden, int heads) {
+    gpt_config c = {3, hidden, heads, seq, batch, 1024};
+    double sbh4 = 4.0 * seq * batch * hidden, s_ = seq, b_ = batch, h_ = hidden, a_ = heads;
     double paper16 = s_ * b_ * h_ * (34 + 5 * a_ * s_ / h_);
     /* without dropout the paper's count loses the masks (sbh per dropout: 2 of them,
      * and as^2b for attention dropout) and the dropout output (2as^2b) */
-    double nodrop16 = s_ * b_ * h_ * (32 + 2 * a_ * s_ / h_);
-    printf("\n| | bytes | ratio to ours |\n|---|---|---|\n");
-    printf("| ours, float32 | %lld | 1.000 |\n", (long long)saved);
-    printf("| Korthikanti, 16-bit with dropout: sbh(34 + 5as/h) | %.0f | %.3f |\n", paper16, paper16 / (double)saved);
-    printf("| the same without dropout, 16-bit: sbh(32 + 2as/h) | %.0f | %.3f |\n", nodrop16, nodrop16 / (double)saved);
-    printf("| the same without dropout, in float32 (x2) | %.0f | %.3f |\n", 2 * nodrop16, 2 * nodrop16 / (double)saved);
-    int64_t rest = saved - gelu_extra - ln_stats;
-    printf("\nthe difference, explained: GELU exported as x*0.5*(1+erf(x/sqrt2)) keeps erf's input and 1+erf (%lld bytes,\n"
-           "8sbh in float32) where a fused GELU keeps only its input; LayerNorm keeps its mean and 1/std (%lld bytes).\n"
-           "Without those, ours is %lld bytes: %.2f%% from the paper's count without dropout in float32.\n",
-           (long long)gelu_extra, (long long)ln_stats, (long long)rest, 100.0 * ((double)rest - 2 * nodrop16) / (2 * nodrop16));
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    vp_graph_free(g);
+    double nodrop16 = s_ * b_ * h_ * (32 + 2 * a_ * s_ / h_), noattn16 = s_ * b_ * h_ * 32;
+    int64_t saved[2] = {0, 0};
+    for (int form = 0; form < 2; form++) { /* 0 plain, 1 fused */
+        vp_error err;
+        vp_graph *g = NULL;
+        vp_training t;
+        vp_plan p;
+        memset(&p, 0, sizeof p);
+        vp_status s = gpt_graph_build(&c, &g, &err);
+        vp_train_spec spec;
+        memset(&spec, 0, sizeof spec);
+        vp_loss_parse("ce:logits", &spec.loss, &err);
+        vp_opt_parse("adamw", &spec.opt, &err);
+        spec.attention = form ? VP_ATTENTION_FUSED : VP_ATTENTION_PLAIN;
+        if (!s) s = vp_training_build(g, &spec, &t, &err);
+        if (!s) s = vp_plan_build(&p, g, &t, vp_device_find("h100"), 1, &err);
+        if (s) {
+            printf("error: %s\n", err.msg);
+        } else {
+            printf("\nsaved activations of /blocks.1/ (s=%d, b=%d, h=%d, a=%d), float32, attention %s (%d cores fused):\n\n"
+                   "| value | bytes | in units of sbh*4 |\n|---|---|---|\n",
+                   seq, batch, hidden, heads, form ? "fused" : "plain", t.n_attention);
+            saved[form] = saved_of_layer(&p, g, 1, sbh4);
+        }
+        vp_plan_free(&p);
+        vp_training_free(&t);
+        vp_graph_free(g);
+    }
+    printf("\n| per layer | bytes | ours plain / it | ours fused / it |\n|---|---|---|---|\n");
+    printf("| ours, float32, attention plain | %lld | 1.000 | |\n", (long long)saved[0]);
+    printf("| ours, float32, attention fused | %lld | | 1.000 |\n", (long long)saved[1]);
+    printf("| Korthikanti, 16-bit with dropout: sbh(34 + 5as/h) | %.0f | %.3f | %.3f |\n", paper16,
+           (double)saved[0] / paper16, (double)saved[1] / paper16);
+    printf("| without dropout, in float32: 2 sbh(32 + 2as/h) | %.0f | %.3f | %.3f |\n", 2 * nodrop16,
+           (double)saved[0] / (2 * nodrop16), (double)saved[1] / (2 * nodrop16));
+    printf("| without dropout and without the as/h terms, in float32: 2 sbh 32 | %.0f | %.3f | %.3f |\n", 2 * noattn16,
+           (double)saved[0] / (2 * noattn16), (double)saved[1] / (2 * noattn16));
+    printf("\nGELU and LayerNorm are fused before autodiff (one saved input each; LayerNorm adds its mean and\n"
+           "1/std, s*b*4 bytes each). Fused attention keeps Q, K, V, its output and the row log-sum-exp (a*s*b*4\n"
+           "bytes) instead of the a*s*s*b probabilities.\n");
 }
 
 /* Saved activation bytes of /blocks.1/ in a plan, and the estimated extra compute. */
@@ -207,17 +226,20 @@ static void transformer_point(const char *what, vp_graph *g, const vp_training *
 /* Korthikanti et al.'s two reference points on a 12-layer GPT: full recomputation
  * (each layer keeps its input only) and selective recomputation of the attention core
  * (QK^T, scale, mask, softmax recomputed; everything else kept). */
+/* With the attention core as the exporter writes it (--attention plain), so that the
+ * paper's selective recomputation has its a*s*s probabilities to drop; fused attention
+ * keeps none (korthikanti above). */
 static void transformer_points(void) {
     gpt_config c = {12, 768, 12, 1024, 8, 50257};
     vp_error err;
     vp_graph *g = NULL;
     vp_training t;
-    if (build_step(&c, &g, &t, &err)) {
+    if (build_step_as(&c, VP_ATTENTION_PLAIN, &g, &t, &err)) {
         printf("error: %s\n", err.msg);
         return;
     }
     char *keep = malloc((size_t)g->n_values);
-    printf("\nreference points, 12 layers (saved activations of a middle layer, in units of sbh*4 bytes):\n\n");
+    printf("\nreference points, 12 layers, attention plain (saved activations of a middle layer, in units of sbh*4 bytes):\n\n");
     printf("| plan | saved tensors per layer | saved, sbh*4 units | recompute nodes | extra compute | arena |\n|---|---|---|---|---|---|\n");
     memset(keep, 1, (size_t)g->n_values);
     transformer_point("keep everything", g, &t, keep);
