@@ -42,11 +42,12 @@ expect 0 "ReluGrad  *2" -- "$tool" inspect "$tmp/mlp_grads.onnx"
 expect 0 "fc1.weight_grad" -- "$tool" inspect "$tmp/mlp_grads.onnx"
 expect 0 "wrote .*cnn.onnx: 20 parameters" -- "$tool" train-graph "$models/cnn/model.onnx" --dim batch=4 --loss ce:logits --optimizer adamw -o "$tmp/cnn.onnx"
 expect 0 "BatchNormInternal" -- "$tool" inspect "$tmp/cnn.onnx"
-# BatchNormalization exported in training mode (tools/scripts/make_bn_training_model.py):
+# BatchNormalization exported in training mode (tools/scripts/make_bn_train_export.py):
 # BatchNormInternal forward, one BatchNormalizationGrad each, no decomposed statistics
-bn=$(dirname "$0")/data/bn_training_mode/model.onnx
-expect 0 "9 forward, 1 loss, 14 backward" -- "$tool" train-graph "$bn" --loss ce:logits --no-optimizer -o "$tmp/bn.onnx"
-expect 0 "BatchNormalizationGrad  *2" -- "$tool" inspect "$tmp/bn.onnx"
-expect 0 "BatchNormInternal  *2" -- "$tool" inspect "$tmp/bn.onnx"
+bn=$(dirname "$0")/data/bn_train_export/opset14/model.onnx
+expect 0 "22 forward, 1 loss, 26 backward" -- "$tool" train-graph "$bn" --dim batch=4 --loss ce:logits --no-optimizer -o "$tmp/bn.onnx"
+expect 0 "BatchNormalizationGrad  *6" -- "$tool" inspect "$tmp/bn.onnx"
+expect 0 "BatchNormInternal  *6" -- "$tool" inspect "$tmp/bn.onnx"
+expect 0 "unsupported: none" -- "$tool" inspect "$tmp/bn.onnx"
 
 expect_summary

@@ -165,7 +165,9 @@ vp_status vp_autodiff_blockers(const vp_graph *g, int **nodes, int *n_nodes, vp_
         if (!any_out || n->folded) continue;
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && req[n->inputs[k]]) reaches[n->inputs[k]] = any_in = 1;
-        if (any_in && (!n->op || !n->op->grad)) out[(*n_nodes)++] = i;
+        /* a training graph's own gradient and update ops are not for differentiating */
+        int training_op = strstr(n->op_type, "Grad") || !strcmp(n->domain, "vplan");
+        if (any_in && (!n->op || !n->op->grad) && !training_op) out[(*n_nodes)++] = i;
     }
     free(req);
     free(reaches);
