@@ -7,6 +7,7 @@
  * it updates in place, directly or through a view (which shares its storage), so the
  * gradient dies at once; without it all updates run last (the classic order, for
  * comparison). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,127 @@ static int last_reader(const vp_graph *g, const int *pos, int v, int self, int a
         if (vp_node_is_view(g, n) && n->inputs[0] == v) after = last_reader(g, pos, n->outputs[0], self, after);
     }
     return after;
+}
+
+/* Bytes a value's own buffer takes (0 for a view, which shares its input's). */
+static int64_t own_bytes(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    if (val->producer >= 0 && vp_node_is_view(g, &g->nodes[val->producer])) return 0;
+    return vp_value_numel(val) * (int64_t)vp_dtype_size(val->dtype);
+}
+
+/* Storage that outlives any one step's order: parameters, state, inputs, constants,
+ * graph outputs.  Reordering never frees it. */
+static int lives_through(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    return val->producer < 0 || (val->flags & (VP_VAL_OUTPUT | VP_VAL_STATE | VP_VAL_INITIALIZER | VP_VAL_CONST));
+}
+
+/* The most bytes the segment order[lo..hi) holds at once beyond what was live before
+ * it: outputs counted from their writer, inputs dropped after their last reader in the
+ * segment (the simple model the list scheduler below optimises). */
+static int64_t segment_peak(const vp_graph *g, const int *order, int lo, int hi, int *left) {
+    for (int i = lo; i < hi; i++) {
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] >= 0) left[nd->inputs[k]] = 0;
+    }
+    for (int i = lo; i < hi; i++) {
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] >= 0) left[nd->inputs[k]]++;
+    }
+    int64_t live = 0, peak = 0;
+    for (int i = lo; i < hi; i++) {
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_outputs; k++)
+            if (nd->outputs[k] >= 0) live += own_bytes(g, nd->outputs[k]);
+        if (live > peak) peak = live;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v >= 0 && --left[v] == 0 && !lives_through(g, v)) live -= own_bytes(g, v);
+        }
+    }
+    return peak;
+}
+
+/* The backward pass (and its recompute nodes) in a memory-aware order: list scheduling
+ * that always runs, among the nodes whose inputs are ready, the one that adds the
+ * fewest bytes (its outputs less the inputs it reads last), the builder's order
+ * breaking ties.  The builder emits a node's whole backward before moving on, so a
+ * branch whose gradient is only needed at a residual Add (a downsample convolution's)
+ * holds its result across the other branch; here it waits until that result can be
+ * consumed.  A local choice can also raise the peak (it did on MobileNet-v2), so the new
+ * order is kept only where it holds fewer bytes at once than the builder's.
+ * order[lo..hi) is rewritten in place. */
+static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, const int *pos_of) {
+    int n = hi - lo;
+    if (n < 2) return VP_OK;
+    int *deps = calloc((size_t)n, sizeof *deps), *left = calloc((size_t)g->n_values + 1, sizeof *left);
+    char *done = calloc((size_t)n, 1);
+    int *out = malloc((size_t)n * sizeof *out), *ready = malloc((size_t)n * sizeof *ready), n_ready = 0;
+    if (!deps || !left || !done || !out || !ready) {
+        free(deps); free(left); free(done); free(out); free(ready);
+        return VP_ERR_NOMEM;
+    }
+    /* deps: inputs produced inside the segment; left: readers inside it still to run */
+    for (int i = lo; i < hi; i++) {
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v < 0) continue;
+            left[v]++;
+            int pr = g->values[v].producer;
+            if (pr >= 0 && pos_of[pr] >= lo && pos_of[pr] < hi) deps[i - lo]++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (!deps[i]) ready[n_ready++] = i;
+    for (int step = 0; step < n; step++) {
+        int best = -1, best_r = -1;
+        int64_t best_delta = 0;
+        for (int r = 0; r < n_ready; r++) {
+            int i = ready[r];
+            const vp_node *nd = &g->nodes[order[lo + i]];
+            int64_t delta = 0;
+            for (int k = 0; k < nd->n_outputs; k++)
+                if (nd->outputs[k] >= 0) delta += own_bytes(g, nd->outputs[k]);
+            for (int k = 0; k < nd->n_inputs; k++) {
+                int v = nd->inputs[k], dup = 0;
+                for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] == v;
+                if (v >= 0 && !dup && left[v] == 1 && !lives_through(g, v)) delta -= own_bytes(g, v);
+            }
+            if (best < 0 || delta < best_delta || (delta == best_delta && i < best)) best = i, best_r = r, best_delta = delta;
+        }
+        assert(best >= 0 && "the backward segment has a cycle");
+        done[best] = 1;
+        ready[best_r] = ready[--n_ready];
+        int node = order[lo + best];
+        out[step] = node;
+        const vp_node *nd = &g->nodes[node];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] >= 0) left[nd->inputs[k]]--;
+        for (int k = 0; k < nd->n_outputs; k++) {
+            int v = nd->outputs[k];
+            if (v < 0) continue;
+            const vp_value *val = &g->values[v];
+            for (int c = 0; c < val->n_consumers; c++) {
+                int r = val->consumers[c], seen = 0;
+                for (int c2 = 0; c2 < c && !seen; c2++) seen = val->consumers[c2] == r;
+                if (seen || pos_of[r] < lo || pos_of[r] >= hi) continue;
+                const vp_node *rn = &g->nodes[r];
+                for (int j = 0; j < rn->n_inputs; j++)
+                    if (rn->inputs[j] == v && --deps[pos_of[r] - lo] == 0) ready[n_ready++] = pos_of[r] - lo;
+            }
+        }
+    }
+    int64_t before = segment_peak(g, order, lo, hi, left);
+    int *builder = deps; /* no longer needed as counts: reuse for the builder's order */
+    memcpy(builder, order + lo, (size_t)n * sizeof *builder);
+    memcpy(order + lo, out, (size_t)n * sizeof *out);
+    if (segment_peak(g, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
+    free(deps); free(left); free(done); free(out); free(ready);
+    return VP_OK;
 }
 
 static int by_after(const void *a, const void *b) {
@@ -54,6 +176,17 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
         pos[i] = n_main;
         order[n_main++] = i;
     }
+    /* the backward segment: from the first backward or recompute node on */
+    int seg = n_main;
+    for (int m = 0; m < n_main && seg == n_main; m++) {
+        vp_phase ph = g->nodes[order[m]].phase;
+        if (ph == VP_PHASE_BACKWARD || ph == VP_PHASE_RECOMPUTE) seg = m;
+    }
+    if (order_backward(g, order, seg, n_main, pos)) {
+        free(pos); free(order); free(ups);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
+    }
+    for (int m = seg; m < n_main; m++) pos[order[m]] = m;
     for (int i = 0; i < g->n_nodes; i++) {
         const vp_node *n = &g->nodes[i];
         if (n->folded || n->phase != VP_PHASE_OPTIMIZER) continue;
