@@ -81,7 +81,7 @@ static vp_status check_attrs(const vp_node *n, int gates, vp_error *err) {
 
 /* Checks X, W, R and the optional B, sequence_lens, initial states (and P for LSTM),
  * the first `x` inputs being LSTM's or GRU's own. */
-static vp_status rnn_dims_of(vp_graph *g, const vp_node *n, int gates, rnn_dims *r, vp_error *err) {
+static vp_status rnn_dims_of(vp_graph *g, const vp_node *n, int gates, int has_p, rnn_dims *r, vp_error *err) {
     vp_status s = check_attrs(n, gates, err);
     if (s) return s;
     const vp_value *x = vp_shape_in(g, n, 0), *w = vp_shape_in(g, n, 1), *rr = vp_shape_in(g, n, 2);
@@ -112,7 +112,7 @@ static vp_status rnn_dims_of(vp_graph *g, const vp_node *n, int gates, rnn_dims 
         const vp_value *h = vp_shape_in(g, n, k);
         if (h && !dims_are(h, r->dt, 3, st)) return bad_shape(n, h, r->layout ? "[batch, directions, hidden]" : "[directions, batch, hidden]", err);
     }
-    if (gates == 4) {
+    if (has_p) {
         const vp_value *p = vp_shape_in(g, n, 7);
         if (p && !dims_are(p, r->dt, 2, (int64_t[]){r->D, 3 * r->H})) return bad_shape(n, p, "[directions, 3*hidden]", err);
     }
@@ -138,9 +138,9 @@ static int64_t saved_width(const vp_node *n, const rnn_dims *r) {
 static vp_status shape_forward(vp_graph *g, vp_node *n, int gates, int training, vp_error *err) {
     int n_states = gates == 4 ? 3 : 2; /* Y, Y_h, [Y_c] */
     int n_out = n_states + (training ? (gates == 4 ? 2 : 1) : 0);
-    vp_status s = vp_shape_check_arity(n, 3, gates == 4 ? 8 : 6, training ? n_out : 0, n_out, err);
+    vp_status s = vp_shape_check_arity(n, 3, gates == 4 ? 8 : 6, 0, n_out, err); /* the training form grows its outputs one at a time */
     rnn_dims r;
-    if (!s) s = rnn_dims_of(g, n, gates, &r, err);
+    if (!s) s = rnn_dims_of(g, n, gates, gates == 4, &r, err);
     if (s) return s;
     int64_t y[4], yh[3];
     y_dims(&r, y, yh);
@@ -164,9 +164,11 @@ static vp_status shape_gru_training(vp_graph *g, vp_node *n, vp_error *err) { re
  * gradients in the same order. */
 static vp_status shape_grad(vp_graph *g, vp_node *n, int gates, vp_error *err) {
     int first = gates == 4 ? 7 : 6, n_saved = gates == 4 ? 2 : 1, n_dy = gates == 4 ? 3 : 2;
-    vp_status s = vp_shape_check_arity(n, first + 1 + n_saved, first + 1 + n_saved + n_dy, 1, first - 1, err);
+    vp_status s = vp_shape_check_arity(n, 3, first + 1 + n_saved + n_dy, 1, first, err);
+    for (int k = first; k <= first + n_saved && !s; k++) /* Y and the saved tensors */
+        if (k >= n->n_inputs || n->inputs[k] < 0) s = vp_node_fail(err, VP_ERR_INVALID, n, "required input %d is empty", k);
     rnn_dims r;
-    if (!s) s = rnn_dims_of(g, n, gates, &r, err);
+    if (!s) s = rnn_dims_of(g, n, gates, 0, &r, err);
     if (s) return s;
     int64_t y[4], yh[3], c[4] = {r.S, r.D, r.N, r.H}, gt[4] = {r.S, r.D, r.N, saved_width(n, &r)};
     y_dims(&r, y, yh);
@@ -177,7 +179,7 @@ static vp_status shape_grad(vp_graph *g, vp_node *n, int gates, vp_error *err) {
     for (int k = 0; k < n_dy; k++)
         if ((v = vp_shape_in(g, n, first + 1 + n_saved + k)) && !dims_are(v, r.dt, k ? 3 : 4, k ? yh : y))
             return bad_shape(n, v, k ? "Y_h's shape" : "Y's shape", err);
-    for (int k = 0; k < first - 1 && !s; k++) {
+    for (int k = 0; k < first && !s; k++) {
         if (k == 4) continue; /* sequence_lens has no gradient */
         const vp_value *in = vp_shape_in(g, n, k);
         if (in) s = vp_shape_same_as_input(g, n, k, k, err);
@@ -229,18 +231,18 @@ static vp_status grad_rnn(vp_grad_ctx *c, int node, const int *dy, int *dx, int 
     in[k++] = y;
     for (int j = 0; j < (gates == 4 ? 2 : 1); j++) in[k++] = saved[j];
     for (int j = 0; j < n_states; j++) in[k++] = j < had ? dy[j] : -1;
-    int b = vp_grad_begin(c, node, gates == 4 ? "LSTMGrad" : "GRUGrad", "vplan", k, in, first - 1);
+    int b = vp_grad_begin(c, node, gates == 4 ? "LSTMGrad" : "GRUGrad", "vplan", k, in, first);
     if (b < 0) return vp_gr_nomem(err);
     TRY(vp_gr_copy_attrs(c, node, b, err));
     vp_node *bn = &vp_grad_graph(c)->nodes[b];
     int want[7];
-    for (int j = 0; j < first - 1; j++) {
+    for (int j = 0; j < first; j++) {
         want[j] = j != 4 && vp_grad_needs(c, node, j);
         if (!want[j]) bn->outputs[j] = -1;
     }
     int outs[7];
     TRY(vp_grad_end(c, b, outs, err));
-    for (int j = 0; j < first - 1; j++)
+    for (int j = 0; j < first; j++)
         if (want[j]) dx[j] = outs[j];
     return VP_OK;
 }
