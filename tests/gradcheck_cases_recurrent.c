@@ -66,4 +66,12 @@ void gc_cases_recurrent(void) {
         k.refusal = "peepholes";
         gc_run(&k);
     }
+    if (gc_begin(&k, 14, "refused: LSTM clip")) {
+        int in[3] = {gc_param(&k, UNI, DIMS(S, N, I)), gc_param(&k, UNI, DIMS(1, 4 * H, I)), gc_param(&k, UNI, DIMS(1, 4 * H, H))};
+        int node = gc_op(&k, "LSTM", 3, in);
+        attr_i(&k, node, "hidden_size", H);
+        attr_f(&k, node, "clip", 3);
+        k.refusal = "unsupported: the clip attribute";
+        gc_run(&k);
+    }
 }

@@ -79,8 +79,9 @@ static vp_status check_attrs(const vp_node *n, int gates, vp_error *err) {
     return VP_OK;
 }
 
-/* Checks X, W, R and the optional B, sequence_lens, initial states (and P for LSTM),
- * the first `x` inputs being LSTM's or GRU's own. */
+/* Checks X, W, R and the optional B, sequence_lens, initial states (and, with has_p,
+ * LSTM's P): inputs 0..5 (GRU) or 0..7 (LSTM) in ONNX's order, which the gradient ops
+ * keep. */
 static vp_status rnn_dims_of(vp_graph *g, const vp_node *n, int gates, int has_p, rnn_dims *r, vp_error *err) {
     vp_status s = check_attrs(n, gates, err);
     if (s) return s;

@@ -199,8 +199,8 @@ static void gather_hprev(const rnn *g, const vp_tensor *y, const vp_tensor *h0, 
     }
 }
 
-/* The shared tail of a backward step: dX rows, dW and dR (dA^T times X rows and the
- * recurrent input), for the gate block [k0, k0 + kn) of width G*H. */
+/* The input side of a backward step, shared by LSTM and GRU: dX rows += dA W (scattered
+ * to each row's time) and dW += dA^T X_s, dA being [N, GH]. */
 static vp_status step_dx_dw(const vp_node *n, const rnn *g, int d, int64_t s, const void *dax, int64_t GH, const void *wd,
                             const void *xs, vp_tensor *dx, vp_tensor *dw, void *dxs, vp_error *err) {
     vp_status st_ = VP_OK;
