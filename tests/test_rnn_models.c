@@ -4,7 +4,8 @@
  * bidirectional batch-first LSTM and a 2-layer GRU from a trained initial state, each
  * last hidden state -> Linear -> logits, at opsets 13 and 17.  Checks per model:
  * - the training step builds, trains exactly torch's parameters, warns of nothing, and
- *   both recurrent nodes run in their training form (vplan.LSTMTraining/GRUTraining);
+ *   both recurrent nodes run in their training form (vplan.LSTMTraining/GRUTraining),
+ *   which the cost model charges for its gate products;
  * - the output and the loss at the initial parameters match torch within 1e-5 relative,
  *   every parameter gradient within 1e-4 of the tensor's largest magnitude, and the
  *   losses of all three SGD steps within 1e-5;
@@ -25,6 +26,7 @@
 #include "model_util.h"
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
+#include "remat/cost.h"
 #include "train/training.h"
 
 #define DATA VP_SOURCE_DIR "/tests/data/rnn"
@@ -80,12 +82,20 @@ static void check_structure(test_model *m) {
     const char *op = mj_get(m->meta, "op")->str;
     char training[32];
     snprintf(training, sizeof training, "%sTraining", op);
-    int plain = 0, trained = 0;
+    int plain = 0, trained = 0, costed = 0;
     for (int i = 0; i < m->g->n_nodes; i++) {
         const vp_node *n = &m->g->nodes[i];
         plain += !strcmp(n->op_type, op);
-        trained += !strcmp(n->op_type, training) && !strcmp(n->domain, "vplan");
+        if (strcmp(n->op_type, training) || strcmp(n->domain, "vplan")) continue;
+        trained++;
+        /* the cost model charges the gate products: 2 * steps * batch * D * G*H * (I + H) */
+        const vp_value *x = &m->g->values[n->inputs[0]], *r = &m->g->values[n->inputs[2]];
+        double products = 2.0 * (double)(x->dims[0] * x->dims[1]) * (double)(r->dims[0] * r->dims[1]) *
+                          (double)(x->dims[2] + r->dims[2]);
+        costed += vp_cost_node(m->g, n).flops >= products;
     }
+    check(costed == trained, "%s: the cost model charges %d of %d %s nodes their gate products", m->name, costed, trained,
+          training);
     check(trained == 2 && plain == 0, "%s: %d %s nodes trained as vplan.%s (%d left plain)", m->name, trained, op, training,
           plain);
 }
