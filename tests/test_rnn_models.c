@@ -9,7 +9,8 @@
  * - the output and the loss at the initial parameters match torch within 1e-5 relative,
  *   every parameter gradient within 1e-4 of the tensor's largest magnitude, and the
  *   losses of all three SGD steps within 1e-5;
- * - the plan verifies and runs three steps bit-identically to naive execution. */
+ * - the plan verifies and runs three steps bit-identically to naive execution, and so
+ *   does a sqrtn-checkpointed plan that recomputes the recurrent nodes. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
 #include "remat/cost.h"
+#include "remat/remat.h"
 #include "train/training.h"
 
 #define DATA VP_SOURCE_DIR "/tests/data/rnn"
@@ -162,6 +164,33 @@ static void check_planned(test_model *m) {
     vp_plan_free(&p);
 }
 
+/* sqrtn checkpointing recomputes the recurrent nodes' training forms in the backward:
+ * the plan must stay sound and bit-identical to the naive step. */
+static void check_remat(test_model *m) {
+    vp_error err = {{0}};
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_graph *planned = NULL;
+    vp_remat_result r;
+    vp_status s = vp_plan_with_remat(m->g, &m->t, vp_device_find("cpu"), 1, 1, VP_REMAT_SQRTN, &planned, &p, &r, &err);
+    if (s) {
+        check(0, "%s sqrtn: %s", m->name, err.msg);
+        return;
+    }
+    char training[32], why[1024];
+    snprintf(training, sizeof training, "%sTraining", mj_get(m->meta, "op")->str);
+    int recomputed = 0;
+    for (int i = 0; i < planned->n_nodes; i++)
+        recomputed += planned->nodes[i].phase == VP_PHASE_RECOMPUTE && !strcmp(planned->nodes[i].op_type, training);
+    vp_verify_report rep;
+    vp_status vs = vp_plan_verify(&p, &rep, &err);
+    int same = vs ? 0 : test_compare_planned(m, &p, 2, m->t.params, m->t.n_params, why, sizeof why);
+    check(!vs && same == 1 && recomputed > 0, "%s sqrtn: %d recompute nodes (%d of them %s), %s, %s", m->name, r.n_recompute,
+          recomputed, training, vs ? err.msg : "sound", same == 1 ? "bit-identical to naive" : why);
+    vp_plan_free(&p);
+    if (planned != m->g) vp_graph_free(planned);
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(a, b); }
 
 int main(void) {
@@ -183,6 +212,7 @@ int main(void) {
             check_structure(&m);
             check_against_torch(&m);
             check_planned(&m);
+            check_remat(&m);
         }
         test_model_free(&m);
     }
