@@ -14,6 +14,7 @@ void gc_cases_tensor(void);      /* reshapes, Concat/Split, Slice, Gather, TopK,
 void gc_cases_linalg(void);      /* MatMul, Gemm, Conv, ConvTranspose, pooling */
 void gc_cases_reduce(void);      /* normalisations, Reduce*, Softmax, losses */
 void gc_cases_resample(void);    /* Resize, Upsample, ScatterND, GatherND */
+void gc_cases_recurrent(void);   /* LSTM, GRU */
 
 /* One case of a two-parameter op, labelled op[shape a]x[shape b] (opset 13): the
  * binary arithmetic ops, and MatMul. */

@@ -106,6 +106,7 @@ static void run_all(void) {
     gc_cases_linalg();
     gc_cases_reduce();
     gc_cases_resample();
+    gc_cases_recurrent();
     cases_kinks();
     cases_refused();
 }

@@ -30,6 +30,25 @@ static double attention_flops(const vp_graph *g, const vp_node *n, int grad) {
     return scores * (grad ? 6.0 * d + 4.0 * dv + 16.0 : 2.0 * d + 2.0 * dv + 8.0);
 }
 
+/* LSTM and GRU (and their vplan training forms and gradients): per step and direction,
+ * X W^T and H R^T over the G*H gates, then about ten FLOPs a gate; the gradient's four
+ * products (dX, dW, dR, dH) cost twice the forward's two. */
+static double rnn_flops(const vp_graph *g, const vp_node *n, int grad) {
+    const vp_value *w = &g->values[n->inputs[1]], *r = &g->values[n->inputs[2]];
+    double I = (double)w->dims[2], D = (double)r->dims[0], GH = (double)r->dims[1], H = (double)r->dims[2];
+    double rows = I > 0 ? numel(g, n->inputs[0]) / I : 0; /* sequence * batch */
+    return rows * D * GH * ((grad ? 4.0 : 2.0) * (I + H) + 10.0);
+}
+
+static int is_rnn(const vp_node *n, int *grad) {
+    const char *op = n->op_type;
+    int plain = !n->domain[0] && (!strcmp(op, "LSTM") || !strcmp(op, "GRU"));
+    int ours = !strcmp(n->domain, "vplan") && (!strcmp(op, "LSTMTraining") || !strcmp(op, "GRUTraining") ||
+                                               !strcmp(op, "LSTMGrad") || !strcmp(op, "GRUGrad"));
+    *grad = ours && strstr(op, "Grad") != NULL;
+    return (plain || ours) && n->n_inputs >= 3;
+}
+
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     vp_node_cost c = {0, 0};
     for (int k = 0; k < n->n_inputs; k++)
@@ -41,6 +60,7 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
             c.bytes += numel(g, n->outputs[k]) * (double)vp_dtype_size(g->values[n->outputs[k]].dtype);
         }
     const char *op = n->op_type;
+    int rnn_grad = 0;
     if (!strcmp(op, "MatMul") && n->n_inputs >= 2) c.flops = matmul_flops(g, n);
     else if (!strcmp(op, "FusedMatMul") && n->n_inputs >= 2) {
         const vp_value *a = &g->values[n->inputs[0]];
@@ -68,6 +88,7 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
         c.flops = attention_flops(g, n, 0);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "AttentionGrad") && n->n_inputs >= 6)
         c.flops = attention_flops(g, n, 1);
+    else if (is_rnn(n, &rnn_grad)) c.flops = rnn_flops(g, n, rnn_grad);
     else c.flops = out;
     return c;
 }

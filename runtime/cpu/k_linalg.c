@@ -31,7 +31,7 @@ static void narrow(const float *src, vp_tensor *dst) {
 
 vp_status vp_lin_run_widened(vp_cpu_fn kernel, const vp_node *n, const vp_tensor *const *in,
                              vp_tensor *const *out, vp_error *err) {
-    enum { MAX_IO = 8 };
+    enum { MAX_IO = 16 }; /* LSTMGrad has 13 inputs */
     if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "more than %d inputs or outputs", MAX_IO);
     vp_tensor win[MAX_IO], wout[MAX_IO];
