@@ -1,6 +1,11 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> attention fusion -> loss -> autodiff -> optimizer.
- * Each stage is its own file; this one chooses the parameters and keeps the order. */
+ *   fusion -> training mode -> trainable set -> attention fusion -> loss -> precision
+ *   -> autodiff -> optimizer.
+ * Each stage is its own file; this one chooses the parameters and keeps the order.
+ * Precision comes after the loss (which it keeps in float32, casting the logits up) and
+ * before autodiff, which then differentiates through its Casts: each gradient op runs in
+ * its forward op's dtype, and a weight copy's gradient is cast back to float32 before the
+ * optimizer reads it, as autograd does through autocast's casts. */
 #include "train/training.h"
 
 #include "train/fuse_attention.h"
@@ -59,6 +64,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
+    if (!s) s = vp_precision_apply(g, spec->precision, &t->first_loss_node, &t->precision, err);
     if (!s) s = vp_autodiff(g, t, err);
     if (!s) {
         for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;

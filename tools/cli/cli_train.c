@@ -27,6 +27,11 @@ void cli_train_init(cli_train_opts *o) {
          "backward recomputes the probabilities from the row log-sum-exp, so the\n"
          "batch x heads x seq x seq matrix is never kept (fused, default), or as\n"
          "the exporter wrote them (plain); a mask must be frozen to fuse"},
+        {"--precision", CLI_ENUM, &o->precision, "fp32|bf16|fp16",
+         "mixed precision as PyTorch autocast places it: MatMul, Gemm, Conv and\n"
+         "attention (and their gradients) in bf16 or fp16, softmax, normalisation,\n"
+         "reductions, exp/log and the loss in fp32, the rest as its widest input;\n"
+         "fp32 master weights and optimizer state (default fp32)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them)"},
@@ -52,6 +57,9 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (!s) s = vp_opt_parse(o->optimizer ? o->optimizer : "sgd", &o->spec.opt, err);
     if (!s && o->betas) s = parse_betas(o->betas, &o->spec.opt, err);
     o->spec.attention = o->attention && !strcmp(o->attention, "plain") ? VP_ATTENTION_PLAIN : VP_ATTENTION_FUSED;
+    o->spec.precision = !o->precision || !strcmp(o->precision, "fp32") ? VP_PRECISION_FP32
+                        : !strcmp(o->precision, "bf16")                ? VP_PRECISION_BF16
+                                                                       : VP_PRECISION_FP16;
     if (s) return s;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;

@@ -10,8 +10,9 @@ typedef struct cli_train_opts {
     vp_train_spec spec;                     /* complete after cli_train_finish */
     const char *loss, *optimizer, *betas;   /* as given, or NULL */
     const char *attention;                  /* "fused", "plain", or NULL (fused) */
+    const char *precision;                  /* "fp32", "bf16", "fp16", or NULL (fp32) */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
-    cli_opt table[12];                      /* points into this struct: do not copy it */
+    cli_opt table[14];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);

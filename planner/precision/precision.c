@@ -1,0 +1,203 @@
+/* Mixed precision placement: see precision.h and README.md.
+ *
+ * The lists follow PyTorch autocast (torch/csrc/autograd/autocast_mode.cpp, CPU and
+ * CUDA), mapped to the ONNX ops our exports and fusions produce. */
+#include "precision/precision.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph_build.h"
+#include "ir/infer.h"
+
+typedef struct op_name {
+    const char *domain, *op;
+} op_name;
+
+/* Matrix units: autocast's lower_precision_fp list (mm, addmm, matmul, conv*, linear,
+ * and scaled_dot_product_attention), as ONNX ops. */
+static const op_name low_ops[] = {
+    {"", "MatMul"}, {"", "Gemm"}, {"", "Conv"}, {"", "ConvTranspose"},
+    {"com.microsoft", "FusedMatMul"}, {"vplan", "Attention"},
+};
+
+/* Autocast's fp32 list: what loses too much in 8 (bf16) or 11 (fp16) significant bits,
+ * or overflows float16's 65504: softmax, normalisation statistics, reductions, exp, log,
+ * pow, erf, the losses. */
+static const op_name fp32_ops[] = {
+    {"", "Softmax"}, {"", "LogSoftmax"},
+    {"", "BatchNormalization"}, {"com.microsoft", "BatchNormInternal"}, {"", "LayerNormalization"},
+    {"", "InstanceNormalization"}, {"", "GroupNormalization"}, {"com.microsoft", "SimplifiedLayerNormalization"},
+    {"", "ReduceSum"}, {"", "ReduceMean"}, {"", "ReduceSumSquare"}, {"", "ReduceL1"}, {"", "ReduceL2"},
+    {"", "ReduceLogSum"}, {"", "ReduceLogSumExp"}, {"", "ReduceProd"}, {"", "ReduceMax"}, {"", "ReduceMin"},
+    {"", "GlobalAveragePool"}, {"", "GlobalLpPool"}, {"", "LpNormalization"},
+    {"", "Exp"}, {"", "Log"}, {"", "Pow"}, {"", "Erf"}, {"", "Sqrt"}, {"", "Reciprocal"},
+    {"", "SoftmaxCrossEntropyLoss"}, {"", "NegativeLogLikelihoodLoss"},
+};
+
+/* Float inputs that are not data (a ratio, scales, a region of interest): never cast. */
+static const struct {
+    const char *op;
+    int input;
+} not_data[] = {{"Dropout", 1}, {"Resize", 1}, {"Resize", 2}, {"Upsample", 1}};
+
+enum { FOLLOW = 0, LOW, FP32 };
+
+static int listed(const op_name *list, size_t n, const vp_node *nd) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i].domain, nd->domain) && !strcmp(list[i].op, nd->op_type)) return 1;
+    return 0;
+}
+
+static int classify(const vp_node *n) {
+    if (n->phase == VP_PHASE_LOSS) return FP32;
+    if (listed(low_ops, sizeof low_ops / sizeof *low_ops, n)) return LOW;
+    if (listed(fp32_ops, sizeof fp32_ops / sizeof *fp32_ops, n)) return FP32;
+    return FOLLOW;
+}
+
+static int is_data(const vp_node *n, int k) {
+    for (size_t i = 0; i < sizeof not_data / sizeof *not_data; i++)
+        if (!n->domain[0] && !strcmp(n->op_type, not_data[i].op) && k == not_data[i].input) return 0;
+    return 1;
+}
+
+/* A float input the pass may retype: float32 or the low dtype (float64 stays). */
+static int castable(const vp_graph *g, const vp_node *n, int k, vp_dtype low) {
+    int v = n->inputs[k];
+    if (v < 0 || !is_data(n, k)) return 0;
+    vp_dtype t = g->values[v].dtype;
+    return t == VP_F32 || t == low;
+}
+
+/* An Add of a parameter to a low-precision MatMul's output: the bias of a Linear that
+ * the exporter wrote as MatMul then Add (torch.onnx does for inputs of rank 3 and more).
+ * Autocast runs the whole Linear, bias included, in the low dtype, so the Add does too
+ * rather than widening the activation to float32. */
+static int is_linear_bias(const vp_graph *g, const vp_node *n, vp_dtype low) {
+    if (n->domain[0] || strcmp(n->op_type, "Add") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
+    for (int k = 0; k < 2; k++) {
+        const vp_value *x = &g->values[n->inputs[k]], *b = &g->values[n->inputs[1 - k]];
+        if (x->dtype != low || x->producer < 0 || !(b->flags & VP_VAL_PARAM) || b->rank != 1) continue;
+        if (classify(&g->nodes[x->producer]) == LOW) return 1;
+    }
+    return 0;
+}
+
+/* Elementwise and data movement follow their widest input, as tensor type promotion
+ * does; constants (scalars an exporter wrote as tensors) do not widen, as a Python
+ * scalar does not in PyTorch. */
+static vp_dtype follow_dtype(const vp_graph *g, const vp_node *n, vp_dtype low) {
+    if (is_linear_bias(g, n, low)) return low;
+    vp_dtype t = VP_UNDEFINED, any = VP_UNDEFINED;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!castable(g, n, k, low)) continue;
+        const vp_value *v = &g->values[n->inputs[k]];
+        any = any == VP_F32 || v->dtype == VP_F32 ? VP_F32 : v->dtype;
+        if (v->flags & VP_VAL_CONST) continue;
+        t = t == VP_F32 || v->dtype == VP_F32 ? VP_F32 : v->dtype;
+    }
+    return t ? t : any;
+}
+
+const char *vp_precision_name(vp_precision p) {
+    return p == VP_PRECISION_FP32 ? "fp32" : p == VP_PRECISION_BF16 ? "bf16" : p == VP_PRECISION_FP16 ? "fp16" : NULL;
+}
+
+vp_dtype vp_precision_dtype(vp_precision p) {
+    return p == VP_PRECISION_BF16 ? VP_BF16 : p == VP_PRECISION_FP16 ? VP_F16 : VP_F32;
+}
+
+typedef struct pass {
+    vp_graph *g;
+    vp_dtype low;
+    int n_values0;
+    int *cast_low, *cast_f32; /* original value id -> its Cast's output, -1 none */
+    int *order, n_order;
+    vp_precision_counts *counts;
+} pass;
+
+/* The Cast of value v to dtype t, made once and reused by every reader (a weight's
+ * copy is autocast's weight cache).  The Cast takes the phase of its first reader. */
+static vp_status cast_of(pass *ps, int v, vp_dtype t, vp_phase phase, int *out, vp_error *err) {
+    vp_graph *g = ps->g;
+    int *slot = v < ps->n_values0 ? (t == VP_F32 ? &ps->cast_f32[v] : &ps->cast_low[v]) : NULL;
+    if (slot && *slot >= 0) {
+        *out = *slot;
+        return VP_OK;
+    }
+    char name[600];
+    snprintf(name, sizeof name, "%s/to_%s", g->values[v].name, t == VP_F32 ? "fp32" : vp_dtype_name(t));
+    int id = vp_build_node(g, "Cast", "", name, 1, &v, 1, phase, 0);
+    vp_status s = id < 0 ? vp_fail(err, VP_ERR_NOMEM, "out of memory inserting casts") : VP_OK;
+    if (!s) s = vp_node_add_attr_int(g, id, "to", t);
+    int o = -1;
+    if (!s) s = vp_build_finish(g, id, &o, err);
+    if (s) return s;
+    g->nodes[id].precision = t;
+    ps->order[ps->n_order++] = id;
+    ps->counts->casts++;
+    if (g->values[v].flags & VP_VAL_PARAM) {
+        ps->counts->weight_copies++;
+        ps->counts->weight_copy_bytes += vp_value_numel(&g->values[o]) * (int64_t)vp_dtype_size(t);
+    }
+    if (slot) *slot = o;
+    *out = o;
+    return VP_OK;
+}
+
+static vp_status place(pass *ps, int i, vp_error *err) {
+    vp_graph *g = ps->g;
+    vp_node *n = &g->nodes[i];
+    int cls = classify(n);
+    vp_dtype target = cls == LOW ? ps->low : cls == FP32 ? VP_F32 : follow_dtype(g, n, ps->low);
+    int has_float = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!castable(g, n, k, ps->low)) continue;
+        has_float = 1;
+        int v = n->inputs[k];
+        if (g->values[v].dtype == target) continue;
+        int c;
+        vp_phase phase = n->phase;
+        vp_status s = cast_of(ps, v, target, phase, &c, err);
+        if (s) return s;
+        n = &g->nodes[i]; /* the node array may have moved */
+        n->inputs[k] = c;
+    }
+    if (has_float) {
+        n->precision = target;
+        ps->counts->low_nodes += target == ps->low;
+        ps->counts->fp32_nodes += target == VP_F32;
+    }
+    ps->order[ps->n_order++] = i;
+    return vp_infer_node(g, i, 0, NULL, err);
+}
+
+vp_status vp_precision_apply(vp_graph *g, vp_precision p, int *first_loss_node, vp_precision_counts *counts,
+                             vp_error *err) {
+    memset(counts, 0, sizeof *counts);
+    if (p == VP_PRECISION_FP32) return VP_OK;
+    pass ps = {.g = g, .low = vp_precision_dtype(p), .n_values0 = g->n_values, .counts = counts};
+    int n0 = g->n_nodes, max_casts = 0;
+    for (int i = 0; i < n0; i++) max_casts += g->nodes[i].n_inputs;
+    ps.cast_low = malloc(((size_t)g->n_values + 1) * sizeof *ps.cast_low);
+    ps.cast_f32 = malloc(((size_t)g->n_values + 1) * sizeof *ps.cast_f32);
+    ps.order = malloc(((size_t)n0 + (size_t)max_casts + 1) * sizeof *ps.order);
+    vp_status s = ps.cast_low && ps.cast_f32 && ps.order ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !s && v < g->n_values; v++) ps.cast_low[v] = ps.cast_f32[v] = -1;
+    int new_first_loss = -1;
+    for (int i = 0; !s && i < n0; i++) {
+        if (first_loss_node && i == *first_loss_node) new_first_loss = ps.n_order;
+        if (g->nodes[i].folded) ps.order[ps.n_order++] = i;
+        else s = place(&ps, i, err);
+    }
+    if (!s && ps.n_order != g->n_nodes)
+        s = vp_fail(err, VP_ERR_RUNTIME, "internal: precision pass ordered %d of %d nodes", ps.n_order, g->n_nodes);
+    if (!s && counts->casts) s = vp_graph_keep_nodes(g, ps.order, ps.n_order, err);
+    if (!s && first_loss_node && new_first_loss >= 0) *first_loss_node = new_first_loss;
+    free(ps.cast_low);
+    free(ps.cast_f32);
+    free(ps.order);
+    return s;
+}
