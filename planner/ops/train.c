@@ -196,7 +196,9 @@ static vp_status shape_batchnorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if ((s = check_float(n, 1, x, err)) || (s = check_like(g, n, 0, 1, err))) return s;
     if ((s = check_rank_at_least(n, 1, x, 2, err))) return s;
     for (int i = 2; i < 5 && !s; i++) s = check_channels(g, n, i, x->dims[1], err);
-    if (!s && vp_shape_in(g, n, 2)->dtype != x->dtype)
+    /* float32 scale with a narrower X: mixed precision's BatchNorm (planner/precision) */
+    vp_dtype st = vp_shape_in(g, n, 2)->dtype;
+    if (!s && st != x->dtype && !(st == VP_F32 && (x->dtype == VP_F16 || x->dtype == VP_BF16)))
         s = vp_node_fail(err, VP_ERR_INVALID, n, "scale must have X's dtype %s", vp_dtype_name(x->dtype));
     if (!s) s = vp_shape_same_as_input(g, n, 0, 1, err);
     if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);

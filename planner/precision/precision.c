@@ -27,7 +27,7 @@ static const op_name low_ops[] = {
  * pow, erf, the losses. */
 static const op_name fp32_ops[] = {
     {"", "Softmax"}, {"", "LogSoftmax"},
-    {"", "BatchNormalization"}, {"com.microsoft", "BatchNormInternal"}, {"", "LayerNormalization"},
+    {"", "LayerNormalization"},
     {"", "InstanceNormalization"}, {"", "GroupNormalization"}, {"com.microsoft", "SimplifiedLayerNormalization"},
     {"", "ReduceSum"}, {"", "ReduceMean"}, {"", "ReduceSumSquare"}, {"", "ReduceL1"}, {"", "ReduceL2"},
     {"", "ReduceLogSum"}, {"", "ReduceLogSumExp"}, {"", "ReduceProd"}, {"", "ReduceMax"}, {"", "ReduceMin"},
@@ -36,11 +36,20 @@ static const op_name fp32_ops[] = {
     {"", "SoftmaxCrossEntropyLoss"}, {"", "NegativeLogLikelihoodLoss"},
 };
 
-/* Float inputs that are not data (a ratio, scales, a region of interest): never cast. */
+/* Float inputs that are not data (a ratio, scales, a region of interest): never cast.
+ * BatchNorm's scale, bias and statistics among them: BatchNorm follows its input X, its
+ * statistics and parameters stay float32, and the kernel accumulates in float32 or
+ * wider, as cuDNN's and PyTorch's batch_norm do with half X (autocast lists it in
+ * neither list).  Keeping X float32 instead would keep both a low and a float32 copy
+ * of every Conv output for the backward: more memory than float32 alone. */
 static const struct {
     const char *op;
-    int input;
-} not_data[] = {{"Dropout", 1}, {"Resize", 1}, {"Resize", 2}, {"Upsample", 1}};
+    int first, last;
+} not_data[] = {{"Dropout", 1, 1},
+                {"Resize", 1, 2},
+                {"Upsample", 1, 1},
+                {"BatchNormalization", 1, 4},
+                {"BatchNormInternal", 1, 4}};
 
 enum { FOLLOW = 0, LOW, FP32 };
 
@@ -59,7 +68,7 @@ static int classify(const vp_node *n) {
 
 static int is_data(const vp_node *n, int k) {
     for (size_t i = 0; i < sizeof not_data / sizeof *not_data; i++)
-        if (!n->domain[0] && !strcmp(n->op_type, not_data[i].op) && k == not_data[i].input) return 0;
+        if (!strcmp(n->op_type, not_data[i].op) && k >= not_data[i].first && k <= not_data[i].last) return 0;
     return 1;
 }
 
