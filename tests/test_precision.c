@@ -7,7 +7,10 @@
  * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph.
  * - bf16 training of models/mlp and models/cnn tracks PyTorch CPU autocast over 20 AdamW
  *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py).
- * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn. */
+ * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
+ * - fp16 dynamic loss scaling (GradScaler's rule): a forced overflow skips the step,
+ *   leaving parameters and optimizer state bit-identical, halves the scale, and training
+ *   goes on; clean steps grow it; planned execution of it is bit-identical to naive. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,9 +75,14 @@ static void placement_case(const char *name, vp_precision prec) {
     int bad = 0;
     for (int i = 0; i < m.t.n_params; i++)
         bad += g->values[m.t.params[i]].dtype != VP_F32 || (m.t.grads[i] >= 0 && g->values[m.t.grads[i]].dtype != VP_F32);
-    for (int c = 0; c < m.t.n_carry; c++) bad += g->values[m.t.carry[c].to].dtype != VP_F32;
-    check(!bad, "%s: %d parameters, their gradients and %d carried values (Adam moments) are float32", what, m.t.n_params,
-          m.t.n_carry);
+    int n_state = 0;
+    for (int c = 0; c < m.t.n_carry; c++) {
+        if (m.t.loss_scaled && m.t.carry[c].from == m.t.scaling.count) continue; /* the int32 clean-step count */
+        bad += g->values[m.t.carry[c].to].dtype != VP_F32;
+        n_state++;
+    }
+    check(!bad, "%s: %d parameters, their gradients and %d carried values (Adam moments%s) are float32", what,
+          m.t.n_params, n_state, m.t.loss_scaled ? ", the loss scale" : "");
     /* the weight cache: one low copy per parameter, shared by all its low readers */
     int copies_of_one = 0, params_read_low = 0;
     for (int i = 0; i < m.t.n_params; i++) {
@@ -208,6 +216,100 @@ static void curve_case(const char *name, int same_placement) {
     mj_free(fx);
 }
 
+static double get_scalar(vp_exec *x, int id, vp_status *s, vp_error *err) {
+    vp_tensor t = {0};
+    if (!*s) *s = vp_exec_get(x, id, &t, err);
+    double v = *s ? 0 : vp_load(t.data, t.dtype, 0);
+    free(t.data);
+    return v;
+}
+
+static int same_value(vp_exec *x, int a, int b, vp_status *s, vp_error *err) {
+    vp_tensor ta = {0}, tb = {0};
+    if (!*s) *s = vp_exec_get(x, a, &ta, err);
+    if (!*s) *s = vp_exec_get(x, b, &tb, err);
+    int same = !*s && ta.dtype == tb.dtype && vp_tensor_nbytes(&ta) == vp_tensor_nbytes(&tb) &&
+               !memcmp(ta.data, tb.data, vp_tensor_nbytes(&ta));
+    free(ta.data);
+    free(tb.data);
+    return same;
+}
+
+/* Starts at 2^40, far past float16's range for these gradients, with growth after 3
+ * clean steps: the first steps overflow and are skipped, the scale halves each time,
+ * then training goes on and the scale grows back. */
+static void loss_scale_case(const char *name) {
+    test_model m;
+    vp_error err;
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, &err);
+    vp_opt_parse("adam", &spec.opt, &err);
+    spec.precision = VP_PRECISION_FP16;
+    spec.loss_scale.init = 1099511627776.0; /* 2^40 */
+    spec.loss_scale.interval = 3;
+    vp_status s = test_model_load(&m, name, &spec, &err);
+    if (s || !m.t.loss_scaled) {
+        check(0, "%s fp16 loss scaling: %s", name, s ? err.msg : "not built");
+        if (!s) test_model_free(&m);
+        return;
+    }
+    const vp_loss_scale *ls = &m.t.scaling;
+    vp_backend *b = vp_backend_cpu_new();
+    vp_exec *x = NULL;
+    s = vp_exec_new(m.g, b, &x, &err);
+    if (!s) s = test_model_feed(x, &m, &err);
+    int skipped = 0, leading_skips = 0, grown = 0, rule_broken = 0, skip_changed = 0, steps = 0, first_clean = -1;
+    double first_loss = 0, last_loss = 0, scale0 = get_scalar(x, ls->scale, &s, &err);
+    for (int k = 0; k < 60 && !s; k++, steps++) {
+        double scale = get_scalar(x, ls->scale, &s, &err), count = get_scalar(x, ls->count, &s, &err);
+        if (!s) s = vp_exec_run(x, &err);
+        int finite = get_scalar(x, ls->finite, &s, &err) != 0;
+        double nscale = get_scalar(x, ls->new_scale, &s, &err), ncount = get_scalar(x, ls->new_count, &s, &err);
+        double loss = get_scalar(x, m.t.loss, &s, &err);
+        if (k == 0) first_loss = loss;
+        last_loss = loss;
+        /* GradScaler's rule */
+        double want_scale = !finite ? scale * 0.5 : count + 1 == 3 ? scale * 2 : scale;
+        double want_count = !finite || count + 1 == 3 ? 0 : count + 1;
+        rule_broken += nscale != want_scale || ncount != want_count;
+        skipped += !finite;
+        leading_skips += !finite && first_clean < 0;
+        grown += finite && nscale > scale;
+        if (finite && first_clean < 0) first_clean = k;
+        /* a skipped step leaves every optimizer-carried value (parameters, moments, steps) as it was */
+        for (int c = ls->n_opt_carry0; !finite && c < m.t.n_carry - 2 && !s; c++)
+            skip_changed += !same_value(x, m.t.carry[c].from, m.t.carry[c].to, &s, &err);
+        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
+    }
+    if (s) check(0, "%s fp16 loss scaling: %s", name, err.msg);
+    else {
+        check(leading_skips > 0 && first_clean == leading_skips && !skip_changed,
+              "%s fp16: scale %g overflowed the first %d steps, then %d more over %d steps; each skipped with "
+              "parameters and optimizer state bit-identical (%d carried values changed)",
+              name, scale0, leading_skips, skipped - leading_skips, steps, skip_changed);
+        check(!rule_broken && grown > 0,
+              "%s fp16: over %d steps the scale followed GradScaler's rule (halve on overflow, double after 3 clean "
+              "steps; %d growths, %d breaks)", name, steps, grown, rule_broken);
+        check(last_loss < first_loss, "%s fp16: training went on after the skipped steps, loss %.6f -> %.6f", name,
+              first_loss, last_loss);
+    }
+    vp_exec_free(x);
+    vp_backend_free(b);
+    /* the same graph planned: skipped and clean steps bit-identical to naive */
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    char why[1024];
+    if (vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err)) check(0, "%s fp16 plan: %s", name, err.msg);
+    else {
+        int r = test_compare_planned(&m, &p, 3, m.t.params, m.t.n_params, why, sizeof why);
+        check(r == 1, "%s fp16 loss scaling (overflowing steps): planned execution bit-identical to naive%s%s", name,
+              r == 1 ? "" : ": ", r == 1 ? "" : why);
+    }
+    vp_plan_free(&p);
+    test_model_free(&m);
+}
+
 static void arena_case(const char *name, int must_shrink) {
     int64_t arena[3] = {0}, act[3] = {0};
     for (int prec = 0; prec < 3; prec++) {
@@ -242,6 +344,8 @@ int main(void) {
         }
     curve_case("mlp", 1);
     curve_case("cnn", 0);
+    loss_scale_case("mlp");
+    loss_scale_case("cnn");
     arena_case("gpt", 1);
     arena_case("gpt_ln_decomposed", 1);
     arena_case("cnn", 1);

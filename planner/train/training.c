@@ -65,13 +65,24 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     }
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     if (!s) s = vp_precision_apply(g, spec->precision, &t->first_loss_node, &t->precision, err);
+    t->loss_scaled = !s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling;
+    int loss = t->loss;
+    if (t->loss_scaled) { /* autodiff differentiates loss * scale; the loss reported stays unscaled */
+        s = vp_loss_scale_begin(g, &spec->loss_scale, t, &t->scaling, err);
+        if (!s) t->loss = t->scaling.scaled_loss;
+    }
     if (!s) s = vp_autodiff(g, t, err);
+    t->loss = loss;
+    if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
     if (!s) {
         for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
-        if (!spec->no_optimizer) s = vp_optimizer_build(g, &spec->opt, t, err);
-        else /* gradients are the step's results: the caller reads them */
+        if (!spec->no_optimizer) {
+            s = vp_optimizer_build(g, &spec->opt, t, err);
+            if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
+        } else { /* gradients are the step's results: the caller reads them */
             for (int i = 0; i < t->n_params; i++)
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
+        }
     }
     if (!s) s = vp_graph_link(g, err);
     return s;
