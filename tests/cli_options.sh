@@ -62,6 +62,10 @@ expect 2 "eval: --seed expects a non-negative integer, got '-1'" -- "$tool" eval
 expect 2 "eval: --input expects NAME=FILE.pb, got 'x'" -- "$tool" eval "$mlp" --input x
 expect 2 "train: --steps expects a non-negative integer, got 'many'" -- "$tool" train "$mlp" --steps many
 expect 2 "train: --lr expects a non-negative number, got 'fast'" -- "$tool" train "$mlp" --lr=fast
+for cmd in train train-graph plan; do
+    expect 2 "$cmd: --precision expects fp32, bf16 or fp16, got 'fp8'" -- "$tool" "$cmd" "$mlp" --loss ce:logits --dim batch=4 --precision fp8
+done
+expect 0 "precision bf16: .* 6 weight copies" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB

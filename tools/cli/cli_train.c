@@ -100,3 +100,12 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
         if (parts[i].n)
             used += (size_t)snprintf(buf + used, len - used, "%s%d %s", used ? ", " : "fused ", parts[i].n, parts[i].what);
 }
+
+void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {
+    buf[0] = 0;
+    if (spec->precision == VP_PRECISION_FP32) return;
+    const vp_precision_counts *c = &t->precision;
+    snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts, %d weight copies (%lld bytes)%s",
+             vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, c->weight_copies,
+             (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
+}

@@ -29,4 +29,8 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
  * when they fused nothing. */
 void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 
+/* "precision bf16: 31 nodes low, 41 float32, 35 casts, 17 weight copies (53.1 KiB)[, dynamic
+ * loss scaling]", or "" in fp32. */
+void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
+
 #endif
