@@ -4,7 +4,8 @@
  *   state value is float32; each parameter read low has exactly one low copy.
  * - The CPU kernels compute low precision as a GPU does: a bf16 MatMul accumulates in
  *   float32 and rounds once, to nearest even, on store.
- * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph.
+ * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph,
+ *   plainly and with checkpointing (recomputed low-precision ops repeat their roundings).
  * - bf16 training of models/mlp and models/cnn tracks PyTorch CPU autocast over 20 AdamW
  *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py).
  * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
@@ -23,6 +24,7 @@
 #include "ir/op_registry.h"
 #include "memory/plan.h"
 #include "model_util.h"
+#include "remat/remat.h"
 
 static vp_status load(test_model *m, const char *name, const char *opt, vp_precision prec, vp_error *err) {
     vp_train_spec spec;
@@ -137,6 +139,8 @@ static void kernel_case(void) {
     }
 }
 
+static int checkpointed_plans; /* dp plans that recompute something */
+
 static void planned_case(const char *name, vp_precision prec) {
     test_model m;
     vp_error err;
@@ -151,6 +155,26 @@ static void planned_case(const char *name, vp_precision prec) {
         int r = test_compare_planned(&m, &p, 3, m.t.params, m.t.n_params, why, sizeof why);
         check(r == 1, "%s: planned execution bit-identical to naive over 3 steps, %d parameters compared%s%s", what,
               m.t.n_params, r == 1 ? "" : ": ", r == 1 ? "" : why);
+    }
+    /* checkpointed at 70% of that arena: recompute nodes run in the dtype of what they redo */
+    if (!s) {
+        vp_plan q;
+        memset(&q, 0, sizeof q);
+        vp_graph *planned = NULL;
+        vp_remat_result rr;
+        if (vp_plan_with_remat_opts(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL,
+                                    &planned, &q, &rr, &err))
+            check(0, "%s dp at 70%%: %s", what, err.msg);
+        else {
+            int r = test_compare_planned(&m, &q, 3, m.t.params, m.t.n_params, why, sizeof why);
+            checkpointed_plans += rr.n_recompute > 0;
+            check(r == 1,
+                  "%s dp at 70%% (%d recompute nodes, arena %lld of %lld): bit-identical to naive%s%s", what,
+                  rr.n_recompute, (long long)q.arena_bytes, (long long)p.arena_bytes, r == 1 ? "" : ": ",
+                  r == 1 ? "" : why);
+        }
+        vp_plan_free(&q);
+        if (planned && planned != m.g) vp_graph_free(planned);
     }
     vp_plan_free(&p);
     test_model_free(&m);
@@ -342,6 +366,7 @@ int main(void) {
             placement_case(models[i], (vp_precision)prec);
             planned_case(models[i], (vp_precision)prec);
         }
+    check(checkpointed_plans >= 4, "%d of the 6 checkpointed low-precision plans recompute something", checkpointed_plans);
     curve_case("mlp", 1);
     curve_case("cnn", 0);
     loss_scale_case("mlp");
