@@ -50,6 +50,7 @@ expect 0 "precision bf16: .* weight copies" -- "$tool" plan "$gpt" --dim batch=8
 expect 0 '"weight_copies": [1-9]' -- cat "$tmp/gpt16.json"
 expect 0 '"bfloat16": [1-9]' -- cat "$tmp/gpt16.json"
 expect 0 "weight_copies" -- cat "$tmp/gpt16.svg"
+expect 0 "bf16\", .*dashed" -- cat "$tmp/gpt16.dot"
 expect 0 "sound: " -- "$tool" verify "$tmp/gpt16.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt16.vplan" --steps 2
 expect 0 "memory by dtype: .*float16" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --precision fp16
