@@ -103,6 +103,41 @@ static void placement_case(const char *name, vp_precision prec) {
     test_model_free(&m);
 }
 
+/* --fp32-ops and --low-ops move ops over the lists; unknown names are refused. */
+static void override_case(void) {
+    test_model m;
+    vp_error err;
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, &err);
+    vp_opt_parse("sgd", &spec.opt, &err);
+    spec.precision = VP_PRECISION_BF16;
+    spec.fp32_ops = "Gemm";
+    vp_status s = test_model_load(&m, "mlp", &spec, &err);
+    check(!s && m.t.precision.low_nodes == 0 && m.t.precision.casts == 0,
+          "mlp bf16 with --fp32-ops Gemm: %d nodes low, %d casts (nothing left to run low)", s ? -1 : m.t.precision.low_nodes,
+          s ? -1 : m.t.precision.casts);
+    if (!s) test_model_free(&m);
+    spec.fp32_ops = NULL;
+    spec.low_ops = "Softmax,LayerNormalization";
+    s = test_model_load(&m, "gpt", &spec, &err);
+    int low = 0, total = 0;
+    for (int i = 0; !s && i < m.g->n_nodes; i++) {
+        const vp_node *n = &m.g->nodes[i];
+        if (n->phase != VP_PHASE_FORWARD || (strcmp(n->op_type, "Softmax") && strcmp(n->op_type, "LayerNormalization")))
+            continue;
+        total++;
+        low += node_dtype(m.g, n) == VP_BF16;
+    }
+    check(!s && total > 0 && low == total, "gpt bf16 with --low-ops Softmax,LayerNormalization: %d of %d run in bf16", low,
+          total);
+    if (!s) test_model_free(&m);
+    vp_precision_opts po = {VP_PRECISION_BF16, "Relu,Frobnicate", NULL};
+    s = vp_precision_check_ops(&po, &err);
+    check(s == VP_ERR_USAGE && strstr(err.msg, "'Frobnicate'"), "an unknown op in --fp32-ops is refused: %s",
+          s ? err.msg : "accepted");
+}
+
 /* A bf16 MatMul [1 x 4] x [4 x 1]: 256 + 1 + 1 + 1 is 259 in float32, which rounds to
  * 260 in bf16 (8 significant bits: 256, 258, 260); summed in bf16 it stays 256 (each
  * +1 is a tie that rounds to even).  257 (256 + 1) is a tie and rounds to 256. */
@@ -360,6 +395,7 @@ static void arena_case(const char *name, int must_shrink) {
 
 int main(void) {
     kernel_case();
+    override_case();
     static const char *const models[] = {"mlp", "cnn", "gpt"};
     for (int i = 0; i < 3; i++)
         for (int prec = VP_PRECISION_BF16; prec <= VP_PRECISION_FP16; prec++) {

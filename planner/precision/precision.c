@@ -10,6 +10,7 @@
 
 #include "ir/graph_build.h"
 #include "ir/infer.h"
+#include "ir/op_registry.h"
 
 typedef struct op_name {
     const char *domain, *op;
@@ -59,8 +60,58 @@ static int listed(const op_name *list, size_t n, const vp_node *nd) {
     return 0;
 }
 
-static int classify(const vp_node *n) {
+/* Whether op_type is one of the names in the comma-separated list. */
+static int in_list(const char *list, const char *op_type) {
+    size_t len = strlen(op_type);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && !strncmp(p, op_type, n)) return 1;
+        p = end ? end + 1 : p + n;
+    }
+    return 0;
+}
+
+typedef struct find_ctx {
+    const char *name;
+    size_t len;
+    int found;
+} find_ctx;
+
+static void find_op(const vp_op_def *op, void *ctx) {
+    find_ctx *f = ctx;
+    f->found |= strlen(op->name) == f->len && !strncmp(op->name, f->name, f->len);
+}
+
+static vp_status check_list(const char *list, const char *flag, const char *other, vp_error *err) {
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        find_ctx f = {p, n, 0};
+        if (n) vp_op_foreach(find_op, &f);
+        if (!f.found) return vp_fail(err, VP_ERR_USAGE, "%s: unknown op '%.*s'", flag, (int)n, p);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        if (other && in_list(other, name))
+            return vp_fail(err, VP_ERR_USAGE, "%s: op '%s' is also in the other list", flag, name);
+        p = end ? end + 1 : p + n;
+    }
+    return VP_OK;
+}
+
+vp_status vp_precision_check_ops(const vp_precision_opts *o, vp_error *err) {
+    vp_status s = check_list(o->fp32_ops, "--fp32-ops", o->low_ops, err);
+    return s ? s : check_list(o->low_ops, "--low-ops", NULL, err);
+}
+
+static int classify_with(const vp_precision_opts *o, const vp_node *n);
+
+static int classify(const vp_node *n) { return classify_with(NULL, n); }
+
+static int classify_with(const vp_precision_opts *o, const vp_node *n) {
     if (n->phase == VP_PHASE_LOSS) return FP32;
+    if (o && in_list(o->low_ops, n->op_type)) return LOW;
+    if (o && in_list(o->fp32_ops, n->op_type)) return FP32;
     if (listed(low_ops, sizeof low_ops / sizeof *low_ops, n)) return LOW;
     if (listed(fp32_ops, sizeof fp32_ops / sizeof *fp32_ops, n)) return FP32;
     return FOLLOW;
@@ -120,6 +171,7 @@ vp_dtype vp_precision_dtype(vp_precision p) {
 
 typedef struct pass {
     vp_graph *g;
+    const vp_precision_opts *opts;
     vp_dtype low;
     int n_values0;
     int *cast_low, *cast_f32; /* original value id -> its Cast's output, -1 none */
@@ -159,7 +211,7 @@ static vp_status cast_of(pass *ps, int v, vp_dtype t, vp_phase phase, int *out, 
 static vp_status place(pass *ps, int i, vp_error *err) {
     vp_graph *g = ps->g;
     vp_node *n = &g->nodes[i];
-    int cls = classify(n);
+    int cls = classify_with(ps->opts, n);
     vp_dtype target = cls == LOW ? ps->low : cls == FP32 ? VP_F32 : follow_dtype(g, n, ps->low);
     int has_float = 0;
     for (int k = 0; k < n->n_inputs; k++) {
@@ -183,11 +235,13 @@ static vp_status place(pass *ps, int i, vp_error *err) {
     return vp_infer_node(g, i, 0, NULL, err);
 }
 
-vp_status vp_precision_apply(vp_graph *g, vp_precision p, int *first_loss_node, vp_precision_counts *counts,
+vp_status vp_precision_apply(vp_graph *g, const vp_precision_opts *o, int *first_loss_node, vp_precision_counts *counts,
                              vp_error *err) {
     memset(counts, 0, sizeof *counts);
-    if (p == VP_PRECISION_FP32) return VP_OK;
-    pass ps = {.g = g, .low = vp_precision_dtype(p), .n_values0 = g->n_values, .counts = counts};
+    if (o->precision == VP_PRECISION_FP32) return VP_OK;
+    vp_status s0 = vp_precision_check_ops(o, err);
+    if (s0) return s0;
+    pass ps = {.g = g, .opts = o, .low = vp_precision_dtype(o->precision), .n_values0 = g->n_values, .counts = counts};
     int n0 = g->n_nodes, max_casts = 0;
     for (int i = 0; i < n0; i++) max_casts += g->nodes[i].n_inputs;
     ps.cast_low = malloc(((size_t)g->n_values + 1) * sizeof *ps.cast_low);

@@ -30,9 +30,20 @@ typedef struct vp_precision_counts {
     int64_t weight_copy_bytes;
 } vp_precision_counts;
 
+/* What the user asks for: the precision, and op names (comma-separated op_types, any
+ * domain; NULL for none) moved to float32 or to the low dtype over the built-in lists.
+ * The loss always stays float32. */
+typedef struct vp_precision_opts {
+    vp_precision precision;
+    const char *fp32_ops, *low_ops;
+} vp_precision_opts;
+
+/* Fails (VP_ERR_USAGE) naming an op name that no registered op has, or one in both lists. */
+vp_status vp_precision_check_ops(const vp_precision_opts *o, vp_error *err);
+
 /* Assigns precisions and inserts Casts.  *first_loss_node (the loss builder's first
  * node id; may be NULL) is moved with the reordering the inserted Casts cause. */
-vp_status vp_precision_apply(vp_graph *g, vp_precision p, int *first_loss_node, vp_precision_counts *counts,
+vp_status vp_precision_apply(vp_graph *g, const vp_precision_opts *o, int *first_loss_node, vp_precision_counts *counts,
                              vp_error *err);
 
 #endif

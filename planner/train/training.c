@@ -64,7 +64,8 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
-    if (!s) s = vp_precision_apply(g, spec->precision, &t->first_loss_node, &t->precision, err);
+    vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
+    if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
     t->loss_scaled = !s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling;
     int loss = t->loss;
     if (t->loss_scaled) { /* autodiff differentiates loss * scale; the loss reported stays unscaled */

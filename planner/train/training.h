@@ -58,6 +58,7 @@ typedef struct vp_train_spec {
     int no_fuse;         /* differentiate the exporter's patterns piece by piece (train/fuse.h) */
     vp_attention_form attention; /* fused (memory-efficient, default) or plain attention cores */
     vp_precision precision; /* fp32 (default), or bf16 / fp16 mixed precision (precision/precision.h) */
+    const char *fp32_ops, *low_ops; /* op names moved over the placement lists (precision/precision.h) */
     int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
 } vp_train_spec;

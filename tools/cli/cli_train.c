@@ -32,6 +32,8 @@ void cli_train_init(cli_train_opts *o) {
          "attention (and their gradients) in bf16 or fp16, softmax, normalisation,\n"
          "reductions, exp/log and the loss in fp32, the rest as its widest input;\n"
          "fp32 master weights and optimizer state (default fp32)"},
+        {"--fp32-ops", CLI_STR, &o->spec.fp32_ops, "OP,OP", "ops kept in fp32 under --precision bf16|fp16 (op types, such as Gelu)"},
+        {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them)"},
@@ -61,6 +63,11 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
                         : !strcmp(o->precision, "bf16")                ? VP_PRECISION_BF16
                                                                        : VP_PRECISION_FP16;
     if (s) return s;
+    if ((o->spec.fp32_ops || o->spec.low_ops) && o->spec.precision == VP_PRECISION_FP32)
+        return vp_fail(err, VP_ERR_USAGE, "--%s applies to --precision bf16 or fp16 only",
+                       o->spec.fp32_ops ? "fp32-ops" : "low-ops");
+    vp_precision_opts po = {o->spec.precision, o->spec.fp32_ops, o->spec.low_ops};
+    if ((s = vp_precision_check_ops(&po, err))) return s;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
