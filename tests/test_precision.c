@@ -7,7 +7,8 @@
  * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph,
  *   plainly and with checkpointing (recomputed low-precision ops repeat their roundings).
  * - bf16 training of models/mlp and models/cnn tracks PyTorch CPU autocast over 20 AdamW
- *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py).
+ *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py);
+ *   fp16 with loss scaling tracks the float32 curve of the same fixture.
  * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
  * - fp16 dynamic loss scaling (GradScaler's rule): a forced overflow skips the step,
  *   leaving parameters and optimizer state bit-identical, halves the scale, and training
@@ -25,6 +26,8 @@
 #include "memory/plan.h"
 #include "model_util.h"
 #include "remat/remat.h"
+
+static double get_scalar(struct vp_exec *x, int id, vp_status *s, vp_error *err);
 
 static vp_status load(test_model *m, const char *name, const char *opt, vp_precision prec, vp_error *err) {
     vp_train_spec spec;
@@ -225,6 +228,56 @@ static void planned_case(const char *name, vp_precision prec) {
  * the two is then up to about 2G.  We allow 3G (and never more than 1e-2).  In float32
  * the same curves match torch to 1e-6 (test_training), so what is left is precision.
  * Measured: mlp G 7.1e-4, ours 1.3e-3 off; cnn G 3.4e-3, ours 5.5e-3 off. */
+/* The losses of 20 AdamW steps of m's graph on the fixture batch (carries copied). */
+static vp_status run_curve(test_model *m, int steps, double *got, double *final_scale, vp_error *err) {
+    vp_backend *b = vp_backend_cpu_new();
+    vp_exec *x = NULL;
+    vp_status s = vp_exec_new(m->g, b, &x, err);
+    if (!s) s = test_model_feed(x, m, err);
+    for (int k = 0; k < steps && !s; k++) {
+        s = vp_exec_run(x, err);
+        got[k] = get_scalar(x, m->t.loss, &s, err);
+        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
+    }
+    if (final_scale) *final_scale = m->t.loss_scaled ? get_scalar(x, m->t.scaling.scale, &s, err) : 1;
+    vp_exec_free(x);
+    vp_backend_free(b);
+    return s;
+}
+
+/* fp16 (with loss scaling at GradScaler's 65536) against float32: torch's float32 curve
+ * of the same fixture (ours matches it to 1e-6, test_training).  float16 rounds at
+ * 2^-11, 8x finer than bfloat16's 2^-8, so its effect on the curve should be about G/8
+ * (G: torch's own bf16-to-fp32 gap, the measure of bf16's effect); we allow G/2.  No
+ * step may have been skipped (the scale is still 65536 after 20 steps). */
+static void fp16_curve_case(const char *name) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models/%s/fixtures/train_adamw_bf16.json", VP_SOURCE_DIR, name);
+    mj *fx = mj_parse_file(path);
+    const mj *bf = fx ? mj_get(fx, "losses") : NULL, *ref32 = fx ? mj_get(fx, "losses_fp32") : NULL;
+    if (!bf || !ref32 || bf->n != ref32->n || ref32->n > 64) {
+        check(0, "%s: cannot read %s", name, path);
+        mj_free(fx);
+        return;
+    }
+    test_model m;
+    vp_error err;
+    double got[64], scale = 0, worst = 0, gap = 0;
+    vp_status s = load(&m, name, "adamw", VP_PRECISION_FP16, &err);
+    if (!s) s = run_curve(&m, ref32->n, got, &scale, &err);
+    for (int k = 0; !s && k < ref32->n; k++) {
+        worst = fmax(worst, fabs(got[k] - ref32->items[k].num));
+        gap = fmax(gap, fabs(bf->items[k].num - ref32->items[k].num));
+    }
+    if (s) check(0, "%s fp16 curve: %s", name, err.msg);
+    else
+        check(worst <= gap / 2 && scale == 65536.0,
+              "%s fp16: %d AdamW steps, worst difference from torch float32 %.2g (tolerance %.2g: half torch's bf16 gap); "
+              "loss scale %g (no step skipped)", name, ref32->n, worst, gap / 2, scale);
+    if (!s) test_model_free(&m);
+    mj_free(fx);
+}
+
 static void curve_case(const char *name, int same_placement) {
     char path[4200];
     snprintf(path, sizeof path, "%s/models/%s/fixtures/train_adamw_bf16.json", VP_SOURCE_DIR, name);
@@ -405,6 +458,8 @@ int main(void) {
     check(checkpointed_plans >= 4, "%d of the 6 checkpointed low-precision plans recompute something", checkpointed_plans);
     curve_case("mlp", 1);
     curve_case("cnn", 0);
+    fp16_curve_case("mlp");
+    fp16_curve_case("cnn");
     loss_scale_case("mlp");
     loss_scale_case("cnn");
     arena_case("gpt", 1);
