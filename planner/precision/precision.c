@@ -104,14 +104,11 @@ vp_status vp_precision_check_ops(const vp_precision_opts *o, vp_error *err) {
     return s ? s : check_list(o->low_ops, "--low-ops", NULL, err);
 }
 
-static int classify_with(const vp_precision_opts *o, const vp_node *n);
-
-static int classify(const vp_node *n) { return classify_with(NULL, n); }
-
-static int classify_with(const vp_precision_opts *o, const vp_node *n) {
+/* LOW, FP32 or FOLLOW: the user's lists first, then autocast's. */
+static int classify(const vp_precision_opts *o, const vp_node *n) {
     if (n->phase == VP_PHASE_LOSS) return FP32;
-    if (o && in_list(o->low_ops, n->op_type)) return LOW;
-    if (o && in_list(o->fp32_ops, n->op_type)) return FP32;
+    if (in_list(o->low_ops, n->op_type)) return LOW;
+    if (in_list(o->fp32_ops, n->op_type)) return FP32;
     if (listed(low_ops, sizeof low_ops / sizeof *low_ops, n)) return LOW;
     if (listed(fp32_ops, sizeof fp32_ops / sizeof *fp32_ops, n)) return FP32;
     return FOLLOW;
@@ -135,12 +132,12 @@ static int castable(const vp_graph *g, const vp_node *n, int k, vp_dtype low) {
  * the exporter wrote as MatMul then Add (torch.onnx does for inputs of rank 3 and more).
  * Autocast runs the whole Linear, bias included, in the low dtype, so the Add does too
  * rather than widening the activation to float32. */
-static int is_linear_bias(const vp_graph *g, const vp_node *n, vp_dtype low) {
+static int is_linear_bias(const vp_graph *g, const vp_precision_opts *o, const vp_node *n, vp_dtype low) {
     if (n->domain[0] || strcmp(n->op_type, "Add") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
     for (int k = 0; k < 2; k++) {
         const vp_value *x = &g->values[n->inputs[k]], *b = &g->values[n->inputs[1 - k]];
         if (x->dtype != low || x->producer < 0 || !(b->flags & VP_VAL_PARAM) || b->rank != 1) continue;
-        if (classify(&g->nodes[x->producer]) == LOW) return 1;
+        if (classify(o, &g->nodes[x->producer]) == LOW) return 1;
     }
     return 0;
 }
@@ -148,8 +145,8 @@ static int is_linear_bias(const vp_graph *g, const vp_node *n, vp_dtype low) {
 /* Elementwise and data movement follow their widest input, as tensor type promotion
  * does; constants (scalars an exporter wrote as tensors) do not widen, as a Python
  * scalar does not in PyTorch. */
-static vp_dtype follow_dtype(const vp_graph *g, const vp_node *n, vp_dtype low) {
-    if (is_linear_bias(g, n, low)) return low;
+static vp_dtype follow_dtype(const vp_graph *g, const vp_precision_opts *o, const vp_node *n, vp_dtype low) {
+    if (is_linear_bias(g, o, n, low)) return low;
     vp_dtype t = VP_UNDEFINED, any = VP_UNDEFINED;
     for (int k = 0; k < n->n_inputs; k++) {
         if (!castable(g, n, k, low)) continue;
@@ -211,8 +208,8 @@ static vp_status cast_of(pass *ps, int v, vp_dtype t, vp_phase phase, int *out, 
 static vp_status place(pass *ps, int i, vp_error *err) {
     vp_graph *g = ps->g;
     vp_node *n = &g->nodes[i];
-    int cls = classify_with(ps->opts, n);
-    vp_dtype target = cls == LOW ? ps->low : cls == FP32 ? VP_F32 : follow_dtype(g, n, ps->low);
+    int cls = classify(ps->opts, n);
+    vp_dtype target = cls == LOW ? ps->low : cls == FP32 ? VP_F32 : follow_dtype(g, ps->opts, n, ps->low);
     int has_float = 0;
     for (int k = 0; k < n->n_inputs; k++) {
         if (!castable(g, n, k, ps->low)) continue;
