@@ -40,6 +40,15 @@ static void node_caption(const vp_node *n, char *out, size_t cap) {
     }
 }
 
+/* The low dtype a node computes in (mixed precision), or 0: its first fp16/bf16 input. */
+static vp_dtype low_dtype(const vp_graph *g, const vp_node *n) {
+    for (int k = 0; k < n->n_inputs; k++) {
+        vp_dtype t = n->inputs[k] >= 0 ? g->values[n->inputs[k]].dtype : VP_UNDEFINED;
+        if (t == VP_F16 || t == VP_BF16) return t;
+    }
+    return VP_UNDEFINED;
+}
+
 static void write_step(const dot_ctx *c, int s, const char *indent) {
     const vp_node *n = &c->g->nodes[c->p->steps[s]];
     char cap[64];
@@ -50,9 +59,12 @@ static void write_step(const dot_ctx *c, int s, const char *indent) {
     fprintf(c->f, "\\n");
     vp_dot_put_esc(c->f, cap);
     if (s == c->p->peak_step) fprintf(c->f, "\\npeak");
+    vp_dtype low = low_dtype(c->g, n);
+    if (low) fprintf(c->f, "\\n%s", low == VP_BF16 ? "bf16" : "fp16");
     fprintf(c->f, "\", tooltip=\"");
     vp_dot_put_esc(c->f, n->name);
     fprintf(c->f, "\", fillcolor=\"%s\", color=\"%s\"", vp_dot_phase_fill[ph], vp_dot_phase_line[ph]);
+    if (low) fprintf(c->f, ", style=\"rounded,filled,dashed\""); /* low precision: dashed outline */
     if (s == c->p->peak_step) fprintf(c->f, ", color=\"#d62728\", penwidth=3, fontcolor=\"#d62728\"");
     fprintf(c->f, "];\n");
 }

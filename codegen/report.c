@@ -78,6 +78,17 @@ typedef struct shared_counts {
     int64_t bytes;
 } shared_counts;
 
+/* Bytes of storage by the dtype of the value owning it (each alias group once, by its
+ * root, as the categories count): what mixed precision moved to 2-byte types. */
+static void dtype_bytes(const vp_plan *p, int64_t by[VP_DTYPE_COUNT_]) {
+    memset(by, 0, sizeof(int64_t) * VP_DTYPE_COUNT_);
+    for (int b = 0; b < p->n_buffers; b++) {
+        const vp_buffer *buf = &p->buffers[b];
+        vp_dtype t = p->g->values[buf->value].dtype;
+        if (buf->alias_of < 0 && (unsigned)t < VP_DTYPE_COUNT_) by[t] += buf->size;
+    }
+}
+
 static shared_counts count_shared(const vp_plan *p) {
     shared_counts sc = {0, 0, 0, 0};
     for (int b = 0; b < p->n_buffers; b++) {
@@ -117,6 +128,12 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     for (int k = 0; k < VP_CAT_COUNT; k++)
         fprintf(f, "  %-16s %12s  %5.1f%%\n", vp_category_name((vp_category)k), vp_human_bytes(p->category_bytes[k], b1, sizeof b1),
                 total ? 100.0 * (double)p->category_bytes[k] / (double)total : 0.0);
+    int64_t by[VP_DTYPE_COUNT_];
+    dtype_bytes(p, by);
+    fprintf(f, "memory by dtype:");
+    for (int t = 0; t < VP_DTYPE_COUNT_; t++)
+        if (by[t]) fprintf(f, " %s %s", vp_dtype_name((vp_dtype)t), vp_human_bytes(by[t], b1, sizeof b1));
+    fprintf(f, "\n");
     shared_counts sc = count_shared(p);
     fprintf(f, "shared storage: %d views, %d in-place writes, %d updates in place (%s of buffers without storage of "
                "their own)\n", sc.views, sc.in_place, sc.updates, vp_human_bytes(sc.bytes, b1, sizeof b1));
@@ -213,6 +230,16 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_key(&j, vp_category_name((vp_category)k));
         vp_json_int(&j, p->category_bytes[k]);
     }
+    vp_json_end_object(&j);
+    int64_t by[VP_DTYPE_COUNT_];
+    dtype_bytes(p, by);
+    vp_json_key(&j, "dtype_bytes");
+    vp_json_begin_object(&j);
+    for (int t = 0; t < VP_DTYPE_COUNT_; t++)
+        if (by[t]) {
+            vp_json_key(&j, vp_dtype_name((vp_dtype)t));
+            vp_json_int(&j, by[t]);
+        }
     vp_json_end_object(&j);
     shared_counts sc = count_shared(p);
     vp_json_key(&j, "shared_storage");

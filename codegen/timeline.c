@@ -34,7 +34,7 @@
 /* Stack order, bottom to top: what lives the whole step first, the activation hump and
  * the short-lived temporaries on top where their swings are readable. */
 static const vp_category stack_order[VP_CAT_COUNT] = {
-    VP_CAT_PARAMETERS, VP_CAT_OPTIMIZER_STATE, VP_CAT_CONSTANTS,   VP_CAT_INPUTS,
+    VP_CAT_PARAMETERS, VP_CAT_OPTIMIZER_STATE, VP_CAT_CONSTANTS,   VP_CAT_INPUTS,       VP_CAT_WEIGHT_COPIES,
     VP_CAT_GRADIENTS,  VP_CAT_ACTIVATIONS,     VP_CAT_WORKSPACE,   VP_CAT_TEMPORARIES,
 };
 /* Tableau 10: distinct in print and for the common colour-vision deficiencies. */
@@ -47,6 +47,7 @@ static const char *const cat_color[VP_CAT_COUNT] = {
     "#b07aa1", /* workspace */
     "#59a14f", /* inputs */
     "#9c755f", /* constants */
+    "#ff9da7", /* weight_copies */
 };
 static const char *const phase_color[] = {"#a0cbe8", "#ffbe7d", "#ff9d9a", "#8cd17d", "#d4a6c8", "#bab0ac"};
 static const char *const phase_label[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};

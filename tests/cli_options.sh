@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --no-fuse"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --no-fuse"
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
@@ -62,6 +62,15 @@ expect 2 "eval: --seed expects a non-negative integer, got '-1'" -- "$tool" eval
 expect 2 "eval: --input expects NAME=FILE.pb, got 'x'" -- "$tool" eval "$mlp" --input x
 expect 2 "train: --steps expects a non-negative integer, got 'many'" -- "$tool" train "$mlp" --steps many
 expect 2 "train: --lr expects a non-negative number, got 'fast'" -- "$tool" train "$mlp" --lr=fast
+for cmd in train train-graph plan; do
+    expect 2 "$cmd: --precision expects fp32, bf16 or fp16, got 'fp8'" -- "$tool" "$cmd" "$mlp" --loss ce:logits --dim batch=4 --precision fp8
+done
+expect 2 "plan: --fp32-ops: unknown op 'Frobnicate'" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Relu,Frobnicate
+expect 2 "--low-ops: unknown op 'Softmaks'" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision fp16 --low-ops Softmaks
+expect 2 "--fp32-ops: op 'Gemm' is also in the other list" -- "$tool" train-graph "$mlp" -o "$tmp/x.onnx" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Gemm --low-ops Gemm
+expect 2 "--fp32-ops applies to --precision bf16 or fp16 only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --fp32-ops Gemm
+expect 0 "precision bf16: 0 nodes low" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Gemm
+expect 0 "precision bf16: .* 6 weight copies" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB

@@ -45,6 +45,15 @@ expect 0 "<svg" -- head -c 400 "$tmp/gpt.svg"
 expect 0 "sound: " -- "$tool" verify "$tmp/gpt.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt.vplan" --steps 2
 expect 0 '"arena_bytes"' -- "$tool" show "$tmp/gpt.vplan" --json
+# mixed precision: weight copies in every report, bytes by dtype, the plan runs
+expect 0 "precision bf16: .* weight copies" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --precision bf16 -o "$tmp/gpt16.vplan" --json "$tmp/gpt16.json" --dot "$tmp/gpt16.dot" --timeline "$tmp/gpt16.svg"
+expect 0 '"weight_copies": [1-9]' -- cat "$tmp/gpt16.json"
+expect 0 '"bfloat16": [1-9]' -- cat "$tmp/gpt16.json"
+expect 0 "weight_copies" -- cat "$tmp/gpt16.svg"
+expect 0 "bf16\", .*dashed" -- cat "$tmp/gpt16.dot"
+expect 0 "sound: " -- "$tool" verify "$tmp/gpt16.vplan"
+expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt16.vplan" --steps 2
+expect 0 "memory by dtype: .*float16" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --precision fp16
 expect 3 "does NOT fit" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 100KiB --remat none
 expect 0 "checkpointing: dp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 1MiB
 expect 0 "max batch under the budget" -- "$tool" plan "$gpt" --loss ce:logits --freeze '^causal_mask$' --budget 2MiB --max-batch batch

@@ -6,7 +6,9 @@
  *   (a parameter viewed);
  * - storage counted as activations holds such a value;
  * - the category bytes add up exactly to the bytes the buffers hold, each alias group
- *   counted once.
+ *   counted once;
+ * - in mixed precision (bf16, fp16), a parameter's low copy (a Cast of it) is counted as
+ *   weight copies, saved for the backward or not, and nothing else is.
  * Liveness is re-derived here from the steps, not read from the planner's buffers. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,13 @@ static int read_from(const vp_plan *p, const int *step_of, int v, int start, int
     return 0;
 }
 
+/* Whether v is the output of a Cast of a trainable parameter. */
+static int weight_copy(const vp_graph *g, int v) {
+    int pr = g->values[v].producer;
+    if (pr < 0 || strcmp(g->nodes[pr].op_type, "Cast") || g->nodes[pr].inputs[0] < 0) return 0;
+    return (g->values[g->nodes[pr].inputs[0]].flags & VP_VAL_PARAM) != 0;
+}
+
 static void check_categories(const char *what, const vp_plan *p) {
     const vp_graph *g = p->g;
     int *step_of = malloc(((size_t)g->n_nodes + 1) * sizeof *step_of);
@@ -64,11 +73,13 @@ static void check_categories(const char *what, const vp_plan *p) {
         if (rp < 0 || step_of[rp] < 0) continue; /* a view of storage that exists before the step */
         saved[r] = 1;
         n_saved++;
-        if (p->buffers[r].cat != VP_CAT_ACTIVATIONS && !wrong++)
+        vp_category want = weight_copy(g, p->buffers[r].value) ? VP_CAT_WEIGHT_COPIES : VP_CAT_ACTIVATIONS;
+        if (p->buffers[r].cat != want && !wrong++)
             snprintf(first_wrong, sizeof first_wrong, "'%s' (storage '%s') is live at step %d but counted as %s",
                      g->values[v].name, g->values[p->buffers[r].value].name, start, vp_category_name(p->buffers[r].cat));
     }
-    check(n_saved > 0 && !wrong, "%s: %d forward values live when the backward pass starts (step %d) are activations%s%s",
+    check(n_saved > 0 && !wrong,
+          "%s: %d forward values live when the backward pass starts (step %d) are activations (or weight copies)%s%s",
           what, n_saved - wrong, start, wrong ? "; " : "", first_wrong);
     int extra = 0;
     char first_extra[512] = "";
@@ -82,6 +93,15 @@ static void check_categories(const char *what, const vp_plan *p) {
     }
     check(!extra, "%s: storage counted as activations holds a value saved for the backward%s%s", what,
           extra ? ", but not " : "", first_extra);
+    int copies = 0, wrong_copies = 0;
+    for (int b = 0; b < p->n_buffers; b++) {
+        if (p->buffers[b].alias_of >= 0) continue;
+        int is_copy = weight_copy(g, p->buffers[b].value);
+        copies += is_copy;
+        wrong_copies += is_copy != (p->buffers[b].cat == VP_CAT_WEIGHT_COPIES);
+    }
+    check(!wrong_copies, "%s: %d weight copies, each counted as weight_copies (%lld bytes), nothing else (%d wrong)", what,
+          copies, (long long)p->category_bytes[VP_CAT_WEIGHT_COPIES], wrong_copies);
     int same = 1;
     for (int c = 0; c < VP_CAT_COUNT; c++) {
         same &= by_cat[c] == p->category_bytes[c];
@@ -139,6 +159,27 @@ static void model_case(const char *name) {
     else check_categories(what, &p);
     vp_plan_free(&p);
     test_model_free(&m);
+
+    /* mixed precision: the low copies of the weights are a category of their own */
+    for (int prec = VP_PRECISION_BF16; prec <= VP_PRECISION_FP16; prec++) {
+        memset(&spec, 0, sizeof spec);
+        vp_loss_parse("ce:logits", &spec.loss, &err);
+        vp_opt_parse("adam", &spec.opt, &err);
+        spec.precision = (vp_precision)prec;
+        memset(&p, 0, sizeof p);
+        snprintf(what, sizeof what, "%.64s adam %s", name, vp_precision_name(spec.precision));
+        s = test_model_load(&m, name, &spec, &err);
+        if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h100"), 1, &err);
+        if (s) check(0, "%s: %s", what, err.msg);
+        else {
+            check_categories(what, &p);
+            check(m.t.precision.weight_copies > 0 && p.category_bytes[VP_CAT_WEIGHT_COPIES] > 0,
+                  "%s: %d weight copies made, %lld bytes of them planned", what, m.t.precision.weight_copies,
+                  (long long)p.category_bytes[VP_CAT_WEIGHT_COPIES]);
+        }
+        vp_plan_free(&p);
+        test_model_free(&m);
+    }
 }
 
 int main(void) {

@@ -21,7 +21,8 @@
 
 const char *vp_category_name(vp_category c) {
     static const char *const names[VP_CAT_COUNT] = {"parameters", "gradients", "optimizer_state", "activations",
-                                                    "temporaries", "workspace", "inputs", "constants"};
+                                                    "temporaries", "workspace", "inputs", "constants",
+                                                    "weight_copies"};
     return (int)c >= 0 && c < VP_CAT_COUNT ? names[c] : "?";
 }
 
@@ -43,6 +44,15 @@ int vp_node_is_view(const vp_graph *g, const vp_node *n) {
     return strcmp(n->op_type, "Dropout") ? 1 : dropout_is_identity(g, n);
 }
 
+/* A Cast of a trainable parameter to another float dtype: mixed precision's weight copy. */
+static int is_weight_copy(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    if (val->producer < 0 || !vp_dtype_is_float(val->dtype)) return 0;
+    const vp_node *n = &g->nodes[val->producer];
+    if (n->domain[0] || strcmp(n->op_type, "Cast") || n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+    return (g->values[n->inputs[0]].flags & VP_VAL_PARAM) != 0;
+}
+
 /* What a value is by its flags; a computed value is a temporary until categorize()
  * knows whether it is saved for the backward pass. */
 static vp_category category_by_flags(const vp_plan *p, int v, const char *is_grad) {
@@ -54,6 +64,7 @@ static vp_category category_by_flags(const vp_plan *p, int v, const char *is_gra
     if (val->flags & VP_VAL_STATE) return VP_CAT_OPTIMIZER_STATE;
     if (val->flags & (VP_VAL_CONST | VP_VAL_INITIALIZER) || val->producer < 0) return VP_CAT_CONSTANTS;
     if (is_grad[v]) return VP_CAT_GRADIENTS;
+    if (is_weight_copy(g, v)) return VP_CAT_WEIGHT_COPIES;
     return VP_CAT_TEMPORARIES;
 }
 

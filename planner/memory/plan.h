@@ -22,6 +22,8 @@ typedef enum vp_category {
     VP_CAT_WORKSPACE,
     VP_CAT_INPUTS,      /* data fed each step */
     VP_CAT_CONSTANTS,   /* folded values, frozen non-float initializers */
+    VP_CAT_WEIGHT_COPIES, /* a parameter's low-precision copy (planner/precision): a Cast of the
+                             parameter, made once a step and read by forward and backward */
     VP_CAT_COUNT,
 } vp_category;
 

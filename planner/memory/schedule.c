@@ -6,7 +6,9 @@
  * after the last step that writes one of its inputs (the gradient) or reads the value
  * it updates in place, directly or through a view (which shares its storage), so the
  * gradient dies at once; without it all updates run last (the classic order, for
- * comparison). */
+ * comparison).  An optimizer node may read another's output (loss scaling's skip reads
+ * the update it guards): it is placed no earlier than that node, and after it among
+ * those placed at the same step (the builder appends nodes in a valid order). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,8 +166,9 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
     int *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
     int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order);
     placed_update *ups = malloc(((size_t)g->n_nodes + 1) * sizeof *ups);
-    if (!pos || !order || !ups) {
-        free(pos); free(order); free(ups);
+    int *up_after = malloc(((size_t)g->n_nodes + 1) * sizeof *up_after);
+    if (!pos || !order || !ups || !up_after) {
+        free(pos); free(order); free(ups); free(up_after);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
     }
     int n_main = 0, n_ups = 0;
@@ -183,7 +186,7 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
         if (ph == VP_PHASE_BACKWARD || ph == VP_PHASE_RECOMPUTE) seg = m;
     }
     if (order_backward(g, order, seg, n_main, pos)) {
-        free(pos); free(order); free(ups);
+        free(pos); free(order); free(ups); free(up_after);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
     }
     for (int m = seg; m < n_main; m++) pos[order[m]] = m;
@@ -197,11 +200,16 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
                 const vp_value *v = n->inputs[k] >= 0 ? &g->values[n->inputs[k]] : NULL;
                 if (!v) continue;
                 if (v->producer >= 0 && pos[v->producer] > after) after = pos[v->producer];
+                if (v->producer >= 0 && g->nodes[v->producer].phase == VP_PHASE_OPTIMIZER &&
+                    up_after[v->producer] > after)
+                    after = up_after[v->producer];
                 after = last_reader(g, pos, n->inputs[k], i, after);
             }
         }
+        up_after[i] = after;
         ups[n_ups++] = (placed_update){i, after};
     }
+    free(up_after);
     qsort(ups, (size_t)n_ups, sizeof *ups, by_after);
     p->steps = malloc(((size_t)(n_main + n_ups) + 1) * sizeof *p->steps);
     if (!p->steps) {

@@ -196,7 +196,9 @@ static vp_status shape_batchnorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if ((s = check_float(n, 1, x, err)) || (s = check_like(g, n, 0, 1, err))) return s;
     if ((s = check_rank_at_least(n, 1, x, 2, err))) return s;
     for (int i = 2; i < 5 && !s; i++) s = check_channels(g, n, i, x->dims[1], err);
-    if (!s && vp_shape_in(g, n, 2)->dtype != x->dtype)
+    /* float32 scale with a narrower X: mixed precision's BatchNorm (planner/precision) */
+    vp_dtype st = vp_shape_in(g, n, 2)->dtype;
+    if (!s && st != x->dtype && !(st == VP_F32 && (x->dtype == VP_F16 || x->dtype == VP_BF16)))
         s = vp_node_fail(err, VP_ERR_INVALID, n, "scale must have X's dtype %s", vp_dtype_name(x->dtype));
     if (!s) s = vp_shape_same_as_input(g, n, 0, 1, err);
     if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);
@@ -429,6 +431,17 @@ static vp_status shape_zero_gradient(vp_graph *g, vp_node *n, vp_error *err) {
     return s;
 }
 
+/* IsAllFinite(X1, ..., Xn) -> Y: bool scalar, true when no element of any input is inf
+ * or NaN (ONNX Runtime's training op; dynamic loss scaling's one check over all
+ * gradients).  Attributes isinf_only, isnan_only as ONNX Runtime's. */
+static vp_status shape_is_all_finite(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 1, 4096, 1, 1, err);
+    for (int i = 0; !s && i < n->n_inputs; i++) s = check_float(n, i, vp_shape_in(g, n, i), err);
+    if (!s && vp_attr_int(n, "isinf_only", 0) && vp_attr_int(n, "isnan_only", 0))
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "isinf_only and isnan_only are exclusive");
+    return s ? s : vp_shape_set_output(g, n, 0, VP_BOOL, 0, NULL, err);
+}
+
 /* ---- optimizers (vplan) ---- */
 
 static vp_status check_hyper(const vp_node *n, const char *name, float dflt, float lo, float hi, int hi_open,
@@ -565,6 +578,8 @@ const vp_op_def vp_ops_train[] = {
     MS_INPLACE_OP("SoftmaxCrossEntropyLossGrad", shape_sce_loss_grad, vp_cpu_sce_loss_grad),
     MS_OP("InPlaceAccumulatorV2", shape_inplace_accumulator_v2, vp_cpu_inplace_accumulator_v2),
     MS_OP("ZeroGradient", shape_zero_gradient, vp_cpu_zero_gradient),
+    {.name = "IsAllFinite", .domain = "com.microsoft", .min_opset = 0, .shape = shape_is_all_finite,
+     .cpu = vp_cpu_is_all_finite, .flags = VP_OP_NO_FOLD},
     /* MaxPool's gradient from its input, where the input is kept anyway (grad_linalg.c) */
     {.name = "MaxPoolInputGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_input_grad,
      .cpu = vp_cpu_maxpool_input_grad},

@@ -50,9 +50,13 @@ static int is_rnn(const vp_node *n, int *grad) {
 }
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
-    vp_node_cost c = {0, 0};
+    vp_node_cost c = {0, 0, 0};
     for (int k = 0; k < n->n_inputs; k++)
-        if (n->inputs[k] >= 0) c.bytes += numel(g, n->inputs[k]) * (double)vp_dtype_size(g->values[n->inputs[k]].dtype);
+        if (n->inputs[k] >= 0) {
+            vp_dtype t = g->values[n->inputs[k]].dtype;
+            c.bytes += numel(g, n->inputs[k]) * (double)vp_dtype_size(t);
+            c.half |= t == VP_F16 || t == VP_BF16;
+        }
     double out = 0;
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) {
@@ -94,7 +98,7 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
 }
 
 double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision) {
-    double peak = half_precision ? dev->peak_flops_fp16 : dev->peak_flops_fp32;
+    double peak = half_precision || c->half ? dev->peak_flops_fp16 : dev->peak_flops_fp32;
     double t_compute = peak > 0 ? c->flops / peak : 0, t_mem = dev->mem_bandwidth > 0 ? c->bytes / dev->mem_bandwidth : 0;
     return (t_compute > t_mem ? t_compute : t_mem) + dev->launch_overhead;
 }

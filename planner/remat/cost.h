@@ -9,10 +9,12 @@
 typedef struct vp_node_cost {
     double flops;  /* multiply-adds count as 2 */
     double bytes;  /* inputs read plus outputs written */
+    int half;      /* reads float16 or bfloat16 (mixed precision): the device's half-precision peak */
 } vp_node_cost;
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n);
-/* max(flops / peak, bytes / bandwidth) + launch overhead */
+/* max(flops / peak, bytes / bandwidth) + launch overhead; the fp16 peak where
+ * half_precision or c->half */
 double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision);
 
 #endif

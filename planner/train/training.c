@@ -1,6 +1,11 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> attention fusion -> loss -> autodiff -> optimizer.
- * Each stage is its own file; this one chooses the parameters and keeps the order. */
+ *   fusion -> training mode -> trainable set -> attention fusion -> loss -> precision
+ *   -> autodiff -> optimizer.
+ * Each stage is its own file; this one chooses the parameters and keeps the order.
+ * Precision comes after the loss (which it keeps in float32, casting the logits up) and
+ * before autodiff, which then differentiates through its Casts: each gradient op runs in
+ * its forward op's dtype, and a weight copy's gradient is cast back to float32 before the
+ * optimizer reads it, as autograd does through autocast's casts. */
 #include "train/training.h"
 
 #include "train/fuse_attention.h"
@@ -59,13 +64,26 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
+    vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
+    if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
+    t->loss_scaled = !s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling;
+    int loss = t->loss;
+    if (t->loss_scaled) { /* autodiff differentiates loss * scale; the loss reported stays unscaled */
+        s = vp_loss_scale_begin(g, &spec->loss_scale, t, &t->scaling, err);
+        if (!s) t->loss = t->scaling.scaled_loss;
+    }
     if (!s) s = vp_autodiff(g, t, err);
+    t->loss = loss;
+    if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
     if (!s) {
         for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
-        if (!spec->no_optimizer) s = vp_optimizer_build(g, &spec->opt, t, err);
-        else /* gradients are the step's results: the caller reads them */
+        if (!spec->no_optimizer) {
+            s = vp_optimizer_build(g, &spec->opt, t, err);
+            if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
+        } else { /* gradients are the step's results: the caller reads them */
             for (int i = 0; i < t->n_params; i++)
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
+        }
     }
     if (!s) s = vp_graph_link(g, err);
     return s;

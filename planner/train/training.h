@@ -9,6 +9,8 @@
 #define VP_TRAINING_H
 
 #include "ir/ir.h"
+#include "precision/loss_scale.h"
+#include "precision/precision.h"
 #include "train/fuse.h"
 
 typedef enum vp_loss_kind {
@@ -55,6 +57,10 @@ typedef struct vp_train_spec {
     int no_optimizer;    /* build forward, loss and backward only (gradient checks) */
     int no_fuse;         /* differentiate the exporter's patterns piece by piece (train/fuse.h) */
     vp_attention_form attention; /* fused (memory-efficient, default) or plain attention cores */
+    vp_precision precision; /* fp32 (default), or bf16 / fp16 mixed precision (precision/precision.h) */
+    const char *fp32_ops, *low_ops; /* op names moved over the placement lists (precision/precision.h) */
+    int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
+    vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -77,6 +83,9 @@ typedef struct vp_training {
     int n_attention;     /* attention cores fused into vplan.Attention */
     int first_loss_node, first_backward_node, first_optimizer_node;
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
+    vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
+    int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
+    vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */
 } vp_training;
 

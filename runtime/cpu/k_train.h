@@ -45,6 +45,7 @@ VP_TRAIN_KERNEL(vp_cpu_gather_grad);
 VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad);
 VP_TRAIN_KERNEL(vp_cpu_inplace_accumulator_v2);
 VP_TRAIN_KERNEL(vp_cpu_zero_gradient);
+VP_TRAIN_KERNEL(vp_cpu_is_all_finite);
 
 VP_TRAIN_KERNEL(vp_cpu_sgd);
 VP_TRAIN_KERNEL(vp_cpu_momentum);

@@ -145,3 +145,22 @@ VP_TRAIN_KERNEL(vp_cpu_zero_gradient) {
     if (out[0]) memset(out[0]->data, 0, vp_tensor_nbytes(out[0]));
     return VP_OK;
 }
+
+/* Stops at the first offending element: a step that overflowed is skipped anyway. */
+VP_TRAIN_KERNEL(vp_cpu_is_all_finite) {
+    (void)err;
+    int inf_only = vp_attr_int(n, "isinf_only", 0) != 0, nan_only = vp_attr_int(n, "isnan_only", 0) != 0;
+    int ok = 1;
+    for (int k = 0; k < n->n_inputs && ok; k++) {
+        const vp_tensor *x = in[k];
+        if (!x) continue;
+        int64_t count = vp_tensor_numel(x);
+        for (int64_t i = 0; i < count && ok; i++) {
+            double v = vp_load(x->data, x->dtype, i);
+            int is_nan = v != v, is_inf = !is_nan && (v - v) != 0;
+            ok = !(inf_only ? is_inf : nan_only ? is_nan : is_nan || is_inf);
+        }
+    }
+    *(uint8_t *)out[0]->data = (uint8_t)ok;
+    return VP_OK;
+}

@@ -27,6 +27,13 @@ void cli_train_init(cli_train_opts *o) {
          "backward recomputes the probabilities from the row log-sum-exp, so the\n"
          "batch x heads x seq x seq matrix is never kept (fused, default), or as\n"
          "the exporter wrote them (plain); a mask must be frozen to fuse"},
+        {"--precision", CLI_ENUM, &o->precision, "fp32|bf16|fp16",
+         "mixed precision as PyTorch autocast places it: MatMul, Gemm, Conv and\n"
+         "attention (and their gradients) in bf16 or fp16, softmax, normalisation,\n"
+         "reductions, exp/log and the loss in fp32, the rest as its widest input;\n"
+         "fp32 master weights and optimizer state (default fp32)"},
+        {"--fp32-ops", CLI_STR, &o->spec.fp32_ops, "OP,OP", "ops kept in fp32 under --precision bf16|fp16 (op types, such as Gelu)"},
+        {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them)"},
@@ -52,7 +59,15 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (!s) s = vp_opt_parse(o->optimizer ? o->optimizer : "sgd", &o->spec.opt, err);
     if (!s && o->betas) s = parse_betas(o->betas, &o->spec.opt, err);
     o->spec.attention = o->attention && !strcmp(o->attention, "plain") ? VP_ATTENTION_PLAIN : VP_ATTENTION_FUSED;
+    o->spec.precision = !o->precision || !strcmp(o->precision, "fp32") ? VP_PRECISION_FP32
+                        : !strcmp(o->precision, "bf16")                ? VP_PRECISION_BF16
+                                                                       : VP_PRECISION_FP16;
     if (s) return s;
+    if ((o->spec.fp32_ops || o->spec.low_ops) && o->spec.precision == VP_PRECISION_FP32)
+        return vp_fail(err, VP_ERR_USAGE, "--%s applies to --precision bf16 or fp16 only",
+                       o->spec.fp32_ops ? "fp32-ops" : "low-ops");
+    vp_precision_opts po = {o->spec.precision, o->spec.fp32_ops, o->spec.low_ops};
+    if ((s = vp_precision_check_ops(&po, err))) return s;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
@@ -91,4 +106,13 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)
         if (parts[i].n)
             used += (size_t)snprintf(buf + used, len - used, "%s%d %s", used ? ", " : "fused ", parts[i].n, parts[i].what);
+}
+
+void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {
+    buf[0] = 0;
+    if (spec->precision == VP_PRECISION_FP32) return;
+    const vp_precision_counts *c = &t->precision;
+    snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts, %d weight copies (%lld bytes)%s",
+             vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, c->weight_copies,
+             (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
 }

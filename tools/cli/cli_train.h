@@ -10,8 +10,9 @@ typedef struct cli_train_opts {
     vp_train_spec spec;                     /* complete after cli_train_finish */
     const char *loss, *optimizer, *betas;   /* as given, or NULL */
     const char *attention;                  /* "fused", "plain", or NULL (fused) */
+    const char *precision;                  /* "fp32", "bf16", "fp16", or NULL (fp32) */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
-    cli_opt table[12];                      /* points into this struct: do not copy it */
+    cli_opt table[14];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -27,5 +28,9 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
 /* "fused 2 attention, 5 LayerNormalization, 2 Gelu" (what the fusion passes did), or ""
  * when they fused nothing. */
 void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
+
+/* "precision bf16: 31 nodes low, 41 float32, 35 casts, 17 weight copies (53.1 KiB)[, dynamic
+ * loss scaling]", or "" in fp32. */
+void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,112 @@
+/* Dynamic loss scaling: see loss_scale.h. */
+#include "precision/loss_scale.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph_build.h"
+#include "train/training.h"
+
+static vp_status nomem(vp_error *err) { return vp_fail(err, VP_ERR_NOMEM, "out of memory building loss scaling"); }
+
+/* One node with one output, built and inferred. */
+static vp_status node1(vp_graph *g, const char *op, const char *domain, const char *name, int n_in, const int *in,
+                       vp_phase phase, int *out, vp_error *err) {
+    int id = vp_build_node(g, op, domain, name, n_in, in, 1, phase, 0);
+    if (id < 0) return nomem(err);
+    return vp_build_finish(g, id, out, err);
+}
+
+static int scalar_f32(vp_graph *g, const char *stem, double v) {
+    float f = (float)v;
+    return vp_build_const(g, stem, VP_F32, 0, NULL, &f);
+}
+
+static int scalar_i32(vp_graph *g, const char *stem, int64_t v) {
+    int32_t i = (int32_t)v;
+    return vp_build_const(g, stem, VP_I32, 0, NULL, &i);
+}
+
+vp_status vp_loss_scale_begin(vp_graph *g, const vp_loss_scale_opts *o, const vp_training *t, vp_loss_scale *ls,
+                              vp_error *err) {
+    memset(ls, 0, sizeof *ls);
+    double init = o && o->init > 0 ? o->init : 65536.0;
+    ls->scale = vp_build_state(g, "loss_scale", VP_F32, 0, NULL);
+    ls->count = vp_build_state(g, "loss_scale_clean_steps", VP_I32, 0, NULL);
+    float *data = malloc(sizeof *data);
+    if (ls->scale < 0 || ls->count < 0 || !data) return free(data), nomem(err);
+    *data = (float)init; /* the state's starting contents; C starts at zero like all state */
+    vp_value_set_data(g, ls->scale, data, VP_DATA_HEAP);
+    int in[2] = {t->loss, ls->scale};
+    if (g->values[t->loss].dtype != VP_F32)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "loss scaling: the loss '%s' is %s, not float32", g->values[t->loss].name,
+                       vp_dtype_name(g->values[t->loss].dtype));
+    return node1(g, "Mul", "", "loss_scale/scaled_loss", 2, in, VP_PHASE_LOSS, &ls->scaled_loss, err);
+}
+
+vp_status vp_loss_scale_unscale(vp_graph *g, vp_training *t, vp_loss_scale *ls, vp_error *err) {
+    int *grads = malloc(((size_t)t->n_params + 1) * sizeof *grads), n = 0;
+    if (!grads) return nomem(err);
+    for (int i = 0; i < t->n_params; i++)
+        if (t->grads[i] >= 0) grads[n++] = t->grads[i];
+    vp_status s = n ? VP_OK : vp_fail(err, VP_ERR_INVALID, "loss scaling: no gradient to check");
+    if (!s) s = node1(g, "IsAllFinite", "com.microsoft", "loss_scale/all_finite", n, grads, VP_PHASE_BACKWARD, &ls->finite, err);
+    free(grads);
+    /* 1/S where the step is kept, 0 where it is skipped (the update's result is thrown
+     * away then): the unscaled gradients, and so the updates, come after the check, and
+     * a fused update runs each parameter's update and its skip together, so one
+     * parameter's updated values wait for the skip at a time, not all of them */
+    int inv = -1, zero = scalar_f32(g, "loss_scale/zero_f32", 0.0);
+    if (!s && zero < 0) s = nomem(err);
+    if (!s) s = node1(g, "Reciprocal", "", "loss_scale/inverse", 1, &ls->scale, VP_PHASE_BACKWARD, &inv, err);
+    if (!s) s = node1(g, "Where", "", "loss_scale/inverse_if_finite", 3, (int[]){ls->finite, inv, zero}, VP_PHASE_BACKWARD, &inv, err);
+    for (int i = 0; !s && i < t->n_params; i++) {
+        if (t->grads[i] < 0) continue;
+        char name[600];
+        snprintf(name, sizeof name, "%s/unscaled", g->values[t->grads[i]].name);
+        int in[2] = {t->grads[i], inv};
+        s = node1(g, "Mul", "", name, 2, in, VP_PHASE_BACKWARD, &t->grads[i], err);
+    }
+    ls->n_opt_carry0 = t->n_carry;
+    return s;
+}
+
+static vp_status add_carry(vp_training *t, int from, int to, vp_error *err) {
+    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
+    if (!c) return nomem(err);
+    t->carry = c;
+    t->carry[t->n_carry++] = (vp_carry){from, to};
+    return VP_OK;
+}
+
+vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, vp_training *t, vp_loss_scale *ls,
+                               vp_error *err) {
+    vp_status s = VP_OK;
+    /* the skip: every value the optimizer carries keeps its old contents unless finite */
+    for (int c = ls->n_opt_carry0; c < t->n_carry && !s; c++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s/unless_overflow", g->values[t->carry[c].to].name);
+        int in[3] = {ls->finite, t->carry[c].to, t->carry[c].from};
+        s = node1(g, "Where", "", name, 3, in, VP_PHASE_OPTIMIZER, &t->carry[c].to, err);
+    }
+    double growth = o && o->growth > 0 ? o->growth : 2.0, backoff = o && o->backoff > 0 ? o->backoff : 0.5;
+    int64_t interval = o && o->interval > 0 ? o->interval : 2000;
+    int one = scalar_i32(g, "loss_scale/one", 1), zero = scalar_i32(g, "loss_scale/zero", 0);
+    int every = scalar_i32(g, "loss_scale/interval", interval);
+    int kg = scalar_f32(g, "loss_scale/growth", growth), kb = scalar_f32(g, "loss_scale/backoff", backoff);
+    if (!s && (one < 0 || zero < 0 || every < 0 || kg < 0 || kb < 0)) s = nomem(err);
+    int next = -1, grow = -1, count_ok = -1, grown = -1, scale_ok = -1, backed = -1;
+    const vp_phase P = VP_PHASE_OPTIMIZER;
+    if (!s) s = node1(g, "Add", "", "loss_scale/next_count", 2, (int[]){ls->count, one}, P, &next, err);
+    if (!s) s = node1(g, "Equal", "", "loss_scale/grow", 2, (int[]){next, every}, P, &grow, err);
+    if (!s) s = node1(g, "Where", "", "loss_scale/count_if_finite", 3, (int[]){grow, zero, next}, P, &count_ok, err);
+    if (!s) s = node1(g, "Where", "", "loss_scale/new_count", 3, (int[]){ls->finite, count_ok, zero}, P, &ls->new_count, err);
+    if (!s) s = node1(g, "Mul", "", "loss_scale/grown", 2, (int[]){ls->scale, kg}, P, &grown, err);
+    if (!s) s = node1(g, "Where", "", "loss_scale/scale_if_finite", 3, (int[]){grow, grown, ls->scale}, P, &scale_ok, err);
+    if (!s) s = node1(g, "Mul", "", "loss_scale/backed_off", 2, (int[]){ls->scale, kb}, P, &backed, err);
+    if (!s) s = node1(g, "Where", "", "loss_scale/new_scale", 3, (int[]){ls->finite, scale_ok, backed}, P, &ls->new_scale, err);
+    if (!s) s = add_carry(t, ls->scale, ls->new_scale, err);
+    if (!s) s = add_carry(t, ls->count, ls->new_count, err);
+    return s;
+}

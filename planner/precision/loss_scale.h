@@ -1,0 +1,47 @@
+/* Dynamic loss scaling for float16 training, as torch.cuda.amp.GradScaler does it.
+ *
+ * In: a training graph being built (vp_training_build calls the three stages: before
+ * autodiff, between autodiff and the optimizer, after the optimizer).  Out: two values
+ * carried across steps, the scale S (float32, starts at init, 65536 by default) and the
+ * count of clean steps C (int32, starts at 0); autodiff differentiates loss * S; the
+ * gradients are checked once, all together (com.microsoft.IsAllFinite), and multiplied
+ * by 1/S before the optimizer reads them; every value the optimizer carries (parameters,
+ * moments, Adam's step) is replaced by Where(finite, updated, old), so a step whose
+ * gradients overflowed leaves them bit-identical; then
+ *   finite, C + 1 == interval:  S' = 2 S, C' = 0
+ *   finite otherwise:           S' = S,   C' = C + 1
+ *   not finite:                 S' = S/2, C' = 0
+ * Keeps true: the loss reported (vp_training.loss) is the unscaled one; S stays a power
+ * of two, so scaling and unscaling are exact; BatchNorm's running statistics, updated by
+ * the forward pass, are not held back (GradScaler skips optimizer.step() only). */
+#ifndef VP_LOSS_SCALE_H
+#define VP_LOSS_SCALE_H
+
+#include "ir/ir.h"
+
+struct vp_training;
+
+typedef struct vp_loss_scale_opts {
+    double init;           /* 0: 65536 (2^16) */
+    double growth, backoff; /* 0: 2 and 0.5 */
+    int64_t interval;      /* clean steps before growing; 0: 2000 */
+} vp_loss_scale_opts;
+
+typedef struct vp_loss_scale {
+    int scale, count;        /* the carried state: S, C */
+    int scaled_loss;         /* loss * S, what autodiff differentiates */
+    int finite;              /* bool scalar: every gradient finite this step */
+    int new_scale, new_count;
+    int n_opt_carry0;        /* carries before the optimizer's */
+} vp_loss_scale;
+
+/* Before autodiff: the state and loss * S. */
+vp_status vp_loss_scale_begin(vp_graph *g, const vp_loss_scale_opts *o, const struct vp_training *t, vp_loss_scale *ls,
+                              vp_error *err);
+/* After autodiff: the check over t->grads and their unscaling (t->grads replaced). */
+vp_status vp_loss_scale_unscale(vp_graph *g, struct vp_training *t, vp_loss_scale *ls, vp_error *err);
+/* After the optimizer: the skip and the scale's update, carried. */
+vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, struct vp_training *t, vp_loss_scale *ls,
+                               vp_error *err);
+
+#endif
