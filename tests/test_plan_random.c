@@ -71,7 +71,7 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
     for (int l = 0; l < depth && np < 60; l++) {
         int a = pool[np - 1 - rnd(r, np < 4 ? np : 4)], b = pool[rnd(r, np)], y = -1;
         int64_t wd[2] = {width, width}, bd[1] = {width};
-        switch (rnd(r, 11)) {
+        switch (rnd(r, 12)) {
         case 0: case 1: {
             int in[2] = {a, add_param(g, r, "w", 2, wd)};
             y = op(g, "MatMul", 2, in, 1, NULL, err);
@@ -138,6 +138,12 @@ static vp_graph *random_graph(vp_rng *r, int *y_out, vp_error *err) {
             if (v >= 0) v = op(g, "Reshape", 2, bk, 1, NULL, err);
             int mm[2] = {a, v};
             y = v >= 0 ? op(g, "MatMul", 2, mm, 1, NULL, err) : -1;
+            break;
+        }
+        case 10: { /* a variadic Sum reading one value twice, once past input 1: in place only
+                    * over inputs 0 and 1, and never over storage a later input reads */
+            int in[3] = {a, b, a};
+            y = op(g, "Sum", 3, in, 1, NULL, err);
             break;
         }
         default: { int in[2] = {a, b}; y = op(g, "Mul", 2, in, 1, NULL, err); break; }

@@ -28,7 +28,9 @@ enum {
     VP_OP_INPLACE = 1u << 2,         /* output 0 may share input 0's or input 1's memory when
                                         they have its size and dtype: the CPU and CUDA kernels
                                         read each element (or each row, channel or fiber whole)
-                                        before they write it */
+                                        of inputs 0 and 1 before they write it; inputs 2 on
+                                        (a variadic Sum's) may be read after, so they never
+                                        share the output's storage */
     VP_OP_VIEW = 1u << 3,            /* output 0 is input 0's bytes under another shape (Reshape,
                                         Identity): the planner may give it the input's storage,
                                         and the kernel then has nothing to do */

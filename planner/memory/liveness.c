@@ -140,12 +140,15 @@ static void share_in_place(vp_plan *p, const vp_training *t, groups *gs) {
             if (gs->pinned[root] || p->buffers[root].last != s) continue;
             if (in->dtype != out->dtype || p->buffers[ib].bytes != p->buffers[ob].bytes) continue;
             /* another input read from the same storage must be read element for element
-             * (its own shape is the output's), or the write would clobber what it reads */
+             * (its own shape is the output's), or the write would clobber what it reads;
+             * and in-place kernels read only inputs 0 and 1 before writing: a variadic
+             * Sum adds input 2 on into the output afterwards, so no later input may
+             * share the storage at all */
             int clash = 0;
             for (int j = 0; j < n->n_inputs && !clash; j++) {
                 int u = n->inputs[j];
                 if (j == k || u < 0 || p->buffer_of[u] < 0 || root_of(p, p->buffer_of[u]) != root) continue;
-                clash = p->buffers[p->buffer_of[u]].bytes != p->buffers[ob].bytes;
+                clash = j >= 2 || p->buffers[p->buffer_of[u]].bytes != p->buffers[ob].bytes;
             }
             if (clash) continue;
             join(p, gs, ob, root);

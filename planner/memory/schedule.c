@@ -9,7 +9,6 @@
  * comparison).  An optimizer node may read another's output (loss scaling's skip reads
  * the update it guards): it is placed no earlier than that node, and after it among
  * those placed at the same step (the builder appends nodes in a valid order). */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,13 +116,17 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
             for (int k = 0; k < nd->n_outputs; k++)
                 if (nd->outputs[k] >= 0) delta += own_bytes(g, nd->outputs[k]);
             for (int k = 0; k < nd->n_inputs; k++) {
-                int v = nd->inputs[k], dup = 0;
+                int v = nd->inputs[k], dup = 0, reads = 1;
                 for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] == v;
-                if (v >= 0 && !dup && left[v] == 1 && !lives_through(g, v)) delta -= own_bytes(g, v);
+                for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] == v;
+                if (v >= 0 && !dup && left[v] == reads && !lives_through(g, v)) delta -= own_bytes(g, v);
             }
             if (best < 0 || delta < best_delta || (delta == best_delta && i < best)) best = i, best_r = r, best_delta = delta;
         }
-        assert(best >= 0 && "the backward segment has a cycle");
+        if (best < 0) { /* a broken graph (stale consumers, a cycle): keep the builder's order */
+            free(deps); free(left); free(done); free(out); free(ready);
+            return VP_ERR_RUNTIME;
+        }
         done[best] = 1;
         ready[best_r] = ready[--n_ready];
         int node = order[lo + best];
@@ -174,6 +177,7 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
     int n_main = 0, n_ups = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         pos[i] = -1;
+        up_after[i] = -1;
         if (g->nodes[i].folded) continue;
         if (g->nodes[i].phase == VP_PHASE_OPTIMIZER) continue;
         pos[i] = n_main;
@@ -185,9 +189,12 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
         vp_phase ph = g->nodes[order[m]].phase;
         if (ph == VP_PHASE_BACKWARD || ph == VP_PHASE_RECOMPUTE) seg = m;
     }
-    if (order_backward(g, order, seg, n_main, pos)) {
+    vp_status os = order_backward(g, order, seg, n_main, pos);
+    if (os) {
         free(pos); free(order); free(ups); free(up_after);
-        return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
+        return os == VP_ERR_NOMEM ? vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling")
+                                  : vp_fail(err, VP_ERR_RUNTIME, "%s: internal: the backward pass has no node ready to run "
+                                            "(a cycle, or consumers not relinked)", g->path ? g->path : "graph");
     }
     for (int m = seg; m < n_main; m++) pos[order[m]] = m;
     for (int i = 0; i < g->n_nodes; i++) {

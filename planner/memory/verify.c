@@ -64,7 +64,9 @@ static vp_status note_write(const vp_plan *p, int st, const vp_node *n, int k, c
         /* an update writes the parameter or state it reads (a carried value) */
         const version *old = written[ib] ? &vers[written[ib] - 1] : NULL;
         int carried = old && old->written < 0 && (g->values[p->buffers[ib].value].flags & (VP_VAL_PARAM | VP_VAL_STATE));
-        int ok = carried || (k == 0 && n->op && (n->op->flags & VP_OP_INPLACE) && p->buffers[ib].bytes == p->buffers[b].bytes);
+        /* in place: only over inputs 0 and 1, which in-place kernels read before writing */
+        int ok = carried || (k == 0 && j < 2 && n->op && (n->op->flags & VP_OP_INPLACE) &&
+                             p->buffers[ib].bytes == p->buffers[b].bytes);
         if (!ok)
             return vp_fail(err, VP_ERR_INVALID, "step %d ('%s', %s) writes '%s' over its input '%s', which the op does not allow",
                            st, n->name, n->op_type, name_of(p, b), name_of(p, ib));

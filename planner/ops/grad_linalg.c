@@ -321,8 +321,12 @@ static int kept_anyway(vp_grad_ctx *c, int x) {
     const vp_graph *g = vp_grad_graph(c);
     int p = g->values[x].producer;
     if (p < 0) return 1; /* an input or initializer lives through the step */
-    const char *op = g->nodes[p].op_type;
-    return !g->nodes[p].domain[0] && (!strcmp(op, "Relu") || !strcmp(op, "Clip") || !strcmp(op, "LeakyRelu"));
+    const vp_node *n = &g->nodes[p];
+    const char *op = n->op_type;
+    int reads_output = !n->domain[0] && (!strcmp(op, "Relu") || !strcmp(op, "Clip") ||
+                                         (!strcmp(op, "LeakyRelu") && vp_attr_float(n, "alpha", 0.01f) >= 0));
+    /* and only where that gradient is built: before a frozen prefix nothing keeps it */
+    return reads_output && vp_grad_needs(c, p, 0);
 }
 
 /* MaxPool: MaxPoolGrad(dY, Indices) scatters dY to the positions the forward chose, or,

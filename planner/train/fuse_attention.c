@@ -323,47 +323,18 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
 
 /* ---- dropping the replaced nodes ---- */
 
-static void free_node(vp_node *n) {
-    free(n->name);
-    free(n->op_type);
-    free(n->domain);
-    free(n->inputs);
-    free(n->outputs);
-    for (int i = 0; i < n->n_attrs; i++) {
-        vp_attr *a = &n->attrs[i];
-        free(a->name);
-        free(a->s);
-        free(a->floats);
-        free(a->ints);
-        for (int j = 0; a->strings && j < a->n; j++) free(a->strings[j]);
-        free(a->strings);
-        if (a->t) free(a->t->data);
-        free(a->t);
-    }
-    free(n->attrs);
-}
-
-/* Each original node in order, its inserted nodes in its place, the dead at the end;
- * then the dead go. */
+/* Each original node in order with its inserted nodes in its place; the dead go. */
 static vp_status compact(fuser *fz, vp_error *err) {
     vp_graph *g = fz->g;
-    int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order), n = 0, n_dead = 0;
+    int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order), n = 0;
     if (!order) return nomem(err);
     for (int i = 0; i < fz->n_orig_nodes; i++) {
         for (int j = 0; fz->insert_at[i] >= 0 && j < fz->n_insert[i]; j++) order[n++] = fz->inserted[fz->insert_at[i] + j];
         if (!fz->dead[i]) order[n++] = i;
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        if (fz->dead[i]) {
-            order[n++] = i;
-            n_dead++;
-        }
-    vp_status s = vp_graph_reorder(g, order, err);
+    vp_status s = vp_graph_keep_nodes(g, order, n, err);
     free(order);
-    if (s) return s;
-    for (int i = g->n_nodes - n_dead; i < g->n_nodes; i++) free_node(&g->nodes[i]);
-    g->n_nodes -= n_dead;
-    return vp_graph_link(g, err);
+    return s;
 }
 
 /* ---- the pass ---- */

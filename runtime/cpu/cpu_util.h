@@ -84,6 +84,17 @@ static inline double vp_load(const void *data, vp_dtype t, int64_t i) {
 }
 
 /* Integers are saturated so a float-to-int conversion never hits undefined behaviour. */
+/* float32 or float64 only, for kernels that widen narrower types before they run
+ * (vp_lin_run_widened): no switch over every dtype in the inner loops. */
+static inline double vp_load_wide(const void *p, vp_dtype t, int64_t i) {
+    return t == VP_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static inline void vp_store_wide(void *p, vp_dtype t, int64_t i, double v) {
+    if (t == VP_F32) ((float *)p)[i] = (float)v;
+    else ((double *)p)[i] = v;
+}
+
 static inline int64_t vp_sat_i64(double v, double lo, double hi) {
     if (v != v) return 0;
     if (v <= lo) return (int64_t)lo;

@@ -32,15 +32,6 @@ typedef struct geom {
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
 } geom;
 
-static inline double ld(const void *p, vp_dtype t, int64_t i) {
-    return t == VP_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
-static inline void st(void *p, vp_dtype t, int64_t i, double v) {
-    if (t == VP_F32) ((float *)p)[i] = (float)v;
-    else ((double *)p)[i] = v;
-}
-
 static const void *at(const void *base, const geom *g, int64_t elems) {
     return (const char *)base + (size_t)elems * g->es;
 }
@@ -82,22 +73,22 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
         int64_t row = ii * g->T, moff = b * g->mstr[0] + h * g->mstr[1] + i * g->mstr[2];
         double m = -INFINITY;
         for (int64_t j = 0; j < seen; j++) {
-            double a = ld(sc, g->dt, row + j);
-            if (g->mask) a += ld(g->mask, g->dt, moff + j * g->mstr[3]);
-            st(sc, g->dt, row + j, a);
+            double a = vp_load_wide(sc, g->dt, row + j);
+            if (g->mask) a += vp_load_wide(g->mask, g->dt, moff + j * g->mstr[3]);
+            vp_store_wide(sc, g->dt, row + j, a);
             if (a > m) m = a;
         }
         double lse;
         if (lse_in) {
-            lse = ld(lse_in, lt, i);
+            lse = vp_load_wide(lse_in, lt, i);
         } else {
             double sum = 0;
-            for (int64_t j = 0; j < seen; j++) sum += exp(ld(sc, g->dt, row + j) - m);
+            for (int64_t j = 0; j < seen; j++) sum += exp(vp_load_wide(sc, g->dt, row + j) - m);
             lse = m + log(sum); /* -inf for a row masked everywhere, NaN below: as Softmax */
-            st(lse_out, lt, i, lse);
+            vp_store_wide(lse_out, lt, i, lse);
         }
-        for (int64_t j = 0; j < seen; j++) st(sc, g->dt, row + j, exp(ld(sc, g->dt, row + j) - lse));
-        for (int64_t j = seen; j < cols; j++) st(sc, g->dt, row + j, 0.0);
+        for (int64_t j = 0; j < seen; j++) vp_store_wide(sc, g->dt, row + j, exp(vp_load_wide(sc, g->dt, row + j) - lse));
+        for (int64_t j = seen; j < cols; j++) vp_store_wide(sc, g->dt, row + j, 0.0);
     }
     return VP_OK;
 }
@@ -161,10 +152,10 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
                 for (int64_t ii = 0; ii < r && !s; ii++) {
                     double d = 0;
                     for (int64_t c = 0; c < g.Dv; c++)
-                        d += ld(dy->data, g.dt, yo + ii * g.Dv + c) * ld(y->data, g.dt, yo + ii * g.Dv + c);
+                        d += vp_load_wide(dy->data, g.dt, yo + ii * g.Dv + c) * vp_load_wide(y->data, g.dt, yo + ii * g.Dv + c);
                     for (int64_t j = 0; j < cols; j++) {
                         int64_t e = ii * g.T + j;
-                        st(ds, g.dt, e, ld(p, g.dt, e) * (ld(ds, g.dt, e) - d));
+                        vp_store_wide(ds, g.dt, e, vp_load_wide(p, g.dt, e) * (vp_load_wide(ds, g.dt, e) - d));
                     }
                 }
                 if (!s && dq)

@@ -40,25 +40,25 @@ vp_status vp_cpu_lstm(const vp_node *n, const vp_tensor *const *in, vp_tensor *c
                 if (t < 0) continue;
                 for (int64_t j = 0; j < H; j++) {
                     int64_t o = b * GH + j;
-                    double ai = ld(a, dt, o) + bias(bt, &g, d, j, 4), ao = ld(a, dt, o + H) + bias(bt, &g, d, H + j, 4),
-                           af = ld(a, dt, o + 2 * H) + bias(bt, &g, d, 2 * H + j, 4),
-                           ac = ld(a, dt, o + 3 * H) + bias(bt, &g, d, 3 * H + j, 4);
-                    double cp = ld(c, dt, b * H + j);
+                    double ai = vp_load_wide(a, dt, o) + bias(bt, &g, d, j, 4), ao = vp_load_wide(a, dt, o + H) + bias(bt, &g, d, H + j, 4),
+                           af = vp_load_wide(a, dt, o + 2 * H) + bias(bt, &g, d, 2 * H + j, 4),
+                           ac = vp_load_wide(a, dt, o + 3 * H) + bias(bt, &g, d, 3 * H + j, 4);
+                    double cp = vp_load_wide(c, dt, b * H + j);
                     if (p) {
-                        ai += ld(p->data, dt, d * 3 * H + j) * cp;
-                        af += ld(p->data, dt, d * 3 * H + 2 * H + j) * cp;
+                        ai += vp_load_wide(p->data, dt, d * 3 * H + j) * cp;
+                        af += vp_load_wide(p->data, dt, d * 3 * H + 2 * H + j) * cp;
                     }
                     double i = sigm(ai), f = sigm(af), cc = tanh(ac), cn = f * cp + i * cc;
-                    if (p) ao += ld(p->data, dt, d * 3 * H + H + j) * cn;
+                    if (p) ao += vp_load_wide(p->data, dt, d * 3 * H + H + j) * cn;
                     double og = sigm(ao), hn = og * tanh(cn);
-                    st(c, dt, b * H + j, cn);
-                    st(h, dt, b * H + j, hn);
-                    if (y) st(y->data, dt, y_at(&g, t, d, b) + j, hn);
-                    if (cs) st(cs->data, dt, sv_at(&g, st_, d, b, H) + j, cn);
+                    vp_store_wide(c, dt, b * H + j, cn);
+                    vp_store_wide(h, dt, b * H + j, hn);
+                    if (y) vp_store_wide(y->data, dt, y_at(&g, t, d, b) + j, hn);
+                    if (cs) vp_store_wide(cs->data, dt, sv_at(&g, st_, d, b, H) + j, cn);
                     if (gs) {
                         int64_t q = sv_at(&g, st_, d, b, GH) + j;
-                        st(gs->data, dt, q, i), st(gs->data, dt, q + H, og);
-                        st(gs->data, dt, q + 2 * H, f), st(gs->data, dt, q + 3 * H, cc);
+                        vp_store_wide(gs->data, dt, q, i), vp_store_wide(gs->data, dt, q + H, og);
+                        vp_store_wide(gs->data, dt, q + 2 * H, f), vp_store_wide(gs->data, dt, q + 3 * H, cc);
                     }
                 }
             }
@@ -106,21 +106,21 @@ vp_status vp_cpu_lstm_grad(const vp_node *n, const vp_tensor *const *in, vp_tens
                 }
                 for (int64_t j = 0; j < H; j++) {
                     int64_t q = sv_at(&g, st_, d, b, GH) + j, o = b * GH + j;
-                    double i = ld(gs->data, dt, q), og = ld(gs->data, dt, q + H), f = ld(gs->data, dt, q + 2 * H),
-                           cc = ld(gs->data, dt, q + 3 * H);
-                    double cn = ld(cs->data, dt, sv_at(&g, st_, d, b, H) + j);
-                    double cp = st_ ? ld(cs->data, dt, sv_at(&g, st_ - 1, d, b, H) + j)
-                                    : c0 ? ld(c0->data, dt, h_at(&g, d, b) + j) : 0.0;
-                    double dhv = ld(dh, dt, b * H + j) + (dy ? ld(dy->data, dt, y_at(&g, t, d, b) + j) : 0.0);
-                    double tc = tanh(cn), dcv = ld(dc, dt, b * H + j) + dhv * og * (1 - tc * tc);
+                    double i = vp_load_wide(gs->data, dt, q), og = vp_load_wide(gs->data, dt, q + H), f = vp_load_wide(gs->data, dt, q + 2 * H),
+                           cc = vp_load_wide(gs->data, dt, q + 3 * H);
+                    double cn = vp_load_wide(cs->data, dt, sv_at(&g, st_, d, b, H) + j);
+                    double cp = st_ ? vp_load_wide(cs->data, dt, sv_at(&g, st_ - 1, d, b, H) + j)
+                                    : c0 ? vp_load_wide(c0->data, dt, h_at(&g, d, b) + j) : 0.0;
+                    double dhv = vp_load_wide(dh, dt, b * H + j) + (dy ? vp_load_wide(dy->data, dt, y_at(&g, t, d, b) + j) : 0.0);
+                    double tc = tanh(cn), dcv = vp_load_wide(dc, dt, b * H + j) + dhv * og * (1 - tc * tc);
                     double a_i = dcv * cc * i * (1 - i), a_o = dhv * tc * og * (1 - og), a_f = dcv * cp * f * (1 - f),
                            a_c = dcv * i * (1 - cc * cc);
-                    st(da, dt, o, a_i), st(da, dt, o + H, a_o), st(da, dt, o + 2 * H, a_f), st(da, dt, o + 3 * H, a_c);
-                    st(dc, dt, b * H + j, dcv * f);
+                    vp_store_wide(da, dt, o, a_i), vp_store_wide(da, dt, o + H, a_o), vp_store_wide(da, dt, o + 2 * H, a_f), vp_store_wide(da, dt, o + 3 * H, a_c);
+                    vp_store_wide(dc, dt, b * H + j, dcv * f);
                 }
             }
             for (int64_t b = 0; b < N; b++) /* column sums in row order: fixed */
-                for (int64_t k = 0; k < GH; k++) acc[k] += ld(da, dt, b * GH + k);
+                for (int64_t k = 0; k < GH; k++) acc[k] += vp_load_wide(da, dt, b * GH + k);
             s = step_dx_dw(n, &g, d, st_, da, GH, wd, xs, dx, dw, dxs, err);
             if (!s && dr)
                 s = vp_lin_gemm(n, dt, 1, 0, GH, H, N, 1.0, da, GH, hp, H, 1.0, el(dr->data, &g, d * GH * H), H, err);

@@ -31,8 +31,8 @@ vp_status vp_cpu_gru(const vp_node *n, const vp_tensor *const *in, vp_tensor *co
             if (!s && !g.lbr) { /* the h~ gate reads (r * H_prev) R_h */
                 for (int64_t b = 0; b < N; b++)
                     for (int64_t j = 0; j < H; j++) {
-                        double rg = sigm(ld(ax, dt, b * GH + H + j) + ld(ah, dt, b * GH + H + j) + bias(bt, &g, d, H + j, 3));
-                        st(rh, dt, b * H + j, rg * ld(h, dt, b * H + j));
+                        double rg = sigm(vp_load_wide(ax, dt, b * GH + H + j) + vp_load_wide(ah, dt, b * GH + H + j) + bias(bt, &g, d, H + j, 3));
+                        vp_store_wide(rh, dt, b * H + j, rg * vp_load_wide(h, dt, b * H + j));
                     }
                 s = vp_lin_gemm(n, dt, 0, 1, N, H, H, 1.0, rh, H, el(rd, &g, 2 * H * H), H, 0.0, el(ah, &g, 2 * H), GH, err);
             }
@@ -41,19 +41,19 @@ vp_status vp_cpu_gru(const vp_node *n, const vp_tensor *const *in, vp_tensor *co
                 if (t < 0) continue;
                 for (int64_t j = 0; j < H; j++) {
                     int64_t o = b * GH + j;
-                    double z = sigm(ld(ax, dt, o) + ld(ah, dt, o) + bias(bt, &g, d, j, 3));
-                    double rg = sigm(ld(ax, dt, o + H) + ld(ah, dt, o + H) + bias(bt, &g, d, H + j, 3));
-                    double wbh = bt ? ld(bt->data, dt, d * 2 * GH + 2 * H + j) : 0.0;
-                    double rbh = bt ? ld(bt->data, dt, d * 2 * GH + GH + 2 * H + j) : 0.0;
-                    double rhh = ld(ah, dt, o + 2 * H) + rbh;
-                    double hh = tanh(ld(ax, dt, o + 2 * H) + wbh + (g.lbr ? rg * rhh : rhh));
-                    double hp = ld(h, dt, b * H + j), hn = (1 - z) * hh + z * hp;
-                    st(h, dt, b * H + j, hn);
-                    if (y) st(y->data, dt, y_at(&g, t, d, b) + j, hn);
+                    double z = sigm(vp_load_wide(ax, dt, o) + vp_load_wide(ah, dt, o) + bias(bt, &g, d, j, 3));
+                    double rg = sigm(vp_load_wide(ax, dt, o + H) + vp_load_wide(ah, dt, o + H) + bias(bt, &g, d, H + j, 3));
+                    double wbh = bt ? vp_load_wide(bt->data, dt, d * 2 * GH + 2 * H + j) : 0.0;
+                    double rbh = bt ? vp_load_wide(bt->data, dt, d * 2 * GH + GH + 2 * H + j) : 0.0;
+                    double rhh = vp_load_wide(ah, dt, o + 2 * H) + rbh;
+                    double hh = tanh(vp_load_wide(ax, dt, o + 2 * H) + wbh + (g.lbr ? rg * rhh : rhh));
+                    double hp = vp_load_wide(h, dt, b * H + j), hn = (1 - z) * hh + z * hp;
+                    vp_store_wide(h, dt, b * H + j, hn);
+                    if (y) vp_store_wide(y->data, dt, y_at(&g, t, d, b) + j, hn);
                     if (gs) {
                         int64_t q = sv_at(&g, st_, d, b, W) + j;
-                        st(gs->data, dt, q, z), st(gs->data, dt, q + H, rg), st(gs->data, dt, q + 2 * H, hh);
-                        if (g.lbr) st(gs->data, dt, q + 3 * H, rhh);
+                        vp_store_wide(gs->data, dt, q, z), vp_store_wide(gs->data, dt, q + H, rg), vp_store_wide(gs->data, dt, q + 2 * H, hh);
+                        if (g.lbr) vp_store_wide(gs->data, dt, q + 3 * H, rhh);
                     }
                 }
             }
@@ -98,18 +98,18 @@ vp_status vp_cpu_gru_grad(const vp_node *n, const vp_tensor *const *in, vp_tenso
                 if (t < 0) continue;
                 for (int64_t j = 0; j < H; j++) {
                     int64_t q = sv_at(&g, st_, d, b, W) + j, o = b * GH + j;
-                    double z = ld(gs->data, dt, q), rg = ld(gs->data, dt, q + H), hh = ld(gs->data, dt, q + 2 * H);
-                    double hpv = ld(hp, dt, b * H + j);
-                    double dhv = ld(dh, dt, b * H + j) + (dy ? ld(dy->data, dt, y_at(&g, t, d, b) + j) : 0.0);
+                    double z = vp_load_wide(gs->data, dt, q), rg = vp_load_wide(gs->data, dt, q + H), hh = vp_load_wide(gs->data, dt, q + 2 * H);
+                    double hpv = vp_load_wide(hp, dt, b * H + j);
+                    double dhv = vp_load_wide(dh, dt, b * H + j) + (dy ? vp_load_wide(dy->data, dt, y_at(&g, t, d, b) + j) : 0.0);
                     double a_h = dhv * (1 - z) * (1 - hh * hh), a_z = dhv * (hpv - hh) * z * (1 - z);
-                    st(dax, dt, o, a_z), st(dax, dt, o + 2 * H, a_h), st(dah, dt, o, a_z);
-                    st(dhd, dt, b * H + j, dhv * z);
+                    vp_store_wide(dax, dt, o, a_z), vp_store_wide(dax, dt, o + 2 * H, a_h), vp_store_wide(dah, dt, o, a_z);
+                    vp_store_wide(dhd, dt, b * H + j, dhv * z);
                     if (g.lbr) {
-                        double rhh = ld(gs->data, dt, q + 3 * H), a_r = a_h * rhh * rg * (1 - rg);
-                        st(dax, dt, o + H, a_r), st(dah, dt, o + H, a_r), st(dah, dt, o + 2 * H, a_h * rg);
+                        double rhh = vp_load_wide(gs->data, dt, q + 3 * H), a_r = a_h * rhh * rg * (1 - rg);
+                        vp_store_wide(dax, dt, o + H, a_r), vp_store_wide(dah, dt, o + H, a_r), vp_store_wide(dah, dt, o + 2 * H, a_h * rg);
                     } else {
-                        st(rhp, dt, b * H + j, rg * hpv);
-                        st(dah, dt, o + 2 * H, a_h);
+                        vp_store_wide(rhp, dt, b * H + j, rg * hpv);
+                        vp_store_wide(dah, dt, o + 2 * H, a_h);
                     }
                 }
             }
@@ -119,17 +119,17 @@ vp_status vp_cpu_gru_grad(const vp_node *n, const vp_tensor *const *in, vp_tenso
                     if (time_of(&g, d, st_, b) < 0) continue;
                     for (int64_t j = 0; j < H; j++) {
                         int64_t q = sv_at(&g, st_, d, b, W) + j, o = b * GH + j;
-                        double rg = ld(gs->data, dt, q + H), g_ = ld(drhp, dt, b * H + j);
-                        double a_r = g_ * ld(hp, dt, b * H + j) * rg * (1 - rg);
-                        st(dax, dt, o + H, a_r), st(dah, dt, o + H, a_r);
-                        st(dhd, dt, b * H + j, ld(dhd, dt, b * H + j) + g_ * rg);
+                        double rg = vp_load_wide(gs->data, dt, q + H), g_ = vp_load_wide(drhp, dt, b * H + j);
+                        double a_r = g_ * vp_load_wide(hp, dt, b * H + j) * rg * (1 - rg);
+                        vp_store_wide(dax, dt, o + H, a_r), vp_store_wide(dah, dt, o + H, a_r);
+                        vp_store_wide(dhd, dt, b * H + j, vp_load_wide(dhd, dt, b * H + j) + g_ * rg);
                     }
                 }
             }
             for (int64_t b = 0; b < N; b++)
                 for (int64_t k = 0; k < GH; k++) {
-                    acc_w[k] += ld(dax, dt, b * GH + k);
-                    acc_r[k] += ld(dah, dt, b * GH + k);
+                    acc_w[k] += vp_load_wide(dax, dt, b * GH + k);
+                    acc_r[k] += vp_load_wide(dah, dt, b * GH + k);
                 }
             if (!s) s = step_dx_dw(n, &g, d, st_, dax, GH, wd, xs, dx, dw, dxs, err);
             void *drd = dr ? el(dr->data, &g, d * GH * H) : NULL;
@@ -141,7 +141,7 @@ vp_status vp_cpu_gru_grad(const vp_node *n, const vp_tensor *const *in, vp_tenso
             for (int64_t b = 0; b < N && !s; b++)
                 if (time_of(&g, d, st_, b) >= 0)
                     for (int64_t j = 0; j < H; j++)
-                        st(dh, dt, b * H + j, ld(dhn, dt, b * H + j) + ld(dhd, dt, b * H + j));
+                        vp_store_wide(dh, dt, b * H + j, vp_load_wide(dhn, dt, b * H + j) + vp_load_wide(dhd, dt, b * H + j));
         }
         store_bias_grad(&g, db, d, acc_w, acc_r, GH);
         for (int64_t b = 0; b < N && dh0; b++) row_copy(&g, el(dh0->data, &g, h_at(&g, d, b)), el(dh, &g, b * H), H);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_recurrent.h"
 
@@ -19,15 +20,6 @@ typedef struct rnn {
     int layout, lbr, reverse[2];
     const int32_t *len; /* NULL: every row runs S steps */
 } rnn;
-
-static inline double ld(const void *p, vp_dtype t, int64_t i) {
-    return t == VP_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
-}
-
-static inline void st(void *p, vp_dtype t, int64_t i, double v) {
-    if (t == VP_F32) ((float *)p)[i] = (float)v;
-    else ((double *)p)[i] = v;
-}
 
 static inline double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -118,7 +110,7 @@ static inline int64_t gather_x(const rnn *g, const vp_tensor *x, int d, int64_t 
 static inline double bias(const vp_tensor *b, const rnn *g, int d, int64_t k, int64_t G) {
     if (!b) return 0;
     int64_t o = d * 2 * G * g->H;
-    return ld(b->data, g->dt, o + k) + ld(b->data, g->dt, o + G * g->H + k);
+    return vp_load_wide(b->data, g->dt, o + k) + vp_load_wide(b->data, g->dt, o + G * g->H + k);
 }
 
 /* Rows of H_prev at step s: the previous step's Y, or the initial state (NULL: 0). */
@@ -143,7 +135,7 @@ static inline vp_status step_dx_dw(const vp_node *n, const rnn *g, int d, int64_
             if (t < 0) continue;
             for (int64_t j = 0; j < g->I; j++) {
                 int64_t q = x_at(g, t, b) + j;
-                st(dx->data, g->dt, q, ld(dx->data, g->dt, q) + ld(dxs, g->dt, b * g->I + j));
+                vp_store_wide(dx->data, g->dt, q, vp_load_wide(dx->data, g->dt, q) + vp_load_wide(dxs, g->dt, b * g->I + j));
             }
         }
     }
@@ -156,8 +148,8 @@ static inline vp_status step_dx_dw(const vp_node *n, const rnn *g, int d, int64_
 static inline void store_bias_grad(const rnn *g, vp_tensor *db, int d, const double *acc_w, const double *acc_r, int64_t GH) {
     if (!db) return;
     for (int64_t k = 0; k < GH; k++) {
-        st(db->data, g->dt, d * 2 * GH + k, acc_w[k]);
-        st(db->data, g->dt, d * 2 * GH + GH + k, acc_r[k]);
+        vp_store_wide(db->data, g->dt, d * 2 * GH + k, acc_w[k]);
+        vp_store_wide(db->data, g->dt, d * 2 * GH + GH + k, acc_r[k]);
     }
 }
 

@@ -175,6 +175,7 @@ vp_status vp_resize_resolve(const vp_node *n, const vp_tensor *const *in, int n_
             p->out[a] = (int64_t)nearbyint(common * (double)p->in[a]);
         }
     } else if (is_grad) {
+        if (dy->rank != x->rank) return vp_node_fail(err, VP_ERR_INVALID, n, "dY and X have different ranks");
         for (int a = 0; a < x->rank; a++) p->scale[a] = p->in[a] ? (double)dy->dims[a] / (double)p->in[a] : 1;
     } else {
         return vp_node_fail(err, VP_ERR_INVALID, n, "needs scales or sizes");
@@ -188,6 +189,11 @@ vp_status vp_resize_resolve(const vp_node *n, const vp_tensor *const *in, int n_
             p->out[a] = dy->dims[a];
         }
     }
+    /* nothing to sample from: an empty input axis can only give an empty output axis */
+    for (int a = 0; a < x->rank; a++)
+        if (p->in[a] == 0 && p->out[a] > 0)
+            return vp_node_fail(err, VP_ERR_INVALID, n, "axis %d of X is empty but the output has %lld elements there", a,
+                                (long long)p->out[a]);
     for (int a = 0; a < x->rank; a++)
         if (n_sc < 0 || p->length[a] == 0) p->length[a] = (double)p->out[a];
     if (p->coord == VP_COORD_TF_CROP_AND_RESIZE) {
@@ -359,7 +365,6 @@ static void forward_copy(int64_t e, const visit *v, void *c_) {
     else memcpy(dst, (const char *)c->x->data + (size_t)v->base * c->esize, c->esize);
 }
 
-static int is_float(vp_dtype t) { return t == VP_F32 || t == VP_F64 || t == VP_F16 || t == VP_BF16; }
 
 static vp_status run_plan(const vp_node *n, const vp_resize_plan *p, visit_fn fn, void *ctx, vp_error *err) {
     tap *taps[VP_MAX_RANK];
@@ -375,9 +380,9 @@ vp_status vp_cpu_resize(const vp_node *n, const vp_tensor *const *in, vp_tensor 
     vp_status s = vp_resize_resolve(n, in, n->n_inputs, &p, err);
     if (s) return s;
     fwd_ctx c = {in[0], out[0], p.extrapolation, vp_dtype_size(in[0]->dtype)};
-    if (p.mode == VP_RESIZE_LINEAR && !is_float(in[0]->dtype))
+    if (p.mode == VP_RESIZE_LINEAR && !vp_dtype_is_float(in[0]->dtype))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "linear resize of %s is not supported", vp_dtype_name(in[0]->dtype));
-    return run_plan(n, &p, is_float(in[0]->dtype) ? forward_float : forward_copy, &c, err);
+    return run_plan(n, &p, vp_dtype_is_float(in[0]->dtype) ? forward_float : forward_copy, &c, err);
 }
 
 typedef struct adj_ctx {
