@@ -10,7 +10,7 @@
  *   models/  the training step of every model in models/ (forward, loss, backward,
  *            optimizer): every value any node computes compared, then the five-step
  *            loss curves against the PyTorch fixtures, as test_training does on the CPU.
- * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-3 with
+ * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-2 with
  * TF32, 1e-10 for float64, exact for integers and bools; model values 1e-4 of the
  * value's own scale (long chains; Adam's updates 2 lr), losses 1e-4 from torch.
  *
@@ -467,7 +467,7 @@ static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf3
             if (cuda_tf32 && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
                 char name[96];
                 snprintf(name, sizeof name, "%s_tf32", oc->name);
-                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-3);
+                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-2);
             }
         }
         graph_case_free(&c);
