@@ -91,9 +91,7 @@ asm(".text\n"
     ".type vp_emu_switch,@function\n"
     "vp_emu_switch:\n"
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
     "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
-    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n"
     ".size vp_emu_switch, .-vp_emu_switch\n");
@@ -201,13 +199,13 @@ void resume(int t) {
             return;
         }
 #ifdef VP_EMU_ASM_SWITCH
-        /* what vp_emu_switch pops: the control words, six registers, fiber_main as the
-         * return address, then a null return address for fiber_main itself */
+        /* what vp_emu_switch pops: six registers, fiber_main as the return address,
+         * then a null return address for fiber_main itself (the floating-point control
+         * words are the same in every fiber: nothing changes them) */
         uint64_t *sp = (uint64_t *)(f.stack + STACK_BYTES);
         *--sp = 0;
         *--sp = (uint64_t)(uintptr_t)&fiber_main;
         for (int r = 0; r < 6; r++) *--sp = 0;
-        *--sp = 0x1f80ull | (0x037full << 32); /* MXCSR, then the x87 control word */
         f.sp = sp;
 #else
         getcontext(&f.ctx);
