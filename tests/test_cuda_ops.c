@@ -17,9 +17,13 @@
  * A case whose op the CUDA backend refuses with VP_ERR_UNSUPPORTED (a dtype or
  * variant without a kernel) is skipped, not failed, and named.
  *
- * Without a device (or without CUDA in the build) it checks only that every op of the
- * models' training steps has a CUDA kernel, prints "SKIP: no CUDA device (...)" and
- * "0 passed, 0 failed, N skipped", and exits 0.
+ * Where no GPU is, the build links the backend's host emulation (runtime/cuda/emu:
+ * the same kernels and C files on fibers and host memory, VP_CUDA_EMU), so every case
+ * runs in CI; the emulation runs threads in a permuted order, which turns a missing
+ * __syncthreads into a wrong value here.  VP_CUDA_EMU_STATS=1 lists the kernels
+ * launched.  Built with neither (or with CUDA and no device) it checks only that every
+ * op of the models' training steps has a CUDA kernel, prints "SKIP: no CUDA device
+ * (...)" and "0 passed, 0 failed, N skipped", and exits 0.
  *
  * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR) */
 #include <dirent.h>
@@ -84,6 +88,9 @@ static const op_case cases[] = {
     {"equal_i64", "Equal", "", 17, {"i64:3,4:3", "i64:4:3"}, 1, ""},
     {"less", "Less", "", 17, {"f32:3,4", "f32:3,4"}, 1, ""},
     {"where", "Where", "", 17, {"bool:2,3,4", "f32:3,4", "f32:2,1,4"}, 1, ""},
+    {"and_bcast", "And", "", 17, {"bool:2,3,4", "bool:3,1"}, 1, ""},
+    {"xor", "Xor", "", 17, {"bool:5,7", "bool:5,7"}, 1, ""},
+    {"not", "Not", "", 17, {"bool:5,7"}, 1, ""},
     {"max3", "Max", "", 17, {"f32:3,4", "f32:4", "f32:3,1"}, 1, ""},
     {"sum3", "Sum", "", 17, {"f32:3,4", "f32:3,4", "f32:3,4"}, 1, ""},
     {"clip", "Clip", "", 17, {"f32:50", "c32f:-0.5", "c32f:0.25"}, 1, ""},

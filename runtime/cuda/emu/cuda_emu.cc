@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <map>
+#include <string>
 #include <stdio.h>
 #include <stdlib.h>
 #include <vector>
@@ -315,6 +316,13 @@ void run_block(int threads) {
 
 std::vector<unsigned char> dyn_shared;
 
+/* VP_CUDA_EMU_STATS=1: launches per kernel, printed at exit (which kernels a test reached) */
+std::map<std::string, long long> kernel_launches;
+
+void print_stats() {
+    for (auto &k : kernel_launches) fprintf(stderr, "cuda emulation: %8lld launches of %s\n", k.second, k.first.c_str());
+}
+
 } // namespace
 
 /* ---- the device side ---- */
@@ -352,8 +360,11 @@ void run(const char *name, const config &c, void (*body)(void *), void *arg) {
     if (!init) {
         const char *o = getenv("VP_CUDA_EMU_ORDER");
         order_forward = o && !strcmp(o, "forward");
+        const char *st = getenv("VP_CUDA_EMU_STATS");
+        if (st && *st && strcmp(st, "0")) atexit(print_stats);
         init = true;
     }
+    kernel_launches[name]++;
     uint64_t threads = (uint64_t)c.block.x * c.block.y * c.block.z;
     uint64_t blocks = (uint64_t)c.grid.x * c.grid.y * c.grid.z;
     if (!threads || !blocks || threads > 1024 || c.block.z > 64 || c.grid.y > 65535 || c.grid.z > 65535 ||
