@@ -15,18 +15,23 @@ if(VP_CUDA_EMU)
   file(GLOB VP_EMU_CU CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/cuda/*.cu)
   file(GLOB VP_EMU_C CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/cuda/*.c)
   file(GLOB VP_EMU_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/cuda/*.h ${CMAKE_SOURCE_DIR}/runtime/cuda/*.cuh)
-  set(VP_EMU_GEN)
-  foreach(cu ${VP_EMU_CU})
-    get_filename_component(base ${cu} NAME_WE)
-    set(cc ${CMAKE_BINARY_DIR}/cuda_emu/${base}.cc)
-    add_custom_command(OUTPUT ${cc}
-      COMMAND ${CMAKE_COMMAND} -DIN=${cu} -DOUT=${cc} -P ${VP_EMU_DIR}/rewrite.cmake
-      DEPENDS ${cu} ${VP_EMU_DIR}/rewrite.cmake
-      COMMENT "Rewriting ${base}.cu for the CUDA emulation")
-    list(APPEND VP_EMU_GEN ${cc})
-  endforeach()
+  # .cu files -> C++ in the build tree; the list of them in out_var
+  function(vp_cuda_emu_rewrite out_var)
+    set(gen)
+    foreach(cu ${ARGN})
+      get_filename_component(base ${cu} NAME_WE)
+      set(cc ${CMAKE_BINARY_DIR}/cuda_emu/${base}.cc)
+      add_custom_command(OUTPUT ${cc}
+        COMMAND ${CMAKE_COMMAND} -DIN=${cu} -DOUT=${cc} -P ${VP_EMU_DIR}/rewrite.cmake
+        DEPENDS ${cu} ${VP_EMU_DIR}/rewrite.cmake
+        COMMENT "Rewriting ${base}.cu for the CUDA emulation")
+      list(APPEND gen ${cc})
+    endforeach()
+    set_source_files_properties(${gen} PROPERTIES OBJECT_DEPENDS "${VP_EMU_HEADERS};${VP_EMU_DIR}/cuda_emu.h")
+    set(${out_var} ${gen} PARENT_SCOPE)
+  endfunction()
+  vp_cuda_emu_rewrite(VP_EMU_GEN ${VP_EMU_CU})
   add_library(vplan_cuda_emu STATIC ${VP_EMU_C} ${VP_EMU_GEN} ${VP_EMU_DIR}/cuda_emu.cc)
-  set_source_files_properties(${VP_EMU_GEN} PROPERTIES OBJECT_DEPENDS "${VP_EMU_HEADERS};${VP_EMU_DIR}/cuda_emu.h")
   set_target_properties(vplan_cuda_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   target_include_directories(vplan_cuda_emu BEFORE PRIVATE ${VP_EMU_DIR}/include ${VP_EMU_DIR})
   target_include_directories(vplan_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/runtime/cuda)
