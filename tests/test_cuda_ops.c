@@ -25,7 +25,10 @@
  * op of the models' training steps has a CUDA kernel, prints "SKIP: no CUDA device
  * (...)" and "0 passed, 0 failed, N skipped", and exits 0.
  *
- * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR) */
+ * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR)
+ * VP_CUDA_QUICK=1 (the sanitizer build, where the emulation runs at -O0): the loss
+ * curves of the smallest model only; every model's step is still compared value by
+ * value, so every kernel the models use still runs. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -764,6 +767,8 @@ static int collect_model_ops(char names[][64], int max_models, char ops[][96], i
 
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
+    const char *q = getenv("VP_CUDA_QUICK");
+    int quick = q && *q && strcmp(q, "0");
     char names[32][64], ops[256][96];
     int n_ops = 0, n_models = collect_model_ops(names, 32, ops, 256, &n_ops);
     char **train_names;
@@ -808,7 +813,8 @@ int main(int argc, char **argv) {
             snprintf(label, sizeof label, "%.60s_%.60s", names[i], fixtures[f]);
             if (!selected(label)) continue;
             check_model_values(names[i], fixtures[f], cpu, cuda);
-            check_model_curve(names[i], fixtures[f], cuda);
+            if (!quick || !strcmp(names[i], "mlp")) check_model_curve(names[i], fixtures[f], cuda);
+            else report("models", label, -1, "loss curve left out (VP_CUDA_QUICK)");
         }
     }
     vp_backend_free(tf32);
@@ -819,6 +825,7 @@ int main(int argc, char **argv) {
 #else
     (void)ops;
     (void)n_ops;
+    (void)quick;
     printf("SKIP: no CUDA device (built without CUDA)\n");
     printf("0 passed, 0 failed, %d skipped\n", total);
     return 0;
