@@ -1,13 +1,14 @@
-/* A host emulation of the parts of CUDA and cuBLAS the backend uses, so the CUDA
- * backend's own sources (the C files of runtime/cuda and the kernels in its .cu files) run and are tested
- * where no GPU is.
+/* A host emulation of the parts of CUDA and cuBLAS the backend uses, so that the CUDA
+ * backend's own sources (the C files of runtime/cuda and the kernels of its .cu files)
+ * run, and are tested, where no GPU is.
  *
  * In:  the .cu files compiled by g++ as C++ (after emu/rewrite.cmake turns each
  *      `k<<<grid, block, shmem, stream>>>(args)` into a call of vp_emu::launch), and the
  *      backend's C files compiled against this header through the shims in emu/include
  *      (cuda_runtime_api.h, cublas_v2.h, cuda_fp16.h).
  * Out: a kernel launch runs every block of the grid in turn, every thread of a block as
- *      a cooperative fiber (ucontext, one small stack each) that runs until it exits or
+ *      a cooperative fiber (one small stack each; a six-register switch on x86-64,
+ *      ucontext elsewhere; AddressSanitizer told of each switch) that runs until it exits or
  *      waits at __syncthreads or a warp collective; the scheduler releases a barrier once
  *      every live thread of the block (of the warp) waits at it.  Device memory is host
  *      memory with a registry of allocations; cuBLAS SGEMM is OpenBLAS's cblas_sgemm.
@@ -23,7 +24,11 @@
  * permuted thread order changes the result; atomics are trivially atomic), timing and
  * occupancy, shared-memory capacity for static __shared__ arrays, device math
  * precision (host libm, not CUDA's ulp bounds), asynchronous streams (every call is
- * synchronous), TF32 beyond rounding the operands to 10 mantissa bits. */
+ * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, cuDNN.
+ *
+ * Environment: VP_CUDA_EMU_ORDER=forward runs threads and blocks in index order (to
+ * tell a race from a wrong formula); VP_CUDA_EMU_STATS=1 prints the launches of each
+ * kernel at exit. */
 #ifndef VP_CUDA_EMU_H
 #define VP_CUDA_EMU_H
 
@@ -125,7 +130,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
 
 /* ---- the emulator's own ---- */
 
-/* Launches so far, and the largest number of fibers a block needed at once. */
+/* Kernel launches so far. */
 long long vp_emu_launch_count(void);
 
 #ifdef __cplusplus
