@@ -10,18 +10,25 @@
  *   models/  the training step of every model in models/ (forward, loss, backward,
  *            optimizer): every value any node computes compared, then the five-step
  *            loss curves against the PyTorch fixtures, as test_training does on the CPU.
- * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-3 with
+ * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-2 with
  * TF32, 1e-10 for float64, exact for integers and bools; model values 1e-4 of the
  * value's own scale (long chains; Adam's updates 2 lr), losses 1e-4 from torch.
  *
  * A case whose op the CUDA backend refuses with VP_ERR_UNSUPPORTED (a dtype or
  * variant without a kernel) is skipped, not failed, and named.
  *
- * Without a device (or without CUDA in the build) it checks only that every op of the
- * models' training steps has a CUDA kernel, prints "SKIP: no CUDA device (...)" and
- * "0 passed, 0 failed, N skipped", and exits 0.
+ * Where no GPU is, the build links the backend's host emulation (runtime/cuda/emu:
+ * the same kernels and C files on fibers and host memory, VP_CUDA_EMU), so every case
+ * runs in CI; the emulation runs threads in a permuted order, which turns a missing
+ * __syncthreads into a wrong value here.  VP_CUDA_EMU_STATS=1 lists the kernels
+ * launched.  Built with neither (or with CUDA and no device) it checks only that every
+ * op of the models' training steps has a CUDA kernel, prints "SKIP: no CUDA device
+ * (...)" and "0 passed, 0 failed, N skipped", and exits 0.
  *
- * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR) */
+ * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR)
+ * VP_CUDA_QUICK=1 (the sanitizer build, where the emulation runs at -O0): the loss
+ * curves of the smallest model only; every model's step is still compared value by
+ * value, so every kernel the models use still runs. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +91,9 @@ static const op_case cases[] = {
     {"equal_i64", "Equal", "", 17, {"i64:3,4:3", "i64:4:3"}, 1, ""},
     {"less", "Less", "", 17, {"f32:3,4", "f32:3,4"}, 1, ""},
     {"where", "Where", "", 17, {"bool:2,3,4", "f32:3,4", "f32:2,1,4"}, 1, ""},
+    {"and_bcast", "And", "", 17, {"bool:2,3,4", "bool:3,1"}, 1, ""},
+    {"xor", "Xor", "", 17, {"bool:5,7", "bool:5,7"}, 1, ""},
+    {"not", "Not", "", 17, {"bool:5,7"}, 1, ""},
     {"max3", "Max", "", 17, {"f32:3,4", "f32:4", "f32:3,1"}, 1, ""},
     {"sum3", "Sum", "", 17, {"f32:3,4", "f32:3,4", "f32:3,4"}, 1, ""},
     {"clip", "Clip", "", 17, {"f32:50", "c32f:-0.5", "c32f:0.25"}, 1, ""},
@@ -467,7 +477,7 @@ static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf3
             if (cuda_tf32 && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
                 char name[96];
                 snprintf(name, sizeof name, "%s_tf32", oc->name);
-                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-3);
+                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-2);
             }
         }
         graph_case_free(&c);
@@ -757,6 +767,8 @@ static int collect_model_ops(char names[][64], int max_models, char ops[][96], i
 
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
+    const char *q = getenv("VP_CUDA_QUICK");
+    int quick = q && *q && strcmp(q, "0");
     char names[32][64], ops[256][96];
     int n_ops = 0, n_models = collect_model_ops(names, 32, ops, 256, &n_ops);
     char **train_names;
@@ -801,7 +813,8 @@ int main(int argc, char **argv) {
             snprintf(label, sizeof label, "%.60s_%.60s", names[i], fixtures[f]);
             if (!selected(label)) continue;
             check_model_values(names[i], fixtures[f], cpu, cuda);
-            check_model_curve(names[i], fixtures[f], cuda);
+            if (!quick || !strcmp(names[i], "mlp")) check_model_curve(names[i], fixtures[f], cuda);
+            else report("models", label, -1, "loss curve left out (VP_CUDA_QUICK)");
         }
     }
     vp_backend_free(tf32);
@@ -812,6 +825,7 @@ int main(int argc, char **argv) {
 #else
     (void)ops;
     (void)n_ops;
+    (void)quick;
     printf("SKIP: no CUDA device (built without CUDA)\n");
     printf("0 passed, 0 failed, %d skipped\n", total);
     return 0;

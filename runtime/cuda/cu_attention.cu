@@ -164,10 +164,11 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const
                 acc[d] = s;
             }
         }
-        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x)
-            if (dk) dk[r * g.D + d] = g.scale * acc[d];
-        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x)
-            if (dv) dv[r * g.Dv + c] = acc[g.D + c];
+        /* each thread writes the accumulators it summed: acc[D + c] is not thread c's */
+        for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
+            if (d < g.D && dk) dk[r * g.D + d] = g.scale * acc[d];
+            if (d >= g.D && dv) dv[r * g.Dv + (d - g.D)] = acc[d];
+        }
         __syncthreads();
     }
 }

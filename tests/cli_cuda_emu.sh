@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `run --backend cuda` on the CUDA backend's host emulation (runtime/cuda/emu): the
+# plans of the bundled models run, their losses agree with `run --backend cpu` on the
+# same plan (1e-5 relative), and the arena cudaMemGetInfo measures is the planned one.
+# usage: cli_cuda_emu.sh ONNX-VPLAN-CUDA-EMU SOURCE_DIR
+set -u
+tool=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# the values of a flat JSON array or number field, one per line
+field() { tr -d ' \n' < "$1" | sed -n "s/.*\"$2\":\(\[[^]]*\]\|[-0-9.e]*\).*/\1/p" | tr -d '[]' | tr ',' '\n'; }
+
+check() { # name, plan options...
+    local name=$1 model=$2
+    shift 2
+    if ! "$tool" plan "$src/models/$model/model.onnx" "$@" -o "$tmp/$name.vplan" > "$tmp/plan.log" 2>&1; then
+        echo "FAIL $name: plan"; cat "$tmp/plan.log"; fail=1; return
+    fi
+    for b in cpu cuda; do
+        if ! "$tool" run "$tmp/$name.vplan" --backend $b --steps 2 --json "$tmp/$name.$b.json" > "$tmp/$b.log" 2>&1; then
+            echo "FAIL $name: run --backend $b"; cat "$tmp/$b.log"; fail=1; return
+        fi
+    done
+    local bad
+    bad=$(paste <(field "$tmp/$name.cpu.json" losses) <(field "$tmp/$name.cuda.json" losses) |
+          awk '{ d = $1 - $2; if (d < 0) d = -d; s = $1 < 0 ? -$1 : $1; if (s < 1) s = 1; if (NF != 2 || d > 1e-5 * s) print }')
+    local planned measured
+    planned=$(field "$tmp/$name.cuda.json" arena_bytes)
+    measured=$(field "$tmp/$name.cuda.json" arena_measured_bytes)
+    if [ -n "$bad" ] || [ -z "$(field "$tmp/$name.cuda.json" losses)" ]; then
+        echo "FAIL $name: losses differ (cpu, cuda): $bad"; fail=1
+    elif [ "$planned" != "$measured" ]; then
+        echo "FAIL $name: planned arena $planned B, measured $measured B"; fail=1
+    else
+        echo "ok   $name: losses $(field "$tmp/$name.cuda.json" losses | paste -sd' ') as on the cpu; arena $measured B as planned"
+    fi
+}
+
+check mlp_momentum mlp --dim batch=4 --loss ce:logits --optimizer momentum
+# VP_CUDA_QUICK (the sanitizer build): test_cuda_ops runs the CNN's kernels already
+[ "${VP_CUDA_QUICK:-0}" = 0 ] && check cnn_adamw cnn --dim batch=4 --loss ce:logits --optimizer adamw
+check gpt_adamw gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+exit $fail
