@@ -43,4 +43,19 @@ struct vp_plan;
 int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, const int *ids, int n_ids, char *why,
                          size_t why_len);
 
+/* For torch.onnx exports committed with fixtures under DATA_DIR/NAME (meta.json with
+ * "dims" and "lr", model.onnx, fixtures/): loads the model as an SGD training step with
+ * the ce:logits loss. */
+vp_status test_model_load_fixture_dir(test_model *m, const char *data_dir, const char *name, vp_error *err);
+/* Checks the step against the fixtures: logits.pb, grads/<param>.pb after the first
+ * step, losses.pb over the steps (logits and losses within 1e-5 relative to each
+ * tensor's scale, gradients within grad_tol). */
+void test_model_check_torch(test_model *m, double grad_tol);
+/* Checks that m's plan verifies and runs `steps` steps bit-identically to naive. */
+void test_model_check_planned(test_model *m, int steps);
+/* max |got - want| / max |want| */
+double test_rel_error(const vp_tensor *got, const vp_tensor *want);
+/* The id of the value named name, -1 when none. */
+int test_value_named(const vp_graph *g, const char *name);
+
 #endif

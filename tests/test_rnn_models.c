@@ -33,46 +33,6 @@
 
 #define DATA VP_SOURCE_DIR "/tests/data/rnn"
 
-/* max |got - want| / max |want|: relative to the tensor's scale, so gradients near zero
- * (whose float32 sums differ in the last bits) do not count as large errors. */
-static double rel_error(const vp_tensor *got, const vp_tensor *want) {
-    if (vp_tensor_numel(got) != vp_tensor_numel(want)) return INFINITY;
-    double worst = 0, scale = 0;
-    for (int64_t e = 0; e < vp_tensor_numel(want); e++) {
-        double w = vp_load(want->data, want->dtype, e);
-        scale = fmax(scale, fabs(w));
-        worst = fmax(worst, fabs(vp_load(got->data, got->dtype, e) - w));
-    }
-    return scale > 0 ? worst / scale : worst;
-}
-
-static int value_named(const vp_graph *g, const char *name) {
-    for (int v = 0; v < g->n_values; v++)
-        if (!strcmp(g->values[v].name, name)) return v;
-    return -1;
-}
-
-static vp_status load(test_model *m, const char *name, vp_error *err) {
-    memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "%.63s", name);
-    snprintf(m->dir, sizeof m->dir, "%s/%s", DATA, name);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/meta.json", m->dir);
-    m->meta = mj_parse_file(path);
-    if (!m->meta) return vp_fail(err, VP_ERR_IO, "%s: cannot read", path);
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    vp_loss_parse("ce:logits", &spec.loss, err);
-    vp_opt_parse("sgd", &spec.opt, err);
-    spec.opt.lr = mj_get(m->meta, "lr")->num;
-    vp_dim_binding batch = {"batch", (int64_t)mj_get(mj_get(m->meta, "dims"), "batch")->num};
-    snprintf(path, sizeof path, "%s/model.onnx", m->dir);
-    vp_status s = vp_onnx_load(path, &m->g, err);
-    if (!s) s = vp_bind_dims(m->g, &batch, 1, err);
-    if (!s) s = vp_infer(m->g, NULL, NULL, err);
-    return s ? s : vp_training_build(m->g, &spec, &m->t, err);
-}
-
 static void check_structure(test_model *m) {
     const mj *params = mj_get(m->meta, "params");
     int named = 0;
@@ -100,68 +60,6 @@ static void check_structure(test_model *m) {
           training);
     check(trained == 2 && plain == 0, "%s: %d %s nodes trained as vplan.%s (%d left plain)", m->name, trained, op, training,
           plain);
-}
-
-static vp_status compare_fixture(test_model *m, vp_exec *x, int v, const char *file, double *worst, vp_error *err) {
-    vp_tensor got = {0}, want = {0};
-    vp_status s = vp_exec_get(x, v, &got, err);
-    if (!s) s = test_model_fixture(m, file, &want, err);
-    if (!s) *worst = fmax(*worst, rel_error(&got, &want));
-    free(got.data);
-    free(want.data);
-    return s;
-}
-
-static void check_against_torch(test_model *m) {
-    vp_error err = {{0}};
-    vp_backend *b = vp_backend_cpu_new();
-    vp_exec *x = NULL;
-    vp_tensor losses = {0};
-    double out_err = 0, grad_err = 0, loss_err = 0;
-    vp_status s = vp_exec_new(m->g, b, &x, &err);
-    if (!s) s = test_model_feed(x, m, &err);
-    if (!s) s = test_model_fixture(m, "losses.pb", &losses, &err);
-    for (int64_t step = 0; !s && step < vp_tensor_numel(&losses); step++) {
-        vp_tensor loss = {0};
-        s = vp_exec_run(x, &err);
-        if (!s) s = vp_exec_get(x, m->t.loss, &loss, &err);
-        if (!s) loss_err = fmax(loss_err, fabs(vp_load(loss.data, loss.dtype, 0) - ((float *)losses.data)[step]) /
-                                              fabs(((float *)losses.data)[step]));
-        free(loss.data);
-        if (!s && step == 0) {
-            s = compare_fixture(m, x, value_named(m->g, "logits"), "logits.pb", &out_err, &err);
-            for (int p = 0; !s && p < m->t.n_params; p++) {
-                char file[300];
-                snprintf(file, sizeof file, "grads/%.200s.pb", m->g->values[m->t.params[p]].name);
-                s = compare_fixture(m, x, m->t.grads[p], file, &grad_err, &err);
-            }
-        }
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, &err);
-    }
-    if (s) check(0, "%s: %s", m->name, err.msg);
-    else check(out_err <= 1e-5 && grad_err <= 1e-4 && loss_err <= 1e-5,
-               "%s: logits (%.1e), %d gradients (worst %.1e) and %lld steps' losses (%.1e) match torch", m->name, out_err,
-               m->t.n_params, grad_err, (long long)vp_tensor_numel(&losses), loss_err);
-    free(losses.data);
-    vp_exec_free(x);
-    vp_backend_free(b);
-}
-
-static void check_planned(test_model *m) {
-    vp_plan p;
-    vp_error err = {{0}};
-    vp_verify_report rep;
-    char why[1024];
-    vp_status s = vp_plan_build(&p, m->g, &m->t, vp_device_find("cpu"), 1, &err);
-    if (!s) s = vp_plan_verify(&p, &rep, &err);
-    if (s) {
-        check(0, "%s plan: %s", m->name, err.msg);
-        return;
-    }
-    int r = test_compare_planned(m, &p, 3, m->t.params, m->t.n_params, why, sizeof why);
-    check(r == 1, "%s: the plan verifies and runs 3 steps bit-identically to naive execution%s%s", m->name,
-          r == 1 ? "" : ": ", r == 1 ? "" : why);
-    vp_plan_free(&p);
 }
 
 /* sqrtn checkpointing recomputes the recurrent nodes' training forms in the backward:
@@ -206,12 +104,12 @@ int main(void) {
     for (int i = 0; i < n; i++) {
         test_model m;
         vp_error err = {{0}};
-        vp_status s = load(&m, names[i], &err);
+        vp_status s = test_model_load_fixture_dir(&m, DATA, names[i], &err);
         if (s) check(0, "%s: %s", names[i], err.msg);
         else {
             check_structure(&m);
-            check_against_torch(&m);
-            check_planned(&m);
+            test_model_check_torch(&m, 1e-4);
+            test_model_check_planned(&m, 3);
             check_remat(&m);
         }
         test_model_free(&m);
