@@ -22,14 +22,14 @@
 
 static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
 
-int test_model_list(char names[][64], int max) {
-    DIR *d = opendir(MODELS);
+int test_model_list_in(const char *dir, char names[][64], int max) {
+    DIR *d = opendir(dir);
     if (!d) return 0;
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s/meta.json", MODELS, e->d_name);
+        snprintf(path, sizeof path, "%s/%s/meta.json", dir, e->d_name);
         FILE *f = fopen(path, "r");
         if (!f) continue;
         fclose(f);
@@ -39,6 +39,8 @@ int test_model_list(char names[][64], int max) {
     qsort(names, (size_t)n, 64, cmp_name);
     return n;
 }
+
+int test_model_list(char names[][64], int max) { return test_model_list_in(MODELS, names, max); }
 
 vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, vp_error *err) {
     memset(m, 0, sizeof *m);

@@ -18,6 +18,8 @@ typedef struct test_model {
 
 /* Lists model names (folders of models/ with a meta.json), sorted; returns the count. */
 int test_model_list(char names[][64], int max);
+/* The same for the folders of dir that hold a meta.json. */
+int test_model_list_in(const char *dir, char names[][64], int max);
 
 /* Loads models/<name>: meta, graph, dims, inference.  Then, when spec is not NULL,
  * builds the training step (spec->freeze is set to the model's buffers). */

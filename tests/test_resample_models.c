@@ -50,17 +50,9 @@ static void check_structure(test_model *m) {
     else check(resize == 2, "%s: %d Resize nodes trained through", m->name, resize);
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(a, b); }
-
 int main(void) {
     char names[32][64];
-    int n = 0;
-    DIR *d = opendir(DATA);
-    struct dirent *e;
-    while (d && (e = readdir(d)) && n < 32)
-        if (e->d_name[0] != '.') snprintf(names[n++], 64, "%.63s", e->d_name);
-    if (d) closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], by_name);
+    int n = test_model_list_in(DATA, names, 32);
     check(n >= 12, "%d exported models found in %s", n, DATA);
     for (int i = 0; i < n; i++) {
         test_model m;
