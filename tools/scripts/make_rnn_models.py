@@ -19,15 +19,12 @@ at opsets 13 and 17.  Each folder holds:
 Run: /usr/bin/python3 tools/scripts/make_rnn_models.py   (torch 1.13, onnx 1.12)
 Seeded and single-threaded: a rerun writes the same bytes.
 """
-import json
 import os
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from fixture_export import export_with_fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "data", "rnn")
@@ -58,47 +55,11 @@ class GRUClassifier(nn.Module):
         return self.head(h[-1])
 
 
-def write_tensor(path, arr, name):
-    with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(np.ascontiguousarray(arr), name=name).SerializeToString())
-
-
 def export(name, model, x, labels, opset, want_op, batch_axis):
-    d = os.path.join(OUT, name)
-    os.makedirs(os.path.join(d, "fixtures", "grads"), exist_ok=True)
-    model.eval()
-    path = os.path.join(d, "model.onnx")
-    torch.onnx.export(model, (x,), path, export_params=True, do_constant_folding=False, opset_version=opset,
-                      input_names=["x"], output_names=["logits"],
-                      dynamic_axes={"x": {batch_axis: "batch"}, "logits": {0: "batch"}})
-    om = onnx.load(path)
+    om, losses = export_with_fixtures(os.path.join(OUT, name), model, x, labels, opset, LR, STEPS, BATCH, batch_axis,
+                                      extra_meta={"op": want_op})
     counts = {op: sum(n.op_type == op for n in om.graph.node) for op in (want_op, "Transpose")}
     assert counts[want_op] == 2, f"{name}: expected 2 {want_op} nodes, got {counts}"
-    inits = {t.name for t in om.graph.initializer}
-    params = [k for k, _ in model.named_parameters()]
-    assert all(p in inits for p in params), f"{name}: parameters {params} not all initializers {sorted(inits)}"
-    logits = model(x)
-    loss = F.cross_entropy(logits, labels)
-    loss.backward()
-    for k, p in model.named_parameters():
-        write_tensor(os.path.join(d, "fixtures", "grads", k + ".pb"), p.grad.numpy(), k)
-    write_tensor(os.path.join(d, "fixtures", "logits.pb"), logits.detach().numpy(), "logits")
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), labels)
-        losses.append(loss.item())
-        loss.backward()
-        opt.step()
-    write_tensor(os.path.join(d, "fixtures", "x.pb"), x.numpy(), "x")
-    write_tensor(os.path.join(d, "fixtures", "labels.pb"), labels.numpy(), "labels")
-    write_tensor(os.path.join(d, "fixtures", "losses.pb"), np.array(losses, dtype=np.float32), "losses")
-    meta = {"input": "x", "dims": {"batch": BATCH}, "lr": LR, "steps": STEPS, "opset": opset, "params": params,
-            "op": want_op, "torch": torch.__version__}
-    with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
     print(f"{name}: {counts}, losses {losses}")
 
 
