@@ -2,7 +2,7 @@
  *
  * Three groups of cases, each run on both backends with the same inputs (the naive
  * executor, one buffer per value) and compared output by output:
- *   ops/     one-node graphs with seeded random inputs, listed in `cases` below
+ *   ops/     one-node graphs with seeded random inputs, listed in cuda_ops_cases.c
  *            (elementwise with broadcasting, movement, linalg, norms, reductions,
  *            softmax, losses, optimizer updates); MatMul and Gemm again with TF32;
  *   train/   every case of tests/data/train_ops (the train family's fixtures), its
@@ -54,164 +54,8 @@
 
 static const char *filter;
 
-/* ---- the random one-node cases ----
- *
- * inputs: "f32:2,3,4" uniform in [-1, 1), "pos:2,3" in [0.5, 1.5), "f64:..",
- *         "i64:4,16:64" random integers in [0, 64) of shape [4, 16], "bool:2,3",
- *         "c64:0,2" a constant int64 vector (shape [count]) with those values,
- *         "c64s:5" a constant int64 scalar, "-" an omitted input;
- *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0.
- * attrs:  "axis=i:1;perm=is:0,2,1;epsilon=f:1e-5;reduction=s:sum". */
-typedef struct op_case {
-    const char *name, *op, *domain;
-    int opset;
-    const char *inputs[8];
-    int n_out;
-    const char *attrs;
-} op_case;
+#include "cuda_ops_cases.h"
 
-static const op_case cases[] = {
-    {"add_bcast", "Add", "", 17, {"f32:2,3,4", "f32:3,1"}, 1, ""},
-    {"sub_bcast", "Sub", "", 17, {"f32:4", "f32:2,3,4"}, 1, ""},
-    {"mul_bcast", "Mul", "", 17, {"f32:2,1,4", "f32:1,3,1"}, 1, ""},
-    {"div", "Div", "", 17, {"f32:2,3", "pos:2,3"}, 1, ""},
-    {"pow_scalar", "Pow", "", 17, {"f32:3,5", "c32f:2"}, 1, ""},
-    {"pow", "Pow", "", 17, {"pos:3,5", "f32:3,5"}, 1, ""},
-    {"sqrt", "Sqrt", "", 17, {"pos:7,3"}, 1, ""},
-    {"erf", "Erf", "", 17, {"f32:1000"}, 1, ""},
-    {"exp", "Exp", "", 17, {"f32:100"}, 1, ""},
-    {"neg", "Neg", "", 17, {"f32:10"}, 1, ""},
-    {"relu", "Relu", "", 17, {"f32:5,7"}, 1, ""},
-    {"sigmoid", "Sigmoid", "", 17, {"f32:64"}, 1, ""},
-    {"tanh", "Tanh", "", 17, {"f32:64"}, 1, ""},
-    {"log", "Log", "", 17, {"pos:64"}, 1, ""},
-    {"leaky_relu", "LeakyRelu", "", 17, {"f32:64"}, 1, "alpha=f:0.1"},
-    {"add_f64", "Add", "", 17, {"f64:3,4", "f64:4"}, 1, ""},
-    {"add_i64", "Add", "", 17, {"i64:3,4:100", "i64:4:100"}, 1, ""},
-    {"equal_i64", "Equal", "", 17, {"i64:3,4:3", "i64:4:3"}, 1, ""},
-    {"less", "Less", "", 17, {"f32:3,4", "f32:3,4"}, 1, ""},
-    {"where", "Where", "", 17, {"bool:2,3,4", "f32:3,4", "f32:2,1,4"}, 1, ""},
-    {"and_bcast", "And", "", 17, {"bool:2,3,4", "bool:3,1"}, 1, ""},
-    {"xor", "Xor", "", 17, {"bool:5,7", "bool:5,7"}, 1, ""},
-    {"not", "Not", "", 17, {"bool:5,7"}, 1, ""},
-    {"max3", "Max", "", 17, {"f32:3,4", "f32:4", "f32:3,1"}, 1, ""},
-    {"sum3", "Sum", "", 17, {"f32:3,4", "f32:3,4", "f32:3,4"}, 1, ""},
-    {"clip", "Clip", "", 17, {"f32:50", "c32f:-0.5", "c32f:0.25"}, 1, ""},
-    {"cast_f32_i64", "Cast", "", 17, {"f32:20"}, 1, "to=i:7"},
-    {"cast_i64_f32", "Cast", "", 17, {"i64:20:1000"}, 1, "to=i:1"},
-    {"identity", "Identity", "", 17, {"f32:3,4"}, 1, ""},
-    {"reshape", "Reshape", "", 17, {"f32:2,3,4", "c64:4,6"}, 1, ""},
-    {"flatten", "Flatten", "", 17, {"f32:2,3,4"}, 1, "axis=i:2"},
-    {"unsqueeze", "Unsqueeze", "", 17, {"f32:3,4", "c64:0,3"}, 1, ""},
-    {"squeeze", "Squeeze", "", 17, {"f32:3,1,4", "c64:1"}, 1, ""},
-    {"transpose_0213", "Transpose", "", 17, {"f32:2,3,4,5"}, 1, "perm=is:0,2,1,3"},
-    {"transpose_default", "Transpose", "", 17, {"f32:3,4,5"}, 1, ""},
-    {"transpose_i64", "Transpose", "", 17, {"i64:3,4:9"}, 1, "perm=is:1,0"},
-    {"expand", "Expand", "", 17, {"f32:3,1", "c64:2,3,4"}, 1, ""},
-    {"concat_axis1", "Concat", "", 17, {"f32:2,3,4", "f32:2,1,4", "f32:2,2,4"}, 1, "axis=i:1"},
-    {"concat_i64", "Concat", "", 17, {"i64:2:9", "i64:3:9"}, 1, "axis=i:0"},
-    {"split_attr", "Split", "", 11, {"f32:2,6,3"}, 3, "axis=i:1;split=is:1,2,3"},
-    {"split_input", "Split", "", 17, {"f32:4,96", "c64:32,32,32"}, 3, "axis=i:-1"},
-    {"slice", "Slice", "", 17, {"f32:5,6,7", "c64:1,-5", "c64:4,100", "c64:0,2", "c64:1,2"}, 1, ""},
-    {"slice_neg_step", "Slice", "", 17, {"f32:5,6", "c64:-1", "c64:-100", "c64:1", "c64:-2"}, 1, ""},
-    {"gather_rows", "Gather", "", 17, {"f32:10,4", "i64:3,5:10"}, 1, ""},
-    {"gather_axis1", "Gather", "", 17, {"f32:3,10,4", "i64:6:10"}, 1, "axis=i:1"},
-    {"gather_scalar_idx", "Gather", "", 17, {"f32:7,3", "c64s:4"}, 1, ""},
-    {"gather_grad", "GatherGrad", "com.microsoft", 17, {"c64:10,4", "i64:3,5:10", "f32:3,5,4"}, 1, ""},
-    {"resize_nearest", "Resize", "", 17, {"f32:2,3,4,5", "-", "-", "c64:2,3,8,10"}, 1,
-     "mode=s:nearest;coordinate_transformation_mode=s:asymmetric;nearest_mode=s:floor"},
-    {"resize_linear_down", "Resize", "", 17, {"f32:2,3,8,9", "-", "-", "c64:2,3,5,4"}, 1, "mode=s:linear"},
-    {"resize_linear_ac", "Resize", "", 17, {"f32:1,2,4,5", "-", "-", "c64:1,2,7,9"}, 1,
-     "mode=s:linear;coordinate_transformation_mode=s:align_corners"},
-    {"resize_grad", "ResizeGrad", "com.microsoft", 17, {"f32:1,2,7,9", "f32:1,2,4,5"}, 1,
-     "mode=s:linear;coordinate_transformation_mode=s:pytorch_half_pixel"},
-    {"scatter_nd", "ScatterND", "", 17, {"f32:4,3,2", "c64:1,2", "f32:2"}, 1, ""},
-    {"scatter_nd_add", "ScatterND", "", 17, {"f32:5,3", "i64:6,1:5", "f32:6,3"}, 1, "reduction=s:add"},
-    {"gather_nd", "GatherND", "", 17, {"f32:4,3,2", "i64:5,2:3"}, 1, ""},
-    {"gather_nd_grad", "GatherNDGrad", "com.microsoft", 17, {"c64:4,3,2", "i64:5,2:3", "f32:5,2"}, 1, ""},
-    {"matmul_2d", "MatMul", "", 17, {"f32:7,13", "f32:13,5"}, 1, ""},
-    {"matmul_batched", "MatMul", "", 17, {"f32:2,3,7,13", "f32:2,3,13,5"}, 1, ""},
-    {"matmul_shared_b", "MatMul", "", 17, {"f32:4,16,32", "f32:32,96"}, 1, ""},
-    {"matmul_shared_a", "MatMul", "", 17, {"f32:16,32", "f32:4,32,8"}, 1, ""},
-    {"matmul_bcast", "MatMul", "", 17, {"f32:2,1,5,6", "f32:1,3,6,4"}, 1, ""},
-    {"matmul_vec", "MatMul", "", 17, {"f32:6", "f32:3,6,4"}, 1, ""},
-    {"fused_matmul_tb", "FusedMatMul", "com.microsoft", 17, {"f32:2,3,7,13", "f32:2,3,5,13"}, 1, "transB=i:1"},
-    {"fused_matmul_ta_bcast", "FusedMatMul", "com.microsoft", 17, {"f32:2,1,13,7", "f32:3,13,5"}, 1,
-     "transA=i:1;alpha=f:0.5"},
-    {"fused_matmul_shared_b", "FusedMatMul", "com.microsoft", 17, {"f32:4,16,32", "f32:96,32"}, 1, "transB=i:1"},
-    {"gemm", "Gemm", "", 17, {"f32:8,32", "f32:64,32", "f32:64"}, 1, "transB=i:1"},
-    {"gemm_ta_alpha", "Gemm", "", 17, {"f32:32,8", "f32:32,16", "f32:8,1"}, 1, "transA=i:1;alpha=f:0.5;beta=f:2"},
-    {"gemm_no_c", "Gemm", "", 17, {"f32:5,6", "f32:6,7"}, 1, ""},
-    {"conv3x3", "Conv", "", 17, {"f32:2,3,8,8", "f32:4,3,3,3"}, 1, "pads=is:1,1,1,1"},
-    {"conv_stride_bias", "Conv", "", 17, {"f32:2,4,9,9", "f32:6,4,3,3", "f32:6"}, 1, "strides=is:2,2;pads=is:1,1,1,1"},
-    {"conv_group_dil", "Conv", "", 17, {"f32:1,4,10,10", "f32:4,2,3,3"}, 1, "group=i:2;dilations=is:2,2"},
-    {"conv_1x1_s2", "Conv", "", 17, {"f32:2,16,8,8", "f32:32,16,1,1"}, 1, "strides=is:2,2"},
-    {"conv_same", "Conv", "", 17, {"f32:1,2,7,7", "f32:3,2,4,4"}, 1, "auto_pad=s:SAME_UPPER"},
-    {"conv_1d", "Conv", "", 17, {"f32:2,3,11", "f32:5,3,3"}, 1, "pads=is:1,1"},
-    {"conv_grad", "ConvGrad", "com.microsoft", 17, {"f32:2,4,8,8", "f32:2,3,8,8", "f32:4,3,3,3"}, 3,
-     "pads=is:1,1,1,1;strides=is:1,1;dilations=is:1,1;group=i:1;kernel_shape=is:3,3"},
-    {"conv_grad_s2", "ConvGrad", "com.microsoft", 17, {"f32:2,6,5,5", "f32:2,4,9,9", "f32:6,4,3,3"}, 3,
-     "pads=is:1,1,1,1;strides=is:2,2;dilations=is:1,1;group=i:1;kernel_shape=is:3,3"},
-    {"maxpool", "MaxPool", "", 17, {"f32:2,3,8,8"}, 1, "kernel_shape=is:2,2;strides=is:2,2"},
-    {"avgpool_pad", "AveragePool", "", 17, {"f32:2,3,7,7"}, 1, "kernel_shape=is:3,3;pads=is:1,1,1,1"},
-    {"global_avgpool", "GlobalAveragePool", "", 17, {"f32:2,5,4,4"}, 1, ""},
-    {"global_maxpool", "GlobalMaxPool", "", 17, {"f32:2,5,4,4"}, 1, ""},
-    {"batchnorm_eval", "BatchNormalization", "", 14, {"f32:2,3,4,4", "f32:3", "f32:3", "f32:3", "pos:3"}, 1, ""},
-    {"batchnorm_internal", "BatchNormInternal", "com.microsoft", 17,
-     {"f32:4,3,5,5", "f32:3", "f32:3", "f32:3", "pos:3"}, 5, "epsilon=f:1e-5;momentum=f:0.9"},
-    {"batchnorm_grad", "BatchNormalizationGrad", "com.microsoft", 17,
-     {"f32:4,3,5,5", "f32:4,3,5,5", "f32:3", "f32:3", "pos:3"}, 3, ""},
-    {"layernorm", "LayerNormalization", "", 17, {"f32:4,16,32", "f32:32", "f32:32"}, 3, ""},
-    {"layernorm_axis1", "LayerNormalization", "", 17, {"f32:4,6,5", "f32:6,5"}, 1, "axis=i:1;epsilon=f:1e-3"},
-    {"layernorm_grad", "LayerNormalizationGrad", "com.microsoft", 17,
-     {"f32:8,32", "f32:8,32", "f32:32", "f32:8,1", "pos:8,1"}, 3, ""},
-    {"reduce_sum_axes", "ReduceSum", "", 17, {"f32:4,16,32", "c64:0,1"}, 1, "keepdims=i:0"},
-    {"reduce_sum_keep", "ReduceSum", "", 17, {"f32:4,16,32", "c64:-1"}, 1, ""},
-    {"reduce_sum_all", "ReduceSum", "", 17, {"f32:300,7"}, 1, "keepdims=i:0"},
-    {"reduce_mean", "ReduceMean", "", 17, {"f32:4,16,32"}, 1, "axes=is:-1"},
-    {"reduce_mean_mid", "ReduceMean", "", 17, {"f32:4,160,3"}, 1, "axes=is:1;keepdims=i:0"},
-    {"reduce_max", "ReduceMax", "", 17, {"f32:5,300"}, 1, "axes=is:1"},
-    {"reduce_l2", "ReduceL2", "", 17, {"f32:5,6"}, 1, "axes=is:0"},
-    {"reduce_lse", "ReduceLogSumExp", "", 17, {"f32:5,200"}, 1, "axes=is:1"},
-    {"softmax_last", "Softmax", "", 17, {"f32:4,2,16,16"}, 1, ""},
-    {"softmax_axis1", "Softmax", "", 17, {"f32:3,5,7"}, 1, "axis=i:1"},
-    {"softmax_legacy", "Softmax", "", 11, {"f32:3,5,7"}, 1, ""},
-    {"softmax_wide", "Softmax", "", 17, {"f32:3,2000"}, 1, ""},
-    {"log_softmax", "LogSoftmax", "", 17, {"f32:6,33"}, 1, ""},
-    {"softmax_grad_13", "SoftmaxGrad_13", "com.microsoft", 17, {"f32:4,2,16,16", "pos:4,2,16,16"}, 1, "axis=i:-1"},
-    {"softmax_grad_legacy", "SoftmaxGrad", "com.microsoft", 17, {"f32:3,5,7", "pos:3,5,7"}, 1, "axis=i:1"},
-    {"relu_grad", "ReluGrad", "com.microsoft", 17, {"f32:5,7", "f32:5,7"}, 1, ""},
-    {"ms_gelu", "Gelu", "com.microsoft", 17, {"f32:4,33"}, 1, ""},
-    {"fast_gelu", "FastGelu", "com.microsoft", 17, {"f32:4,33"}, 1, ""},
-    {"gelu_grad", "GeluGrad", "com.microsoft", 17, {"f32:4,33", "f32:4,33"}, 1, ""},
-    {"fast_gelu_grad", "FastGeluGrad", "com.microsoft", 17, {"f32:4,33", "f32:4,33"}, 1, ""},
-    {"leaky_relu_grad", "LeakyReluGrad", "com.microsoft", 17, {"f32:5,7", "f32:5,7"}, 1, "alpha=f:0.1"},
-    {"sce_mean", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10"}, 2, ""},
-    {"sce_spatial_sum", "SoftmaxCrossEntropyLoss", "", 17, {"f32:4,64,16", "i64:4,16:64"}, 2, "reduction=s:sum"},
-    {"sce_none_weights", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:10", "pos:10"}, 1, "reduction=s:none"},
-    {"sce_ignore", "SoftmaxCrossEntropyLoss", "", 17, {"f32:8,10", "i64:8:3"}, 1, "ignore_index=i:1"},
-    {"sce_grad", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:8,10", "i64:8:10"}, 1, ""},
-    {"sce_grad_spatial", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:4,64,16", "i64:4,16:64"}, 1, ""},
-    {"sce_grad_sum_w", "SoftmaxCrossEntropyLossGrad", "com.microsoft", 17, {"pos:", "f32:8,10", "i64:8:10", "pos:10"}, 1,
-     "reduction=s:sum"},
-    {"sgd", "SGD", "vplan", 17, {"f32:300", "f32:300"}, 1, "lr=f:0.1;weight_decay=f:0.01"},
-    {"momentum", "Momentum", "vplan", 17, {"f32:300", "f32:300", "f32:300"}, 2, "lr=f:0.1;momentum=f:0.9"},
-    {"adam", "Adam", "vplan", 17, {"f32:300", "f32:300", "f32:300", "pos:300", "step:"}, 4,
-     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0"},
-    {"adamw", "Adam", "vplan", 17, {"f32:300", "f32:300", "zero:300", "zero:300", "step:"}, 4,
-     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
-    {"attention_mask", "Attention", "vplan", 17, {"f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:5,7"}, 2,
-     "scale=f:0.5"},
-    {"attention_causal_long", "Attention", "vplan", 17, {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8"}, 2,
-     "scale=f:0.35;causal=i:1"},
-    {"attention_grad_mask", "AttentionGrad", "vplan", 17,
-     {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:2,1,1,7"}, 3,
-     "scale=f:0.5"},
-    {"attention_grad_causal_long", "AttentionGrad", "vplan", 17,
-     {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "pos:1,2,300"}, 3,
-     "scale=f:0.35;causal=i:1"},
-};
-#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -462,8 +306,8 @@ done:
 }
 
 static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf32) {
-    for (int i = 0; i < N_CASES; i++) {
-        const op_case *oc = &cases[i];
+    for (int i = 0; i < vp_cuda_op_n_cases; i++) {
+        const op_case *oc = &vp_cuda_op_cases[i];
         if (!selected(oc->name)) continue;
         graph_case c;
         memset(&c, 0, sizeof c);
@@ -775,7 +619,7 @@ int main(int argc, char **argv) {
     int n_train = list_train_cases(&train_names);
     for (int i = 0; i < n_train; i++) free(train_names[i]);
     free(train_names);
-    int total = N_CASES + n_train + 4 * n_models;
+    int total = vp_cuda_op_n_cases + n_train + 4 * n_models;
 #ifdef VP_HAVE_CUDA
     int missing = 0;
     for (int i = 0; i < n_ops; i++) {

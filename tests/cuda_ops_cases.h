@@ -1,0 +1,25 @@
+/* The CUDA-against-CPU test's one-node cases (test_cuda_ops.c runs them): one table,
+ * apart from the harness, as the gradient checks keep theirs. */
+#ifndef VP_CUDA_OPS_CASES_H
+#define VP_CUDA_OPS_CASES_H
+
+/* ---- the random one-node cases ----
+ *
+ * inputs: "f32:2,3,4" uniform in [-1, 1), "pos:2,3" in [0.5, 1.5), "f64:..",
+ *         "i64:4,16:64" random integers in [0, 64) of shape [4, 16], "bool:2,3",
+ *         "c64:0,2" a constant int64 vector (shape [count]) with those values,
+ *         "c64s:5" a constant int64 scalar, "-" an omitted input;
+ *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0.
+ * attrs:  "axis=i:1;perm=is:0,2,1;epsilon=f:1e-5;reduction=s:sum". */
+typedef struct op_case {
+    const char *name, *op, *domain;
+    int opset;
+    const char *inputs[8];
+    int n_out;
+    const char *attrs;
+} op_case;
+
+extern const op_case vp_cuda_op_cases[];
+extern const int vp_cuda_op_n_cases;
+
+#endif
