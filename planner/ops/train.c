@@ -302,6 +302,43 @@ static vp_status shape_maxpool_input_grad(vp_graph *g, vp_node *n, vp_error *err
     return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, x->dims, err);
 }
 
+static const vp_dtype f32_f64[] = {VP_F32, VP_F64};
+
+/* vplan.MaxPoolArgmax(X) -> Y, A: MaxPool's Y, and A (uint8, Y's shape) the kernel
+ * offset of each window's maximum, so windows of at most 255 elements. */
+static vp_status shape_maxpool_argmax(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 1, 1, 2, 2, err);
+    if (s) return s;
+    const vp_value *x = vp_shape_in(g, n, 0);
+    if ((s = vp_shape_check_dtype(n, 0, x->dtype, f32_f64, 2, err)) || (s = check_rank_at_least(n, 0, x, 3, err)))
+        return s;
+    vp_window w;
+    if ((s = vp_window_resolve(n, VP_WINDOW_MAXPOOL, x->rank - 2, x->dims + 2, NULL, &w, err))) return s;
+    if (vp_window_kernel_volume(&w) > 255)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a window of %lld elements does not fit a one-byte argmax",
+                            (long long)vp_window_kernel_volume(&w));
+    int64_t dims[VP_MAX_RANK] = {x->dims[0], x->dims[1]};
+    memcpy(dims + 2, w.out, (size_t)w.n_sp * sizeof *dims);
+    if ((s = vp_shape_set_output(g, n, 0, x->dtype, x->rank, dims, err))) return s;
+    return vp_shape_set_output(g, n, 1, VP_U8, x->rank, dims, err);
+}
+
+/* vplan.MaxPoolReluGrad(dY, A, Y) -> dX: dX's shape is the attribute input_shape (the
+ * pooled input's, which the node no longer reads). */
+static vp_status shape_maxpool_relu_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 1, err);
+    if (s) return s;
+    const vp_value *dy = vp_shape_in(g, n, 0), *a = vp_shape_in(g, n, 1), *y = vp_shape_in(g, n, 2);
+    if ((s = vp_shape_check_dtype(n, 0, dy->dtype, f32_f64, 2, err)) || (s = check_rank_at_least(n, 0, dy, 3, err)))
+        return s;
+    if (a->dtype != VP_U8 || !same_shape(a, dy)) return fail_shape(n, 1, a, dy, 0, err);
+    if (y->dtype != dy->dtype || !same_shape(y, dy)) return fail_shape(n, 2, y, dy, 0, err);
+    const int64_t *shape;
+    if (vp_attr_ints(n, "input_shape", &shape) != dy->rank)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute input_shape must give the %d extents of X", dy->rank);
+    return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, shape, err);
+}
+
 /* dX's extents when every stride is 1, the one case where dY's extents decide them:
  * in = out - 1 + (kernel - 1) * dilation + 1 - pads (in = out with SAME padding).
  * set_pool_dx() then checks the result against the full window geometry. */
@@ -583,6 +620,11 @@ const vp_op_def vp_ops_train[] = {
     /* MaxPool's gradient from its input, where the input is kept anyway (grad_linalg.c) */
     {.name = "MaxPoolInputGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_input_grad,
      .cpu = vp_cpu_maxpool_input_grad},
+    /* MaxPool of a Relu output, the pair's gradient without the Relu output (train/fuse_pool_grad.c) */
+    {.name = "MaxPoolArgmax", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_argmax,
+     .cpu = vp_cpu_maxpool_argmax},
+    {.name = "MaxPoolReluGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_relu_grad,
+     .cpu = vp_cpu_maxpool_relu_grad},
     VPLAN_OP("SGD", shape_sgd, vp_cpu_sgd),
     VPLAN_OP("Momentum", shape_momentum, vp_cpu_momentum),
     VPLAN_OP("Adam", shape_adam, vp_cpu_adam),

@@ -9,6 +9,7 @@
 #include "train/training.h"
 
 #include "train/fuse_attention.h"
+#include "train/fuse_pool_grad.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -75,6 +76,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     if (!s) s = vp_autodiff(g, t, err);
     t->loss = loss;
     if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
+    if (!s && !spec->no_fuse) s = vp_fuse_pool_grad(g, &t->n_pool_grad, err);
     if (!s) {
         for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
         if (!spec->no_optimizer) {

@@ -160,6 +160,85 @@ vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in
     return VP_OK;
 }
 
+/* vplan.MaxPoolArgmax(X) -> Y, A: MaxPool, and in A (uint8) which of the window's
+ * kernel offsets held the maximum (the same first-largest rule), 255 for a window that
+ * reads no element.  One byte per pooled element, where Indices costs eight.  float32
+ * and float64 only (the shape function says so): widening would widen A too. */
+#define DEFINE_ARGMAX_K(T, NAME)                                                    \
+    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {           \
+        int64_t best = -1;                                                          \
+        for (int64_t k = 0; k < kvol; k++) {                                        \
+            int64_t off = taps[k];                                                  \
+            if (off >= 0 && (best < 0 || x[off] > x[taps[best]] || isnan(x[taps[best]]))) best = k; \
+        }                                                                           \
+        return best;                                                                \
+    }
+DEFINE_ARGMAX_K(float, argmax_k_f32)
+DEFINE_ARGMAX_K(double, argmax_k_f64)
+
+enum { ARGMAX_NONE = 255 };
+
+vp_status vp_cpu_maxpool_argmax(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_tensor *y = out[0];
+    uint8_t *a = out[1]->data;
+    pool_job j;
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
+    if (s) return s;
+    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
+        int64_t count = pool_job_block(&j, o0);
+        for (int64_t p = 0; p < j.planes; p++)
+            for (int64_t o = 0; o < count; o++) {
+                const int64_t *taps = j.taps + o * j.kvol;
+                int64_t iy = p * j.ovol + o0 + o, k;
+                if (x->dtype == VP_F32) {
+                    const float *xp = (const float *)x->data + p * j.ivol;
+                    k = argmax_k_f32(xp, taps, j.kvol);
+                    ((float *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
+                } else {
+                    const double *xp = (const double *)x->data + p * j.ivol;
+                    k = argmax_k_f64(xp, taps, j.kvol);
+                    ((double *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
+                }
+                a[iy] = k < 0 ? ARGMAX_NONE : (uint8_t)k;
+            }
+    }
+    free(j.taps);
+    return VP_OK;
+}
+
+/* vplan.MaxPoolReluGrad(dY, A, Y) -> dX, for MaxPool(Relu(X)): the window's dY goes to
+ * the offset A recorded where the maximum Y is positive, the only places where both
+ * MaxPool's and Relu's gradients pass it (the maximum is the Relu output there).  The
+ * sums run in MaxPoolInputGrad's order, so dX equals ReluGrad(MaxPoolInputGrad(dY, R),
+ * R) bit for bit without R. */
+vp_status vp_cpu_maxpool_relu_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (!out[0]) return VP_OK;
+    const vp_tensor *dy = in[0], *y = in[2];
+    const uint8_t *a = in[1]->data;
+    vp_tensor *dx = out[0];
+    pool_job j;
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &j, err);
+    if (s) return s;
+    memset(dx->data, 0, vp_tensor_nbytes(dx));
+    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
+        int64_t count = pool_job_block(&j, o0);
+        for (int64_t p = 0; p < j.planes; p++)
+            for (int64_t o = 0; o < count; o++) {
+                int64_t iy = p * j.ovol + o0 + o;
+                if (a[iy] == ARGMAX_NONE) continue;
+                int64_t off = p * j.ivol + j.taps[o * j.kvol + a[iy]];
+                if (dy->dtype == VP_F32) {
+                    if (((const float *)y->data)[iy] > 0) ((float *)dx->data)[off] += ((const float *)dy->data)[iy];
+                } else {
+                    if (((const double *)y->data)[iy] > 0) ((double *)dx->data)[off] += ((const double *)dy->data)[iy];
+                }
+            }
+    }
+    free(j.taps);
+    return VP_OK;
+}
+
 /* ---- AveragePool ---- */
 
 /* Sum of what a window reads; *count gets how many elements it averages over. */

@@ -39,6 +39,9 @@ VP_TRAIN_KERNEL(vp_cpu_conv_grad);
 VP_TRAIN_KERNEL(vp_cpu_maxpool_grad);
 /* vplan.MaxPoolInputGrad(dY, X): in k_pool.c, beside the forward's window search */
 VP_TRAIN_KERNEL(vp_cpu_maxpool_input_grad);
+/* vplan.MaxPoolArgmax(X) and vplan.MaxPoolReluGrad(dY, A, Y): in k_pool.c too */
+VP_TRAIN_KERNEL(vp_cpu_maxpool_argmax);
+VP_TRAIN_KERNEL(vp_cpu_maxpool_relu_grad);
 VP_TRAIN_KERNEL(vp_cpu_avgpool_grad);
 
 VP_TRAIN_KERNEL(vp_cpu_gather_grad);

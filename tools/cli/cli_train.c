@@ -36,7 +36,9 @@ void cli_train_init(cli_train_opts *o) {
         {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
-         "decomposed them (default: one op each, as ONNX Runtime fuses them)"},
+         "decomposed them (default: one op each, as ONNX Runtime fuses them),\n"
+         "and MaxPool of a ReLU output through the ReLU output kept for the\n"
+         "backward (default: a one-byte argmax per window, so it is not kept)"},
         {0}};
     _Static_assert(sizeof t <= sizeof o->table, "cli_train_opts.table too small");
     memcpy(o->table, t, sizeof t);
@@ -100,7 +102,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
                  {t->fused.layer_norm, "LayerNormalization"},
                  {t->fused.gelu, "Gelu"},
                  {t->fused.fast_gelu, "FastGelu"},
-                 {t->fused.matmul_t, "MatMul of a transposed weight"}};
+                 {t->fused.matmul_t, "MatMul of a transposed weight"},
+                 {t->n_pool_grad, "MaxPool(Relu) gradient"}};
     size_t used = 0;
     buf[0] = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)

@@ -9,6 +9,9 @@ Modules (a few features each, input [2, 3, 8]):
   ln_plain     Linear -> nn.LayerNorm(8, elementwise_affine=False) -> Linear
   block        a pre-LN transformer block: LN, causal single-head attention, residual,
                LN, MLP with GELU, residual
+  pool         Conv -> ReLU -> MaxPool(3, 2, pad 1) -> Conv -> ReLU -> MaxPool(2, ceil)
+               -> Flatten -> Linear, input [2, 3, 9, 9]: the gradients of MaxPool of a
+               ReLU output (planner/train/fuse_pool_grad.c, after autodiff)
 
 Each is exported at opsets 13..17 (torch 1.13's range), twice: eval export
 (TrainingMode.EVAL, constant folding on: torch's defaults) and training export
@@ -27,16 +30,19 @@ tests/data/fusion/<module>/
                        weight transposed under an onnx:: name, and its gradient is then
                        the parameter's gradient transposed the same way (in file names
                        every character but [A-Za-z0-9._-] is written '_')
-  expect.txt           "op<N>_<mode> <gelu> <fast_gelu> <layer_norm>": the fusions the
-                       pass must make in each export: the module's GELUs and LayerNorms
-                       (none of the LayerNorms at opset 17, where torch writes the op)
+  expect.txt           "op<N>_<mode> <gelu> <fast_gelu> <layer_norm> <pool>": the fusions
+                       the passes must make in each export: the module's GELUs and
+                       LayerNorms (none of the LayerNorms at opset 17, where torch writes
+                       the op) and its MaxPools of a ReLU output
 
-usage: /usr/bin/python3 tools/scripts/make_fusion_models.py   (torch 1.13, onnx 1.12)
+usage: /usr/bin/python3 tools/scripts/make_fusion_models.py [MODULE ...]
+       (torch 1.13, onnx 1.12; every module when none is named)
 """
 import math
 import os
 import re
 import shutil
+import sys
 
 import numpy as np
 import onnx
@@ -86,13 +92,28 @@ class Block(nn.Module):
         return x + self.fc2(self.act(self.fc1(self.ln2(x))))
 
 
-# module: (constructor, its GELUs (erf), GELUs (tanh), LayerNorms)
+class Pool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3)
+        self.fc = nn.Linear(4 * 2 * 2, 5)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 3, 2, padding=1)
+        x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2, ceil_mode=True)
+        return self.fc(x.flatten(1))
+
+
+# module: (constructor, its GELUs (erf), GELUs (tanh), LayerNorms, MaxPools of a ReLU;
+# its input's shape)
 MODULES = {
-    "gelu": (lambda: Mlp(nn.GELU()), (1, 0, 0)),
-    "gelu_tanh": (lambda: Mlp(nn.GELU(approximate="tanh")), (0, 1, 0)),
-    "ln": (lambda: Mlp(nn.LayerNorm(D)), (0, 0, 1)),
-    "ln_plain": (lambda: Mlp(nn.LayerNorm(D, elementwise_affine=False)), (0, 0, 1)),
-    "block": (Block, (1, 0, 2)),
+    "gelu": (lambda: Mlp(nn.GELU()), (1, 0, 0, 0), (2, 3, D)),
+    "gelu_tanh": (lambda: Mlp(nn.GELU(approximate="tanh")), (0, 1, 0, 0), (2, 3, D)),
+    "ln": (lambda: Mlp(nn.LayerNorm(D)), (0, 0, 1, 0), (2, 3, D)),
+    "ln_plain": (lambda: Mlp(nn.LayerNorm(D, elementwise_affine=False)), (0, 0, 1, 0), (2, 3, D)),
+    "block": (Block, (1, 0, 2, 0), (2, 3, D)),
+    "pool": (Pool, (0, 0, 0, 2), (2, 3, 9, 9)),
 }
 
 
@@ -127,7 +148,7 @@ def grads_by_initializer(om, model):
     return out
 
 
-def build(name, make, counts):
+def build(name, make, counts, shape):
     torch.manual_seed(7)
     model = make()
     with torch.no_grad():  # LayerNorm's ones and zeros would hide a swapped scale and bias
@@ -135,8 +156,8 @@ def build(name, make, counts):
             if isinstance(m, nn.LayerNorm) and m.elementwise_affine:
                 m.weight.add_(0.3 * torch.randn_like(m.weight))
                 m.bias.add_(0.3 * torch.randn_like(m.bias))
-    x = torch.randn(2, 3, D)
-    target = torch.randn(2, 3, model(x).shape[-1])
+    x = torch.randn(*shape)
+    target = torch.randn(*model(x).shape)
     d = os.path.join(ROOT, name)
     shutil.rmtree(d, ignore_errors=True)
     xr = x.clone().requires_grad_(True)
@@ -165,14 +186,18 @@ def build(name, make, counts):
             for n, g in grads_by_initializer(om, model).items():
                 write_tensor(os.path.join(sub, "grads", re.sub(r"[^A-Za-z0-9._-]", "_", n) + ".pb"), g, n)
             ln = counts[2] if opset < 17 else 0
-            expect.append("op%d_%s %d %d %d" % (opset, mode, counts[0], counts[1], ln))
+            expect.append("op%d_%s %d %d %d %d" % (opset, mode, counts[0], counts[1], ln, counts[3]))
     with open(os.path.join(d, "expect.txt"), "w") as f:
         f.write("\n".join(expect) + "\n")
 
 
 def main():
-    for name, (make, counts) in MODULES.items():
-        build(name, make, counts)
+    names = sys.argv[1:] or list(MODULES)
+    for name in names:
+        if name not in MODULES:
+            raise SystemExit("unknown module %r (modules: %s)" % (name, ", ".join(MODULES)))
+        make, counts, shape = MODULES[name]
+        build(name, make, counts, shape)
         print("wrote", os.path.relpath(os.path.join(ROOT, name)))
 
 
