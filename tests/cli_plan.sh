@@ -66,7 +66,7 @@ expect 0 "MILP (Checkmate, GLPK): optimal" -- "$tool" plan "$cnn" --dim batch=4 
 expect 0 "step 2  loss" -- "$tool" run "$tmp/cnn_ilp.vplan" --steps 2
 expect 0 "sound: " -- "$tool" verify "$tmp/cnn_ilp.vplan"
 expect 2 "no recompute schedule fits the budget" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1KiB --remat ilp
-expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --budget 3MB --remat ilp --ilp-time-limit 0.001
+expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --budget 2.5MB --remat ilp --ilp-time-limit 0.001
 expect 2 "--ilp-time-limit expects a non-negative number, got 'soon'" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon
 expect 2 "applies to --remat ilp only" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --ilp-time-limit 5
 expect 2 "--remat expects none, sqrtn, dp or ilp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --remat magic

@@ -4,7 +4,8 @@
  *   gradcheck  Attention's gradients (Q, K, V) against five-point finite differences in
  *              float64, then float32, float16 and bfloat16 against float64 twins
  *              (tests/gradcheck_harness.c): causal, additive masks of several
- *              broadcast shapes, S != T both ways, Dv != D, the LSE output omitted.
+ *              broadcast shapes, S != T both ways, Dv != D, the LSE output omitted,
+ *              Y in the heads-merged layout [B, S, H, Dv] (y_bshd).
  *   refusals   a mask that depends on a parameter is refused, never differentiated.
  *   models     for the bundled GPT and the torch.onnx exports in tests/data/attention:
  *              the pattern count the pass must find; the fused step's loss, logits and
@@ -41,13 +42,14 @@ typedef struct att_case {
     int mask_rank; /* 0: none */
     int64_t mask[4];
     int lse_out;   /* the node declares output 1 */
+    int bshd;      /* attribute y_bshd: Y laid out [B, S, H, Dv] */
 } att_case;
 
 static void case_attention(const att_case *a) {
     gc_case k;
-    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld S%lld T%lld D%lld Dv%lld%s", a->what, (long long)a->b,
+    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld S%lld T%lld D%lld Dv%lld%s%s", a->what, (long long)a->b,
                   (long long)a->h, (long long)a->s, (long long)a->t, (long long)a->d, (long long)a->dv,
-                  a->causal ? " causal" : ""))
+                  a->causal ? " causal" : "", a->bshd ? " y_bshd" : ""))
         return;
     int in[4];
     in[0] = gc_param(&k, UNI, DIMS(a->b, a->h, a->s, a->d));
@@ -59,21 +61,25 @@ static void case_attention(const att_case *a) {
     gc_loss_on(&k, out[0]);
     attr_f(&k, n, "scale", 0.7);
     if (a->causal) attr_i(&k, n, "causal", 1);
+    if (a->bshd) attr_i(&k, n, "y_bshd", 1);
     gc_run(&k);
 }
 
 static void gradient_cases(void) {
     static const att_case cases[] = {
-        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1},
-        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1},
-        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1},
-        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0},
-        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1},
-        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1},
-        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0},
-        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1},
-        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1},
-        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1},
+        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0},
+        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0},
+        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0},
+        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0},
+        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0},
+        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0},
+        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0},
+        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0},
+        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0},
+        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0},
+        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1},
+        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1},
+        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) case_attention(&cases[i]);
     gc_case k;

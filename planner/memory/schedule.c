@@ -46,19 +46,30 @@ static int lives_through(const vp_graph *g, int v) {
     return val->producer < 0 || (val->flags & (VP_VAL_OUTPUT | VP_VAL_STATE | VP_VAL_INITIALIZER | VP_VAL_CONST));
 }
 
+/* The value whose buffer v's storage is: v itself, or for a view its input's root. */
+static int storage_root(const vp_graph *g, int v) {
+    while (g->values[v].producer >= 0) {
+        const vp_node *n = &g->nodes[g->values[v].producer];
+        if (!vp_node_is_view(g, n) || n->inputs[0] < 0) break;
+        v = n->inputs[0];
+    }
+    return v;
+}
+
 /* The most bytes the segment order[lo..hi) holds at once beyond what was live before
- * it: outputs counted from their writer, inputs dropped after their last reader in the
- * segment (the simple model the list scheduler below optimises). */
+ * it: outputs counted from their writer, a buffer dropped after the last read in the
+ * segment of it or of a view of it (the simple model the list scheduler below
+ * optimises).  left[] counts reads per storage root. */
 static int64_t segment_peak(const vp_graph *g, const int *order, int lo, int hi, int *left) {
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[nd->inputs[k]] = 0;
+            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])] = 0;
     }
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[nd->inputs[k]]++;
+            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])]++;
     }
     int64_t live = 0, peak = 0;
     for (int i = lo; i < hi; i++) {
@@ -67,8 +78,9 @@ static int64_t segment_peak(const vp_graph *g, const int *order, int lo, int hi,
             if (nd->outputs[k] >= 0) live += own_bytes(g, nd->outputs[k]);
         if (live > peak) peak = live;
         for (int k = 0; k < nd->n_inputs; k++) {
-            int v = nd->inputs[k];
-            if (v >= 0 && --left[v] == 0 && !lives_through(g, v)) live -= own_bytes(g, v);
+            if (nd->inputs[k] < 0) continue;
+            int r = storage_root(g, nd->inputs[k]);
+            if (--left[r] == 0 && !lives_through(g, r)) live -= own_bytes(g, r);
         }
     }
     return peak;
@@ -93,13 +105,14 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
         free(deps); free(left); free(done); free(out); free(ready);
         return VP_ERR_NOMEM;
     }
-    /* deps: inputs produced inside the segment; left: readers inside it still to run */
+    /* deps: inputs produced inside the segment; left: reads inside it still to run, per
+     * storage root (a view's readers keep its input's buffer alive) */
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++) {
             int v = nd->inputs[k];
             if (v < 0) continue;
-            left[v]++;
+            left[storage_root(g, v)]++;
             int pr = g->values[v].producer;
             if (pr >= 0 && pos_of[pr] >= lo && pos_of[pr] < hi) deps[i - lo]++;
         }
@@ -116,10 +129,11 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
             for (int k = 0; k < nd->n_outputs; k++)
                 if (nd->outputs[k] >= 0) delta += own_bytes(g, nd->outputs[k]);
             for (int k = 0; k < nd->n_inputs; k++) {
-                int v = nd->inputs[k], dup = 0, reads = 1;
-                for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] == v;
-                for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] == v;
-                if (v >= 0 && !dup && left[v] == reads && !lives_through(g, v)) delta -= own_bytes(g, v);
+                if (nd->inputs[k] < 0) continue;
+                int v = storage_root(g, nd->inputs[k]), dup = 0, reads = 1;
+                for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] >= 0 && storage_root(g, nd->inputs[j]) == v;
+                for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] >= 0 && storage_root(g, nd->inputs[j]) == v;
+                if (!dup && left[v] == reads && !lives_through(g, v)) delta -= own_bytes(g, v);
             }
             if (best < 0 || delta < best_delta || (delta == best_delta && i < best)) best = i, best_r = r, best_delta = delta;
         }
@@ -133,7 +147,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
         out[step] = node;
         const vp_node *nd = &g->nodes[node];
         for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[nd->inputs[k]]--;
+            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])]--;
         for (int k = 0; k < nd->n_outputs; k++) {
             int v = nd->outputs[k];
             if (v < 0) continue;

@@ -1,7 +1,9 @@
 /* The attention family: one fused attention op and its gradient (domain "vplan").
  *
  *   Attention(Q [B,H,S,D], K [B,H,T,D], V [B,H,T,Dv], [mask]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
- *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0)
+ *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0), y_bshd (int,
+ *       default 0: Y is [B,S,H,Dv] where 1, the heads merged as the output projection
+ *       reads them, so no transposed copy of Y is kept beside it; dY likewise)
  *       A    = scale * Q K^T + mask             (mask additive, broadcast to [B,H,S,T])
  *       A_ij = -inf where causal and j > i      (top-left aligned, as torch's
  *                                                tril(ones(S, T)) and is_causal)
@@ -74,15 +76,26 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
 
 static vp_dtype lse_dtype(vp_dtype dt) { return dt == VP_F64 ? VP_F64 : VP_F32; }
 
+/* Y's (and dY's) extents: [B, H, S, Dv], or [B, S, H, Dv] under y_bshd. */
+static void y_dims(const vp_node *n, const vp_value *q, const vp_value *v, int64_t *y) {
+    int bshd = vp_attr_int(n, "y_bshd", 0) != 0;
+    y[0] = q->dims[0];
+    y[1] = bshd ? q->dims[2] : q->dims[1];
+    y[2] = bshd ? q->dims[1] : q->dims[2];
+    y[3] = v->dims[3];
+}
+
 static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
     vp_dtype dt;
     vp_status s = vp_shape_check_arity(n, 3, 4, 1, 2, err);
     if (!s) s = check_qkv(g, n, 0, 3, &dt, err);
     if (s) return s;
     const vp_value *q = vp_shape_in(g, n, 0), *v = vp_shape_in(g, n, 2);
-    int64_t y[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    int64_t y[4];
+    y_dims(n, q, v, y);
+    int64_t lse[3] = {q->dims[0], q->dims[1], q->dims[2]};
     s = vp_shape_set_output(g, n, 0, dt, 4, y, err);
-    if (!s) s = vp_shape_set_output(g, n, 1, lse_dtype(dt), 3, y, err);
+    if (!s) s = vp_shape_set_output(g, n, 1, lse_dtype(dt), 3, lse, err);
     return s;
 }
 
@@ -92,14 +105,17 @@ static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if (!s) s = check_qkv(g, n, 1, 6, &dt, err);
     if (s) return s;
     const vp_value *q = vp_shape_in(g, n, 1), *v = vp_shape_in(g, n, 3);
-    int64_t ydims[4] = {q->dims[0], q->dims[1], q->dims[2], v->dims[3]};
+    int64_t ydims[4];
+    y_dims(n, q, v, ydims);
     for (int i = 0; i < 5; i += 4) { /* dY and Y */
         const vp_value *x = vp_shape_in(g, n, i);
         if (x->dtype != dt || x->rank != 4 || memcmp(x->dims, ydims, sizeof ydims))
-            return fail_dims(n, "dY and Y must be [B, H, S, Dv] of Q's dtype", x, err);
+            return fail_dims(n, vp_attr_int(n, "y_bshd", 0) ? "dY and Y must be [B, S, H, Dv] of Q's dtype (y_bshd)"
+                                                           : "dY and Y must be [B, H, S, Dv] of Q's dtype",
+                             x, err);
     }
     const vp_value *lse = vp_shape_in(g, n, 5);
-    if (lse->dtype != lse_dtype(dt) || lse->rank != 3 || memcmp(lse->dims, ydims, sizeof(int64_t) * 3))
+    if (lse->dtype != lse_dtype(dt) || lse->rank != 3 || memcmp(lse->dims, q->dims, sizeof(int64_t) * 3))
         return fail_dims(n, "LSE must be [B, H, S], float64 for float64 inputs and float32 otherwise", lse, err);
     for (int k = 0; k < 3 && !s; k++) s = vp_shape_same_as_input(g, n, k, k + 1, err);
     return s;

@@ -308,12 +308,30 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     }
     int y = g->nodes[m->mm2].outputs[0];
     g->nodes[m->mm2].outputs[0] = -1; /* Y is the Attention's now */
+    /* Y read only by the transpose to [B, S, H, Dv] that merges the heads: the Attention
+     * writes that layout itself, so Y is kept once for the backward, not beside its
+     * transposed copy (the output projection's input) */
+    int bshd = -1;
+    const vp_value *yv = &g->values[y];
+    if (yv->n_consumers == 1 && !(yv->flags & VP_VAL_OUTPUT)) {
+        const vp_node *t = &g->nodes[yv->consumers[0]];
+        const int64_t *perm;
+        if (!strcmp(t->op_type, "Transpose") && !t->domain[0] && t->n_outputs == 1 && t->outputs[0] >= 0 &&
+            vp_attr_ints(t, "perm", &perm) == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3)
+            bshd = yv->consumers[0];
+    }
+    if (bshd >= 0) {
+        fz->dead[bshd] = 1;
+        y = g->nodes[bshd].outputs[0];
+        g->nodes[bshd].outputs[0] = -1;
+    }
     int ins[4] = {m->q, k, m->v, mask}, outs[2] = {y, -1};
     char aname[600];
     snprintf(aname, sizeof aname, "%s/Attention", base);
     if ((s = add_node(fz, m->mm2, "Attention", "vplan", aname, mask >= 0 ? 4 : 3, ins, 2, outs, err))) return s;
     int a = fz->inserted[fz->n_inserted - 1];
-    if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal))
+    if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
+        (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)))
         return nomem(err);
     int gone[5] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2};
     for (int i = 0; i < 5; i++)

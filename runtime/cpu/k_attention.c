@@ -6,6 +6,8 @@
  *   backward  P again from A and the saved LSE, dP = dY_blk V^T, D_i = sum dY_i * Y_i,
  *             dS = P * (dP - D), dQ_blk = scale dS K, dK += scale dS^T Q_blk,
  *             dV += P^T dY_blk.
+ * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd: the same rows at another
+ * stride, so the two layouts give the same bits.
  * Under causal, a block only looks at the columns j < i0 + r (the rest are masked for
  * every row of it), so the causal forward and backward do about half the work.
  *
@@ -28,6 +30,8 @@ typedef struct geom {
     int64_t B, H, S, T, D, Dv;
     double scale;
     int causal;
+    int bshd;                /* Y and dY [B, S, H, Dv] (attribute y_bshd) */
+    int64_t yld;             /* their row stride: Dv, or H * Dv under bshd */
     const void *mask;        /* NULL when none */
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
 } geom;
@@ -48,8 +52,15 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->Dv = v->dims[3];
     g->scale = vp_attr_float(n, "scale", g->D ? (float)(1.0 / sqrt((double)g->D)) : 1.0f);
     g->causal = vp_attr_int(n, "causal", 0) != 0;
+    g->bshd = vp_attr_int(n, "y_bshd", 0) != 0;
+    g->yld = g->bshd ? g->H * g->Dv : g->Dv;
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
+}
+
+/* Element offset of row i of pair (b, h) in Y and dY. */
+static int64_t y_row(const geom *g, int64_t b, int64_t h, int64_t i) {
+    return g->bshd ? ((b * g->S + i) * g->H + h) * g->Dv : ((b * g->H + h) * g->S + i) * g->Dv;
 }
 
 /* Columns a block starting at row i0 with r rows can see. */
@@ -117,7 +128,7 @@ vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tens
                 s = block_probs(n, &g, b, h, i0, r, cols, q->data, k->data, sc, NULL, lse_out, err);
                 if (!s)
                     s = vp_lin_gemm(n, g.dt, 0, 0, r, g.Dv, cols, 1.0, sc, g.T, at(v->data, &g, bh * g.T * g.Dv), g.Dv, 0.0,
-                                    (char *)y->data + (size_t)((bh * g.S + i0) * g.Dv) * g.es, g.Dv, err);
+                                    (char *)y->data + (size_t)y_row(&g, b, h, i0) * g.es, g.yld, err);
             }
         }
     free(sc);
@@ -146,13 +157,13 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
             const void *lse_in = (const char *)lse->data + (size_t)(bh * g.S) * vp_dtype_size(lse->dtype);
             for (int64_t i0 = 0; i0 < g.S && !s; i0 += ROWS) {
                 int64_t r = g.S - i0 < ROWS ? g.S - i0 : ROWS, cols = block_cols(&g, i0, r);
-                int64_t qo = (bh * g.S + i0) * g.D, yo = (bh * g.S + i0) * g.Dv;
+                int64_t qo = (bh * g.S + i0) * g.D, yo = y_row(&g, b, h, i0);
                 s = block_probs(n, &g, b, h, i0, r, cols, q->data, k->data, p, lse_in, NULL, err);
-                if (!s) s = vp_lin_gemm(n, g.dt, 0, 1, r, cols, g.Dv, 1.0, at(dy->data, &g, yo), g.Dv, vb, g.Dv, 0.0, ds, g.T, err);
+                if (!s) s = vp_lin_gemm(n, g.dt, 0, 1, r, cols, g.Dv, 1.0, at(dy->data, &g, yo), g.yld, vb, g.Dv, 0.0, ds, g.T, err);
                 for (int64_t ii = 0; ii < r && !s; ii++) {
                     double d = 0;
                     for (int64_t c = 0; c < g.Dv; c++)
-                        d += vp_load_wide(dy->data, g.dt, yo + ii * g.Dv + c) * vp_load_wide(y->data, g.dt, yo + ii * g.Dv + c);
+                        d += vp_load_wide(dy->data, g.dt, yo + ii * g.yld + c) * vp_load_wide(y->data, g.dt, yo + ii * g.yld + c);
                     for (int64_t j = 0; j < cols; j++) {
                         int64_t e = ii * g.T + j;
                         vp_store_wide(ds, g.dt, e, vp_load_wide(p, g.dt, e) * (vp_load_wide(ds, g.dt, e) - d));
@@ -165,7 +176,7 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
                     s = vp_lin_gemm(n, g.dt, 1, 0, cols, g.D, r, g.scale, ds, g.T, at(q->data, &g, qo), g.D, 1.0,
                                     (char *)dk->data + (size_t)(bh * g.T * g.D) * g.es, g.D, err);
                 if (!s && dv)
-                    s = vp_lin_gemm(n, g.dt, 1, 0, cols, g.Dv, r, 1.0, p, g.T, at(dy->data, &g, yo), g.Dv, 1.0,
+                    s = vp_lin_gemm(n, g.dt, 1, 0, cols, g.Dv, r, 1.0, p, g.T, at(dy->data, &g, yo), g.yld, 1.0,
                                     (char *)dv->data + (size_t)(bh * g.T * g.Dv) * g.es, g.Dv, err);
             }
         }

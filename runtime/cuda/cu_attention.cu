@@ -13,6 +13,7 @@
  *   dK, dV    block per key row j: chunks of query rows i (i >= j under causal):
  *             ds_ij and p_ij in shared memory, dK_j += scale ds^T Q, dV_j += p^T dY,
  *             threads split over D and Dv.
+ * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
  * Every sum runs in a fixed order (no atomics), so a run repeats bit for bit; each
  * block's accumulators live in dynamic shared memory (D + Dv floats). */
 #include <math.h>
@@ -24,6 +25,7 @@ struct att_geom {
     int64_t H, S, T, D, Dv;
     float scale;
     int causal;
+    int bshd; /* Y and dY [B, S, H, Dv] */
     const float *mask;
     int64_t ms0, ms1, ms2, ms3;
 };
@@ -61,6 +63,11 @@ __device__ static inline double block_max(double v) {
     return total;
 }
 
+/* Element offset of row i of pair (b, h) in Y and dY. */
+__device__ static inline int64_t y_row(const att_geom &g, int64_t b, int64_t h, int64_t i) {
+    return g.bshd ? ((b * g.S + i) * g.H + h) * g.Dv : ((b * g.H + h) * g.S + i) * g.Dv;
+}
+
 /* Columns row i sees. */
 __device__ static inline int64_t seen_cols(const att_geom &g, int64_t i) {
     return g.causal && i + 1 < g.T ? i + 1 : g.T;
@@ -93,7 +100,7 @@ __global__ void k_attention(att_geom g, int64_t rows, const float *q, const floa
                 acc[c] = s;
             }
         }
-        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) y[r * g.Dv + c] = acc[c];
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) y[y_row(g, b, h, i) + c] = acc[c];
         if (threadIdx.x == 0 && lse) lse[r] = (float)ls;
         __syncthreads();
     }
@@ -105,9 +112,10 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const float *dy, const 
     __shared__ float ds[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv, *dyi = dy + r * g.Dv;
+        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        const float *dyi = dy + y_row(g, b, h, i), *yi = y + y_row(g, b, h, i);
         double di = 0;
-        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)dyi[c] * y[r * g.Dv + c];
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)dyi[c] * yi[c];
         di = cu_block_sum(di);
         for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) acc[d] = 0;
         for (int64_t j0 = 0; j0 < cols; j0 += blockDim.x) {
@@ -138,18 +146,17 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const
     __shared__ float ds[CU_THREADS], p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
         int64_t bh = r / g.T, j = r % g.T, b = bh / g.H, h = bh % g.H;
-        const float *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D, *dyb = dy + bh * g.S * g.Dv;
-        const float *yb = y + bh * g.S * g.Dv, *lb = lse + bh * g.S;
+        const float *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D, *lb = lse + bh * g.S;
         int64_t i_first = g.causal ? j : 0; /* rows i < j do not see column j */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) acc[d] = 0;
         for (int64_t i0 = i_first; i0 < g.S; i0 += blockDim.x) {
             int64_t i = i0 + threadIdx.x;
             __syncthreads();
             if (i < g.S) {
-                const float *dyi = dyb + i * g.Dv;
+                const float *dyi = dy + y_row(g, b, h, i);
                 float pij = (float)exp((double)score(g, qb + i * g.D, kb, b, h, i, j) - lb[i]);
                 p[threadIdx.x] = pij;
-                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, yb + i * g.Dv, g.Dv));
+                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv));
             } else {
                 p[threadIdx.x] = ds[threadIdx.x] = 0;
             }
@@ -160,7 +167,7 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const
                 if (d < g.D)
                     for (int64_t t = 0; t < n; t++) s += ds[t] * qb[(i0 + t) * g.D + d];
                 else
-                    for (int64_t t = 0; t < n; t++) s += p[t] * dyb[(i0 + t) * g.Dv + (d - g.D)];
+                    for (int64_t t = 0; t < n; t++) s += p[t] * dy[y_row(g, b, h, i0 + t) + (d - g.D)];
                 acc[d] = s;
             }
         }
@@ -182,6 +189,7 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.Dv = s->Dv;
     g.scale = s->scale;
     g.causal = s->causal;
+    g.bshd = s->y_bshd;
     g.mask = s->mask;
     g.ms0 = s->mask_strides[0];
     g.ms1 = s->mask_strides[1];

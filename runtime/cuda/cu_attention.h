@@ -17,11 +17,12 @@ typedef struct cu_attention_shape {
     int64_t B, H, S, T, D, Dv;
     float scale;
     int causal;
+    int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */
     const float *mask;
     int64_t mask_strides[4];
 } cu_attention_shape;
 
-/* Y [B,H,S,Dv] and (when lse is not NULL) the row log-sum-exp [B,H,S]. */
+/* Y [B,H,S,Dv] (or [B,S,H,Dv] under y_bshd) and (when lse is not NULL) the row log-sum-exp [B,H,S]. */
 cudaError_t cu_attention(const cu_attention_shape *s, const float *q, const float *k, const float *v, float *y,
                          float *lse, cudaStream_t st);
 /* dQ, dK, dV (each may be NULL) from dY, the inputs, Y and LSE. */
