@@ -84,6 +84,26 @@ static void cases_fused_matmul(void) {
         }
 }
 
+/* vplan.GeluMatMul (the fusion of a GELU into the product reading it): both GELU forms,
+ * W [K, N] and [N, K], a rank-3 H whose rows fold together, dH and dW checked. */
+static void cases_gelu_matmul(void) {
+    for (int tanh_form = 0; tanh_form < 2; tanh_form++)
+        for (int tb = 0; tb < 2; tb++) {
+            gc_case k;
+            if (!gc_begin(&k, 17, "GeluMatMul H[2,3,4] W[%s] approximate=%s", tb ? "5,4" : "4,5",
+                          tanh_form ? "tanh" : "none"))
+                continue;
+            int h = gc_param(&k, UNI, DIMS(2, 3, 4));
+            int w = tb ? gc_param(&k, UNI, DIMS(5, 4)) : gc_param(&k, UNI, DIMS(4, 5));
+            int y[2];
+            int n = gc_node(&k, "GeluMatMul", "vplan", 2, (int[]){h, w}, 2, y);
+            gc_loss_on(&k, y[0]);
+            attr_i(&k, n, "transB", tb);
+            attr_s(&k, n, "approximate", tanh_form ? "tanh" : "none");
+            gc_run(&k);
+        }
+}
+
 typedef struct conv_spec {
     const char *what;
     int rank; /* spatial rank */
@@ -288,6 +308,7 @@ void gc_cases_linalg(void) {
     cases_matmul();
     cases_gemm();
     cases_fused_matmul();
+    cases_gelu_matmul();
     cases_conv();
     cases_conv_transpose();
     cases_pool();

@@ -197,10 +197,12 @@ static void check_training(const char *mod, const char *dir, const char *exp, co
         goto done;
     }
     const vp_fuse_counts *c = &fused.t.fused;
+    /* every GELU of these modules feeds a Linear: each fuses into its product too */
     check(c->gelu == want[0] && c->fast_gelu == want[1] && c->layer_norm == want[2] &&
-              fused.t.n_pool_grad == want[3] && !plain.t.fused.removed && !plain.t.n_pool_grad,
-          "%s %s: the training build fused %d, %d, %d, %d MaxPool(Relu) gradients", mod, exp, c->gelu, c->fast_gelu,
-          c->layer_norm, fused.t.n_pool_grad);
+              fused.t.n_gelu_matmul == want[0] + want[1] && fused.t.n_pool_grad == want[3] &&
+              !plain.t.fused.removed && !plain.t.n_pool_grad && !plain.t.n_gelu_matmul,
+          "%s %s: the training build fused %d, %d, %d, %d GeluMatMul, %d MaxPool(Relu) gradients", mod, exp, c->gelu,
+          c->fast_gelu, c->layer_norm, fused.t.n_gelu_matmul, fused.t.n_pool_grad);
     double lf = vp_load(fused.loss.data, fused.loss.dtype, 0), lt = vp_load(ref.data, ref.dtype, 0);
     check(fabs(lf - lt) <= 1e-4 * fabs(lt), "%s %s: loss %.7g, torch %.7g", mod, exp, lf, lt);
     double worst_torch = 0, worst_plain = 0;

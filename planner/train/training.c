@@ -9,6 +9,7 @@
 #include "train/training.h"
 
 #include "train/fuse_attention.h"
+#include "train/fuse_gelu_matmul.h"
 #include "train/fuse_pool_grad.h"
 
 #include <regex.h>
@@ -57,6 +58,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     memset(t, 0, sizeof *t);
     t->loss = -1;
     vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
+    if (!s && !spec->no_fuse) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
     if (!s) s = vp_train_mode_apply(g, t, err);
     if (!s) s = select_params(g, spec->freeze, t, err);
     /* after the trainable set: a mask that depends on a parameter is not fused */

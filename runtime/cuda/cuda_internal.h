@@ -46,6 +46,13 @@ extern const cuda_op vp_cuda_ops_linalg[];
 extern const cuda_op vp_cuda_ops_reduce[];
 extern const cuda_op vp_cuda_ops_attention[]; /* cuda_ops_attention.c */
 extern const cuda_op vp_cuda_ops_resample[];  /* cuda_ops_resample.c */
+extern const cuda_op vp_cuda_ops_gelu_matmul[]; /* cuda_ops_gelu_matmul.c */
+
+/* C[m, n] (row-major) = alpha op(A) op(B) + beta C, float32, batch products sa, sb, sy
+ * apart (batch 1: one product): cuBLAS sees the transposes (cuda_ops_linalg.c). */
+vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
+                          const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta,
+                          float *y, int64_t sy, int64_t batch, vp_error *err);
 
 /* ---- checking ---- */
 

@@ -6,8 +6,7 @@
 #include "cu_kernels.h"
 #include "cuda_internal.h"
 
-/* C[m, n] (row-major) = alpha op(A) op(B) + beta C: cuBLAS sees the transposes. */
-static vp_status gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
+vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
                          const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta,
                          float *y, int64_t sy, int64_t batch, vp_error *err) {
     if (m > 2147483647 || nn > 2147483647 || k > 2147483647 || lda > 2147483647 || ldb > 2147483647)
@@ -43,7 +42,7 @@ static vp_status op_gemm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
     } else {
         beta = 0;
     }
-    return gemm_rm(c, n, ta, tb, m, nn, k, alpha, a->data, ta ? m : k, 0, b->data, tb ? k : nn, 0, beta, y->data, 0, 1, err);
+    return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, a->data, ta ? m : k, 0, b->data, tb ? k : nn, 0, beta, y->data, 0, 1, err);
 }
 
 /* Offset, in matrices, of batch index i of an operand with batch dims bd (rank br)
@@ -98,15 +97,15 @@ static vp_status matmul_run(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     if (ua && ub && same_a && same_b) {
         /* a shared A with one row per batch folds into one tall product */
         if (na == 1 && nb == 1)
-            return gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+            return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
         if (!ta && nb == 1 && na == batch)
-            return gemm_rm(c, n, 0, tb, m * batch, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
-        return gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, na == 1 ? 0 : m * k, pb, ldb, nb == 1 ? 0 : k * nn, 0.0f,
+            return vp_cuda_gemm_rm(c, n, 0, tb, m * batch, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+        return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, na == 1 ? 0 : m * k, pb, ldb, nb == 1 ? 0 : k * nn, 0.0f,
                        py, m * nn, batch, err);
     }
     for (int64_t i = 0; i < batch && !s; i++) {
         int64_t oa = batch_offset(r, od, abr, a->dims, i), ob = batch_offset(r, od, bbr, b->dims, i);
-        s = gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa + oa * m * k, lda, 0, pb + ob * k * nn, ldb, 0, 0.0f,
+        s = vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa + oa * m * k, lda, 0, pb + ob * k * nn, ldb, 0, 0.0f,
                     py + i * m * nn, 0, 1, err);
     }
     return s;
