@@ -1,0 +1,66 @@
+/* Collectives over Open MPI: MPI_COMM_WORLD, one process per rank, host memory.
+ *
+ * MPI is initialised on the first communicator and finalised when it is freed (one per
+ * process; mpirun starts one process per rank).  MPI_Allreduce with MPI_SUM over the
+ * float types is deterministic for a fixed rank count and message size in Open MPI's
+ * tuned component, and every rank receives the same bits, which keeps the replicated
+ * parts of a tensor-parallel step identical across ranks. */
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "comm.h"
+
+static vp_status mpi_fail(vp_error *err, int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return vp_fail(err, VP_ERR_RUNTIME, "%s: %s", what, msg);
+}
+
+static vp_status mpi_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
+    (void)c;
+    MPI_Datatype t = dt == VP_F32 ? MPI_FLOAT : dt == VP_F64 ? MPI_DOUBLE : MPI_DATATYPE_NULL;
+    if (t == MPI_DATATYPE_NULL)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "MPI all-reduce of %s is not supported (float32, float64)", vp_dtype_name(dt));
+    for (int64_t at = 0; at < count;) { /* MPI counts are int */
+        int part = count - at > (1 << 30) ? 1 << 30 : (int)(count - at);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + at * (int64_t)vp_dtype_size(dt), part, t, MPI_SUM, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Allreduce");
+        at += part;
+    }
+    return VP_OK;
+}
+
+static vp_status mpi_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err) {
+    (void)c;
+    if (bytes > (1 << 30)) return vp_fail(err, VP_ERR_UNSUPPORTED, "broadcast of %lld bytes", (long long)bytes);
+    int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? VP_OK : mpi_fail(err, rc, "MPI_Bcast");
+}
+
+static void mpi_destroy(vp_comm *c) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+    free(c);
+}
+
+static const vp_comm_iface mpi_iface = {"mpi", mpi_allreduce, mpi_broadcast, mpi_destroy};
+
+vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err) {
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int rc = MPI_Init(NULL, NULL);
+        if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Init");
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    vp_comm *c = calloc(1, sizeof *c);
+    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    c->iface = &mpi_iface;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    *out = c;
+    return VP_OK;
+}
