@@ -13,9 +13,21 @@
 #include <string.h>
 
 #include "ir/infer.h"
+#include "ir/op_registry.h"
 #include "parallel/tp_internal.h"
 
 int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
+
+int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n) {
+    int64_t total = 0;
+    for (int i = 0; i < n_steps; i++) {
+        const vp_node *nd = &g->nodes[steps ? steps[i] : i];
+        if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0) continue;
+        const vp_value *v = &g->values[nd->outputs[0]];
+        total += vp_tp_ring_bytes(vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype), n);
+    }
+    return total;
+}
 
 vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
                              vp_error *err) {
