@@ -1,6 +1,8 @@
 /* The collective family: the conjugate communication ops of Megatron-style tensor
  * parallelism (domain "vplan"), inserted by planner/parallel/tp_split.c.
  *
+ * Both carry an int attribute `ranks` (the cost model's ring size).
+ *
  *   TPCopy(X) -> Y            forward: Y = X on every rank (a view: no work, no bytes)
  *                             backward: dX = TPAllReduce(dY)
  *   TPAllReduce(X) -> Y       forward: Y = sum over ranks of X
@@ -31,6 +33,7 @@ static VP_GRAD_RULE(grad_tp_copy) {
     if (dy[0] < 0 || !vp_grad_needs(c, node, 0)) return VP_OK;
     int b = vp_grad_begin(c, node, "TPAllReduce", "vplan", 1, &dy[0], 1);
     if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_copy_attrs(c, node, b, err)); /* ranks */
     return vp_grad_end(c, b, &dx[0], err);
 }
 

@@ -47,7 +47,7 @@ int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, in
     }
     if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
     const vp_value *b = &g->values[n->inputs[1]];
-    if (!(b->flags & VP_VAL_PARAM) || b->rank != 2 || b->n_consumers != 1 || !b->data) return 0;
+    if (!(b->flags & VP_VAL_PARAM) || b->rank != 2 || b->n_consumers != 1) return 0;
     *w = 1;
     *out_axis = trans_b ? 0 : 1;
     *in_axis = trans_b ? 1 : 0;
@@ -95,9 +95,10 @@ static vp_tp_edit *add_edit(walk *w, int node, int input) {
 }
 
 /* A weight or bias sliced along axis: a parameter (or a frozen float initializer) that
- * only this node reads. */
+ * only this node reads.  (Without data, as in a graph built to be planned only, its
+ * shape is sliced.) */
 static int sliceable(const vp_value *v) {
-    return (v->flags & (VP_VAL_PARAM | VP_VAL_INITIALIZER)) && v->data && v->n_consumers == 1 && v->producer < 0;
+    return (v->flags & (VP_VAL_PARAM | VP_VAL_INITIALIZER)) && v->n_consumers == 1 && v->producer < 0;
 }
 
 static int column(walk *w, int id) {

@@ -53,6 +53,10 @@ vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n,
 
 static vp_status slice_value(vp_graph *g, int id, int axis, int blocks, int n, int rank, vp_error *err) {
     vp_value *v = &g->values[id];
+    if (!v->data) { /* a graph built to be planned, not run */
+        v->dims[axis] /= n;
+        return VP_OK;
+    }
     vp_tensor full = vp_value_tensor(v), part;
     vp_status s = vp_tp_slice_tensor(&full, axis, blocks, n, rank, &part, err);
     if (s) {
@@ -92,11 +96,14 @@ static char *stem_of(const vp_graph *g, int v, const char *suffix, char *buf, si
     return buf;
 }
 
-/* Adds node op(x) -> y in the vplan domain, named after the value it reads. */
-static int add_comm(vp_graph *g, const char *op, int x, int y) {
+/* Adds node op(x) -> y in the vplan domain, named after the value it reads, with the
+ * rank count (the cost model's ring). */
+static int add_comm(vp_graph *g, const char *op, int x, int y, int ranks) {
     char name[512];
     snprintf(name, sizeof name, "%s/%s", g->values[x].name, op);
-    return vp_graph_add_node(g, op, "vplan", name, 1, &x, 1, &y);
+    int id = vp_graph_add_node(g, op, "vplan", name, 1, &x, 1, &y);
+    if (id >= 0 && vp_node_add_attr_int(g, id, "ranks", ranks)) return -1;
+    return id;
 }
 
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err) {
@@ -138,7 +145,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
             int x = g->nodes[i].inputs[0];
             if (copy_of[x] < 0) {
                 int y = vp_graph_add_unique_value(g, stem_of(g, x, "_tpcopy", stem, sizeof stem));
-                int c = y < 0 ? -1 : add_comm(g, "TPCopy", x, y);
+                int c = y < 0 ? -1 : add_comm(g, "TPCopy", x, y, o->n);
                 if (c < 0) {
                     s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
                     break;
@@ -152,7 +159,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
         } else if (f.is_row[i]) {
             int y = g->nodes[i].outputs[0];
             int p = vp_graph_add_unique_value(g, stem_of(g, y, "_partial", stem, sizeof stem));
-            int c = p < 0 ? -1 : add_comm(g, "TPAllReduce", p, y);
+            int c = p < 0 ? -1 : add_comm(g, "TPAllReduce", p, y, o->n);
             if (c < 0) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
                 break;

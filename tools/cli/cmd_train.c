@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_data.h"
 #include "cli_train.h"
+#include "comm.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "json_writer.h"
@@ -69,6 +70,11 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     return s;
 }
 
+/* Ranks other than 0 compute what rank 0 prints: their stdout goes nowhere. */
+static void quiet_stdout(void) {
+    if (!freopen("/dev/null", "w", stdout)) fprintf(stderr, "onnx-vplan: warning: cannot silence this rank's output\n");
+}
+
 static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
     int64_t steps = 1, seed = 0;
@@ -95,7 +101,22 @@ static int run_train(int argc, char **argv) {
     vp_error err;
     vp_status s = cli_train_finish(&o, &err);
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
-    if (s) return cli_report(s, &err);
+    /* --tp N: one process per rank under mpirun -np N; rank 0 reports */
+    vp_comm *comm = NULL;
+    if (!s && o.spec.tp.n > 1) {
+        if (!vp_comm_launched())
+            s = vp_fail(&err, VP_ERR_USAGE, "--tp %d trains one process per rank: run it as mpirun -np %d onnx-vplan train ...",
+                        o.spec.tp.n, o.spec.tp.n);
+        else if (!(s = vp_comm_mpi_new(&comm, &err)) && comm->size != o.spec.tp.n)
+            s = vp_fail(&err, VP_ERR_USAGE, "--tp %d but mpirun started %d processes", o.spec.tp.n, comm->size);
+        if (!s) o.spec.tp.rank = comm->rank;
+        if (!s && save) s = vp_fail(&err, VP_ERR_USAGE, "--save with --tp: gathering the split weights is not implemented yet");
+        if (!s && comm->rank != 0) json = NULL, quiet_stdout();
+    }
+    if (s) {
+        vp_comm_free(comm);
+        return cli_report(s, &err);
+    }
 
     vp_graph *g = NULL;
     vp_training t;
@@ -121,6 +142,7 @@ static int run_train(int argc, char **argv) {
         if (prec[0]) printf("%s\n", prec);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
+        if (b) b->comm = comm;
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     }
     if (!s) s = cli_batch_load(g, data, (uint64_t)seed, t.label_classes, &batch, &err);
@@ -138,6 +160,9 @@ static int run_train(int argc, char **argv) {
         if (!s) printf("step %lld  loss %.6f  (%.3f s)\n", (long long)step + 1, losses[step], times[step]);
         fflush(stdout);
     }
+    if (!s && comm)
+        printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld all-reduces\n", comm->size,
+               (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
     if (!s && json) s = write_json(json, g, &t, &o, losses, times, (int)steps, &err);
     if (!s && save) {
         s = save_model(model, save, x, g, &t, &err);
@@ -148,6 +173,7 @@ static int run_train(int argc, char **argv) {
     vp_backend_free(b);
     vp_training_free(&t);
     vp_graph_free(g);
+    vp_comm_free(comm);
     free(losses);
     free(times);
     return cli_report(s, &err);
