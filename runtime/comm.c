@@ -23,6 +23,10 @@ vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_e
     return c->iface->broadcast(c, buf, bytes, root, err);
 }
 
+vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err) {
+    return c->iface->allgather(c, send, recv, bytes, err);
+}
+
 void vp_comm_free(vp_comm *c) {
     if (c) c->iface->destroy(c);
 }

@@ -22,6 +22,8 @@ typedef struct vp_comm_iface {
     vp_status (*allreduce)(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
     /* Copies bytes of host memory from root to every rank. */
     vp_status (*broadcast)(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
+    /* Every rank's `bytes` of send, in rank order, into recv (size * bytes) on every rank. */
+    vp_status (*allgather)(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
     void (*destroy)(vp_comm *c);
 } vp_comm_iface;
 
@@ -43,6 +45,7 @@ vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err);
 /* Counts, then all-reduces through the implementation. */
 vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
+vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
 void vp_comm_free(vp_comm *c);
 
 #endif

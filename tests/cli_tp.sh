@@ -58,6 +58,16 @@ if [[ -n $mpirun ]]; then
     w=$(worst "$tmp/g2" "$tmp/g1")
     expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
     echo "mpirun -np 2 train models/gpt (adamw): losses within $w of one rank's"
+    # --save under --tp: the split weights gathered back whole; the saved models' losses agree
+    "${mpi[@]}" -np 2 "$tool" train "$qkv" "${qopt[@]}" --tp 2 --steps 3 --save "$tmp/tp2.onnx" >/dev/null
+    "$tool" train "$qkv" "${qopt[@]}" --steps 3 --save "$tmp/tp1.onnx" >/dev/null
+    "$tool" train "$tmp/tp2.onnx" "${qopt[@]}" --steps 1 --data "$src/tests/data/tp/gpt_qkv/fixtures" 2>/dev/null | losses >"$tmp/s2" ||
+        echo "FAIL: the model saved under --tp 2 does not train"
+    "$tool" train "$tmp/tp1.onnx" "${qopt[@]}" --steps 1 --data "$src/tests/data/tp/gpt_qkv/fixtures" | losses >"$tmp/s1"
+    w=$(worst "$tmp/s2" "$tmp/s1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+    expect 0 "params: " -- "$tool" inspect "$tmp/tp2.onnx" --dim batch=2
+    echo "mpirun -np 2 train --save: the gathered model's loss within $w of the one-rank model's"
     # bf16: the all-reduce sums in float32 and rounds once, the one-rank product rounds
     # its own sum: within bf16's rounding of each other
     "$tool" plan "$gpt" "${gopt[@]}" --precision bf16 -o "$tmp/b1.vplan" >/dev/null

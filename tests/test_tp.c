@@ -115,6 +115,18 @@ static void check_structure(void) {
     for (int i = 0; ok && i < 12; i++) ok = ((float *)part.data)[i] == w[rows[i / 2] * 2 + i % 2];
     check(ok, "a fused QKV weight sliced per Q, K and V block");
     if (!s) free(part.data);
+    /* and every rank's slices, gathered in rank order, put back whole */
+    float parts[24];
+    for (int r = 0; r < 2 && !s; r++) {
+        s = vp_tp_slice_tensor(&full, 0, 3, 2, r, &part, &err);
+        if (!s) memcpy(parts + 12 * r, part.data, 12 * sizeof(float));
+        free(part.data);
+    }
+    vp_tensor back = {0};
+    part.dims[0] = 6;
+    if (!s) s = vp_tp_unslice_tensor(&part, parts, 0, 3, 2, &back, &err);
+    check(!s && back.dims[0] == 12 && !memcmp(back.data, w, sizeof w), "the slices of every rank gathered back whole");
+    free(back.data);
 }
 
 static vp_status feed_exec(vp_exec *x, const test_model *m, const char *input, vp_error *err) {

@@ -52,6 +52,10 @@ typedef struct vp_tp_result {
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err);
 void vp_tp_result_free(vp_tp_result *r);
 
+/* The full tensor from every rank's slice (parts: n slices of `part`'s shape, in rank
+ * order, as an all-gather leaves them); out->data is heap. */
+vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axis, int blocks, int n, vp_tensor *out,
+                               vp_error *err);
 /* Rank's slice of a full tensor as the split cuts a weight; out->data is heap. */
 vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
                              vp_error *err);

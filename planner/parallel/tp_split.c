@@ -51,6 +51,28 @@ vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n,
     return VP_OK;
 }
 
+vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axis, int blocks, int n, vp_tensor *out,
+                               vp_error *err) {
+    size_t es = vp_dtype_size(part->dtype);
+    int64_t outer = 1, inner = 1, pd = part->dims[axis], d = pd * n;
+    for (int k = 0; k < axis; k++) outer *= part->dims[k];
+    for (int k = axis + 1; k < part->rank; k++) inner *= part->dims[k];
+    int64_t block = d / blocks, chunk = block / n, part_elems = outer * pd * inner;
+    *out = *part;
+    out->dims[axis] = d;
+    char *dst = malloc((size_t)(outer * d * inner) * es + 1);
+    out->data = dst;
+    if (!dst) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    const char *src = parts;
+    size_t bytes = (size_t)(chunk * inner) * es;
+    for (int r = 0; r < n; r++) /* rank r's chunk of block b of outer row o, where slicing took it from */
+        for (int64_t o = 0; o < outer; o++)
+            for (int b = 0; b < blocks; b++)
+                memcpy(dst + (size_t)((o * d + b * block + r * chunk) * inner) * es,
+                       src + (size_t)(r * part_elems + (o * pd + b * chunk) * inner) * es, bytes);
+    return VP_OK;
+}
+
 static vp_status slice_value(vp_graph *g, int id, int axis, int blocks, int n, int rank, vp_error *err) {
     vp_value *v = &g->values[id];
     if (!v->data) { /* a graph built to be planned, not run */

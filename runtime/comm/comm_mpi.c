@@ -55,6 +55,13 @@ static vp_status mpi_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, v
     return rc == MPI_SUCCESS ? VP_OK : mpi_fail(err, rc, "MPI_Bcast");
 }
 
+static vp_status mpi_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err) {
+    (void)c;
+    if (bytes > (1 << 30)) return vp_fail(err, VP_ERR_UNSUPPORTED, "all-gather of %lld bytes a rank", (long long)bytes);
+    int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? VP_OK : mpi_fail(err, rc, "MPI_Allgather");
+}
+
 static void mpi_destroy(vp_comm *c) {
     int fin = 0;
     MPI_Finalized(&fin);
@@ -62,7 +69,7 @@ static void mpi_destroy(vp_comm *c) {
     free(c);
 }
 
-static const vp_comm_iface mpi_iface = {"mpi", mpi_allreduce, mpi_broadcast, mpi_destroy};
+static const vp_comm_iface mpi_iface = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_destroy};
 
 vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err) {
     *out = NULL;

@@ -43,6 +43,13 @@ static vp_status nccl_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, 
     return s;
 }
 
+static vp_status nccl_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err) {
+    nccl_ctx *x = c->ctx;
+    vp_status s = nccl_check(ncclAllGather(send, recv, (size_t)bytes, ncclChar, x->comm, x->stream), "ncclAllGather", err);
+    if (!s && cudaStreamSynchronize(x->stream) != cudaSuccess) s = vp_fail(err, VP_ERR_RUNTIME, "cudaStreamSynchronize");
+    return s;
+}
+
 static void nccl_destroy(vp_comm *c) {
     nccl_ctx *x = c->ctx;
     if (x) {
@@ -53,7 +60,7 @@ static void nccl_destroy(vp_comm *c) {
     free(c);
 }
 
-static const vp_comm_iface nccl_iface = {"nccl", nccl_allreduce, nccl_broadcast, nccl_destroy};
+static const vp_comm_iface nccl_iface = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_destroy};
 
 vp_status vp_comm_nccl_new(vp_comm *mpi, int device, void *stream, vp_comm **out, vp_error *err) {
     *out = NULL;
