@@ -28,9 +28,12 @@ typedef struct vp_backend_iface {
     void (*destroy)(vp_backend *b);
 } vp_backend_iface;
 
+struct vp_comm;
+
 struct vp_backend {
     const vp_backend_iface *iface;
     void *ctx;
+    struct vp_comm *comm; /* NULL, or the ranks' collectives (runtime/comm.h): not owned */
 };
 
 vp_backend *vp_backend_cpu_new(void);

@@ -43,9 +43,13 @@ int test_model_list_in(const char *dir, char names[][64], int max) {
 int test_model_list(char names[][64], int max) { return test_model_list_in(MODELS, names, max); }
 
 vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, vp_error *err) {
+    return test_model_load_in(m, MODELS, name, spec, err);
+}
+
+vp_status test_model_load_in(test_model *m, const char *dir, const char *name, vp_train_spec *spec, vp_error *err) {
     memset(m, 0, sizeof *m);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    snprintf(m->dir, sizeof m->dir, "%s/%s", MODELS, name);
+    snprintf(m->name, sizeof m->name, "%.63s", name);
+    snprintf(m->dir, sizeof m->dir, "%s/%s", dir, name);
     char path[4200];
     snprintf(path, sizeof path, "%s/meta.json", m->dir);
     m->meta = mj_parse_file(path);

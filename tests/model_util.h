@@ -24,6 +24,8 @@ int test_model_list_in(const char *dir, char names[][64], int max);
 /* Loads models/<name>: meta, graph, dims, inference.  Then, when spec is not NULL,
  * builds the training step (spec->freeze is set to the model's buffers). */
 vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, vp_error *err);
+/* The same for dir/<name> (a folder with meta.json, model.onnx and fixtures/). */
+vp_status test_model_load_in(test_model *m, const char *dir, const char *name, vp_train_spec *spec, vp_error *err);
 void test_model_free(test_model *m);
 
 /* Loads models/<name> as a training step with the ce:logits loss and optimizer opt

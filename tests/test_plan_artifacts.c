@@ -303,7 +303,7 @@ static int synth_build(synth *s, int n_blocks, int64_t budget, int plain_names) 
     }
     vp_plan *p = &s->p;
     p->g = s->g;
-    p->device = (vp_device_profile){"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6};
+    p->device = *vp_device_find("a100");
     p->budget_bytes = budget;
     p->loss_buffer = -1;
     p->n_steps = ok ? s->g->n_nodes : 0;

@@ -12,7 +12,11 @@
 # 3. for each model and both fixture optimizers: `onnx-vplan plan` then
 #    `onnx-vplan run --backend cuda --steps 5` on the fixture batch, losses compared
 #    with models/*/fixtures/train_*.json (1e-4);
-# 4. benchmarks a training step (AdamW) of the GPT-style model and the ResNet-style CNN
+# 4. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
+#    mpirun -np 2 (and 4 with four GPUs) onnx-vplan run --backend cuda of the torch.onnx
+#    GPT export's per-rank plans (tests/data/tp/gpt_qkv), losses against the one-GPU
+#    plan (1e-5 relative) and the bytes NCCL was asked to send against the plan's figure;
+# 5. benchmarks a training step (AdamW) of the GPT-style model and the ResNet-style CNN
 #    against PyTorch eager on the same GPU (where python3 has torch with CUDA) and
 #    prints one table: step time ours / PyTorch, our arena and measured peak /
 #    torch.cuda.max_memory_reserved.
@@ -116,6 +120,33 @@ EOF
         grep -E '^device ' "$WORK/$m-$f.run.log" || true
     done
 done
+
+section "tensor parallel over NCCL"
+n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [[ $BACKEND != cuda || ${n_gpus:-0} -lt 2 ]] || ! command -v mpirun >/dev/null; then
+    echo "skipped: needs two GPUs or more and mpirun (found ${n_gpus:-0} GPUs)"
+else
+    qkv=tests/data/tp/gpt_qkv
+    qopts=(--loss ce:logits --dim batch=2 --freeze '^mask$' --optimizer momentum --lr 0.05 --device h200)
+    run "$VP" plan "$qkv/model.onnx" "${qopts[@]}" -o "$WORK/tp1.vplan" >/dev/null || failed+=("tp plan 1")
+    run "$VP" run "$WORK/tp1.vplan" --backend cuda --steps 5 | sed -nE 's/^step [0-9]+  loss ([0-9.]+).*/\1/p' >"$WORK/tp1.losses"
+    for n in 2 4; do
+        ((n <= n_gpus)) || continue
+        run "$VP" plan "$qkv/model.onnx" "${qopts[@]}" --tp $n -o "$WORK/tp$n.vplan" >/dev/null || failed+=("tp plan $n")
+        if ! run mpirun --allow-run-as-root -np $n "$VP" run "$WORK/tp$n.vplan" --backend cuda --steps 5 >"$WORK/tp$n.log" 2>&1; then
+            cat "$WORK/tp$n.log"
+            failed+=("tp run $n")
+            continue
+        fi
+        sed -nE 's/^step [0-9]+  loss ([0-9.]+).*/\1/p' "$WORK/tp$n.log" >"$WORK/tp$n.losses"
+        grep '^rank ' "$WORK/tp$n.log"
+        worst=$(paste "$WORK/tp$n.losses" "$WORK/tp1.losses" | awk '{d = ($1 - $2) / $2; if (d < 0) d = -d; if (d > w) w = d} END {print w + 0}')
+        bytes_ok=$(sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes .*nccl\); planned ([0-9]+)$/\1 \2/p' "$WORK/tp$n.log" |
+            awk -v n=$n '$1 != $2 {bad = 1} END {print (bad || NR != n) ? "no" : "yes"}')
+        echo "tp $n over NCCL: losses within $worst of one GPU's; bytes counted = planned on every rank: $bytes_ok"
+        awk -v w="$worst" 'BEGIN {exit !(w < 1e-5)}' && [[ $bytes_ok == yes ]] || failed+=("tp $n")
+    done
+fi
 
 section "benchmark: one AdamW training step, batch $BATCH, median of $STEPS steps"
 have_torch=0

@@ -34,6 +34,9 @@ enum {
     VP_OP_VIEW = 1u << 3,            /* output 0 is input 0's bytes under another shape (Reshape,
                                         Identity): the planner may give it the input's storage,
                                         and the kernel then has nothing to do */
+    VP_OP_COLLECTIVE = 1u << 4,      /* communicates across tensor-parallel ranks: a backend with a
+                                        communicator (runtime/comm.h) runs it there; the CPU
+                                        kernel is the one-rank case */
 };
 
 struct vp_grad_ctx;
@@ -61,6 +64,7 @@ extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optim
 extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (vplan) */
 extern const vp_op_def vp_ops_recurrent[]; /* LSTM, GRU, their training forms and gradients */
 extern const vp_op_def vp_ops_gelu_matmul[]; /* GELU and the product reading it, and its gradient (vplan) */
+extern const vp_op_def vp_ops_collective[]; /* tensor-parallel TPCopy, TPAllReduce (vplan) */
 
 const vp_op_def *vp_op_find(const char *domain, const char *op_type);
 /* Calls fn for each registered op (for listings and --help). */

@@ -22,7 +22,7 @@
 const char *vp_category_name(vp_category c) {
     static const char *const names[VP_CAT_COUNT] = {"parameters", "gradients", "optimizer_state", "activations",
                                                     "temporaries", "workspace", "inputs", "constants",
-                                                    "weight_copies"};
+                                                    "weight_copies", "communication"};
     return (int)c >= 0 && c < VP_CAT_COUNT ? names[c] : "?";
 }
 
@@ -167,6 +167,18 @@ static int backward_start(const vp_plan *p) {
     return p->n_steps;
 }
 
+/* Read or written by a tensor-parallel collective: the partial sums and what the
+ * all-reduce makes of them. */
+static int touches_collective(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    if (val->producer >= 0 && g->nodes[val->producer].op && (g->nodes[val->producer].op->flags & VP_OP_COLLECTIVE)) return 1;
+    for (int k = 0; k < val->n_consumers; k++) {
+        const vp_node *n = &g->nodes[val->consumers[k]];
+        if (n->op && (n->op->flags & VP_OP_COLLECTIVE)) return 1;
+    }
+    return 0;
+}
+
 static int cat_rank(vp_category c) {
     return c == VP_CAT_ACTIVATIONS ? 3 : c == VP_CAT_GRADIENTS ? 2 : c == VP_CAT_TEMPORARIES ? 0 : 1;
 }
@@ -196,6 +208,9 @@ static void categorize(vp_plan *p, groups *gs, int *ext_last, vp_category *group
                  (g->nodes[v->producer].phase == VP_PHASE_FORWARD || g->nodes[v->producer].phase == VP_PHASE_LOSS))
             buf->cat = VP_CAT_ACTIVATIONS;
     }
+    for (int b = 0; b < p->n_buffers; b++)
+        if (p->buffers[b].cat == VP_CAT_TEMPORARIES && touches_collective(g, p->buffers[b].value))
+            p->buffers[b].cat = VP_CAT_COMM;
     for (int b = 0; b < p->n_buffers; b++) group_cat[b] = p->buffers[b].cat;
     for (int b = 0; b < p->n_buffers; b++) {
         int root = root_of(p, b);

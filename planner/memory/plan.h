@@ -24,6 +24,8 @@ typedef enum vp_category {
     VP_CAT_CONSTANTS,   /* folded values, frozen non-float initializers */
     VP_CAT_WEIGHT_COPIES, /* a parameter's low-precision copy (planner/precision): a Cast of the
                              parameter, made once a step and read by forward and backward */
+    VP_CAT_COMM,        /* communication buffers: what a tensor-parallel all-reduce reads or
+                           writes (planner/parallel), unless it is an activation or a gradient */
     VP_CAT_COUNT,
 } vp_category;
 
@@ -46,6 +48,8 @@ typedef struct vp_device_profile {
     double peak_flops_fp16;
     double mem_bandwidth;    /* bytes/s */
     double launch_overhead;  /* seconds per kernel */
+    double link_bandwidth;   /* bytes/s one rank sends to the next (tensor-parallel all-reduces) */
+    double link_latency;     /* seconds per all-reduce step */
 } vp_device_profile;
 
 /* "cpu", "a100", "h100", "h200"; NULL when unknown. */

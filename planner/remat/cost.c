@@ -1,9 +1,14 @@
 /* FLOPs of the ops that dominate (matrix products, convolutions and their gradients);
  * every other op is charged one FLOP per output element, or a few for the
- * transcendental ones.  Bytes are what a node reads and writes once. */
+ * transcendental ones.  Bytes are what a node reads and writes once.  A tensor-parallel
+ * all-reduce costs its ring traffic over the device's link (2(n-1)/n of the bytes,
+ * 2(n-1) latencies), or its memory traffic when that is longer. */
 #include "remat/cost.h"
 
 #include <string.h>
+
+#include "ir/op_registry.h"
+#include "parallel/parallel.h"
 
 static double numel(const vp_graph *g, int v) { return v >= 0 ? (double)vp_value_numel(&g->values[v]) : 0.0; }
 
@@ -50,7 +55,7 @@ static int is_rnn(const vp_node *n, int *grad) {
 }
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
-    vp_node_cost c = {0, 0, 0};
+    vp_node_cost c = {0, 0, 0, 0, 0};
     for (int k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] >= 0) {
             vp_dtype t = g->values[n->inputs[k]].dtype;
@@ -93,12 +98,19 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "AttentionGrad") && n->n_inputs >= 6)
         c.flops = attention_flops(g, n, 1);
     else if (is_rnn(n, &rnn_grad)) c.flops = rnn_flops(g, n, rnn_grad);
-    else c.flops = out;
+    else if (n->op && (n->op->flags & VP_OP_COLLECTIVE) && n->outputs[0] >= 0) {
+        int ranks = (int)vp_attr_int(n, "ranks", 1);
+        c.comm_bytes = (double)vp_tp_ring_bytes((int64_t)out * (int64_t)vp_dtype_size(g->values[n->outputs[0]].dtype), ranks);
+        c.comm_hops = ranks > 1 ? 2 * (ranks - 1) : 0;
+    } else c.flops = out;
     return c;
 }
 
 double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision) {
     double peak = half_precision || c->half ? dev->peak_flops_fp16 : dev->peak_flops_fp32;
     double t_compute = peak > 0 ? c->flops / peak : 0, t_mem = dev->mem_bandwidth > 0 ? c->bytes / dev->mem_bandwidth : 0;
+    double t_link = c->comm_bytes > 0 && dev->link_bandwidth > 0 ? c->comm_bytes / dev->link_bandwidth : 0;
+    t_link += c->comm_hops * dev->link_latency;
+    t_mem = t_mem > t_link ? t_mem : t_link;
     return (t_compute > t_mem ? t_compute : t_mem) + dev->launch_overhead;
 }

@@ -10,6 +10,8 @@ typedef struct vp_node_cost {
     double flops;  /* multiply-adds count as 2 */
     double bytes;  /* inputs read plus outputs written */
     int half;      /* reads float16 or bfloat16 (mixed precision): the device's half-precision peak */
+    double comm_bytes; /* a tensor-parallel all-reduce: the bytes one rank sends (ring, 2(n-1)/n) */
+    int comm_hops;     /* and its 2(n-1) steps, each paying the link's latency */
 } vp_node_cost;
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n);

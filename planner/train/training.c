@@ -1,6 +1,6 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> attention fusion -> loss -> precision
- *   -> autodiff -> optimizer.
+ *   fusion -> training mode -> trainable set -> attention fusion -> tensor-parallel split
+ *   -> loss -> precision -> autodiff -> optimizer.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
  * Precision comes after the loss (which it keeps in float32, casting the logits up) and
  * before autodiff, which then differentiates through its Casts: each gradient op runs in
@@ -66,6 +66,8 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         vp_fuse_attention_opts fo = {.detect_causal = 1};
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
+    /* on the forward graph, so that autodiff makes the conjugate all-reduces */
+    if (!s && spec->tp.n > 1) s = vp_tp_split(g, &spec->tp, &t->tp, err);
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
     if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
@@ -97,5 +99,6 @@ void vp_training_free(vp_training *t) {
     free(t->params);
     free(t->grads);
     free(t->carry);
+    vp_tp_result_free(&t->tp);
     memset(t, 0, sizeof *t);
 }

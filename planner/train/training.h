@@ -9,6 +9,7 @@
 #define VP_TRAINING_H
 
 #include "ir/ir.h"
+#include "parallel/parallel.h"
 #include "precision/loss_scale.h"
 #include "precision/precision.h"
 #include "train/fuse.h"
@@ -61,6 +62,7 @@ typedef struct vp_train_spec {
     const char *fp32_ops, *low_ops; /* op names moved over the placement lists (precision/precision.h) */
     int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
+    vp_tp_opts tp;          /* tensor parallelism: n ranks (0 or 1: none), this graph's rank */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -86,6 +88,7 @@ typedef struct vp_training {
     int first_loss_node, first_backward_node, first_optimizer_node;
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
+    vp_tp_result tp;     /* what the tensor-parallel split did (planner/parallel) */
     int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
     vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

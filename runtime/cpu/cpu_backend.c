@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "comm.h"
 #include "ir/op_registry.h"
 
 static vp_status cpu_alloc(vp_backend *b, size_t bytes, void **ptr, vp_error *err) {
@@ -30,10 +31,13 @@ static vp_status cpu_copy(vp_backend *b, void *dst, const void *src, size_t byte
 
 static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
-    (void)b;
     if (!n->op || !n->op->cpu)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
-    return n->op->cpu(n, in, out, err);
+    if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) return n->op->cpu(n, in, out, err);
+    if (out[0]->data != in[0]->data) memcpy(out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]));
+    vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
+    if (s) vp_error_prefix(err, "node '%s': ", n->name);
+    return s;
 }
 
 static vp_status cpu_sync(vp_backend *b, vp_error *err) {

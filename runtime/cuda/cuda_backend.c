@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "cuda_internal.h"
+#include "ir/op_registry.h"
 
 enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, SCRATCH_BYTES = 256 };
 
@@ -84,7 +86,12 @@ static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor 
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "output %d has no device memory", k);
     if (n->n_inputs > 0 && !in[0] && strcmp(n->op_type, "Concat") && strcmp(n->op_type, "Sum"))
         return vp_node_fail(err, VP_ERR_INVALID, n, "input 0 is missing");
-    return e->fn(c, n, in, out, err);
+    if (!b->comm || !n->op || !(n->op->flags & VP_OP_COLLECTIVE)) return e->fn(c, n, in, out, err);
+    /* a tensor-parallel all-reduce, queued on this stream by the communicator (NCCL) */
+    vp_status s = out[0]->data != in[0]->data ? e->fn(c, n, in, out, err) : VP_OK;
+    if (!s) s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
+    if (s) vp_error_prefix(err, "node '%s': ", n->name);
+    return s;
 }
 
 static vp_status cuda_sync(vp_backend *b, vp_error *err) {
@@ -182,6 +189,8 @@ vp_status vp_backend_cuda_mem_info(vp_backend *b, size_t *free_bytes, size_t *to
     if (!s) s = vp_cuda_check(cudaMemGetInfo(free_bytes, total_bytes), NULL, "cudaMemGetInfo", err);
     return s;
 }
+
+void *vp_backend_cuda_stream(vp_backend *b) { return ctx_of(b)->stream; }
 
 size_t vp_backend_cuda_workspace_bytes(const vp_backend *b) {
     (void)b;

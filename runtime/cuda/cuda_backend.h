@@ -52,6 +52,8 @@ vp_status vp_backend_cuda_mem_info(vp_backend *b, size_t *free_bytes, size_t *to
 
 /* Bytes the backend allocated for itself (cuBLAS workspace, loss scalars). */
 size_t vp_backend_cuda_workspace_bytes(const vp_backend *b);
+/* The backend's stream (a cudaStream_t), for a communicator to queue collectives on. */
+void *vp_backend_cuda_stream(vp_backend *b);
 
 /* The device's name ("NVIDIA H200"). */
 const char *vp_backend_cuda_device_name(const vp_backend *b);

@@ -195,5 +195,7 @@ const cuda_op vp_cuda_ops_tensor[] = {
     {"Transpose", "", op_transpose}, {"Expand", "", op_expand}, {"Concat", "", op_concat}, {"Split", "", op_split},
     {"Slice", "", op_slice}, {"Gather", "", op_gather}, {"Shape", "", op_shape}, {"Size", "", op_shape},
     {"GatherGrad", "com.microsoft", op_gather_grad},
+    /* tensor-parallel: the one-rank case; with a communicator the backend all-reduces */
+    {"TPCopy", "vplan", op_copy}, {"TPAllReduce", "vplan", op_copy},
     {NULL, NULL, NULL},
 };

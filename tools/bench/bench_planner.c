@@ -116,21 +116,6 @@ static void speed(int layers, gpt_style style, speed_row *row) {
     vp_graph_free(g);
 }
 
-/* Saved activations of layer 1 (a middle layer): every forward value of /blocks.1/ the
- * plan counts as an activation (live when the backward starts), in float32. */
-static int64_t saved_of_layer(const vp_plan *p, const vp_graph *g, int print, double sbh4) {
-    int64_t saved = 0;
-    for (int i = 0; i < p->n_buffers; i++) {
-        const vp_buffer *b = &p->buffers[i];
-        const vp_value *v = &g->values[b->value];
-        if (b->cat != VP_CAT_ACTIVATIONS || b->alias_of >= 0 || v->producer < 0) continue;
-        if (strncmp(g->nodes[v->producer].name, "/blocks.1/", 10)) continue;
-        saved += b->bytes;
-        if (print) printf("| %s | %lld | %.2f |\n", v->name, (long long)b->bytes, (double)b->bytes / sbh4);
-    }
-    return saved;
-}
-
 /* The layer's saved bytes against Korthikanti et al. 2022, with the attention core as
  * the exporter writes it (plain) and fused into vplan.Attention, whose backward
  * recomputes the probabilities from the row log-sum-exp (the 5as/h term gone). */
@@ -162,7 +147,7 @@ static void korthikanti(int batch, int seq, int hidden, int heads) {
             printf("\nsaved activations of /blocks.1/ (s=%d, b=%d, h=%d, a=%d), float32, attention %s (%d cores fused):\n\n"
                    "| value | bytes | in units of sbh*4 |\n|---|---|---|\n",
                    seq, batch, hidden, heads, form ? "fused" : "plain", t.n_attention);
-            saved[form] = saved_of_layer(&p, g, 1, sbh4);
+            saved[form] = gpt_saved_of_layer(&p, g, 1, sbh4);
         }
         vp_plan_free(&p);
         vp_training_free(&t);

@@ -1,4 +1,5 @@
 #include "gpt_graph.h"
+#include "memory/plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -334,4 +335,19 @@ vp_status gpt_graph_build(const gpt_config *c, vp_graph **out, vp_error *err) {
     }
     *out = g;
     return VP_OK;
+}
+
+/* Saved activations of layer 1 (a middle layer): every forward value of /blocks.1/ the
+ * plan counts as an activation (live when the backward starts), in float32. */
+int64_t gpt_saved_of_layer(const vp_plan *p, const vp_graph *g, int print, double sbh4) {
+    int64_t saved = 0;
+    for (int i = 0; i < p->n_buffers; i++) {
+        const vp_buffer *b = &p->buffers[i];
+        const vp_value *v = &g->values[b->value];
+        if (b->cat != VP_CAT_ACTIVATIONS || b->alias_of >= 0 || v->producer < 0) continue;
+        if (strncmp(g->nodes[v->producer].name, "/blocks.1/", 10)) continue;
+        saved += b->bytes;
+        if (print) printf("| %s | %lld | %.2f |\n", v->name, (long long)b->bytes, (double)b->bytes / sbh4);
+    }
+    return saved;
 }

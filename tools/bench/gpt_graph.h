@@ -47,4 +47,10 @@ vp_status gpt_graph_build_raw(const gpt_config *c, gpt_style style, vp_graph **o
 /* Builds and shape-infers the plain forward graph; output "logits" [batch, seq, vocab]. */
 vp_status gpt_graph_build(const gpt_config *c, vp_graph **out, vp_error *err);
 
+/* Saved activations of layer 1 (a middle layer): every forward value of /blocks.1/ the
+ * plan counts as an activation (live when the backward starts); with print, one table
+ * row per value in units of sbh4 bytes.  (bench_planner, bench_tp) */
+struct vp_plan;
+int64_t gpt_saved_of_layer(const struct vp_plan *p, const vp_graph *g, int print, double sbh4);
+
 #endif

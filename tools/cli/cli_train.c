@@ -34,6 +34,10 @@ void cli_train_init(cli_train_opts *o) {
          "fp32 master weights and optimizer state (default fp32)"},
         {"--fp32-ops", CLI_STR, &o->spec.fp32_ops, "OP,OP", "ops kept in fp32 under --precision bf16|fp16 (op types, such as Gelu)"},
         {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
+        {"--tp", CLI_INT, &o->tp, "N",
+         "tensor parallelism over N ranks: Megatron column/row splits found\n"
+         "in the graph (MLP pairs, attention by whole heads), each rank's\n"
+         "slice of the weights, all-reduces where the splits meet (default 1)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them),\n"
@@ -70,6 +74,8 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
                        o->spec.fp32_ops ? "fp32-ops" : "low-ops");
     vp_precision_opts po = {o->spec.precision, o->spec.fp32_ops, o->spec.low_ops};
     if ((s = vp_precision_check_ops(&po, err))) return s;
+    if (o->tp < 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
+    o->spec.tp.n = o->tp ? (int)o->tp : 1;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;

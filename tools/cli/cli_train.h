@@ -12,7 +12,8 @@ typedef struct cli_train_opts {
     const char *attention;                  /* "fused", "plain", or NULL (fused) */
     const char *precision;                  /* "fp32", "bf16", "fp16", or NULL (fp32) */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
-    cli_opt table[14];                      /* points into this struct: do not copy it */
+    int64_t tp;                             /* --tp, 0 when not given */
+    cli_opt table[15];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);

@@ -9,6 +9,8 @@
 #include "cli_train.h"
 #include "plan_artifacts.h"
 #include "plan_file.h"
+#include "ir/op_registry.h"
+#include "remat/cost.h"
 #include "remat/remat.h"
 #include "report.h"
 
@@ -71,6 +73,109 @@ static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const
            (long long)lo_arena, (long long)hi, (long long)hi_arena);
     dims->b[k].value = lo;
     return VP_OK;
+}
+
+/* What the tensor-parallel split made of this rank: regions, all-reduces, the bytes it
+ * sends a step and their estimated time. */
+static void tp_summary(const vp_plan *p, const vp_training *t, int64_t sent, const vp_remat_result *rr) {
+    int fwd = 0, bwd = 0;
+    double secs = 0;
+    int64_t payload = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const vp_node *n = &p->g->nodes[p->steps[i]];
+        if (!n->op || !(n->op->flags & VP_OP_COLLECTIVE)) continue;
+        vp_node_cost c = vp_cost_node(p->g, n);
+        secs += vp_cost_seconds(&c, &p->device, 0);
+        payload += vp_value_numel(&p->g->values[n->outputs[0]]) * (int64_t)vp_dtype_size(p->g->values[n->outputs[0]].dtype);
+        if (n->phase == VP_PHASE_FORWARD) fwd++;
+        else bwd++;
+    }
+    char b1[32], b2[32], b3[32];
+    if (t->tp.rank == 0)
+        printf("tensor parallel over %d ranks: %d column- and %d row-parallel products, %d weights sliced; %d all-reduces a\n"
+               "  step (%d forward, %d backward); each rank sends %s a step (ring: 2(n-1)/n of %s), about %.3f ms over\n"
+               "  the %s link (%.0f GB/s) of an estimated %.3f ms step\n",
+               t->tp.n, t->tp.n_column, t->tp.n_row, t->tp.n_sliced, fwd + bwd, fwd, bwd,
+               vp_human_bytes(sent, b1, sizeof b1), vp_human_bytes(payload, b2, sizeof b2), 1e3 * secs, p->device.name,
+               p->device.link_bandwidth / 1e9, 1e3 * rr->step_seconds);
+    printf("rank %d: arena %s, parameters %s, communication %s, sends %lld bytes a step\n", t->tp.rank,
+           vp_human_bytes(p->arena_bytes, b1, sizeof b1), vp_human_bytes(p->category_bytes[VP_CAT_PARAMETERS], b2, sizeof b2),
+           vp_human_bytes(p->category_bytes[VP_CAT_COMM], b3, sizeof b3), (long long)sent);
+}
+
+/* Plans rank `rank` of o->spec.tp.n (the whole step when 1): the report for rank 0,
+ * one line for the others, the plan file (PLAN, or PLAN.<rank> for several ranks). */
+static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_opts *o_, const vp_device_profile *dev,
+                           int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro_, const char *json,
+                           const char *dot, const char *timeline, const char *out, int *over_, vp_error *err_) {
+    cli_train_opts o = *o_; /* its table points into o_: only spec and the strings are read here */
+    const vp_remat_opts ro = *ro_;
+    vp_error err;
+    vp_status s;
+    int rank = o.spec.tp.rank, ranks = o.spec.tp.n;
+    vp_graph *g = NULL, *planned = NULL;
+    vp_remat_result rr;
+    memset(&rr, 0, sizeof rr);
+    vp_training t;
+    memset(&t, 0, sizeof t);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
+    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
+    char knobs[1024], fusion[160] = "", prec[256] = "";
+    if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
+    if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
+    static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
+    char loss_arg[300];
+    snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
+             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
+             fusion, prec[0] ? "; " : "", prec);
+    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
+    int64_t sent = s ? 0 : vp_tp_step_bytes(p.g, p.steps, p.n_steps, ranks);
+    if (!s) p.budget_bytes = budget;
+    if (!s && rank == 0) vp_report_text(stdout, &p, &ctx);
+    if (!s && ranks > 1) tp_summary(&p, &t, sent, &rr);
+    if (!s && json) {
+        FILE *f = fopen(json, "w");
+        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
+        else {
+            vp_report_json(f, &p, &ctx);
+            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
+        }
+    }
+    if (!s && dot) {
+        s = vp_dot_write(&p, dot, &err);
+        if (!s) printf("wrote %s\n", dot);
+    }
+    if (!s && timeline) {
+        s = vp_timeline_write(&p, timeline, &err);
+        if (!s) printf("wrote %s\n", timeline);
+    }
+    if (!s && out) {
+        char lr[32], fu[8];
+        snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
+        snprintf(fu, sizeof fu, "%d", fused);
+        char tp[16], tp_rank[16], tp_sent[32], path[4096];
+        snprintf(tp, sizeof tp, "%d", ranks);
+        snprintf(tp_rank, sizeof tp_rank, "%d", rank);
+        snprintf(tp_sent, sizeof tp_sent, "%lld", (long long)sent);
+        vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
+                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""},
+                          {"remat", vp_remat_name(remat)}, {"fusion", fusion[0] ? fusion : "none"},
+                          {"tp", tp}, {"tp_rank", tp_rank}, {"tp_bytes_sent", tp_sent}};
+        int n_knobs = (int)(sizeof knob / sizeof knob[0]) - (ranks > 1 ? 0 : 3);
+        snprintf(path, sizeof path, ranks > 1 ? "%s.%d" : "%s", out, rank);
+        s = vp_plan_write(&p, model, knob, n_knobs, path, &err);
+        if (!s) printf("wrote %s\n", path);
+    }
+    *over_ |= !s && budget > 0 && p.arena_bytes > budget;
+    vp_plan_free(&p);
+    vp_training_free(&t);
+    if (planned && planned != g) vp_graph_free(planned);
+    vp_graph_free(g);
+    if (s) *err_ = err;
+    return s;
 }
 
 static int run_plan(int argc, char **argv) {
@@ -145,60 +250,12 @@ static int run_plan(int argc, char **argv) {
     }
     if (s) return cli_report(s, &err);
 
-    vp_graph *g = NULL, *planned = NULL;
-    vp_remat_result rr;
-    memset(&rr, 0, sizeof rr);
-    vp_training t;
-    memset(&t, 0, sizeof t);
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    s = cli_build_step(model, &dims, &o.spec, &g, &t, NULL, &err);
-    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    char knobs[1024], fusion[160] = "", prec[256] = "";
-    if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
-    if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
-    static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
-    char loss_arg[300];
-    snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
-    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
-             o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
-             fusion, prec[0] ? "; " : "", prec);
-    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
-    if (!s) {
-        p.budget_bytes = budget;
-        vp_report_text(stdout, &p, &ctx);
+    int ranks = o.spec.tp.n, over = 0;
+    for (int rank = 0; rank < ranks && !s; rank++) {
+        o.spec.tp.rank = rank;
+        s = plan_rank(model, &dims, &o, dev, fused, budget, remat, &ro, rank ? NULL : json, rank ? NULL : dot,
+                      rank ? NULL : timeline, out, &over, &err);
     }
-    if (!s && json) {
-        FILE *f = fopen(json, "w");
-        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
-        else {
-            vp_report_json(f, &p, &ctx);
-            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
-        }
-    }
-    if (!s && dot) {
-        s = vp_dot_write(&p, dot, &err);
-        if (!s) printf("wrote %s\n", dot);
-    }
-    if (!s && timeline) {
-        s = vp_timeline_write(&p, timeline, &err);
-        if (!s) printf("wrote %s\n", timeline);
-    }
-    if (!s && out) {
-        char lr[32], fu[8];
-        snprintf(lr, sizeof lr, "%g", o.spec.opt.lr);
-        snprintf(fu, sizeof fu, "%d", fused);
-        vp_knob knob[] = {{"loss", loss_arg}, {"optimizer", vp_opt_name(o.spec.opt.kind)}, {"lr", lr},
-                          {"fused_update", fu}, {"freeze", o.spec.freeze ? o.spec.freeze : ""},
-                          {"remat", vp_remat_name(remat)}, {"fusion", fusion[0] ? fusion : "none"}};
-        s = vp_plan_write(&p, model, knob, (int)(sizeof knob / sizeof knob[0]), out, &err);
-        if (!s) printf("wrote %s\n", out);
-    }
-    int over = !s && budget > 0 && p.arena_bytes > budget;
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    if (planned && planned != g) vp_graph_free(planned);
-    vp_graph_free(g);
     if (s) return cli_report(s, &err);
     return over ? 3 : 0;
 }

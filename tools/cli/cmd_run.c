@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "cli_data.h"
+#include "comm.h"
 #include "cpu_util.h"
 #include "json_writer.h"
 #include "plan_exec.h"
@@ -14,6 +15,9 @@
 #include "report.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
+#endif
+#ifdef VP_HAVE_NCCL
+#include "comm_nccl.h"
 #endif
 
 /* Class count of a cross-entropy loss in the plan, to keep synthetic labels in range. */
@@ -108,6 +112,28 @@ static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_e
 static void cuda_report(const cuda_memory *m, int64_t planned) { (void)m, (void)planned; }
 #endif
 
+static const char *knob(const vp_loaded_plan *lp, const char *name) {
+    for (int i = 0; i < lp->n_knobs; i++)
+        if (!strcmp(lp->knob_names[i], name)) return lp->knob_values[i];
+    return NULL;
+}
+
+/* Under mpirun: this process's rank opens PLAN.<rank> of a tensor-parallel plan, which
+ * must be of as many ranks as mpirun started. */
+static vp_status open_rank_plan(const char *path, vp_comm *comm, vp_loaded_plan *lp, char *used, size_t len, vp_error *err) {
+    snprintf(used, len, comm && comm->size > 1 ? "%s.%d" : "%s", path, comm ? comm->rank : 0);
+    vp_status s = vp_plan_read(used, lp, err);
+    if (s) return s;
+    const char *tp = knob(lp, "tp"), *rank = knob(lp, "tp_rank");
+    int n = tp ? atoi(tp) : 1, r = rank ? atoi(rank) : 0, size = comm ? comm->size : 1, me = comm ? comm->rank : 0;
+    if (n != size || r != me) {
+        vp_loaded_plan_free(lp);
+        return vp_fail(err, VP_ERR_USAGE, "%s is rank %d of a %d-rank tensor-parallel plan, but this is rank %d of %d%s", used, r,
+                       n, me, size, n > 1 && size != n ? " (run it with mpirun -np N as planned)" : "");
+    }
+    return VP_OK;
+}
+
 static int run_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu";
     int64_t steps = 1, seed = 0, cuda_device = 0;
@@ -137,9 +163,20 @@ static int run_run(int argc, char **argv) {
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
     if (s) return cli_report(s, &err);
 
+    vp_comm *comm = NULL;
+    if (vp_comm_launched() && (s = vp_comm_mpi_new(&comm, &err))) return cli_report(s, &err);
     vp_loaded_plan lp;
-    s = vp_plan_read(path, &lp, &err);
-    if (s) return cli_report(s, &err);
+    char rank_path[4200];
+    s = open_rank_plan(path, comm, &lp, rank_path, sizeof rank_path, &err);
+    if (s) {
+        vp_comm_free(comm);
+        return cli_report(s, &err);
+    }
+    path = rank_path;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (comm && comm->size > 1 && use_cuda && local) cuda_device += atoi(local); /* one GPU per rank on a machine */
+    int quiet = comm && comm->rank != 0; /* rank 0 reports the steps, every rank its bytes */
+    const char *planned_sent = knob(&lp, "tp_bytes_sent");
     vp_backend *b = NULL;
     vp_plan_exec *x = NULL;
     cli_batch batch = {0};
@@ -148,11 +185,22 @@ static int run_run(int argc, char **argv) {
     if (!losses || !seconds) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     if (!s && use_cuda) s = cuda_start(&lp.plan, (int)cuda_device, tf32, &b, &mem, &err);
     else if (!s && !(b = vp_backend_cpu_new())) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    /* the ranks' all-reduces: MPI on host memory, NCCL between GPUs */
+    vp_comm *coll = comm && comm->size > 1 ? comm : NULL, *nccl = NULL;
+    if (!s && coll && use_cuda) {
+#ifdef VP_HAVE_NCCL
+        s = vp_comm_nccl_new(comm, (int)cuda_device, vp_backend_cuda_stream(b), &nccl, &err);
+        coll = nccl;
+#else
+        s = vp_fail(&err, VP_ERR_UNSUPPORTED, "--backend cuda under mpirun needs NCCL, and this build has none");
+#endif
+    }
+    if (!s && coll) b->comm = coll;
     if (!s) s = vp_plan_exec_new(&lp.plan, b, &x, &err);
     if (!s && use_cuda) s = cuda_sample(b, &mem, &mem.free_after_arena, &err);
     if (!s) s = cli_batch_load(lp.g, data, (uint64_t)seed, label_classes(lp.g), &batch, &err);
     char b1[32];
-    if (!s) printf("running %s: %d steps per iteration in one %s arena on %s\n", path, lp.plan.n_steps,
+    if (!s && !quiet) printf("running %s: %d steps per iteration in one %s arena on %s\n", path, lp.plan.n_steps,
                    vp_human_bytes(lp.plan.arena_bytes, b1, sizeof b1), backend);
     for (int64_t it = 0; it < steps && !s; it++) {
         struct timespec t0, t1;
@@ -166,9 +214,13 @@ static int run_run(int argc, char **argv) {
         if (!s && use_cuda) s = cuda_sample(b, &mem, NULL, &err);
         free(loss.data);
         seconds[it] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (!s) printf("step %lld  loss %.6f  (%.6f s)\n", (long long)it + 1, losses[it], seconds[it]);
+        if (!s && !quiet) printf("step %lld  loss %.6f  (%.6f s)\n", (long long)it + 1, losses[it], seconds[it]);
     }
-    if (!s) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
+    if (!s && coll)
+        printf("rank %d of %d: sent %lld bytes a step in %lld all-reduces (counted over %lld steps, %s); planned %s\n",
+               coll->rank, coll->size, (long long)(coll->bytes_sent / steps), (long long)(coll->calls / steps), (long long)steps,
+               coll->iface->name, planned_sent ? planned_sent : "?");
+    if (!s && !quiet) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
                    (long long)lp.plan.arena_bytes);
     if (!s && use_cuda) cuda_report(&mem, lp.plan.arena_bytes);
     if (!s && json) {
@@ -213,6 +265,8 @@ static int run_run(int argc, char **argv) {
     vp_plan_exec_free(x);
     vp_backend_free(b);
     vp_loaded_plan_free(&lp);
+    vp_comm_free(nccl);
+    vp_comm_free(comm);
     free(losses);
     free(seconds);
     return cli_report(s, &err);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_data.h"
 #include "cli_train.h"
+#include "comm.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "json_writer.h"
@@ -49,9 +50,30 @@ static vp_status write_json(const char *path, const vp_graph *g, const vp_traini
     return VP_OK;
 }
 
-/* Trained parameters and carried state whose names are initializers of the model. */
+/* A split weight made whole: every rank's slice gathered, put back where the split took
+ * it from (planner/parallel). */
+static vp_status gather_full(vp_comm *comm, const vp_training *t, int value, vp_tensor *v, vp_error *err) {
+    const vp_tp_sliced *sl = NULL;
+    for (int i = 0; comm && i < t->tp.n_sliced; i++)
+        if (t->tp.sliced[i].value == value) sl = &t->tp.sliced[i];
+    if (!sl) return VP_OK;
+    size_t bytes = vp_tensor_nbytes(v);
+    char *parts = malloc(bytes * (size_t)comm->size + 1);
+    if (!parts) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_tensor full = {0};
+    vp_status s = vp_comm_allgather(comm, v->data, parts, (int64_t)bytes, err);
+    if (!s) s = vp_tp_unslice_tensor(v, parts, sl->axis, sl->blocks, comm->size, &full, err);
+    free(parts);
+    if (s) return s;
+    free(v->data);
+    *v = full;
+    return VP_OK;
+}
+
+/* Trained parameters and carried state whose names are initializers of the model; with
+ * --tp every rank gathers the split ones and rank 0 writes. */
 static vp_status save_model(const char *src, const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t,
-                            vp_error *err) {
+                            vp_comm *comm, vp_error *err) {
     const char **names = calloc((size_t)t->n_carry + 1, sizeof *names);
     vp_tensor *vals = calloc((size_t)t->n_carry + 1, sizeof *vals);
     int n = 0;
@@ -60,13 +82,19 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
         const vp_value *v = &g->values[t->carry[i].from];
         if (!(v->flags & VP_VAL_INITIALIZER)) continue; /* optimizer state is not part of the model */
         s = vp_exec_get(x, t->carry[i].from, &vals[n], err);
+        if (!s) s = gather_full(comm, t, t->carry[i].from, &vals[n], err);
         names[n++] = v->name;
     }
-    if (!s) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
     for (int i = 0; i < n; i++) free(vals[i].data);
     free(vals);
     free(names);
     return s;
+}
+
+/* Ranks other than 0 compute what rank 0 prints: their stdout goes nowhere. */
+static void quiet_stdout(void) {
+    if (!freopen("/dev/null", "w", stdout)) fprintf(stderr, "onnx-vplan: warning: cannot silence this rank's output\n");
 }
 
 static int run_train(int argc, char **argv) {
@@ -95,7 +123,21 @@ static int run_train(int argc, char **argv) {
     vp_error err;
     vp_status s = cli_train_finish(&o, &err);
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
-    if (s) return cli_report(s, &err);
+    /* --tp N: one process per rank under mpirun -np N; rank 0 reports */
+    vp_comm *comm = NULL;
+    if (!s && o.spec.tp.n > 1) {
+        if (!vp_comm_launched())
+            s = vp_fail(&err, VP_ERR_USAGE, "--tp %d trains one process per rank: run it as mpirun -np %d onnx-vplan train ...",
+                        o.spec.tp.n, o.spec.tp.n);
+        else if (!(s = vp_comm_mpi_new(&comm, &err)) && comm->size != o.spec.tp.n)
+            s = vp_fail(&err, VP_ERR_USAGE, "--tp %d but mpirun started %d processes", o.spec.tp.n, comm->size);
+        if (!s) o.spec.tp.rank = comm->rank;
+        if (!s && comm->rank != 0) json = NULL, quiet_stdout();
+    }
+    if (s) {
+        vp_comm_free(comm);
+        return cli_report(s, &err);
+    }
 
     vp_graph *g = NULL;
     vp_training t;
@@ -121,6 +163,7 @@ static int run_train(int argc, char **argv) {
         if (prec[0]) printf("%s\n", prec);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
+        if (b) b->comm = comm;
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     }
     if (!s) s = cli_batch_load(g, data, (uint64_t)seed, t.label_classes, &batch, &err);
@@ -138,9 +181,12 @@ static int run_train(int argc, char **argv) {
         if (!s) printf("step %lld  loss %.6f  (%.3f s)\n", (long long)step + 1, losses[step], times[step]);
         fflush(stdout);
     }
+    if (!s && comm)
+        printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld all-reduces\n", comm->size,
+               (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
     if (!s && json) s = write_json(json, g, &t, &o, losses, times, (int)steps, &err);
     if (!s && save) {
-        s = save_model(model, save, x, g, &t, &err);
+        s = save_model(model, save, x, g, &t, comm, &err);
         if (!s) printf("saved trained weights to %s\n", save);
     }
     cli_batch_free(&batch);
@@ -148,6 +194,7 @@ static int run_train(int argc, char **argv) {
     vp_backend_free(b);
     vp_training_free(&t);
     vp_graph_free(g);
+    vp_comm_free(comm);
     free(losses);
     free(times);
     return cli_report(s, &err);

@@ -1,0 +1,69 @@
+/* Tensor parallelism: Megatron-style column/row splits found in the forward graph.
+ *
+ * In: an inferred forward graph after fusion (attention already one vplan.Attention
+ * where it fused) and after the trainable set is chosen, before the loss and autodiff.
+ * Out: rank `rank`'s forward graph of `n`: each split weight (and bias) holds this
+ * rank's slice of the full one, shape constants that carry head counts or the hidden
+ * size divided by n, a vplan.TPCopy where a replicated value enters a column-parallel
+ * product, a vplan.TPAllReduce after each row-parallel one (planner/ops/collective.c).
+ * Autodiff then gives the conjugates: two all-reduces forward and two backward per
+ * transformer layer.
+ *
+ * What splits: a product by a 2-D trainable weight (MatMul, com.microsoft FusedMatMul,
+ * Gemm) whose input is replicated starts a column-parallel region when everything its
+ * output reaches is split-friendly (bias Adds, elementwise activations, Split into
+ * Q/K/V, Reshape and Transpose to and from heads, attention over whole heads, the
+ * attention products and softmax of a plain core) and ends at products by a weight
+ * along the split axis (row-parallel).  A region that reaches anything else (a graph
+ * output, the loss, a LayerNorm) is left replicated, so the LM head and embeddings stay
+ * whole.  Everything outside the regions is replicated: every rank computes it alike,
+ * and its gradients agree on every rank with no further communication.
+ *
+ * Where a region would split but n does not divide what it splits (the heads of a
+ * Reshape, the output features of a weight, the Q/K/V sizes of a Split), the pass
+ * refuses with VP_ERR_USAGE naming the node. */
+#ifndef VP_PARALLEL_H
+#define VP_PARALLEL_H
+
+#include "ir/ir.h"
+
+typedef struct vp_tp_opts {
+    int n;    /* ranks (tensor-parallel degree), 1 or more */
+    int rank; /* this graph's rank, in [0, n) */
+} vp_tp_opts;
+
+/* A weight this rank holds 1/n of: along axis, of each of `blocks` equal blocks (the
+ * Q, K and V of a fused projection), the rank-th of n contiguous chunks. */
+typedef struct vp_tp_sliced {
+    int value;
+    int axis;
+    int blocks;
+} vp_tp_sliced;
+
+typedef struct vp_tp_result {
+    int n, rank;
+    int n_column, n_row;          /* products split by columns, by rows */
+    int n_copy, n_allreduce;      /* TPCopy and TPAllReduce nodes inserted */
+    int n_sliced;                 /* weights and biases sliced */
+    vp_tp_sliced *sliced;         /* heap: vp_tp_result_free */
+    int64_t sliced_elems_full;    /* their elements before slicing (all ranks together) */
+} vp_tp_result;
+
+vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err);
+void vp_tp_result_free(vp_tp_result *r);
+
+/* The full tensor from every rank's slice (parts: n slices of `part`'s shape, in rank
+ * order, as an all-gather leaves them); out->data is heap. */
+vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axis, int blocks, int n, vp_tensor *out,
+                               vp_error *err);
+/* Rank's slice of a full tensor as the split cuts a weight; out->data is heap. */
+vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
+                             vp_error *err);
+
+/* Bytes one rank sends in a ring all-reduce of `bytes` among n ranks: 2 (n - 1) / n of
+ * them (reduce-scatter then all-gather).  The planner's figure and the runtime's count. */
+int64_t vp_tp_ring_bytes(int64_t bytes, int n);
+/* The bytes one rank sends running these nodes once (the collectives among them). */
+int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n);
+
+#endif

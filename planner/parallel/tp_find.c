@@ -1,0 +1,379 @@
+/* Finding the column/row regions: a forward dataflow over split states.
+ *
+ * In: an inferred forward graph and n.  Out: which products are column- and
+ * row-parallel, the weights and biases each rank slices, and the shape constants that
+ * change.  Every value is replicated (R) or split along one axis (S): each rank holds a
+ * contiguous 1/n of that axis, or of each of `blocks` equal blocks of it when the value
+ * lies between a fused QKV product and its Split.  Candidates (products by a weight with
+ * a replicated input) are tried in graph order: a candidate is kept when, with it and
+ * those kept before, every split value reaches only ops that take it and ends in a
+ * row-parallel product.  The states are re-derived from scratch for each candidate:
+ * graphs here have hundreds of nodes and a handful of candidates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/op_registry.h"
+#include "parallel/tp_internal.h"
+
+typedef struct state {
+    signed char axis; /* -1: replicated */
+    int origin;       /* column node the blocks come from, -1 after a Split */
+} state;
+
+typedef struct walk {
+    vp_graph *g;
+    int n;
+    const char *column; /* candidates taken */
+    state *st;          /* per value */
+    vp_tp_find *f;      /* rows, blocks, slices, edits found */
+    int cap_slices, cap_edits;
+    vp_error div_err;   /* the first place n does not divide */
+    int div_failed;
+    int nomem;
+} walk;
+
+int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, int *in_axis) {
+    int trans_b = 0;
+    if (!strcmp(n->op_type, "MatMul") && !n->domain[0]) {
+    } else if (!strcmp(n->op_type, "FusedMatMul") && !strcmp(n->domain, "com.microsoft")) {
+        if (vp_attr_int(n, "transA", 0) || vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0)) return 0;
+        trans_b = (int)vp_attr_int(n, "transB", 0);
+    } else if (!strcmp(n->op_type, "Gemm") && !n->domain[0]) {
+        if (vp_attr_int(n, "transA", 0)) return 0;
+        trans_b = (int)vp_attr_int(n, "transB", 0);
+    } else {
+        return 0;
+    }
+    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
+    const vp_value *b = &g->values[n->inputs[1]];
+    if (!(b->flags & VP_VAL_PARAM) || b->rank != 2 || b->n_consumers != 1) return 0;
+    *w = 1;
+    *out_axis = trans_b ? 0 : 1;
+    *in_axis = trans_b ? 1 : 0;
+    return 1;
+}
+
+static void divides(walk *w, const vp_node *n, int64_t dim, const char *what) {
+    if (dim % w->n == 0 || w->div_failed) return;
+    w->div_failed = 1;
+    vp_node_fail(&w->div_err, VP_ERR_USAGE, n, "--tp %d does not divide %s (%lld)", w->n, what, (long long)dim);
+}
+
+static void add_slice(walk *w, int value, int axis, int origin) {
+    vp_tp_find *f = w->f;
+    if (f->n_slices == w->cap_slices) {
+        int cap = w->cap_slices ? 2 * w->cap_slices : 16;
+        vp_tp_slice *p = realloc(f->slices, (size_t)cap * sizeof *p);
+        if (!p) {
+            w->nomem = 1;
+            return;
+        }
+        f->slices = p;
+        w->cap_slices = cap;
+    }
+    f->slices[f->n_slices++] = (vp_tp_slice){value, axis, origin};
+}
+
+static vp_tp_edit *add_edit(walk *w, int node, int input) {
+    vp_tp_find *f = w->f;
+    if (f->n_edits == w->cap_edits) {
+        int cap = w->cap_edits ? 2 * w->cap_edits : 16;
+        vp_tp_edit *p = realloc(f->edits, (size_t)cap * sizeof *p);
+        if (!p) {
+            w->nomem = 1;
+            return NULL;
+        }
+        f->edits = p;
+        w->cap_edits = cap;
+    }
+    vp_tp_edit *e = &f->edits[f->n_edits++];
+    memset(e, 0, sizeof *e);
+    e->node = node;
+    e->input = input;
+    return e;
+}
+
+/* A weight or bias sliced along axis: a parameter (or a frozen float initializer) that
+ * only this node reads.  (Without data, as in a graph built to be planned only, its
+ * shape is sliced.) */
+static int sliceable(const vp_value *v) {
+    return (v->flags & (VP_VAL_PARAM | VP_VAL_INITIALIZER)) && v->n_consumers == 1 && v->producer < 0;
+}
+
+static int column(walk *w, int id) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    int wi, oa, ia;
+    if (!vp_tp_product(g, n, &wi, &oa, &ia) || w->st[n->inputs[0]].axis >= 0) return 0;
+    const vp_value *wv = &g->values[n->inputs[wi]], *y = &g->values[n->outputs[0]];
+    divides(w, n, wv->dims[oa], "the output features of its weight");
+    add_slice(w, n->inputs[wi], oa, id);
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) { /* Gemm's bias C */
+        const vp_value *c = &g->values[n->inputs[2]];
+        if (c->rank != 1 || c->dims[0] != wv->dims[oa] || !sliceable(c)) return 0;
+        add_slice(w, n->inputs[2], 0, id);
+    }
+    w->st[n->outputs[0]] = (state){(signed char)(y->rank - 1), id};
+    return 1;
+}
+
+/* A product whose input is split along its contraction axis: row-parallel. */
+static int row(walk *w, int id, state a) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    int wi, oa, ia;
+    const vp_value *x = &g->values[n->inputs[0]];
+    if (!vp_tp_product(g, n, &wi, &oa, &ia) || a.axis != x->rank - 1) return 0;
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) return 0; /* Gemm's bias would be summed n times */
+    if (a.origin >= 0 && w->f->blocks[a.origin] > 1) return 0;
+    add_slice(w, n->inputs[wi], ia, -1);
+    w->f->is_row[id] = 1;
+    return 1; /* its output is replicated once all-reduced */
+}
+
+static int elementwise(walk *w, const vp_node *n) {
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", NULL};
+    static const char *const unary[] = {"Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf", "Neg", "Identity",
+                                        "Cast", "Sqrt", "Exp", "Softplus", "LeakyRelu", "Elu", NULL};
+    int is_bin = 0, is_un = 0;
+    for (int k = 0; binary[k]; k++) is_bin |= !strcmp(n->op_type, binary[k]);
+    for (int k = 0; unary[k]; k++) is_un |= !strcmp(n->op_type, unary[k]);
+    if (!is_bin && !is_un) return -1;
+    if (is_un && n->n_inputs != 1) return 0;
+    vp_graph *g = w->g;
+    const vp_value *y = &g->values[n->outputs[0]];
+    int out_axis = -1, origin = -1;
+    for (int k = 0; k < n->n_inputs; k++) { /* the split inputs agree on one output axis */
+        state s = w->st[n->inputs[k]];
+        if (s.axis < 0) continue;
+        const vp_value *x = &g->values[n->inputs[k]];
+        int a = s.axis + (y->rank - x->rank);
+        if (x->dims[s.axis] != y->dims[a] || (out_axis >= 0 && (a != out_axis || s.origin != origin))) return 0;
+        out_axis = a;
+        origin = s.origin;
+    }
+    for (int k = 0; k < n->n_inputs; k++) { /* the replicated ones broadcast along it or are sliced */
+        if (w->st[n->inputs[k]].axis >= 0) continue;
+        const vp_value *x = &g->values[n->inputs[k]];
+        int a = out_axis - (y->rank - x->rank);
+        if (a < 0 || x->dims[a] == 1) continue;
+        if (!sliceable(x)) return 0;
+        add_slice(w, n->inputs[k], a, origin);
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){(signed char)out_axis, origin};
+    return 1;
+}
+
+static int split_op(walk *w, int id, state s) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    const vp_value *x = &g->values[n->inputs[0]];
+    int axis = (int)vp_attr_int(n, "axis", 0);
+    if (axis < 0) axis += x->rank;
+    int64_t sizes[8];
+    int k = n->n_outputs;
+    if (k > 8) return 0;
+    for (int i = 0; i < k; i++) {
+        if (n->outputs[i] < 0) return 0;
+        sizes[i] = g->values[n->outputs[i]].dims[axis];
+    }
+    if (axis == s.axis) {
+        if (s.origin < 0 || w->f->blocks[s.origin] != 1) return 0;
+        for (int i = 0; i < k; i++) {
+            if (sizes[i] != sizes[0]) return 0; /* blocks of one size: Q, K, V */
+            divides(w, n, sizes[i], "the sizes it splits into");
+        }
+        w->f->blocks[s.origin] = k;
+        const int64_t *attr;
+        if (n->n_inputs > 1 && n->inputs[1] >= 0) {
+            vp_tp_edit *e = add_edit(w, id, 1);
+            if (!e) return 0;
+            e->n = k;
+            for (int i = 0; i < k; i++) e->vals[i] = sizes[i] / w->n;
+        } else if (vp_attr_ints(n, "split", &attr) >= 0) {
+            return 0; /* opset < 13 split attribute: not rewritten */
+        }
+        s.origin = -1;
+    }
+    for (int i = 0; i < k; i++) w->st[n->outputs[i]] = s;
+    return 1;
+}
+
+/* Reshape moves the split to the output axis with the same product of leading dims: the
+ * heads when [.., h] becomes [.., heads, head_dim], the hidden size when they merge. */
+static int reshape(walk *w, int id, state s) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    const vp_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    const vp_value *shape = n->n_inputs > 1 && n->inputs[1] >= 0 ? &g->values[n->inputs[1]] : NULL;
+    if (!shape || !shape->data || shape->dtype != VP_I64 || shape->rank != 1 || shape->dims[0] != y->rank ||
+        y->rank > 8 || (s.origin >= 0 && w->f->blocks[s.origin] > 1))
+        return 0;
+    int64_t lead = 1, out_lead = 1;
+    for (int d = 0; d < s.axis; d++) lead *= x->dims[d];
+    int b = 0;
+    for (; b < y->rank && out_lead < lead; b++) out_lead *= y->dims[b];
+    if (b >= y->rank || out_lead != lead) return 0;
+    while (b < y->rank - 1 && y->dims[b] == 1) b++;
+    /* the split must be the outermost factor of the axis: whole heads, whole rows */
+    int64_t in_tail = 1, out_tail = 1;
+    for (int d = s.axis; d < x->rank; d++) in_tail *= x->dims[d];
+    for (int d = b; d < y->rank; d++) out_tail *= y->dims[d];
+    if (in_tail != out_tail) return 0;
+    if (y->dims[b] > x->dims[s.axis] && y->dims[b] % x->dims[s.axis]) return 0;
+    divides(w, n, y->dims[b], y->rank > x->rank ? "the heads" : "the size of the axis it splits");
+    const int64_t *sv = shape->data;
+    vp_tp_edit *e = add_edit(w, id, 1);
+    if (!e) return 0;
+    e->n = y->rank;
+    for (int d = 0; d < y->rank; d++) e->vals[d] = sv[d];
+    if (sv[b] > 0) e->vals[b] = sv[b] / w->n;
+    else if (sv[b] == 0) return 0; /* "copy the input's dim" would keep the full size */
+    w->st[n->outputs[0]] = (state){(signed char)b, -1};
+    return 1;
+}
+
+static int transpose(walk *w, const vp_node *n, state s) {
+    const int64_t *perm;
+    int np = vp_attr_ints(n, "perm", &perm);
+    const vp_value *x = &w->g->values[n->inputs[0]];
+    int out = -1;
+    if (np < 0) out = x->rank - 1 - s.axis;
+    for (int d = 0; d < np; d++)
+        if (perm[d] == s.axis) out = d;
+    if (out < 0) return 0;
+    w->st[n->outputs[0]] = (state){(signed char)out, s.origin};
+    return 1;
+}
+
+/* Attention over whole heads: Q, K, V split along the head axis, the mask shared. */
+static int attention(walk *w, const vp_node *n) {
+    for (int k = 0; k < 3; k++)
+        if (w->st[n->inputs[k]].axis != 1) return 0;
+    if (n->n_inputs > 3 && n->inputs[3] >= 0) {
+        const vp_value *m = &w->g->values[n->inputs[3]];
+        if (w->st[n->inputs[3]].axis >= 0 || (m->rank == 4 && m->dims[1] != 1)) return 0;
+    }
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){1, -1};
+    return 1;
+}
+
+/* The plain core's Q K^T and P V: both operands split along the same batch axis. */
+static int batched_matmul(walk *w, const vp_node *n) {
+    if (strcmp(n->op_type, "MatMul") || n->domain[0]) return 0;
+    state a = w->st[n->inputs[0]], b = w->st[n->inputs[1]];
+    const vp_value *x = &w->g->values[n->inputs[0]], *y = &w->g->values[n->outputs[0]];
+    if (a.axis < 0 || b.axis != a.axis || a.axis >= x->rank - 2 || x->rank != y->rank) return 0;
+    w->st[n->outputs[0]] = (state){a.axis, -1};
+    return 1;
+}
+
+static int softmax(walk *w, const vp_node *n, state s) {
+    const vp_value *x = &w->g->values[n->inputs[0]];
+    int axis = (int)vp_attr_int(n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    if (axis == s.axis) return 0;
+    w->st[n->outputs[0]] = s;
+    return 1;
+}
+
+/* One node given its inputs' states; 0 when it cannot take them. */
+static int step(walk *w, int id) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    if (w->column[id]) return column(w, id);
+    state first = {-1, -1};
+    int any = 0;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && w->st[n->inputs[k]].axis >= 0) {
+            if (!any) first = w->st[n->inputs[k]];
+            any = 1;
+        }
+    if (!any) return 1;
+    if (n->folded) return 0;
+    int r = elementwise(w, n);
+    if (r >= 0) return r;
+    if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention")) return attention(w, n);
+    if (n->domain[0] && strcmp(n->domain, "com.microsoft")) return 0;
+    if (w->st[n->inputs[0]].axis < 0 && strcmp(n->op_type, "MatMul")) return 0;
+    if (!strcmp(n->op_type, "Split")) return split_op(w, id, first);
+    if (!strcmp(n->op_type, "Reshape")) return reshape(w, id, first);
+    if (!strcmp(n->op_type, "Transpose")) return transpose(w, n, first);
+    if (!strcmp(n->op_type, "Softmax")) return softmax(w, n, first);
+    if (row(w, id, first)) return 1;
+    return batched_matmul(w, n);
+}
+
+/* Derives every state with the candidates in w->column; 1 when consistent. */
+static int walk_graph(walk *w) {
+    vp_graph *g = w->g;
+    vp_tp_find *f = w->f;
+    for (int v = 0; v < g->n_values; v++) w->st[v] = (state){-1, -1};
+    memset(f->is_row, 0, (size_t)g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++) f->blocks[i] = 1;
+    f->n_slices = f->n_edits = 0;
+    w->div_failed = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!step(w, i) || w->nomem) return 0;
+    for (int k = 0; k < g->n_outputs; k++)
+        if (w->st[g->outputs[k]].axis >= 0) return 0;
+    return 1;
+}
+
+vp_status vp_tp_find_regions(vp_graph *g, int n, vp_tp_find *f, vp_error *err) {
+    memset(f, 0, sizeof *f);
+    walk w = {.g = g, .n = n, .f = f};
+    size_t nn = (size_t)g->n_nodes + 1;
+    char *column = calloc(nn, 1);
+    w.st = malloc(((size_t)g->n_values + 1) * sizeof *w.st);
+    f->is_column = calloc(nn, 1);
+    f->is_row = calloc(nn, 1);
+    f->blocks = malloc(nn * sizeof *f->blocks);
+    w.column = column;
+    vp_status s = column && w.st && f->is_column && f->is_row && f->blocks ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; !s && i < g->n_nodes; i++) {
+        int wi, oa, ia;
+        if (!vp_tp_product(g, &g->nodes[i], &wi, &oa, &ia)) continue;
+        /* with the regions kept so far: a product already inside one is no candidate */
+        if (!walk_graph(&w)) continue;
+        if (f->is_row[i] || w.st[g->nodes[i].inputs[0]].axis >= 0) continue;
+        /* the products that read the same input first as one group (separate Q, K
+         * and V projections split together or not at all), then this one alone */
+        for (int pass = 0; pass < 2 && !s; pass++) {
+            int n_group = 0;
+            for (int j = i; j < g->n_nodes; j++) {
+                int wj, oj, ij;
+                if ((j == i || pass == 0) && vp_tp_product(g, &g->nodes[j], &wj, &oj, &ij) &&
+                    g->nodes[j].inputs[0] == g->nodes[i].inputs[0] && !column[j])
+                    column[j] = 2, n_group++;
+            }
+            int ok = walk_graph(&w);
+            for (int j = i; j < g->n_nodes; j++)
+                if (column[j] == 2) column[j] = ok;
+            if (ok && w.div_failed) {
+                *err = w.div_err;
+                s = VP_ERR_USAGE;
+            }
+            if (ok || n_group == 1) break;
+        }
+    }
+    if (!s && w.nomem) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    if (!s && !walk_graph(&w)) s = vp_fail(err, VP_ERR_INVALID, "tensor-parallel regions inconsistent (a bug)");
+    if (!s) memcpy(f->is_column, column, (size_t)g->n_nodes);
+    free(column);
+    free(w.st);
+    if (s) vp_tp_find_free(f);
+    return s;
+}
+
+void vp_tp_find_free(vp_tp_find *f) {
+    free(f->is_column);
+    free(f->is_row);
+    free(f->blocks);
+    free(f->slices);
+    free(f->edits);
+    memset(f, 0, sizeof *f);
+}

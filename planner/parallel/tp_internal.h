@@ -1,0 +1,37 @@
+/* What tp_find.c decides and tp_split.c applies (planner/parallel only). */
+#ifndef VP_TP_INTERNAL_H
+#define VP_TP_INTERNAL_H
+
+#include "parallel/parallel.h"
+
+typedef struct vp_tp_slice {
+    int value;  /* a weight or bias: this rank keeps 1/n of it along axis */
+    int axis;
+    int origin; /* the column node whose output it belongs to, or -1 */
+} vp_tp_slice;
+
+typedef struct vp_tp_edit {
+    int node, input;     /* a shape constant input (Reshape's shape, Split's sizes) */
+    int n;
+    int64_t vals[8];     /* its per-rank contents */
+} vp_tp_edit;
+
+typedef struct vp_tp_find {
+    char *is_column;     /* per node: column-parallel product */
+    char *is_row;        /* per node: row-parallel product */
+    int *blocks;         /* per node (column ones): the output splits into this many
+                            blocks (Q, K, V) each divided among the ranks */
+    int n_slices, n_edits;
+    vp_tp_slice *slices;
+    vp_tp_edit *edits;
+} vp_tp_find;
+
+/* Decides the regions for n ranks (n > 1). */
+vp_status vp_tp_find_regions(vp_graph *g, int n, vp_tp_find *f, vp_error *err);
+void vp_tp_find_free(vp_tp_find *f);
+
+/* Products by a 2-D weight: the weight's input index, its output-feature axis and its
+ * contraction axis; 0 when node is no such product. */
+int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, int *in_axis);
+
+#endif

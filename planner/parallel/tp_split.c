@@ -1,0 +1,217 @@
+/* Rewriting the forward graph into one rank's: the regions tp_find.c chose, applied.
+ *
+ * In: an inferred forward graph, n and a rank.  Out: the same graph with this rank's
+ * slices of the split weights (copied out of the full ones, which the graph no longer
+ * holds), new shape constants where a Reshape or Split carried a full size, a TPCopy in
+ * front of each column-parallel product's input (one per input value, shared by the
+ * products that read it: Q, K and V projections of one LayerNorm) and a TPAllReduce
+ * after each row-parallel product, in graph order, every shape inferred again.  Value
+ * ids of the original values stay; a row product's output becomes "<name>_partial" and
+ * the all-reduce writes the original value, so its readers are untouched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/infer.h"
+#include "ir/op_registry.h"
+#include "parallel/tp_internal.h"
+
+int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
+
+int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n) {
+    int64_t total = 0;
+    for (int i = 0; i < n_steps; i++) {
+        const vp_node *nd = &g->nodes[steps ? steps[i] : i];
+        if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0) continue;
+        const vp_value *v = &g->values[nd->outputs[0]];
+        total += vp_tp_ring_bytes(vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype), n);
+    }
+    return total;
+}
+
+vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
+                             vp_error *err) {
+    size_t es = vp_dtype_size(full->dtype);
+    int64_t outer = 1, inner = 1, d = full->dims[axis];
+    for (int k = 0; k < axis; k++) outer *= full->dims[k];
+    for (int k = axis + 1; k < full->rank; k++) inner *= full->dims[k];
+    int64_t block = d / blocks, chunk = block / n;
+    *out = *full;
+    out->dims[axis] = d / n;
+    char *dst = malloc((size_t)(outer * (d / n) * inner) * es + 1), *at = dst;
+    out->data = dst;
+    if (!dst) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    const char *src = full->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int b = 0; b < blocks; b++) {
+            size_t bytes = (size_t)(chunk * inner) * es;
+            memcpy(at, src + (size_t)((o * d + b * block + rank * chunk) * inner) * es, bytes);
+            at += bytes;
+        }
+    return VP_OK;
+}
+
+vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axis, int blocks, int n, vp_tensor *out,
+                               vp_error *err) {
+    size_t es = vp_dtype_size(part->dtype);
+    int64_t outer = 1, inner = 1, pd = part->dims[axis], d = pd * n;
+    for (int k = 0; k < axis; k++) outer *= part->dims[k];
+    for (int k = axis + 1; k < part->rank; k++) inner *= part->dims[k];
+    int64_t block = d / blocks, chunk = block / n, part_elems = outer * pd * inner;
+    *out = *part;
+    out->dims[axis] = d;
+    char *dst = malloc((size_t)(outer * d * inner) * es + 1);
+    out->data = dst;
+    if (!dst) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    const char *src = parts;
+    size_t bytes = (size_t)(chunk * inner) * es;
+    for (int r = 0; r < n; r++) /* rank r's chunk of block b of outer row o, where slicing took it from */
+        for (int64_t o = 0; o < outer; o++)
+            for (int b = 0; b < blocks; b++)
+                memcpy(dst + (size_t)((o * d + b * block + r * chunk) * inner) * es,
+                       src + (size_t)(r * part_elems + (o * pd + b * chunk) * inner) * es, bytes);
+    return VP_OK;
+}
+
+static vp_status slice_value(vp_graph *g, int id, int axis, int blocks, int n, int rank, vp_error *err) {
+    vp_value *v = &g->values[id];
+    if (!v->data) { /* a graph built to be planned, not run */
+        v->dims[axis] /= n;
+        return VP_OK;
+    }
+    vp_tensor full = vp_value_tensor(v), part;
+    vp_status s = vp_tp_slice_tensor(&full, axis, blocks, n, rank, &part, err);
+    if (s) {
+        vp_error_prefix(err, "slicing '%s': ", v->name);
+        return s;
+    }
+    v->dims[axis] = part.dims[axis];
+    vp_value_set_data(g, id, part.data, VP_DATA_HEAP);
+    return VP_OK;
+}
+
+void vp_tp_result_free(vp_tp_result *r) {
+    free(r->sliced);
+    memset(r, 0, sizeof *r);
+}
+
+static int new_const_ints(vp_graph *g, const char *stem, const int64_t *vals, int n) {
+    int id = vp_graph_add_unique_value(g, stem);
+    int64_t *data = malloc((size_t)n * sizeof *data + 1);
+    if (id < 0 || !data) {
+        free(data);
+        return -1;
+    }
+    memcpy(data, vals, (size_t)n * sizeof *data);
+    vp_value *v = &g->values[id];
+    v->dtype = VP_I64;
+    v->rank = 1;
+    v->dims[0] = n;
+    v->flags |= VP_VAL_CONST;
+    v->producer = -1;
+    vp_value_set_data(g, id, data, VP_DATA_HEAP);
+    return id;
+}
+
+static char *stem_of(const vp_graph *g, int v, const char *suffix, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", g->values[v].name, suffix);
+    return buf;
+}
+
+/* Adds node op(x) -> y in the vplan domain, named after the value it reads, with the
+ * rank count (the cost model's ring). */
+static int add_comm(vp_graph *g, const char *op, int x, int y, int ranks) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", g->values[x].name, op);
+    int id = vp_graph_add_node(g, op, "vplan", name, 1, &x, 1, &y);
+    if (id >= 0 && vp_node_add_attr_int(g, id, "ranks", ranks)) return -1;
+    return id;
+}
+
+vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err) {
+    memset(r, 0, sizeof *r);
+    r->n = o->n > 1 ? o->n : 1;
+    r->rank = o->rank;
+    if (o->n <= 1) return VP_OK;
+    if (o->rank < 0 || o->rank >= o->n) return vp_fail(err, VP_ERR_USAGE, "rank %d is not in [0, %d)", o->rank, o->n);
+    vp_tp_find f;
+    vp_status s = vp_tp_find_regions(g, o->n, &f, err);
+    if (s) return s;
+    r->sliced = calloc((size_t)f.n_slices + 1, sizeof *r->sliced);
+    if (!r->sliced) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int n0 = g->n_nodes;
+    for (int i = 0; i < f.n_slices && !s; i++) {
+        const vp_tp_slice *sl = &f.slices[i];
+        int blocks = sl->origin >= 0 ? f.blocks[sl->origin] : 1;
+        r->sliced_elems_full += vp_value_numel(&g->values[sl->value]);
+        s = slice_value(g, sl->value, sl->axis, blocks, o->n, o->rank, err);
+        r->sliced[r->n_sliced++] = (vp_tp_sliced){sl->value, sl->axis, blocks};
+    }
+    char stem[512];
+    for (int i = 0; i < f.n_edits && !s; i++) {
+        const vp_tp_edit *e = &f.edits[i];
+        int old = g->nodes[e->node].inputs[e->input];
+        int id = new_const_ints(g, stem_of(g, old, "_tp", stem, sizeof stem), e->vals, e->n);
+        if (id < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        else g->nodes[e->node].inputs[e->input] = id;
+    }
+    /* the communication nodes, appended; placed in order below */
+    int *copy_of = malloc(((size_t)g->n_values + 1) * sizeof *copy_of); /* value -> its TPCopy node */
+    int *after = malloc(((size_t)n0 + 1) * sizeof *after), *before = malloc(((size_t)n0 + 1) * sizeof *before);
+    if (!s && (!copy_of || !after || !before)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int nv = g->n_values;
+    for (int v = 0; !s && v < nv; v++) copy_of[v] = -1;
+    for (int i = 0; !s && i < n0; i++) {
+        after[i] = before[i] = -1;
+        if (f.is_column[i]) {
+            int x = g->nodes[i].inputs[0];
+            if (copy_of[x] < 0) {
+                int y = vp_graph_add_unique_value(g, stem_of(g, x, "_tpcopy", stem, sizeof stem));
+                int c = y < 0 ? -1 : add_comm(g, "TPCopy", x, y, o->n);
+                if (c < 0) {
+                    s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                copy_of[x] = c;
+                before[i] = c;
+                r->n_copy++;
+            }
+            g->nodes[i].inputs[0] = g->nodes[copy_of[x]].outputs[0];
+            r->n_column++;
+        } else if (f.is_row[i]) {
+            int y = g->nodes[i].outputs[0];
+            int p = vp_graph_add_unique_value(g, stem_of(g, y, "_partial", stem, sizeof stem));
+            int c = p < 0 ? -1 : add_comm(g, "TPAllReduce", p, y, o->n);
+            if (c < 0) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                break;
+            }
+            g->nodes[i].outputs[0] = p;
+            after[i] = c;
+            r->n_row++;
+            r->n_allreduce++;
+        }
+    }
+    int *order = s ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *order);
+    if (!s && !order) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    if (!s) {
+        int k = 0;
+        for (int i = 0; i < n0; i++) {
+            if (before[i] >= 0) order[k++] = before[i];
+            order[k++] = i;
+            if (after[i] >= 0) order[k++] = after[i];
+        }
+        s = vp_graph_reorder(g, order, err);
+    }
+    for (int i = 0; !s && i < g->n_nodes; i++) {
+        if (g->nodes[i].folded) continue;
+        s = vp_infer_node(g, i, 0, NULL, err);
+    }
+    if (!s) s = vp_graph_link(g, err);
+    free(order);
+    free(copy_of);
+    free(after);
+    free(before);
+    vp_tp_find_free(&f);
+    return s;
+}

@@ -1,0 +1,51 @@
+/* Collectives behind a small vtable, so the executors see one interface whatever moves
+ * the bytes: Open MPI between processes (runtime/comm/comm_mpi.c, MPI_Allreduce on host
+ * memory) or NCCL between GPUs (runtime/cuda/nccl_comm.c, its unique id broadcast over
+ * MPI).  A backend holding a communicator (vp_backend.comm) runs the ops flagged
+ * VP_OP_COLLECTIVE through it; without one they are the one-rank case.
+ *
+ * Every all-reduce is counted here: the bytes one rank sends in a ring all-reduce,
+ * 2 (n - 1) / n of the payload (vp_tp_ring_bytes), the figure the planner reports per
+ * step, so a run can show planned and counted side by side. */
+#ifndef VP_COMM_H
+#define VP_COMM_H
+
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+typedef struct vp_comm vp_comm;
+
+typedef struct vp_comm_iface {
+    const char *name;
+    /* Sums count elements across ranks in place (memory of the backend it serves). */
+    vp_status (*allreduce)(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
+    /* Copies bytes of host memory from root to every rank. */
+    vp_status (*broadcast)(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
+    /* Every rank's `bytes` of send, in rank order, into recv (size * bytes) on every rank. */
+    vp_status (*allgather)(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
+    void (*destroy)(vp_comm *c);
+} vp_comm_iface;
+
+struct vp_comm {
+    const vp_comm_iface *iface;
+    void *ctx;
+    int rank, size;
+    int64_t bytes_sent; /* ring all-reduce bytes this rank sent since the last reset */
+    int64_t calls;      /* all-reduces since the last reset */
+};
+
+/* Whether this process was started by mpirun (Open MPI's or a PMI launcher's
+ * environment): only then is MPI initialised, so a plain run needs no MPI at all. */
+int vp_comm_launched(void);
+
+/* MPI_COMM_WORLD over host memory; initialises MPI (once) and finalises it on free. */
+vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err);
+
+/* Counts, then all-reduces through the implementation. */
+vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
+vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
+vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
+void vp_comm_free(vp_comm *c);
+
+#endif

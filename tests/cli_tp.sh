@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Tensor parallelism from a user's seat: plan --tp N writes one plan per rank and reports
+# the bytes each rank sends; mpirun -np N onnx-vplan run PLAN runs them, counting the
+# bytes it sends (equal to the plan's figure) and giving the losses of the one-rank
+# plan; the refusals exit 2 naming the node or the launch.
+# Usage: cli_tp.sh TOOL SOURCE_DIR MPIRUN (MPIRUN empty: the mpirun checks are left out)
+set -u
+tool=$1
+src=$2
+mpirun=${3:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/expect.sh"
+
+gpt=$src/models/gpt/model.onnx
+qkv=$src/tests/data/tp/gpt_qkv/model.onnx
+gopt=(--dim batch=4 --loss ce:logits --freeze '^causal_mask$' --optimizer adamw)
+qopt=(--dim batch=2 --loss ce:logits --freeze '^mask$' --optimizer momentum --lr 0.05)
+
+expect 0 "each rank sends 64.00 KiB a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 -o "$tmp/gpt.vplan"
+expect 0 "^  communication " -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "4 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "rank 1: arena" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "tp_bytes_sent" -- "$tool" show "$tmp/gpt.vplan.1"
+expect 0 ": sound: 182 steps" -- "$tool" verify "$tmp/gpt.vplan.1"
+expect 2 "node '/blocks.0/attn/Reshape' (Reshape): --tp 4 does not divide the heads (2)" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 4
+expect 2 "does not divide the output features of its weight (32)" -- "$tool" plan "$qkv" "${qopt[@]}" --tp 3
+expect 2 "rank 0 of a 2-rank tensor-parallel plan, but this is rank 0 of 1" -- "$tool" run "$tmp/gpt.vplan.0"
+expect 2 "run it as mpirun -np 2" -- "$tool" train "$gpt" "${gopt[@]}" --tp 2
+
+# losses "step K  loss X" of a run, one per line
+losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
+# the largest relative difference between two columns of numbers
+worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r} END {printf "%.3g\n", w + 0}'; }
+
+if [[ -n $mpirun ]]; then
+    mpi=("$mpirun" --allow-run-as-root --oversubscribe)
+    for n in 1 2 4; do
+        "$tool" plan "$qkv" "${qopt[@]}" --tp $n -o "$tmp/qkv$n.vplan" >/dev/null || echo "FAIL: plan --tp $n"
+    done
+    "$tool" run "$tmp/qkv1.vplan" --steps 5 | losses >"$tmp/l1"
+    for n in 2 4; do
+        out=$("${mpi[@]}" -np $n "$tool" run "$tmp/qkv$n.vplan" --steps 5 2>&1)
+        # every rank's line: counted = planned
+        sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in 8 all-reduces .*; planned ([0-9]+)$/\1 \2/p' \
+            <<<"$out" >"$tmp/bytes$n"
+        expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/bytes$n"
+        # rank 0's losses against the one-rank plan's
+        losses <<<"$out" >"$tmp/l$n"
+        w=$(worst "$tmp/l$n" "$tmp/l1")
+        expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+        echo "mpirun -np $n run: bytes counted = planned on every rank; losses within $w of one rank's"
+    done
+    out=$("${mpi[@]}" -np 2 "$tool" train "$gpt" "${gopt[@]}" --tp 2 --steps 5 2>&1)
+    expect 0 "rank 0 sent 65536 bytes a step in 8 all-reduces" -- echo "$out"
+    "$tool" train "$gpt" "${gopt[@]}" --steps 5 | losses >"$tmp/g1"
+    losses <<<"$out" >"$tmp/g2"
+    w=$(worst "$tmp/g2" "$tmp/g1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+    echo "mpirun -np 2 train models/gpt (adamw): losses within $w of one rank's"
+    # --save under --tp: the split weights gathered back whole; the saved models' losses agree
+    "${mpi[@]}" -np 2 "$tool" train "$qkv" "${qopt[@]}" --tp 2 --steps 3 --save "$tmp/tp2.onnx" >/dev/null
+    "$tool" train "$qkv" "${qopt[@]}" --steps 3 --save "$tmp/tp1.onnx" >/dev/null
+    "$tool" train "$tmp/tp2.onnx" "${qopt[@]}" --steps 1 --data "$src/tests/data/tp/gpt_qkv/fixtures" 2>/dev/null | losses >"$tmp/s2" ||
+        echo "FAIL: the model saved under --tp 2 does not train"
+    "$tool" train "$tmp/tp1.onnx" "${qopt[@]}" --steps 1 --data "$src/tests/data/tp/gpt_qkv/fixtures" | losses >"$tmp/s1"
+    w=$(worst "$tmp/s2" "$tmp/s1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+    expect 0 "params: " -- "$tool" inspect "$tmp/tp2.onnx" --dim batch=2
+    echo "mpirun -np 2 train --save: the gathered model's loss within $w of the one-rank model's"
+    # bf16: the all-reduce sums in float32 and rounds once, the one-rank product rounds
+    # its own sum: within bf16's rounding of each other
+    "$tool" plan "$gpt" "${gopt[@]}" --precision bf16 -o "$tmp/b1.vplan" >/dev/null
+    "$tool" plan "$gpt" "${gopt[@]}" --precision bf16 --tp 2 -o "$tmp/b2.vplan" >/dev/null
+    "$tool" run "$tmp/b1.vplan" --steps 3 | losses >"$tmp/b1"
+    "${mpi[@]}" -np 2 "$tool" run "$tmp/b2.vplan" --steps 3 | losses >"$tmp/b2"
+    w=$(worst "$tmp/b2" "$tmp/b1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 2e-3)}'
+    echo "mpirun -np 2 run models/gpt bf16: losses within $w of one rank's"
+fi
+expect_summary

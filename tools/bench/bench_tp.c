@@ -1,0 +1,164 @@
+/* bench_tp: tensor parallelism, per rank.
+ *
+ * 1. Memory by category of one rank's plan for t = 1, 2, 3, 4 on a GPT built in the IR
+ *    (tools/bench/gpt_graph.c: 3 layers, s = 1024, b = 8, h = 768, a = 12, AdamW),
+ *    against the formulas: parameters P_replicated + P_split / t (gradients and AdamW's
+ *    two moments follow), and the saved activations of a middle layer against Korthikanti
+ *    et al. 2022's sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, in float32 without
+ *    dropout 2sbh(8 + 24/t + 2as/(ht)) (attention plain), and 2sbh(8 + 24/t) when the
+ *    attention core is fused (its probabilities are never kept).
+ * 2. Bytes each rank sends a step, planned (plan --tp) against counted by the runtime
+ *    (mpirun -np t onnx-vplan run) on models/gpt and the torch.onnx export
+ *    tests/data/tp/gpt_qkv, beside Megatron's count: 4 all-reduces of s*b*h values per
+ *    layer, 2(t-1)/t of them sent by each rank in a ring. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_graph.h"
+#include "memory/plan.h"
+#include "train/training.h"
+
+enum { LAYERS = 3, SEQ = 1024, BATCH = 8, HIDDEN = 768, HEADS = 12, VOCAB = 1024 };
+
+typedef struct rank_plan {
+    int64_t params, saved, arena, sent;
+    int64_t cat[VP_CAT_COUNT];
+} rank_plan;
+
+static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_error *err) {
+    gpt_config c = {LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB};
+    vp_graph *g = NULL;
+    vp_training tr;
+    memset(&tr, 0, sizeof tr);
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, err);
+    vp_opt_parse("adamw", &spec.opt, err);
+    spec.attention = form;
+    spec.tp = (vp_tp_opts){t, 0};
+    vp_status s = gpt_graph_build(&c, &g, err);
+    if (!s) s = vp_training_build(g, &spec, &tr, err);
+    if (!s) s = vp_plan_build(&p, g, &tr, vp_device_find("h100"), 1, err);
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        for (int i = 0; i < tr.n_params; i++) out->params += vp_value_numel(&g->values[tr.params[i]]);
+        out->saved = gpt_saved_of_layer(&p, g, 0, 1);
+        out->arena = p.arena_bytes;
+        out->sent = vp_tp_step_bytes(g, p.steps, p.n_steps, t);
+        memcpy(out->cat, p.category_bytes, sizeof out->cat);
+    }
+    vp_plan_free(&p);
+    vp_training_free(&tr);
+    vp_graph_free(g);
+    return s;
+}
+
+static void memory_table(void) {
+    double s = SEQ, b = BATCH, h = HIDDEN, a = HEADS, sbh = s * b * h;
+    /* per layer: QKV 3h^2 + 3h, attention output h^2, MLP 4h^2 + 4h and 4h^2 split; two
+     * LayerNorms (4h) and the two row products' biases (2h) replicated; embeddings, the
+     * final LayerNorm and the LM head replicated */
+    double p_split = LAYERS * (12 * h * h + 7 * h), p_rep = LAYERS * 6 * h + VOCAB * h + s * h + 2 * h + h * VOCAB;
+    printf("GPT built in the IR: %d layers, s=%d, b=%d, h=%d, a=%d, vocab %d, float32, AdamW, device h100; one rank's plan.\n"
+           "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements); activations of /blocks.1/ in float32 without\n"
+           "dropout, Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less the dropout terms: 2sbh(8 + 24/t + 2as/(ht)) with\n"
+           "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
+           LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
+    printf("| t | parameters (elements) | formula | ratio | parameters | gradients | optimizer state | activations, plain | "
+           "formula | ratio | activations, fused | formula | ratio | communication | arena, fused | sent a step |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int t = 1; t <= 4; t++) {
+        rank_plan pl, fu;
+        vp_error err;
+        vp_status st = plan_one(t, VP_ATTENTION_PLAIN, &pl, &err);
+        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, &fu, &err);
+        if (st) {
+            printf("| %d | error: %s |\n", t, err.msg);
+            continue;
+        }
+        double fp = p_rep + p_split / t;
+        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t);
+        double mib = 1024.0 * 1024.0;
+        printf("| %d | %lld | %.0f | %.4f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | "
+               "%.3f | %.1f MiB | %.1f MiB | %.1f MiB |\n",
+               t, (long long)pl.params, fp, pl.params / fp, pl.cat[VP_CAT_PARAMETERS] / mib, pl.cat[VP_CAT_GRADIENTS] / mib,
+               pl.cat[VP_CAT_OPTIMIZER_STATE] / mib, pl.saved / mib, fa / mib, pl.saved / fa, fu.saved / mib, ff / mib,
+               fu.saved / ff, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib, fu.sent / mib);
+    }
+    printf("\nCategories are summed buffer sizes (each buffer once): gradients one per parameter, AdamW's two\n"
+           "moments twice the parameters. The replicated 8 of 8 + 24/t are the two LayerNorm inputs and outputs (the\n"
+           "outputs are the column products' shared input); fused attention keeps its row log-sum-exp (4asb/t bytes)\n"
+           "and LayerNorm its statistics beyond the formula. Communication buffers (the row products' partial sums,\n"
+           "all-reduced in place) are full s*b*h activations whatever t; each rank sends 4 L sbh*4 * 2(t-1)/t a step.\n");
+}
+
+/* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */
+static int run_line(const char *cmd, const char *prefix, char *line, size_t len) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return 0;
+    int found = 0;
+    char buf[1024];
+    while (fgets(buf, sizeof buf, f))
+        if (!found && !strncmp(buf, prefix, strlen(prefix))) {
+            snprintf(line, len, "%s", buf);
+            found = 1;
+        }
+    return pclose(f) == 0 && found;
+}
+
+static void traffic_table(const char *tool) {
+    static const struct {
+        const char *name, *path, *opts;
+        int layers, s, b, h;
+    } models[] = {
+        {"models/gpt", VP_SOURCE_DIR "/models/gpt/model.onnx", "--dim batch=4 --freeze '^causal_mask$'", 2, 16, 4, 32},
+        {"tests/data/tp/gpt_qkv", VP_SOURCE_DIR "/tests/data/tp/gpt_qkv/model.onnx", "--dim batch=2 --freeze '^mask$'", 2, 8, 2, 32},
+    };
+    printf("\nBytes each rank sends a step: the plan's figure (plan --tp t), what the runtime counted on every rank\n"
+           "(mpirun -np t onnx-vplan run, 2 steps, MPI_Allreduce), and Megatron's count 4 L s b h 4 bytes 2(t-1)/t.\n\n"
+           "| model | t | planned | counted (every rank) | 4Lsbh*4*2(t-1)/t |\n|---|---|---|---|---|\n");
+    char dir[] = "/tmp/bench_tp_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+        for (int t = 2; t <= 4; t += 2) {
+            char cmd[8192], line[1024];
+            snprintf(cmd, sizeof cmd, "%s plan %s %s --loss ce:logits --optimizer adamw --tp %d -o %s/p.vplan 2>&1", tool,
+                     models[k].path, models[k].opts, t, dir);
+            double megatron = 4.0 * models[k].layers * models[k].s * models[k].b * models[k].h * 4 * 2 * (t - 1) / t;
+            if (!run_line(cmd, "rank 0: arena", line, sizeof line)) {
+                printf("| %s | %d | refused (%s) | | %.0f |\n", models[k].name, t, "n does not divide the heads", megatron);
+                continue;
+            }
+            long long planned = 0;
+            char *at = strstr(line, "sends ");
+            if (at) planned = atoll(at + 6);
+            snprintf(cmd, sizeof cmd,
+                     "mpirun --allow-run-as-root --oversubscribe -np %d %s run %s/p.vplan --steps 2 2>&1 | "
+                     "sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes.*/\\1/p' | sort -u | tr '\\n' ' '",
+                     t, tool, dir);
+            char counted[256] = "";
+            FILE *f = popen(cmd, "r");
+            if (f) {
+                if (!fgets(counted, sizeof counted, f)) counted[0] = 0;
+                pclose(f);
+            }
+            printf("| %s | %d | %lld | %s| %.0f |\n", models[k].name, t, planned, counted[0] ? counted : "(no mpirun) ", megatron);
+        }
+    char rm[64];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm)) fprintf(stderr, "bench_tp: could not remove %s\n", dir);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    memory_table();
+    char tool[1024];
+    snprintf(tool, sizeof tool, "%s", argv[0]);
+    char *slash = strrchr(tool, '/');
+    snprintf(slash ? slash + 1 : tool, sizeof tool - (size_t)(slash ? slash + 1 - tool : 0), "onnx-vplan");
+    traffic_table(tool);
+    return 0;
+}

@@ -1,0 +1,88 @@
+"""Makes tests/data/tp: a GPT-style model exported by torch.onnx for the tensor-parallel
+tests (tests/test_tp.c): 4 heads (so --tp 2 and --tp 4 both split whole heads),
+separate Q, K and V projections as nanoGPT-style code writes them when not fused,
+tanh GELU, an additive causal mask buffer, logits flattened to [batch * seq, vocab].
+Run from the repository root with Debian's python3 (torch 1.13):
+    python3 tools/scripts/make_tp_models.py
+"""
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(__file__))
+from fixture_export import export_with_fixtures  # noqa: E402
+
+VOCAB, SEQ, HIDDEN, HEADS, LAYERS, BATCH = 48, 8, 32, 4, 2, 2
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(HIDDEN, HIDDEN)
+        self.k = nn.Linear(HIDDEN, HIDDEN)
+        self.v = nn.Linear(HIDDEN, HIDDEN)
+        self.o = nn.Linear(HIDDEN, HIDDEN)
+
+    def forward(self, x, mask):
+        B, T, C = x.size()
+        q = self.q(x).view(B, T, HEADS, C // HEADS).transpose(1, 2)
+        k = self.k(x).view(B, T, HEADS, C // HEADS).transpose(1, 2)
+        v = self.v(x).view(B, T, HEADS, C // HEADS).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(C // HEADS) + mask
+        y = torch.matmul(F.softmax(att, dim=-1), v)
+        return self.o(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(HIDDEN)
+        self.attn = Attention()
+        self.ln2 = nn.LayerNorm(HIDDEN)
+        self.fc = nn.Linear(HIDDEN, 4 * HIDDEN)
+        self.proj = nn.Linear(4 * HIDDEN, HIDDEN)
+
+    def forward(self, x, mask):
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, HIDDEN)
+        self.pos = nn.Embedding(SEQ, HIDDEN)
+        self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
+        self.ln_f = nn.LayerNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.register_buffer("mask", torch.triu(torch.full((SEQ, SEQ), -1e4), diagonal=1))
+        for name, p in self.named_parameters():  # distinct values: torch 1.x ties equal initializers
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, 0.3 if ".attn." in name else 0.05)
+            else:
+                nn.init.normal_(p, 1.0 if "ln" in name and name.endswith("weight") else 0.0, 0.05)
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos.weight
+        for b in self.blocks:
+            x = b(x, self.mask)
+        return self.head(self.ln_f(x)).view(-1, VOCAB)
+
+
+def main():
+    torch.manual_seed(15)
+    m = GPT()
+    x = torch.randint(0, VOCAB, (BATCH, SEQ))
+    labels = torch.randint(0, VOCAB, (BATCH * SEQ,))
+    d = os.path.join("tests", "data", "tp", "gpt_qkv")
+    export_with_fixtures(d, m, x, labels, opset=17, lr=0.05, steps=5, batch=BATCH,
+                         extra_meta={"buffers": ["mask"], "heads": HEADS, "layers": LAYERS})
+    print("wrote", d)
+
+
+if __name__ == "__main__":
+    main()
