@@ -9,7 +9,10 @@
  *         "i64:4,16:64" random integers in [0, 64) of shape [4, 16], "bool:2,3",
  *         "c64:0,2" a constant int64 vector (shape [count]) with those values,
  *         "c64s:5" a constant int64 scalar, "-" an omitted input;
- *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0.
+ *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0;
+ *         "f16:2,3" and "bf16:2,3" uniform in [-1, 1) rounded, "bf16pos:2,3" in [0.5, 1.5);
+ *         "fnan:4" / "f16nan:4" with a NaN in the middle, "finf:4" with -inf last;
+ *         "cbool:1" a constant bool scalar.
  * attrs:  "axis=i:1;perm=is:0,2,1;epsilon=f:1e-5;reduction=s:sum". */
 typedef struct op_case {
     const char *name, *op, *domain;

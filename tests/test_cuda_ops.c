@@ -159,6 +159,12 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
         if (!strcmp(kind, "-")) continue;
         int64_t dims[VP_MAX_RANK];
         int rank = colon && strcmp(kind, "c32f") ? parse_dims(colon + 1, dims) : 0;
+        if (!strcmp(kind, "cbool")) {
+            uint8_t flag = colon && atoi(colon + 1) != 0;
+            c->in_id[k] = vp_build_const(c->g, name, VP_BOOL, 0, NULL, &flag);
+            if (c->in_id[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            continue;
+        }
         if (!strcmp(kind, "c64") || !strcmp(kind, "c64s") || !strcmp(kind, "c32f")) {
             /* constants: values, not shapes */
             int64_t v[VP_MAX_RANK];
@@ -173,7 +179,9 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
             if (c->in_id[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
             continue;
         }
-        vp_dtype dt = !strcmp(kind, "f64") ? VP_F64 : !strcmp(kind, "i64") ? VP_I64 : !strcmp(kind, "bool") ? VP_BOOL : VP_F32;
+        vp_dtype dt = !strcmp(kind, "f64") ? VP_F64 : !strcmp(kind, "i64") ? VP_I64 : !strcmp(kind, "bool") ? VP_BOOL
+                      : !strcmp(kind, "f16") || !strcmp(kind, "f16nan") ? VP_F16
+                      : !strcmp(kind, "bf16") || !strcmp(kind, "bf16pos") ? VP_BF16 : VP_F32;
         int64_t hi = 0;
         if (dt == VP_I64) {
             const char *c2 = strchr(colon + 1, ':');
@@ -193,10 +201,13 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
                                                       : !strcmp(kind, "pos")                        ? (float)(0.5 + u)
                                                                                                     : (float)(2 * u - 1);
             else if (dt == VP_F64) ((double *)t->data)[i] = 2 * u - 1;
+            else if (dt == VP_F16 || dt == VP_BF16) vp_store(t->data, dt, i, strstr(kind, "pos") ? 0.5 + u : 2 * u - 1);
             else if (dt == VP_I64) ((int64_t *)t->data)[i] = (int64_t)(u * (double)hi);
             else ((uint8_t *)t->data)[i] = u < 0.5;
         }
         if (!strcmp(kind, "step")) ((float *)t->data)[0] = 2.0f; /* the third Adam step */
+        if (strstr(kind, "nan") && n > 1) vp_store(t->data, dt, n / 2, NAN);
+        if (!strcmp(kind, "finf") && n > 1) ((float *)t->data)[n - 1] = -INFINITY;
     }
     for (int k = 0; k < oc->n_out && !s; k++) {
         char name[16];

@@ -46,6 +46,8 @@ extern const cuda_op vp_cuda_ops_linalg[];
 extern const cuda_op vp_cuda_ops_reduce[];
 extern const cuda_op vp_cuda_ops_attention[]; /* cuda_ops_attention.c */
 extern const cuda_op vp_cuda_ops_resample[];  /* cuda_ops_resample.c */
+extern const cuda_op vp_cuda_ops_pool[];      /* cuda_ops_pool.c */
+extern const cuda_op vp_cuda_ops_train[];     /* cuda_ops_train.c */
 
 /* ---- checking ---- */
 
@@ -58,6 +60,8 @@ vp_status vp_cuda_blas_check(cublasStatus_t s, const vp_node *n, const char *wha
 
 /* VP_ERR_UNSUPPORTED unless input k is present and float32. */
 vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error *err);
+/* The same for float32, float16 or bfloat16 (the kernels templated on cu_lowp.cuh). */
+vp_status vp_cuda_need_float(const vp_node *n, const vp_tensor *t, int k, vp_error *err);
 
 /* ---- host copies of small inputs ---- */
 
@@ -65,7 +69,7 @@ vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error
  * it is a constant, otherwise from the device (which waits for the stream). */
 vp_status vp_cuda_read_ints(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, int64_t *out, int max,
                             int *count, vp_error *err);
-/* The same for one float32 or float64 scalar. */
+/* The same for one float32, float64 or bool (as 0 or 1) scalar. */
 vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, double *out,
                                     vp_error *err);
 

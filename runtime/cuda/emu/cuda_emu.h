@@ -128,6 +128,21 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int batch);
 
+/* cublasGemmEx and its strided batched form: float32, float16 and bfloat16 operands
+ * (all three of one type), accumulated in float32 and rounded once on store. */
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *a, cudaDataType at, int lda, const void *b, cudaDataType bt,
+                            int ldb, const void *beta, void *c, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *a, cudaDataType at, int lda,
+                                          long long sa, const void *b, cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *c, cudaDataType ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
+
 /* ---- the emulator's own ---- */
 
 /* Kernel launches so far. */
