@@ -25,4 +25,17 @@ typedef struct op_case {
 extern const op_case vp_cuda_op_cases[];
 extern const int vp_cuda_op_n_cases;
 
+/* ---- the coverage check (cuda_ops_coverage.c) ---- */
+
+#include <stdio.h>
+
+typedef struct cuda_op_seen {
+    char op[96];     /* "domain.op_type", or the op type in ai.onnx */
+    char first[200]; /* the first training step that has it */
+} cuda_op_seen;
+
+/* Every op of the training steps listed in cuda_ops_coverage.c; returns how many steps
+ * were built, notes on log what was not. */
+int vp_cuda_coverage_collect(cuda_op_seen *ops, int max_ops, int *n_ops, FILE *log);
+
 #endif

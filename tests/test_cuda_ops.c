@@ -23,7 +23,9 @@
  * __syncthreads into a wrong value here.  VP_CUDA_EMU_STATS=1 lists the kernels
  * launched.  Built with neither (or with CUDA and no device) it checks only that every
  * op of the models' training steps has a CUDA kernel, prints "SKIP: no CUDA device
- * (...)" and "0 passed, 0 failed, N skipped", and exits 0.
+ * (...)" and "0 passed, 0 failed, N skipped", and exits 0.  The steps the coverage
+ * check covers are cuda_ops_coverage.c's: the bundled models at each precision and
+ * the torch.onnx training exports where they have been made.
  *
  * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR)
  * VP_CUDA_QUICK=1 (the sanitizer build, where the emulation runs at -O0): the loss
@@ -595,37 +597,14 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
 }
 #endif
 
-/* ---- without a device: the models' ops all have kernels ---- */
-
-static int collect_model_ops(char names[][64], int max_models, char ops[][96], int max_ops, int *n_ops) {
-    static const char *const opts[] = {"adamw", "momentum"}; /* their update ops differ */
-    int n = test_model_list(names, max_models);
-    *n_ops = 0;
-    for (int i = 0; i < n; i++)
-        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
-            test_model m;
-            vp_error err;
-            if (test_model_load_step(&m, names[i], opts[o], &err)) continue;
-            for (int k = 0; k < m.g->n_nodes; k++) {
-                const vp_node *nd = &m.g->nodes[k];
-                if (nd->folded) continue;
-                char key[96];
-                snprintf(key, sizeof key, "%s%s%s", nd->domain, nd->domain[0] ? "." : "", nd->op_type);
-                int seen = 0;
-                for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
-                if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
-            }
-            test_model_free(&m);
-        }
-    return n;
-}
-
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     const char *q = getenv("VP_CUDA_QUICK");
     int quick = q && *q && strcmp(q, "0");
-    char names[32][64], ops[256][96];
-    int n_ops = 0, n_models = collect_model_ops(names, 32, ops, 256, &n_ops);
+    char names[32][64];
+    int n_models = test_model_list(names, 32), n_ops = 0;
+    static cuda_op_seen ops[512];
+    int n_steps = vp_cuda_coverage_collect(ops, 512, &n_ops, stdout);
     char **train_names;
     int n_train = list_train_cases(&train_names);
     for (int i = 0; i < n_train; i++) free(train_names[i]);
@@ -634,15 +613,18 @@ int main(int argc, char **argv) {
 #ifdef VP_HAVE_CUDA
     int missing = 0;
     for (int i = 0; i < n_ops; i++) {
-        const char *dot = strrchr(ops[i], '.');
+        const char *op = ops[i].op, *dot = strrchr(op, '.');
         char domain[64] = "";
-        if (dot) snprintf(domain, sizeof domain, "%.*s", (int)(dot - ops[i]), ops[i]);
-        if (!vp_backend_cuda_supports(domain, dot ? dot + 1 : ops[i])) {
-            printf("FAIL coverage: the models use %s, which has no CUDA kernel\n", ops[i]);
+        if (dot) snprintf(domain, sizeof domain, "%.*s", (int)(dot - op), op);
+        if (!vp_backend_cuda_supports(domain, dot ? dot + 1 : op)) {
+            printf("FAIL coverage: %s has no CUDA kernel (first in: %s)\n", op, ops[i].first);
             missing++;
         }
     }
-    if (!missing) printf("ok   coverage: all %d ops of the %d models' training steps have CUDA kernels\n", n_ops, n_models);
+    if (!missing) printf("ok   coverage: all %d ops of %d training steps have CUDA kernels\n", n_ops, n_steps);
+    printf("     ops:");
+    for (int i = 0; i < n_ops; i++) printf(" %s", ops[i].op);
+    printf("\n");
     char why[256];
     if (vp_cuda_device_count(why, sizeof why) == 0) {
         printf("SKIP: no CUDA device (%s)\n", why);
@@ -680,6 +662,7 @@ int main(int argc, char **argv) {
 #else
     (void)ops;
     (void)n_ops;
+    (void)n_steps;
     (void)quick;
     printf("SKIP: no CUDA device (built without CUDA)\n");
     printf("0 passed, 0 failed, %d skipped\n", total);
