@@ -1,5 +1,6 @@
 /* CUDA ops of training steps that are neither arithmetic nor movement: Dropout (either
- * mode), com.microsoft.DropoutGrad and IsAllFinite (cu_train.cu).
+ * mode), com.microsoft.DropoutGrad and IsAllFinite (cu_train.cu), and ONNX Runtime's
+ * gradient accumulation, InPlaceAccumulatorV2 and ZeroGradient.
  *
  * A training-mode Dropout keeps the elements the CPU keeps: its mask is drawn on the
  * host by the CPU kernel's own generator (vp_dropout_keep_mask: MT19937 from the seed
@@ -109,7 +110,40 @@ static vp_status op_is_all_finite(cuda_ctx *c, const vp_node *n, const vp_tensor
     return s;
 }
 
+/* InPlaceAccumulatorV2(buffer, value, overwrite?) -> flag, buffer_out?: as the CPU
+ * kernel, buffer_out = overwrite ? value : buffer + value and the flag always set. */
+static vp_status op_inplace_accumulator(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in,
+                                        vp_tensor *const *out, vp_error *err) {
+    const vp_tensor *buf = in[0], *val = in[1], *flag_in = opt_in(n, in, 2);
+    vp_tensor *done = out[0], *res = opt_out(n, out, 1);
+    vp_status s = VP_OK;
+    if (done) s = LAUNCH(cudaMemsetAsync(done->data, 1, 1, c->stream));
+    if (s || !res) return s;
+    if (!is_float(buf->dtype) || buf->dtype != val->dtype || res->dtype != buf->dtype)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "buffer and value of one float dtype only (%s, %s)",
+                            vp_dtype_name(buf->dtype), vp_dtype_name(val->dtype));
+    double overwrite = 0;
+    if (flag_in) s = vp_cuda_read_float_scalar(c, n, flag_in, 2, &overwrite, err);
+    if (s) return s;
+    if (overwrite) return vp_cuda_copy_d2d(c, n, res->data, val->data, vp_tensor_nbytes(res), err);
+    cu_nd nd;
+    memset(&nd, 0, sizeof nd);
+    nd.rank = res->rank;
+    memcpy(nd.dims, res->dims, sizeof nd.dims);
+    contiguous_strides(res->rank, res->dims, nd.s0);
+    contiguous_strides(res->rank, res->dims, nd.s1);
+    return LAUNCH(cu_binary((int)buf->dtype, CU_ADD, &nd, buf->data, val->data, res->data, c->stream));
+}
+
+static vp_status op_zero_gradient(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                  vp_error *err) {
+    (void)in;
+    return out[0] ? LAUNCH(cudaMemsetAsync(out[0]->data, 0, vp_tensor_nbytes(out[0]), c->stream)) : VP_OK;
+}
+
 const cuda_op vp_cuda_ops_train[] = {
+    {"InPlaceAccumulatorV2", "com.microsoft", op_inplace_accumulator},
+    {"ZeroGradient", "com.microsoft", op_zero_gradient},
     {"Dropout", "", op_dropout},
     {"DropoutGrad", "com.microsoft", op_dropout_grad},
     {"IsAllFinite", "com.microsoft", op_is_all_finite},
