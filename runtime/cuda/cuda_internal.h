@@ -5,6 +5,10 @@
  *   cuda_common.c         error checks, host reads of small inputs, device copies
  *   cuda_ops_<family>.c   one op table each: reads a node's attributes and shapes on
  *                         the host and enqueues kernels (cu_*.cu) or cuBLAS calls
+ *                         (elementwise, tensor, linalg, reduce, attention, resample,
+ *                         pool, train)
+ *   cu_lowp.cuh           float16 and bfloat16 loads and stores for kernels templated
+ *                         on their storage type
  *
  * An op's semantics are the CPU reference kernels' (runtime/cpu/k_*.c). */
 #ifndef VP_CUDA_INTERNAL_H

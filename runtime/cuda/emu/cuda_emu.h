@@ -11,7 +11,9 @@
  *      ucontext elsewhere; AddressSanitizer told of each switch) that runs until it exits or
  *      waits at __syncthreads or a warp collective; the scheduler releases a barrier once
  *      every live thread of the block (of the warp) waits at it.  Device memory is host
- *      memory with a registry of allocations; cuBLAS SGEMM is OpenBLAS's cblas_sgemm.
+ *      memory with a registry of allocations; cuBLAS SGEMM is OpenBLAS's cblas_sgemm,
+ *      and cublasGemmEx on float16/bfloat16 (CUBLAS_COMPUTE_32F) widens the operands
+ *      into host copies, runs cblas_sgemm and rounds the result once, to nearest even.
  * Kept true: a launch computes what a GPU computes for every kernel that is free of
  *      races and does not depend on timing; an invalid launch configuration, a warp
  *      collective a lane has left, a barrier that can never release, a copy outside an
@@ -24,7 +26,8 @@
  * permuted thread order changes the result; atomics are trivially atomic), timing and
  * occupancy, shared-memory capacity for static __shared__ arrays, device math
  * precision (host libm, not CUDA's ulp bounds), asynchronous streams (every call is
- * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, cuDNN.
+ * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, the order of
+ * cuBLAS's float32 sums in GemmEx (OpenBLAS's here), cuDNN.
  *
  * Environment: VP_CUDA_EMU_ORDER=forward runs threads and blocks in index order (to
  * tell a race from a wrong formula); VP_CUDA_EMU_STATS=1 prints the launches of each
