@@ -224,7 +224,7 @@ for mp in gpt:fp32 cnn:fp32 gpt:bf16 cnn:bf16; do
     fi
     rows+=("$m $p|$WORK/bench-$m-$p.json|$WORK/bench-$m-$p.cpu.json|$tjson")
 done
-"$PY" tools/bench/gpu_check_tables.py bench "${rows[@]}"
+"$PY" tools/bench/gpu_check_tables.py bench "$BATCH" "${rows[@]}"
 
 section "done"
 rm -rf "$WORK"

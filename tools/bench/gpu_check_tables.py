@@ -7,7 +7,7 @@ usage: gpu_check_tables.py errors TEST_CUDA_OPS_LOG
            per model step: every value against the CPU (the "models/..._values" lines)
        gpu_check_tables.py losses GOT_JSON WANT_JSON LABEL
            the losses of two `run --json` files within 2e-3 relative (exit 1 if not)
-       gpu_check_tables.py bench "NAME|OURS_JSON|CPU_JSON|TORCH_JSON" ...
+       gpu_check_tables.py bench BATCH "NAME|OURS_JSON|CPU_JSON|TORCH_JSON" ...
            step time ours / PyTorch and our CPU / ours, arena, measured peak / torch's
            max_memory_reserved (TORCH_JSON may be empty)
 """
@@ -71,7 +71,7 @@ def mib(b):
     return "%.2f MiB" % (b / 2**20) if b else "-"
 
 
-def bench(rows):
+def bench(batch, rows):
     print()
     print("| model | batch | ours ms | our CPU ms | CPU / ours | torch ms | ours / torch | our arena | "
           "our measured peak | torch max_memory_reserved | peak / torch |")
@@ -84,8 +84,7 @@ def bench(rows):
         t = json.load(open(torch_path)) if torch_path else None
         t_ms = t["step_ms_median"] if t else None
         t_mem = t["max_memory_reserved"] if t else 0
-        batch = t["batch"] if t else ours.get("batch", "-")
-        print("| %s | %s | %.3f | %.1f | %.1f | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s | %s | %.3f | %.1f | %.3g | %s | %s | %s | %s | %s | %s |" % (
             name, batch, ours_ms, cpu_ms, cpu_ms / ours_ms, "%.3f" % t_ms if t_ms else "-",
             "%.2f" % (ours_ms / t_ms) if t_ms else "-", mib(ours["arena_bytes"]), mib(peak), mib(t_mem),
             "%.2f" % (peak / t_mem) if peak and t_mem else "-"))
@@ -99,5 +98,5 @@ if __name__ == "__main__":
     if cmd == "losses" and len(sys.argv) == 5:
         sys.exit(losses(*sys.argv[2:]))
     if cmd == "bench":
-        sys.exit(bench(sys.argv[2:]))
+        sys.exit(bench(sys.argv[2] if len(sys.argv) > 2 else "-", sys.argv[3:]))
     sys.exit(__doc__)
