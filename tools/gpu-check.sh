@@ -10,7 +10,8 @@
 #    same inputs (float32 1e-5, TF32 1e-2, float16/bfloat16 against the CPU kernels of
 #    the same precision), the train-op fixtures, every value of the models' training
 #    steps (fp32, bf16, fp16), their loss curves against the PyTorch fixtures, and the
-#    coverage check (every op of every training step has a kernel); prints the largest
+#    coverage check (every op of every training step has a kernel, the torch.onnx
+#    ResNet-18, MobileNet-v2 and SqueezeNet exports too where torchvision is); prints the largest
 #    error against the CPU per op (fp32, TF32, 16-bit) and per model step;
 # 3. for each model and both fixture optimizers: `onnx-vplan plan` then
 #    `onnx-vplan run --backend cuda --steps 5` on the fixture batch, losses compared
@@ -76,8 +77,13 @@ else
 fi
 
 section "CUDA against CPU, op by op and model by model"
+# the torch.onnx training exports, for test_cuda_ops' coverage check (where torchvision is)
+if [[ ! -f $BUILD/torch_models/resnet18-op17-train.onnx ]] && "$PY" -c 'import torch, torchvision' 2>/dev/null; then
+    run "$PY" tools/scripts/export_torch_models.py "$BUILD/torch_models" --training \
+        --models resnet18,mobilenet_v2,squeezenet1_1 >/dev/null || echo "warning: the torch.onnx exports failed"
+fi
 rc=0
-run "$BUILD/tests/test_cuda_ops" >"$WORK/test_cuda_ops.log" 2>&1 || rc=$?
+VP_TORCH_MODELS="$BUILD/torch_models" run "$BUILD/tests/test_cuda_ops" >"$WORK/test_cuda_ops.log" 2>&1 || rc=$?
 grep -v '^ok ' "$WORK/test_cuda_ops.log" || true # failures, skips and the summary
 echo "($(grep -c '^ok ' "$WORK/test_cuda_ops.log") cases ok; the full log: $BUILD/test_cuda_ops.log)"
 cp "$WORK/test_cuda_ops.log" "$BUILD/test_cuda_ops.log"
