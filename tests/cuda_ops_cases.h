@@ -9,7 +9,10 @@
  *         "i64:4,16:64" random integers in [0, 64) of shape [4, 16], "bool:2,3",
  *         "c64:0,2" a constant int64 vector (shape [count]) with those values,
  *         "c64s:5" a constant int64 scalar, "-" an omitted input;
- *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0.
+ *         "zero:3" a float32 zero tensor (optimizer state), "step:1" the scalar 0;
+ *         "f16:2,3" and "bf16:2,3" uniform in [-1, 1) rounded, "bf16pos:2,3" in [0.5, 1.5);
+ *         "fnan:4" / "f16nan:4" with a NaN in the middle, "finf:4" with -inf last;
+ *         "cbool:1" a constant bool scalar.
  * attrs:  "axis=i:1;perm=is:0,2,1;epsilon=f:1e-5;reduction=s:sum". */
 typedef struct op_case {
     const char *name, *op, *domain;
@@ -21,5 +24,18 @@ typedef struct op_case {
 
 extern const op_case vp_cuda_op_cases[];
 extern const int vp_cuda_op_n_cases;
+
+/* ---- the coverage check (cuda_ops_coverage.c) ---- */
+
+#include <stdio.h>
+
+typedef struct cuda_op_seen {
+    char op[96];     /* "domain.op_type", or the op type in ai.onnx */
+    char first[200]; /* the first training step that has it */
+} cuda_op_seen;
+
+/* Every op of the training steps listed in cuda_ops_coverage.c; returns how many steps
+ * were built, notes on log what was not. */
+int vp_cuda_coverage_collect(cuda_op_seen *ops, int max_ops, int *n_ops, FILE *log);
 
 #endif

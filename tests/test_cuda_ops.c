@@ -23,7 +23,9 @@
  * __syncthreads into a wrong value here.  VP_CUDA_EMU_STATS=1 lists the kernels
  * launched.  Built with neither (or with CUDA and no device) it checks only that every
  * op of the models' training steps has a CUDA kernel, prints "SKIP: no CUDA device
- * (...)" and "0 passed, 0 failed, N skipped", and exits 0.
+ * (...)" and "0 passed, 0 failed, N skipped", and exits 0.  The steps the coverage
+ * check covers are cuda_ops_coverage.c's: the bundled models at each precision and
+ * the torch.onnx training exports where they have been made.
  *
  * usage: test_cuda_ops [SUBSTR]   (only cases whose name contains SUBSTR)
  * VP_CUDA_QUICK=1 (the sanitizer build, where the emulation runs at -O0): the loss
@@ -50,6 +52,9 @@
 #endif
 
 #define MAX_IO 16
+/* bf16 and fp16 model values: one bfloat16 unit in the last place of the value's scale
+ * (2^-8), where a product summed in another order rounds to the neighbour */
+#define LOWP_TOL 4e-3
 #define TRAIN_DIR VP_SOURCE_DIR "/tests/data/train_ops"
 
 static const char *filter;
@@ -159,6 +164,12 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
         if (!strcmp(kind, "-")) continue;
         int64_t dims[VP_MAX_RANK];
         int rank = colon && strcmp(kind, "c32f") ? parse_dims(colon + 1, dims) : 0;
+        if (!strcmp(kind, "cbool")) {
+            uint8_t flag = colon && atoi(colon + 1) != 0;
+            c->in_id[k] = vp_build_const(c->g, name, VP_BOOL, 0, NULL, &flag);
+            if (c->in_id[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            continue;
+        }
         if (!strcmp(kind, "c64") || !strcmp(kind, "c64s") || !strcmp(kind, "c32f")) {
             /* constants: values, not shapes */
             int64_t v[VP_MAX_RANK];
@@ -173,7 +184,9 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
             if (c->in_id[k] < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
             continue;
         }
-        vp_dtype dt = !strcmp(kind, "f64") ? VP_F64 : !strcmp(kind, "i64") ? VP_I64 : !strcmp(kind, "bool") ? VP_BOOL : VP_F32;
+        vp_dtype dt = !strcmp(kind, "f64") ? VP_F64 : !strcmp(kind, "i64") ? VP_I64 : !strcmp(kind, "bool") ? VP_BOOL
+                      : !strcmp(kind, "f16") || !strcmp(kind, "f16nan") ? VP_F16
+                      : !strcmp(kind, "bf16") || !strcmp(kind, "bf16pos") ? VP_BF16 : VP_F32;
         int64_t hi = 0;
         if (dt == VP_I64) {
             const char *c2 = strchr(colon + 1, ':');
@@ -193,10 +206,13 @@ static vp_status build_random(const op_case *oc, graph_case *c, vp_rng *rng, vp_
                                                       : !strcmp(kind, "pos")                        ? (float)(0.5 + u)
                                                                                                     : (float)(2 * u - 1);
             else if (dt == VP_F64) ((double *)t->data)[i] = 2 * u - 1;
+            else if (dt == VP_F16 || dt == VP_BF16) vp_store(t->data, dt, i, strstr(kind, "pos") ? 0.5 + u : 2 * u - 1);
             else if (dt == VP_I64) ((int64_t *)t->data)[i] = (int64_t)(u * (double)hi);
             else ((uint8_t *)t->data)[i] = u < 0.5;
         }
         if (!strcmp(kind, "step")) ((float *)t->data)[0] = 2.0f; /* the third Adam step */
+        if (strstr(kind, "nan") && n > 1) vp_store(t->data, dt, n / 2, NAN);
+        if (!strcmp(kind, "finf") && n > 1) ((float *)t->data)[n - 1] = -INFINITY;
     }
     for (int k = 0; k < oc->n_out && !s; k++) {
         char name[16];
@@ -314,14 +330,17 @@ static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf3
         vp_rng rng = {(uint64_t)i * 7919 + 1};
         vp_error err = {{0}};
         vp_status s = build_random(oc, &c, &rng, &err);
+        /* "name [Op]": tools/gpu-check.sh tabulates the errors by op */
+        char label[160];
+        snprintf(label, sizeof label, "%s [%s]", oc->name, oc->op);
+        int low = strstr(oc->inputs[0], "16:") != NULL; /* float16 or bfloat16 operands */
         if (s) {
-            report("ops", oc->name, 0, err.msg);
+            report("ops", label, 0, err.msg);
         } else {
-            check_graph("ops", oc->name, &c, cpu, cuda, 1e-5);
-            if (cuda_tf32 && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
-                char name[96];
-                snprintf(name, sizeof name, "%s_tf32", oc->name);
-                check_graph("ops", name, &c, cpu, cuda_tf32, 1e-2);
+            check_graph("ops", label, &c, cpu, cuda, 1e-5);
+            if (cuda_tf32 && !low && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
+                snprintf(label, sizeof label, "%s_tf32 [%s]", oc->name, oc->op);
+                check_graph("ops", label, &c, cpu, cuda_tf32, 1e-2);
             }
         }
         graph_case_free(&c);
@@ -455,13 +474,15 @@ static double scaled_error(const vp_tensor *a, const vp_tensor *b) {
     return worst;
 }
 
-static vp_status load_for_curve(const char *name, const char *fixture, test_model *m, mj **curve, vp_error *err) {
+static vp_status load_for_curve(const char *name, const char *fixture, vp_precision prec, test_model *m, mj **curve,
+                                vp_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/models/%s/fixtures/%s", VP_SOURCE_DIR, name, fixture);
     *curve = mj_parse_file(path);
     if (!*curve) return vp_fail(err, VP_ERR_IO, "cannot read %s", path);
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
+    spec.precision = prec;
     vp_loss_parse("ce:logits", &spec.loss, err);
     const mj *opt = mj_get(*curve, "optimizer"), *v;
     vp_opt_parse(opt && !strcmp(opt->str, "adamw") ? "adamw" : "momentum", &spec.opt, err);
@@ -476,15 +497,18 @@ static vp_status load_for_curve(const char *name, const char *fixture, test_mode
     return test_model_load(m, name, &spec, err);
 }
 
-/* One step on both backends; every value a node computed, in node order. */
-static void check_model_values(const char *name, const char *fixture, vp_backend *cpu, vp_backend *cuda) {
+/* One step on both backends; every value a node computed, in node order.  Under bf16 or
+ * fp16 the CPU runs the same low-precision graph: its values are held to LOWP_TOL of
+ * their scale (see the cases' table in main). */
+static void check_model_values(const char *name, const char *fixture, vp_precision prec, vp_backend *cpu,
+                               vp_backend *cuda) {
     char label[160];
-    snprintf(label, sizeof label, "%.60s_%.60s_values", name, fixture);
+    snprintf(label, sizeof label, "%.50s_%.50s_%s_values", name, fixture, vp_precision_name(prec));
     test_model m;
     mj *curve = NULL;
     vp_error err = {{0}};
     vp_exec *xc = NULL, *xg = NULL;
-    vp_status s = load_for_curve(name, fixture, &m, &curve, &err);
+    vp_status s = load_for_curve(name, fixture, prec, &m, &curve, &err);
     int loaded = !s;
     if (!s) s = vp_exec_new(m.g, cpu, &xc, &err);
     if (!s) s = vp_exec_new(m.g, cuda, &xg, &err);
@@ -499,6 +523,7 @@ static void check_model_values(const char *name, const char *fixture, vp_backend
     char detail[1400] = "";
     int ok = !s, values = 0;
     double worst = 0;
+    char worst_at[160] = "-";
     if (s) snprintf(detail, sizeof detail, "%.1300s", err.msg);
     for (int i = 0; ok && i < m.g->n_nodes; i++) {
         const vp_node *n = &m.g->nodes[i];
@@ -521,14 +546,22 @@ static void check_model_values(const char *name, const char *fixture, vp_backend
                 values++;
                 /* Adam divides by sqrt(v): a gradient that is zero up to rounding (an
                  * attention key bias) moves its parameter by up to lr either way, so
-                 * its updates are held to lr, not to the parameter's scale */
-                double tol = 1e-4;
-                if (!strcmp(n->op_type, "Adam") && is_float) {
+                 * its updates are held to lr, not to the parameter's scale (and so are
+                 * fp16's skips of them, a Where over an Adam output) */
+                double tol = prec == VP_PRECISION_FP32 ? 1e-4 : LOWP_TOL;
+                const vp_node *adam = n;
+                if (!strcmp(n->op_type, "Where") && n->n_inputs == 3 && n->inputs[1] >= 0 &&
+                    m.g->values[n->inputs[1]].producer >= 0)
+                    adam = &m.g->nodes[m.g->values[n->inputs[1]].producer];
+                if (!strcmp(adam->op_type, "Adam") && is_float) {
                     double scale = 0;
                     for (int64_t j = 0; j < vp_tensor_numel(&b); j++) scale = fmax(scale, fabs(vp_load(b.data, b.dtype, j)));
-                    tol = fmax(tol, 2.0 * vp_attr_float(n, "lr", 0) / (scale > 1e-6 ? scale : 1e-6));
+                    tol = fmax(tol, 2.0 * vp_attr_float(adam, "lr", 0) / (scale > 1e-6 ? scale : 1e-6));
                 }
-                if (e > worst && e <= 1e-4) worst = e;
+                if (e > worst && e <= (prec == VP_PRECISION_FP32 ? 1e-4 : LOWP_TOL)) { /* Adam's aside */
+                    worst = e;
+                    snprintf(worst_at, sizeof worst_at, "%.100s (%s)", m.g->values[v].name, n->op_type);
+                }
                 if (e > tol) {
                     ok = 0;
                     snprintf(detail, sizeof detail, "node %d '%s' (%s) output %d '%s': error %.3g of its scale", i, n->name,
@@ -539,7 +572,7 @@ static void check_model_values(const char *name, const char *fixture, vp_backend
             free(b.data);
         }
     }
-    if (ok) snprintf(detail, sizeof detail, "%d values, largest error %.3g of their scale", values, worst);
+    if (ok) snprintf(detail, sizeof detail, "%d values, largest error %.3g of their scale (%s)", values, worst, worst_at);
     report("models", label, ok, detail);
     vp_exec_free(xc);
     vp_exec_free(xg);
@@ -554,7 +587,7 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
     mj *curve = NULL;
     vp_error err = {{0}};
     vp_exec *x = NULL;
-    vp_status s = load_for_curve(name, fixture, &m, &curve, &err);
+    vp_status s = load_for_curve(name, fixture, VP_PRECISION_FP32, &m, &curve, &err);
     int loaded = !s;
     if (!s) s = vp_exec_new(m.g, cuda, &x, &err);
     if (!s) s = test_model_feed(x, &m, &err);
@@ -584,54 +617,34 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
 }
 #endif
 
-/* ---- without a device: the models' ops all have kernels ---- */
-
-static int collect_model_ops(char names[][64], int max_models, char ops[][96], int max_ops, int *n_ops) {
-    static const char *const opts[] = {"adamw", "momentum"}; /* their update ops differ */
-    int n = test_model_list(names, max_models);
-    *n_ops = 0;
-    for (int i = 0; i < n; i++)
-        for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
-            test_model m;
-            vp_error err;
-            if (test_model_load_step(&m, names[i], opts[o], &err)) continue;
-            for (int k = 0; k < m.g->n_nodes; k++) {
-                const vp_node *nd = &m.g->nodes[k];
-                if (nd->folded) continue;
-                char key[96];
-                snprintf(key, sizeof key, "%s%s%s", nd->domain, nd->domain[0] ? "." : "", nd->op_type);
-                int seen = 0;
-                for (int j = 0; j < *n_ops && !seen; j++) seen = !strcmp(ops[j], key);
-                if (!seen && *n_ops < max_ops) snprintf(ops[(*n_ops)++], 96, "%s", key);
-            }
-            test_model_free(&m);
-        }
-    return n;
-}
-
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
     const char *q = getenv("VP_CUDA_QUICK");
     int quick = q && *q && strcmp(q, "0");
-    char names[32][64], ops[256][96];
-    int n_ops = 0, n_models = collect_model_ops(names, 32, ops, 256, &n_ops);
+    char names[32][64];
+    int n_models = test_model_list(names, 32), n_ops = 0;
+    static cuda_op_seen ops[512];
+    int n_steps = vp_cuda_coverage_collect(ops, 512, &n_ops, stdout);
     char **train_names;
     int n_train = list_train_cases(&train_names);
     for (int i = 0; i < n_train; i++) free(train_names[i]);
     free(train_names);
-    int total = vp_cuda_op_n_cases + n_train + 4 * n_models;
+    int total = vp_cuda_op_n_cases + n_train + 6 * n_models;
 #ifdef VP_HAVE_CUDA
     int missing = 0;
     for (int i = 0; i < n_ops; i++) {
-        const char *dot = strrchr(ops[i], '.');
+        const char *op = ops[i].op, *dot = strrchr(op, '.');
         char domain[64] = "";
-        if (dot) snprintf(domain, sizeof domain, "%.*s", (int)(dot - ops[i]), ops[i]);
-        if (!vp_backend_cuda_supports(domain, dot ? dot + 1 : ops[i])) {
-            printf("FAIL coverage: the models use %s, which has no CUDA kernel\n", ops[i]);
+        if (dot) snprintf(domain, sizeof domain, "%.*s", (int)(dot - op), op);
+        if (!vp_backend_cuda_supports(domain, dot ? dot + 1 : op)) {
+            printf("FAIL coverage: %s has no CUDA kernel (first in: %s)\n", op, ops[i].first);
             missing++;
         }
     }
-    if (!missing) printf("ok   coverage: all %d ops of the %d models' training steps have CUDA kernels\n", n_ops, n_models);
+    if (!missing) printf("ok   coverage: all %d ops of %d training steps have CUDA kernels\n", n_ops, n_steps);
+    printf("     ops:");
+    for (int i = 0; i < n_ops; i++) printf(" %s", ops[i].op);
+    printf("\n");
     char why[256];
     if (vp_cuda_device_count(why, sizeof why) == 0) {
         printf("SKIP: no CUDA device (%s)\n", why);
@@ -656,7 +669,10 @@ int main(int argc, char **argv) {
             char label[160];
             snprintf(label, sizeof label, "%.60s_%.60s", names[i], fixtures[f]);
             if (!selected(label)) continue;
-            check_model_values(names[i], fixtures[f], cpu, cuda);
+            check_model_values(names[i], fixtures[f], VP_PRECISION_FP32, cpu, cuda);
+            /* mixed precision: the AdamW step of every model in bf16 and fp16 */
+            if (f == 1) check_model_values(names[i], fixtures[f], VP_PRECISION_BF16, cpu, cuda);
+            if (f == 1) check_model_values(names[i], fixtures[f], VP_PRECISION_FP16, cpu, cuda);
             if (!quick || !strcmp(names[i], "mlp")) check_model_curve(names[i], fixtures[f], cuda);
             else report("models", label, -1, "loss curve left out (VP_CUDA_QUICK)");
         }
@@ -669,6 +685,7 @@ int main(int argc, char **argv) {
 #else
     (void)ops;
     (void)n_ops;
+    (void)n_steps;
     (void)quick;
     printf("SKIP: no CUDA device (built without CUDA)\n");
     printf("0 passed, 0 failed, %d skipped\n", total);

@@ -5,25 +5,36 @@
 #   bash tools/gpu-check.sh
 #
 # 1. installs the build dependencies (tools/install-deps.sh; skipped when present) and
-#    builds with CUDA in Release (sm_90 + PTX);
+#    builds with CUDA in Release (sm_90 + PTX), the kernels native (VP_CUDA_EMU off);
 # 2. runs tests/test_cuda_ops: every op case on the CUDA and the CPU backend on the
-#    same inputs (float32 1e-5, TF32 1e-3), the train-op fixtures, every value of the
-#    models' training steps, and their loss curves against the PyTorch fixtures;
+#    same inputs (float32 1e-5, TF32 1e-2, float16/bfloat16 against the CPU kernels of
+#    the same precision), the train-op fixtures, every value of the models' training
+#    steps (fp32, bf16, fp16), their loss curves against the PyTorch fixtures, and the
+#    coverage check (every op of every training step has a kernel, the torch.onnx
+#    ResNet-18, MobileNet-v2 and SqueezeNet exports too where torchvision is); prints the largest
+#    error against the CPU per op (fp32, TF32, 16-bit) and per model step;
 # 3. for each model and both fixture optimizers: `onnx-vplan plan` then
 #    `onnx-vplan run --backend cuda --steps 5` on the fixture batch, losses compared
 #    with models/*/fixtures/train_*.json (1e-4);
-# 4. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
+# 4. mixed precision: each model's AdamW plan at --precision bf16 and fp16 run on
+#    --backend cuda and --backend cpu, losses compared (2e-3; tests/cli_cuda_emu.sh says
+#    why);
+# 5. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
 #    mpirun -np 2 (and 4 with four GPUs) onnx-vplan run --backend cuda of the torch.onnx
 #    GPT export's per-rank plans (tests/data/tp/gpt_qkv), losses against the one-GPU
 #    plan (1e-5 relative) and the bytes NCCL was asked to send against the plan's figure;
-# 5. benchmarks a training step (AdamW) of the GPT-style model and the ResNet-style CNN
-#    against PyTorch eager on the same GPU (where python3 has torch with CUDA) and
-#    prints one table: step time ours / PyTorch, our arena and measured peak /
-#    torch.cuda.max_memory_reserved.
-# Every command is printed before it runs ("+ ...").  Exit 0 when every check passed.
+# 6. benchmarks a training step (AdamW) of the GPT-style model and the ResNet-style CNN,
+#    fp32 and bf16, against PyTorch eager on the same GPU (fp32 rows, where python3 has
+#    torch with CUDA) and against our own CPU backend, and prints one table: step time
+#    ours / PyTorch and CPU / ours, our arena and measured peak / torch.cuda.max_memory_reserved.
+# Every command is printed before it runs ("+ ...").  Exit 0 when every check passed;
+# where no GPU is (nvidia-smi -L finds none) it says so and exits 0 at once.
 #
 # Environment: BUILD (build-gpu), PYTHON (python3), BENCH_BATCH (64), BENCH_STEPS (50),
-# BACKEND (cuda; "cpu" is a dry run of steps 3 and 4 without a GPU).
+# CPU_STEPS (3: our CPU backend's steps in the benchmark), BACKEND (cuda; "cpu" is a dry
+# run of steps 3-5 without a GPU), EMU (1: the whole script on the CUDA backend's host
+# emulation, runtime/cuda/emu: a dry run of every step without a GPU; with BENCH_BATCH=4
+# BENCH_STEPS=3 it takes a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -31,6 +42,8 @@ PY=${PYTHON:-python3}
 BATCH=${BENCH_BATCH:-64}
 STEPS=${BENCH_STEPS:-50}
 BACKEND=${BACKEND:-cuda}
+EMU=${EMU:-0}
+CPU_STEPS=${CPU_STEPS:-3}
 WORK=$(mktemp -d /tmp/gpu-check.XXXXXX)
 failed=()
 t_start=$SECONDS
@@ -45,19 +58,41 @@ section "machine"
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv 2>/dev/null || echo "nvidia-smi: not available"
 nvcc --version 2>/dev/null | tail -1 || true
 
+if [[ $BACKEND == cuda && $EMU == 0 ]] && ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "SKIP: no NVIDIA GPU on this machine (nvidia-smi -L finds none): nothing to check on a device."
+    echo "      Dry runs without one: BACKEND=cpu (our CPU backend in the GPU's place), or EMU=1 (the"
+    echo "      CUDA backend on its host emulation), e.g. EMU=1 BENCH_BATCH=4 BENCH_STEPS=3 bash $0"
+    rm -rf "$WORK"
+    exit 0
+fi
+
 section "build"
 run bash tools/install-deps.sh || echo "warning: tools/install-deps.sh failed; building with what is installed"
-run cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVP_CUDA=ON >/dev/null
-run cmake --build "$BUILD" -j "$(nproc)" --target onnx-vplan test_cuda_ops
-VP="$BUILD/onnx-vplan"
+if [[ $EMU == 1 ]]; then
+    # the same kernels compiled for the host (onnx-vplan-cuda-emu: run --backend cuda on them)
+    run cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVP_CUDA=OFF -DVP_CUDA_EMU=ON >/dev/null
+    run cmake --build "$BUILD" -j "$(nproc)" --target onnx-vplan-cuda-emu test_cuda_ops
+    VP="$BUILD/onnx-vplan-cuda-emu"
+else
+    # native kernels: the emulation off even where the build would choose it
+    run cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DVP_CUDA=ON -DVP_CUDA_EMU=OFF >/dev/null
+    run cmake --build "$BUILD" -j "$(nproc)" --target onnx-vplan test_cuda_ops
+    VP="$BUILD/onnx-vplan"
+fi
 
 section "CUDA against CPU, op by op and model by model"
+# the torch.onnx training exports, for test_cuda_ops' coverage check (where torchvision is)
+if [[ ! -f $BUILD/torch_models/resnet18-op17-train.onnx ]] && "$PY" -c 'import torch, torchvision' 2>/dev/null; then
+    run "$PY" tools/scripts/export_torch_models.py "$BUILD/torch_models" --training \
+        --models resnet18,mobilenet_v2,squeezenet1_1 >/dev/null || echo "warning: the torch.onnx exports failed"
+fi
 rc=0
-run "$BUILD/tests/test_cuda_ops" >"$WORK/test_cuda_ops.log" 2>&1 || rc=$?
+VP_TORCH_MODELS="$BUILD/torch_models" run "$BUILD/tests/test_cuda_ops" >"$WORK/test_cuda_ops.log" 2>&1 || rc=$?
 grep -v '^ok ' "$WORK/test_cuda_ops.log" || true # failures, skips and the summary
 echo "($(grep -c '^ok ' "$WORK/test_cuda_ops.log") cases ok; the full log: $BUILD/test_cuda_ops.log)"
 cp "$WORK/test_cuda_ops.log" "$BUILD/test_cuda_ops.log"
 if [[ $rc -ne 0 ]]; then failed+=(test_cuda_ops); fi
+"$PY" tools/bench/gpu_check_tables.py errors "$WORK/test_cuda_ops.log"
 
 # the plan options that reproduce a fixture curve
 plan_opts() { # FIXTURE_JSON
@@ -90,6 +125,9 @@ for dir in models/*/; do
     freeze=$(freeze_of "$dir/meta.json")
     for fx in "$dir"/fixtures/train_*.json; do
         f=$(basename "$fx" .json)
+        # the autocast curves (train_*_bf16.json) hold our CPU in test_precision; the
+        # mixed-precision section below holds CUDA to our CPU
+        [[ $f == *_bf16 || $f == *_fp16 ]] && continue
         read -r -a opts <<<"$(plan_opts "$fx")"
         extra=()
         [[ -n $freeze ]] && extra=(--freeze "$freeze")
@@ -121,6 +159,37 @@ EOF
     done
 done
 
+section "mixed precision: plan --precision bf16|fp16, run --backend $BACKEND against --backend cpu"
+for dir in models/*/; do
+    m=$(basename "$dir")
+    [[ -f $dir/meta.json ]] || continue
+    freeze=$(freeze_of "$dir/meta.json")
+    extra=()
+    [[ -n $freeze ]] && extra=(--freeze "$freeze")
+    for p in bf16 fp16; do
+        plan="$WORK/$m-$p.vplan"
+        if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw --precision "$p" "${extra[@]}" --dim batch=4 \
+            --device h200 -o "$plan" >"$WORK/$m-$p.plan.log"; then
+            cat "$WORK/$m-$p.plan.log"
+            failed+=("plan $m $p")
+            continue
+        fi
+        ok=1
+        for b in "$BACKEND" cpu; do
+            if ! run "$VP" run "$plan" --backend "$b" --steps 3 --json "$WORK/$m-$p.$b.json" >"$WORK/$m-$p.$b.log" 2>&1; then
+                cat "$WORK/$m-$p.$b.log"
+                failed+=("run $m $p $b")
+                ok=0
+                break
+            fi
+        done
+        [[ $ok == 1 ]] || continue
+        if ! "$PY" tools/bench/gpu_check_tables.py losses "$WORK/$m-$p.$BACKEND.json" "$WORK/$m-$p.cpu.json" "$m $p"; then
+            failed+=("losses $m $p")
+        fi
+    done
+done
+
 section "tensor parallel over NCCL"
 n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [[ $BACKEND != cuda || ${n_gpus:-0} -lt 2 ]] || ! command -v mpirun >/dev/null; then
@@ -148,31 +217,39 @@ else
     done
 fi
 
-section "benchmark: one AdamW training step, batch $BATCH, median of $STEPS steps"
+section "benchmark: one AdamW training step, batch $BATCH, median of $STEPS steps ($CPU_STEPS on our CPU backend)"
 have_torch=0
 if "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then have_torch=1; fi
 [[ $BACKEND == cpu ]] && "$PY" -c 'import torch' 2>/dev/null && have_torch=2
 [[ $have_torch == 0 ]] && echo "PyTorch with CUDA is not installed for $PY: our side only"
 rows=()
-for m in gpt cnn; do
+for mp in gpt:fp32 cnn:fp32 gpt:bf16 cnn:bf16; do
+    m=${mp%:*} p=${mp#*:}
     dir=models/$m
     freeze=$(freeze_of "$dir/meta.json")
     extra=()
     [[ -n $freeze ]] && extra=(--freeze "$freeze")
-    plan="$WORK/bench-$m.vplan"
-    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "${extra[@]}" --dim "batch=$BATCH" --device h200 \
-        -o "$plan" >"$WORK/bench-$m.plan.log"; then
-        cat "$WORK/bench-$m.plan.log"
-        failed+=("bench plan $m")
+    plan="$WORK/bench-$m-$p.vplan"
+    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw --precision "$p" "${extra[@]}" \
+        --dim "batch=$BATCH" --device h200 -o "$plan" >"$WORK/bench-$m-$p.plan.log"; then
+        cat "$WORK/bench-$m-$p.plan.log"
+        failed+=("bench plan $m $p")
         continue
     fi
-    if ! run "$VP" run "$plan" --backend "$BACKEND" --steps "$STEPS" --json "$WORK/bench-$m.json" >"$WORK/bench-$m.run.log" 2>&1; then
-        cat "$WORK/bench-$m.run.log"
-        failed+=("bench run $m")
+    if ! run "$VP" run "$plan" --backend "$BACKEND" --steps "$STEPS" --json "$WORK/bench-$m-$p.json" \
+        >"$WORK/bench-$m-$p.run.log" 2>&1; then
+        cat "$WORK/bench-$m-$p.run.log"
+        failed+=("bench run $m $p")
+        continue
+    fi
+    if ! run "$VP" run "$plan" --backend cpu --steps "$CPU_STEPS" --json "$WORK/bench-$m-$p.cpu.json" \
+        >"$WORK/bench-$m-$p.cpu.log" 2>&1; then
+        cat "$WORK/bench-$m-$p.cpu.log"
+        failed+=("bench cpu run $m $p")
         continue
     fi
     tjson=""
-    if [[ $have_torch != 0 ]]; then
+    if [[ $have_torch != 0 && $p == fp32 ]]; then
         dev=cuda
         [[ $have_torch == 2 ]] && dev=cpu
         if run "$PY" tools/bench/torch_step.py --model "$m" --batch "$BATCH" --steps "$STEPS" --device "$dev" \
@@ -182,30 +259,9 @@ for m in gpt cnn; do
             failed+=("torch $m")
         fi
     fi
-    rows+=("$m|$WORK/bench-$m.json|$tjson")
+    rows+=("$m $p|$WORK/bench-$m-$p.json|$WORK/bench-$m-$p.cpu.json|$tjson")
 done
-"$PY" - "${rows[@]}" <<'EOF'
-import json, statistics, sys
-def mib(b):
-    return "%.2f MiB" % (b / 2**20) if b else "-"
-print()
-print("| model | batch | ours ms | torch ms | ours / torch | our arena | our measured peak | torch max_memory_reserved | peak / torch |")
-print("|---|---|---|---|---|---|---|---|---|")
-for row in sys.argv[1:]:
-    name, ours_path, torch_path = row.split("|")
-    ours = json.load(open(ours_path))
-    secs = ours.get("step_seconds", [])
-    tail = secs[len(secs) // 5:] or secs  # past the first fifth: warm
-    ours_ms = statistics.median(tail) * 1e3 if tail else float("nan")
-    peak = ours.get("measured_peak_bytes", 0)
-    t = json.load(open(torch_path)) if torch_path else None
-    t_ms = t["step_ms_median"] if t else None
-    t_mem = t["max_memory_reserved"] if t else 0
-    batch = t["batch"] if t else "-"
-    print("| %s | %s | %.3f | %s | %s | %s | %s | %s | %s |" % (
-        name, batch, ours_ms, "%.3f" % t_ms if t_ms else "-", "%.2f" % (ours_ms / t_ms) if t_ms else "-",
-        mib(ours["arena_bytes"]), mib(peak), mib(t_mem), "%.2f" % (peak / t_mem) if peak and t_mem else "-"))
-EOF
+"$PY" tools/bench/gpu_check_tables.py bench "$BATCH" "${rows[@]}"
 
 section "done"
 rm -rf "$WORK"

@@ -110,4 +110,9 @@ VP_EW_KERNEL(vp_cpu_cast);     /* to the dtype of the output; integers wrap, flo
 VP_EW_KERNEL(vp_cpu_identity);
 VP_EW_KERNEL(vp_cpu_dropout);  /* training draws numpy's MT19937 stream from the seed attribute */
 
+/* Which of count elements a training-mode Dropout with this seed and ratio keeps (1) or
+ * drops (0): the draws vp_cpu_dropout makes, for the CUDA backend, which draws its masks
+ * on the host so that both backends drop the same elements. */
+void vp_dropout_keep_mask(uint32_t seed, double ratio, int64_t count, uint8_t *keep);
+
 #endif

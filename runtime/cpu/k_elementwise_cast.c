@@ -185,6 +185,12 @@ static double ew_mt_uniform(ew_mt *mt) {
     return (a * 67108864.0 + b) / 9007199254740992.0;
 }
 
+void vp_dropout_keep_mask(uint32_t seed, double ratio, int64_t count, uint8_t *keep) {
+    ew_mt mt;
+    ew_mt_seed(&mt, seed);
+    for (int64_t i = 0; i < count; i++) keep[i] = (uint8_t)(ew_mt_uniform(&mt) >= ratio);
+}
+
 /* The drop probability: an attribute before opset 12, an optional input since. */
 static double ew_dropout_ratio(const vp_node *n, const vp_tensor *const *in) {
     if (n->opset < 12) return vp_attr_float(n, "ratio", 0.5f);

@@ -1,4 +1,6 @@
-/* vplan.Attention and AttentionGrad on the GPU, float32 (planner/ops/attention.c says
+/* vplan.Attention and AttentionGrad on the GPU, in float32, float16 and bfloat16 (Q, K,
+ * V, the mask, Y and the gradients of one type T, read as float; LSE float32, as
+ * planner/ops/attention.c declares it; planner/ops/attention.c says
  * what they compute; runtime/cpu/k_attention.c is the reference).
  *
  * One thread block per row, CU_THREADS threads, no [S, T] matrix anywhere:
@@ -20,28 +22,30 @@
 
 #include "cu_attention.h"
 #include "cu_common.cuh"
+#include "cu_lowp.cuh"
 
 struct att_geom {
     int64_t H, S, T, D, Dv;
     float scale;
     int causal;
     int bshd; /* Y and dY [B, S, H, Dv] */
-    const float *mask;
+    const void *mask; /* of T */
     int64_t ms0, ms1, ms2, ms3;
 };
 
-__device__ static inline float score(const att_geom &g, const float *q, const float *k, int64_t b, int64_t h,
-                                     int64_t i, int64_t j) {
+template <typename T>
+__device__ static inline float score(const att_geom &g, const T *q, const T *k, int64_t b, int64_t h, int64_t i,
+                                     int64_t j) {
     float s = 0;
-    for (int64_t d = 0; d < g.D; d++) s += q[d] * k[j * g.D + d];
+    for (int64_t d = 0; d < g.D; d++) s += cu_ld(q, d) * cu_ld(k, j * g.D + d);
     s *= g.scale;
-    if (g.mask) s += g.mask[b * g.ms0 + h * g.ms1 + i * g.ms2 + j * g.ms3];
+    if (g.mask) s += cu_ld((const T *)g.mask, b * g.ms0 + h * g.ms1 + i * g.ms2 + j * g.ms3);
     return s;
 }
 
-__device__ static inline float dotf(const float *a, const float *b, int64_t n) {
+template <typename T> __device__ static inline float dotf(const T *a, const T *b, int64_t n) {
     float s = 0;
-    for (int64_t c = 0; c < n; c++) s += a[c] * b[c];
+    for (int64_t c = 0; c < n; c++) s += cu_ld(a, c) * cu_ld(b, c);
     return s;
 }
 
@@ -73,13 +77,13 @@ __device__ static inline int64_t seen_cols(const att_geom &g, int64_t i) {
     return g.causal && i + 1 < g.T ? i + 1 : g.T;
 }
 
-__global__ void k_attention(att_geom g, int64_t rows, const float *q, const float *k, const float *v, float *y,
-                            float *lse) {
+template <typename T>
+__global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, const T *v, T *y, float *lse) {
     extern __shared__ float acc[]; /* Dv accumulators */
     __shared__ float p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        const T *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
         double m = -INFINITY;
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)score(g, qi, kb, b, h, i, j));
         m = block_max(m);
@@ -96,26 +100,27 @@ __global__ void k_attention(att_geom g, int64_t rows, const float *q, const floa
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
                 float s = acc[c];
-                for (int64_t t = 0; t < n; t++) s += p[t] * vb[(j0 + t) * g.Dv + c];
+                for (int64_t t = 0; t < n; t++) s += p[t] * cu_ld(vb, (j0 + t) * g.Dv + c);
                 acc[c] = s;
             }
         }
-        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) y[y_row(g, b, h, i) + c] = acc[c];
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) cu_st(y, y_row(g, b, h, i) + c, acc[c]);
         if (threadIdx.x == 0 && lse) lse[r] = (float)ls;
         __syncthreads();
     }
 }
 
-__global__ void k_attention_dq(att_geom g, int64_t rows, const float *dy, const float *q, const float *k,
-                               const float *v, const float *y, const float *lse, float *dq) {
+template <typename T>
+__global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q, const T *k, const T *v, const T *y,
+                               const float *lse, T *dq) {
     extern __shared__ float acc[]; /* D accumulators */
     __shared__ float ds[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        const float *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
-        const float *dyi = dy + y_row(g, b, h, i), *yi = y + y_row(g, b, h, i);
+        const T *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        const T *dyi = dy + y_row(g, b, h, i), *yi = y + y_row(g, b, h, i);
         double di = 0;
-        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)dyi[c] * yi[c];
+        for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)cu_ld(dyi, c) * cu_ld(yi, c);
         di = cu_block_sum(di);
         for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) acc[d] = 0;
         for (int64_t j0 = 0; j0 < cols; j0 += blockDim.x) {
@@ -131,29 +136,31 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const float *dy, const 
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) {
                 float s = acc[d];
-                for (int64_t t = 0; t < n; t++) s += ds[t] * kb[(j0 + t) * g.D + d];
+                for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(kb, (j0 + t) * g.D + d);
                 acc[d] = s;
             }
         }
-        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) dq[r * g.D + d] = g.scale * acc[d];
+        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) cu_st(dq, r * g.D + d, g.scale * acc[d]);
         __syncthreads();
     }
 }
 
-__global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const float *q, const float *k,
-                                const float *v, const float *y, const float *lse, float *dk, float *dv) {
+template <typename T>
+__global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *q, const T *k, const T *v, const T *y,
+                                const float *lse, T *dk, T *dv) {
     extern __shared__ float acc[]; /* D accumulators of dK, then Dv of dV */
     __shared__ float ds[CU_THREADS], p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
         int64_t bh = r / g.T, j = r % g.T, b = bh / g.H, h = bh % g.H;
-        const float *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D, *lb = lse + bh * g.S;
+        const T *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D;
+        const float *lb = lse + bh * g.S;
         int64_t i_first = g.causal ? j : 0; /* rows i < j do not see column j */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) acc[d] = 0;
         for (int64_t i0 = i_first; i0 < g.S; i0 += blockDim.x) {
             int64_t i = i0 + threadIdx.x;
             __syncthreads();
             if (i < g.S) {
-                const float *dyi = dy + y_row(g, b, h, i);
+                const T *dyi = dy + y_row(g, b, h, i);
                 float pij = (float)exp((double)score(g, qb + i * g.D, kb, b, h, i, j) - lb[i]);
                 p[threadIdx.x] = pij;
                 ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv));
@@ -165,16 +172,16 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const float *dy, const
             for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
                 float s = acc[d];
                 if (d < g.D)
-                    for (int64_t t = 0; t < n; t++) s += ds[t] * qb[(i0 + t) * g.D + d];
+                    for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(qb, (i0 + t) * g.D + d);
                 else
-                    for (int64_t t = 0; t < n; t++) s += p[t] * dy[y_row(g, b, h, i0 + t) + (d - g.D)];
+                    for (int64_t t = 0; t < n; t++) s += p[t] * cu_ld(dy, y_row(g, b, h, i0 + t) + (d - g.D));
                 acc[d] = s;
             }
         }
         /* each thread writes the accumulators it summed: acc[D + c] is not thread c's */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
-            if (d < g.D && dk) dk[r * g.D + d] = g.scale * acc[d];
-            if (d >= g.D && dv) dv[r * g.Dv + (d - g.D)] = acc[d];
+            if (d < g.D && dk) cu_st(dk, r * g.D + d, g.scale * acc[d]);
+            if (d >= g.D && dv) cu_st(dv, r * g.Dv + (d - g.D), acc[d]);
         }
         __syncthreads();
     }
@@ -200,27 +207,42 @@ static att_geom geom_of(const cu_attention_shape *s) {
 
 static unsigned grid_of(int64_t rows) { return (unsigned)(rows < 65535 * 8 ? rows : 65535 * 8); }
 
-extern "C" cudaError_t cu_attention(const cu_attention_shape *s, const float *q, const float *k, const float *v, float *y,
-                                    float *lse, cudaStream_t st) {
+template <typename T>
+static cudaError_t attention(const cu_attention_shape *s, const T *q, const T *k, const T *v, T *y, float *lse,
+                             cudaStream_t st) {
     int64_t rows = s->B * s->H * s->S;
     if (rows == 0) return cudaSuccess;
-    k_attention<<<grid_of(rows), CU_THREADS, (size_t)(s->Dv ? s->Dv : 1) * sizeof(float), st>>>(geom_of(s), rows, q, k,
-                                                                                               v, y, lse);
+    k_attention<T><<<grid_of(rows), CU_THREADS, (size_t)(s->Dv ? s->Dv : 1) * sizeof(float), st>>>(geom_of(s), rows, q,
+                                                                                                  k, v, y, lse);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cu_attention_grad(const cu_attention_shape *s, const float *dy, const float *q, const float *k,
-                                         const float *v, const float *y, const float *lse, float *dq, float *dk,
-                                         float *dv, cudaStream_t st) {
+template <typename T>
+static cudaError_t attention_grad(const cu_attention_shape *s, const T *dy, const T *q, const T *k, const T *v,
+                                  const T *y, const float *lse, T *dq, T *dk, T *dv, cudaStream_t st) {
     int64_t rows = s->B * s->H * s->S, keys = s->B * s->H * s->T;
     att_geom g = geom_of(s);
     if (dq && rows)
-        k_attention_dq<<<grid_of(rows), CU_THREADS, (size_t)(s->D ? s->D : 1) * sizeof(float), st>>>(g, rows, dy, q, k, v,
-                                                                                                   y, lse, dq);
+        k_attention_dq<T><<<grid_of(rows), CU_THREADS, (size_t)(s->D ? s->D : 1) * sizeof(float), st>>>(g, rows, dy, q,
+                                                                                                      k, v, y, lse, dq);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     if ((dk || dv) && keys)
-        k_attention_dkv<<<grid_of(keys), CU_THREADS, (size_t)(s->D + s->Dv ? s->D + s->Dv : 1) * sizeof(float), st>>>(
+        k_attention_dkv<T><<<grid_of(keys), CU_THREADS, (size_t)(s->D + s->Dv ? s->D + s->Dv : 1) * sizeof(float), st>>>(
             g, keys, dy, q, k, v, y, lse, dk, dv);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_attention(int dtype, const cu_attention_shape *s, const void *q, const void *k, const void *v,
+                                    void *y, float *lse, cudaStream_t st) {
+    CU_FLOAT_DISPATCH(dtype, return attention<T>(s, (const T *)q, (const T *)k, (const T *)v, (T *)y, lse, st));
+    return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t cu_attention_grad(int dtype, const cu_attention_shape *s, const void *dy, const void *q,
+                                         const void *k, const void *v, const void *y, const float *lse, void *dq,
+                                         void *dk, void *dv, cudaStream_t st) {
+    CU_FLOAT_DISPATCH(dtype, return attention_grad<T>(s, (const T *)dy, (const T *)q, (const T *)k, (const T *)v,
+                                                      (const T *)y, lse, (T *)dq, (T *)dk, (T *)dv, st));
+    return cudaErrorInvalidValue;
 }

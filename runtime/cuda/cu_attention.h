@@ -1,4 +1,5 @@
-/* Launchers of the attention kernels (cu_attention.cu), float32, as cu_kernels.h's:
+/* Launchers of the attention kernels (cu_attention.cu), as cu_kernels.h's: dtype 1, 10
+ * or 16 for Q, K, V, the mask, Y and the gradients, LSE float32;
  * they enqueue on the stream and return cudaGetLastError(). */
 #ifndef VP_CU_ATTENTION_H
 #define VP_CU_ATTENTION_H
@@ -18,16 +19,16 @@ typedef struct cu_attention_shape {
     float scale;
     int causal;
     int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */
-    const float *mask;
+    const void *mask; /* of the dtype */
     int64_t mask_strides[4];
 } cu_attention_shape;
 
 /* Y [B,H,S,Dv] (or [B,S,H,Dv] under y_bshd) and (when lse is not NULL) the row log-sum-exp [B,H,S]. */
-cudaError_t cu_attention(const cu_attention_shape *s, const float *q, const float *k, const float *v, float *y,
+cudaError_t cu_attention(int dtype, const cu_attention_shape *s, const void *q, const void *k, const void *v, void *y,
                          float *lse, cudaStream_t st);
 /* dQ, dK, dV (each may be NULL) from dY, the inputs, Y and LSE. */
-cudaError_t cu_attention_grad(const cu_attention_shape *s, const float *dy, const float *q, const float *k,
-                              const float *v, const float *y, const float *lse, float *dq, float *dk, float *dv,
+cudaError_t cu_attention_grad(int dtype, const cu_attention_shape *s, const void *dy, const void *q, const void *k,
+                              const void *v, const void *y, const float *lse, void *dq, void *dk, void *dv,
                               cudaStream_t st);
 
 #ifdef __cplusplus

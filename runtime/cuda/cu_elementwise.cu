@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "cu_common.cuh"
+#include "cu_lowp.cuh"
 
 /* ---- binary ---- */
 
@@ -69,6 +70,17 @@ template <typename T> __global__ void k_binary(int op, cu_nd nd, int64_t n, cons
     }
 }
 
+/* float16 and bfloat16: computed in float (the CPU widens them), rounded on store. */
+template <typename S> __global__ void k_binary_lowp(int op, cu_nd nd, int64_t n, const S *a, const S *b, void *y) {
+    CU_FOR(i, n) {
+        int64_t oa, ob, oc;
+        cu_offsets(nd, i, &oa, &ob, &oc);
+        float va = cu_ld(a, oa), vb = cu_ld(b, ob);
+        if (op >= CU_EQUAL) ((uint8_t *)y)[i] = bin_compare<float>(op, va, vb);
+        else cu_st((S *)y, i, bin_arith<float>(op, va, vb));
+    }
+}
+
 /* bool inputs: comparisons and logic only */
 __global__ void k_logic(int op, cu_nd nd, int64_t n, const uint8_t *a, const uint8_t *b, uint8_t *y) {
     CU_FOR(i, n) {
@@ -94,6 +106,8 @@ extern "C" cudaError_t cu_binary(int dtype, int op, const cu_nd *nd, const void 
     case 11: k_binary<double><<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const double *)a, (const double *)b, y); break;
     case 6: k_binary<int32_t><<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const int32_t *)a, (const int32_t *)b, y); break;
     case 7: k_binary<int64_t><<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const int64_t *)a, (const int64_t *)b, y); break;
+    case 10: k_binary_lowp<__half><<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const __half *)a, (const __half *)b, y); break;
+    case 16: k_binary_lowp<cu_bf16><<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const cu_bf16 *)a, (const cu_bf16 *)b, y); break;
     case 9:
         if (op < CU_EQUAL) return cudaErrorInvalidValue;
         k_logic<<<g, CU_THREADS, 0, st>>>(op, *nd, n, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)y);
@@ -145,6 +159,10 @@ template <typename T> __global__ void k_unary(int op, int64_t n, const T *x, T *
     CU_FOR(i, n) y[i] = un_op<T>(op, x[i], alpha, beta);
 }
 
+template <typename S> __global__ void k_unary_lowp(int op, int64_t n, const S *x, S *y, float alpha, float beta) {
+    CU_FOR(i, n) cu_st(y, i, un_op<float>(op, cu_ld(x, i), alpha, beta));
+}
+
 __global__ void k_not(int64_t n, const uint8_t *x, uint8_t *y) {
     CU_FOR(i, n) y[i] = !x[i];
 }
@@ -157,6 +175,9 @@ extern "C" cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, voi
     else if (dtype == 1) k_unary<float><<<g, CU_THREADS, 0, st>>>(op, n, (const float *)x, (float *)y, alpha, beta);
     else if (dtype == 11)
         k_unary<double><<<g, CU_THREADS, 0, st>>>(op, n, (const double *)x, (double *)y, alpha, beta);
+    else if (dtype == 10) k_unary_lowp<__half><<<g, CU_THREADS, 0, st>>>(op, n, (const __half *)x, (__half *)y, alpha, beta);
+    else if (dtype == 16)
+        k_unary_lowp<cu_bf16><<<g, CU_THREADS, 0, st>>>(op, n, (const cu_bf16 *)x, (cu_bf16 *)y, alpha, beta);
     else return cudaErrorInvalidValue;
     return cudaGetLastError();
 }
@@ -164,6 +185,9 @@ extern "C" cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, voi
 /* LeakyReluGrad(dY, Y): dy where y > 0, alpha dy elsewhere. */
 template <typename T> __global__ void k_leaky_relu_grad(int64_t n, const T *dy, const T *y, T *dx, T alpha) {
     CU_FOR(i, n) dx[i] = y[i] > (T)0 ? dy[i] : dy[i] * alpha;
+}
+template <typename S> __global__ void k_leaky_relu_grad_lowp(int64_t n, const S *dy, const S *y, S *dx, float alpha) {
+    CU_FOR(i, n) cu_st(dx, i, cu_ld(y, i) > 0.0f ? cu_ld(dy, i) : cu_ld(dy, i) * alpha);
 }
 
 extern "C" cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, const void *y, void *dx, double alpha,
@@ -176,6 +200,12 @@ extern "C" cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, 
     else if (dtype == 11)
         k_leaky_relu_grad<double><<<g, CU_THREADS, 0, st>>>(n, (const double *)dy, (const double *)y, (double *)dx,
                                                              alpha);
+    else if (dtype == 10)
+        k_leaky_relu_grad_lowp<__half><<<g, CU_THREADS, 0, st>>>(n, (const __half *)dy, (const __half *)y, (__half *)dx,
+                                                                  (float)alpha);
+    else if (dtype == 16)
+        k_leaky_relu_grad_lowp<cu_bf16><<<g, CU_THREADS, 0, st>>>(n, (const cu_bf16 *)dy, (const cu_bf16 *)y,
+                                                                   (cu_bf16 *)dx, (float)alpha);
     else return cudaErrorInvalidValue;
     return cudaGetLastError();
 }
@@ -304,6 +334,7 @@ __device__ static inline double cast_load(int t, const void *p, int64_t i) {
     case 11: return ((const double *)p)[i];
     case 12: return ((const uint32_t *)p)[i];
     case 13: return (double)((const uint64_t *)p)[i];
+    case 16: return cu_ld((const cu_bf16 *)p, i);
     default: return 0;
     }
 }
@@ -322,6 +353,7 @@ __device__ static inline void cast_store(int t, void *p, int64_t i, double v, in
     case 11: ((double *)p)[i] = v; break;
     case 12: ((uint32_t *)p)[i] = (uint32_t)(from_int ? iv : (int64_t)v); break;
     case 13: ((uint64_t *)p)[i] = (uint64_t)(from_int ? iv : (int64_t)v); break;
+    case 16: cu_st((cu_bf16 *)p, i, (float)v); break;
     default: break;
     }
 }

@@ -4,7 +4,7 @@
  * files hold the kernels.  Every launcher enqueues on the given stream and returns
  * cudaGetLastError(), so each launch is checked by its caller.  Dtype codes are
  * vp_dtype's (ONNX TensorProto numbering): 1 float32, 11 float64, 6 int32, 7 int64,
- * 9 bool.  Element strides are in elements, 0 where an input is broadcast. */
+ * 9 bool, 10 float16, 16 bfloat16.  Element strides are in elements, 0 where an input is broadcast. */
 #ifndef VP_CU_KERNELS_H
 #define VP_CU_KERNELS_H
 
@@ -46,9 +46,9 @@ enum cu_unary_op {
 
 enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU_RL1, CU_RL2, CU_RLOGSUMEXP, CU_RLOGSUM };
 
-/* y[i] = op(a[..], b[..]) over nd (s0 for a, s1 for b); dtype 1, 11, 6, 7 (9 for logic). */
+/* y[i] = op(a[..], b[..]) over nd (s0 for a, s1 for b); dtype 1, 11, 10, 16, 6, 7 (9 for logic). */
 cudaError_t cu_binary(int dtype, int op, const cu_nd *nd, const void *a, const void *b, void *y, cudaStream_t st);
-/* y = op(x) elementwise, float32 or float64; alpha, beta are the op's attributes. */
+/* y = op(x) elementwise, float32, float64, float16 or bfloat16; alpha, beta are the op's attributes. */
 cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, void *y, float alpha, float beta, cudaStream_t st);
 /* LeakyReluGrad: dx = y > 0 ? dy : alpha dy, float32 or float64. */
 cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, const void *y, void *dx, double alpha,
@@ -66,7 +66,7 @@ cudaError_t cu_gather(int esize, int64_t outer, int64_t dim, int64_t count, int6
 /* dx = 0; dx[o, idx[j], i] += dy[o, j, i] (float32). */
 cudaError_t cu_gather_grad(int64_t outer, int64_t dim, int64_t count, int64_t inner, const void *idx, int idx64,
                            const float *dy, float *dx, cudaStream_t st);
-/* Elementwise conversion between float32, float64, float16, int8..int64, uint8, bool. */
+/* Elementwise conversion between float32, float64, float16, bfloat16, int8..int64, uint8, bool. */
 cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void *y, cudaStream_t st);
 
 /* Reduction: output index over kept dims (strides ks in x), reduced dims (strides rs). */
@@ -76,6 +76,7 @@ typedef struct cu_reduce_geom {
     int64_t rdims[CU_MAX_RANK], rs[CU_MAX_RANK];
     int64_t n_out, n_red;
 } cu_reduce_geom;
+/* dtype 1, 11, 10 or 16 (the 16-bit types summed in double, rounded on store). */
 cudaError_t cu_reduce(int dtype, int op, const cu_reduce_geom *g, const void *x, void *y, cudaStream_t st);
 
 /* Softmax over rows of len elements, inner apart; kind 0 softmax, 1 log-softmax. */
@@ -91,13 +92,14 @@ cudaError_t cu_layernorm_grad(int64_t rows, int64_t len, const float *dy, const 
                               const float *mean, const float *inv_std, float *dx, float *dscale, float *dbias,
                               cudaStream_t st);
 /* Batch normalisation of x [n, c, plane]; training uses the batch statistics and
- * writes the running statistics and saved mean / inverse std (any output may be NULL). */
-cudaError_t cu_batchnorm(int64_t n, int64_t c, int64_t plane, int training, double eps, double momentum, const float *x,
-                         const float *scale, const float *bias, const float *rmean, const float *rvar, float *y,
-                         float *out_mean, float *out_var, float *saved_mean, float *saved_inv, cudaStream_t st);
-cudaError_t cu_batchnorm_grad(int64_t n, int64_t c, int64_t plane, const float *dy, const float *x, const float *scale,
-                              const float *mean, const float *inv, float *dx, float *dscale, float *dbias,
-                              cudaStream_t st);
+ * writes the running statistics and saved mean / inverse std (any output may be NULL).
+ * x, y, dy, dx of dtype 1, 10 or 16; scale, bias and the statistics float32. */
+cudaError_t cu_batchnorm(int dtype, int64_t n, int64_t c, int64_t plane, int training, double eps, double momentum,
+                         const void *x, const float *scale, const float *bias, const float *rmean, const float *rvar,
+                         void *y, float *out_mean, float *out_var, float *saved_mean, float *saved_inv, cudaStream_t st);
+cudaError_t cu_batchnorm_grad(int dtype, int64_t n, int64_t c, int64_t plane, const void *dy, const void *x,
+                              const float *scale, const float *mean, const float *inv, void *dx, float *dscale,
+                              float *dbias, cudaStream_t st);
 
 /* 2-D convolution geometry (1-D convolutions have h = kh = oh = 1). */
 typedef struct cu_conv_geom {
@@ -105,16 +107,27 @@ typedef struct cu_conv_geom {
     int64_t m, oh, ow;   /* output channels and extent */
     int64_t kh, kw, sh, sw, ph, pw, dh, dw, group;
 } cu_conv_geom;
-cudaError_t cu_conv2d(const cu_conv_geom *g, const float *x, const float *w, const float *b, float *y, cudaStream_t st);
+/* dtype 1, 10 or 16, every tensor of it; b may be NULL. */
+cudaError_t cu_conv2d(int dtype, const cu_conv_geom *g, const void *x, const void *w, const void *b, void *y,
+                      cudaStream_t st);
 /* Any of dx, dw, db may be NULL. */
-cudaError_t cu_conv2d_grad(const cu_conv_geom *g, const float *dy, const float *x, const float *w, float *dx,
-                           float *dw, float *db, cudaStream_t st);
-/* Pooling windows over planes; kind 0 max, 1 average (count_include_pad as given). */
+cudaError_t cu_conv2d_grad(int dtype, const cu_conv_geom *g, const void *dy, const void *x, const void *w, void *dx,
+                           void *dw, void *db, cudaStream_t st);
+/* Pooling windows over planes (cu_pool.cu); 1-D pooling has h = oh = kh = 1.  pe*: the
+ * padding at the end (ceil_mode windows may run past it and take nothing there). */
 typedef struct cu_pool_geom {
     int64_t planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
     int count_include_pad;
+    int64_t peh, pew;
 } cu_pool_geom;
-cudaError_t cu_pool2d(int kind, const cu_pool_geom *g, const float *x, float *y, cudaStream_t st);
+/* kind 0 max, 1 average; dtype 1, 10 or 16.  idx (may be NULL): MaxPool's Indices,
+ * flat over the whole input, row-major or (col_major) column-major within a plane. */
+cudaError_t cu_pool2d(int kind, int dtype, const cu_pool_geom *g, const void *x, void *y, int64_t *idx, int col_major,
+                      cudaStream_t st);
+/* dx from dy: kind 0 MaxPoolGrad through idx, 1 vplan.MaxPoolInputGrad through x,
+ * 2 AveragePoolGrad; dtype 1, 10 or 16. */
+cudaError_t cu_pool2d_grad(int kind, int dtype, const cu_pool_geom *g, const void *dy, const int64_t *idx,
+                           const void *x, void *dx, cudaStream_t st);
 /* Global average (kind 1) or max (kind 0) over planes of len. */
 cudaError_t cu_global_pool(int kind, int64_t planes, int64_t len, const float *x, float *y, cudaStream_t st);
 
@@ -139,6 +152,17 @@ cudaError_t cu_sgd(int64_t n, const cu_opt *h, const float *w, const float *g, c
 /* t: the float32 step count before this step; t_out (may alias t) gets t + 1. */
 cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, const float *m, const float *v,
                     const float *t, float *w_out, float *m_out, float *v_out, float *t_out, cudaStream_t st);
+
+/* ---- training ops (cu_train.cu); dtype 1, 10, 16 or 11 ---- */
+
+/* Dropout: y = keep ? x * scale : 0, keep the mask (one byte an element). */
+cudaError_t cu_dropout(int dtype, int64_t n, const void *x, const uint8_t *keep, double scale, void *y, cudaStream_t st);
+/* DropoutGrad: dx = mask ? dy / keep : 0. */
+cudaError_t cu_dropout_grad(int dtype, int64_t n, const void *dy, const uint8_t *mask, double keep, void *dx,
+                            cudaStream_t st);
+/* IsAllFinite over one input: *flag = 0 if an element is non-finite (mode 0), infinite
+ * (1) or NaN (2); *flag is left alone otherwise, so inputs check in turn into one flag. */
+cudaError_t cu_all_finite(int dtype, int64_t n, const void *x, int mode, uint8_t *flag, cudaStream_t st);
 
 /* ---- resample (cu_resample.cu) ---- */
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cu_common.cuh"
+#include "cu_lowp.cuh"
 
 /* ---- generic reduction ---- */
 
@@ -58,6 +59,12 @@ __device__ static inline int64_t red_offset(int n, const int64_t *dims, const in
 }
 
 template <typename T> __device__ static inline double red_load(const T *x, int64_t off) { return (double)x[off]; }
+__device__ static inline double red_load(const __half *x, int64_t off) { return cu_ld(x, off); }
+__device__ static inline double red_load(const cu_bf16 *x, int64_t off) { return cu_ld(x, off); }
+/* float16 and bfloat16 through float, as the CPU's vp_store rounds */
+template <typename T> __device__ static inline void red_store(T *y, int64_t o, double v) { y[o] = (T)v; }
+__device__ static inline void red_store(__half *y, int64_t o, double v) { cu_st(y, o, (float)v); }
+__device__ static inline void red_store(cu_bf16 *y, int64_t o, double v) { cu_st(y, o, (float)v); }
 
 /* One block per output element; ReduceLogSumExp runs a max pass first. */
 template <typename T> __global__ void k_reduce_block(int op, cu_reduce_geom g, const T *x, T *y) {
@@ -100,7 +107,7 @@ template <typename T> __global__ void k_reduce_block(int op, cu_reduce_geom g, c
         }
         if (threadIdx.x == 0) {
             double r = op == CU_RLOGSUMEXP ? log(total) + shift : red_final(op, total, g.n_red);
-            y[o] = (T)r;
+            red_store(y, o, r);
         }
     }
 }
@@ -120,7 +127,7 @@ template <typename T> __global__ void k_reduce_thread(int op, cu_reduce_geom g, 
             double v = red_load(base, red_offset(g.nr, g.rdims, g.rs, r));
             acc = red_join(op, acc, op == CU_RLOGSUMEXP ? exp(v - shift) : red_map(op, v));
         }
-        y[o] = (T)(op == CU_RLOGSUMEXP ? log(acc) + shift : red_final(op, acc, g.n_red));
+        red_store(y, o, op == CU_RLOGSUMEXP ? log(acc) + shift : red_final(op, acc, g.n_red));
     }
 }
 
@@ -135,7 +142,9 @@ extern "C" cudaError_t cu_reduce(int dtype, int op, const cu_reduce_geom *g, con
         if (per_block) k_reduce_block<double><<<blocks, CU_THREADS, 0, st>>>(op, *g, (const double *)x, (double *)y);
         else k_reduce_thread<double><<<cu_blocks(g->n_out), CU_THREADS, 0, st>>>(op, *g, (const double *)x, (double *)y);
     } else {
-        return cudaErrorInvalidValue;
+        CU_FLOAT_DISPATCH(dtype, if (per_block) k_reduce_block<T><<<blocks, CU_THREADS, 0, st>>>(op, *g, (const T *)x, (T *)y);
+                                 else k_reduce_thread<T><<<cu_blocks(g->n_out), CU_THREADS, 0, st>>>(op, *g, (const T *)x,
+                                                                                                    (T *)y));
     }
     return cudaGetLastError();
 }
@@ -287,19 +296,21 @@ __device__ static inline int64_t bn_at(int64_t c, int64_t channels, int64_t plan
     return ((i / plane) * channels + c) * plane + i % plane;
 }
 
+/* x, y of type S (float32, float16 or bfloat16, read as float); the rest float32. */
+template <typename S>
 __global__ void k_batchnorm(int64_t n, int64_t channels, int64_t plane, int training, double eps, double momentum,
-                            const float *x, const float *scale, const float *bias, const float *rmean,
-                            const float *rvar, float *y, float *out_mean, float *out_var, float *saved_mean,
+                            const S *x, const float *scale, const float *bias, const float *rmean,
+                            const float *rvar, S *y, float *out_mean, float *out_var, float *saved_mean,
                             float *saved_inv) {
     int64_t c = blockIdx.x, count = n * plane;
     double mean, var;
     if (training) {
         double s = 0;
-        for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += x[bn_at(c, channels, plane, i)];
+        for (int64_t i = threadIdx.x; i < count; i += blockDim.x) s += cu_ld(x, bn_at(c, channels, plane, i));
         mean = cu_block_sum(s) / (double)count;
         double q = 0;
         for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-            double v = x[bn_at(c, channels, plane, i)] - mean;
+            double v = cu_ld(x, bn_at(c, channels, plane, i)) - mean;
             q += v * v;
         }
         var = cu_block_sum(q) / (double)count;
@@ -313,7 +324,7 @@ __global__ void k_batchnorm(int64_t n, int64_t channels, int64_t plane, int trai
     if (y)
         for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
             int64_t at = bn_at(c, channels, plane, i);
-            y[at] = __fadd_rn(__fmul_rn(x[at], fa), fb); /* unfused, as the CPU computes it */
+            cu_st(y, at, __fadd_rn(__fmul_rn(cu_ld(x, at), fa), fb)); /* unfused, as the CPU computes it */
         }
     if (threadIdx.x == 0) {
         double rm = rmean ? (double)rmean[c] : 0, rv = rvar ? (double)rvar[c] : 0;
@@ -326,25 +337,29 @@ __global__ void k_batchnorm(int64_t n, int64_t channels, int64_t plane, int trai
     }
 }
 
-extern "C" cudaError_t cu_batchnorm(int64_t n, int64_t c, int64_t plane, int training, double eps, double momentum,
-                                    const float *x, const float *scale, const float *bias, const float *rmean,
-                                    const float *rvar, float *y, float *out_mean, float *out_var, float *saved_mean,
-                                    float *saved_inv, cudaStream_t st) {
+extern "C" cudaError_t cu_batchnorm(int dtype, int64_t n, int64_t c, int64_t plane, int training, double eps,
+                                    double momentum, const void *x, const float *scale, const float *bias,
+                                    const float *rmean, const float *rvar, void *y, float *out_mean, float *out_var,
+                                    float *saved_mean, float *saved_inv, cudaStream_t st) {
     if (c == 0) return cudaSuccess;
-    k_batchnorm<<<(unsigned)c, BN_THREADS, 0, st>>>(n, c, plane, training, eps, momentum, x, scale, bias, rmean, rvar, y,
-                                                    out_mean, out_var, saved_mean, saved_inv);
+    CU_FLOAT_DISPATCH(dtype, k_batchnorm<T><<<(unsigned)c, BN_THREADS, 0, st>>>(n, c, plane, training, eps, momentum,
+                                                                              (const T *)x, scale, bias, rmean, rvar,
+                                                                              (T *)y, out_mean, out_var, saved_mean,
+                                                                              saved_inv));
     return cudaGetLastError();
 }
 
-__global__ void k_batchnorm_grad(int64_t n, int64_t channels, int64_t plane, const float *dy, const float *x,
-                                 const float *scale, const float *mean, const float *inv, float *dx, float *dscale,
+template <typename S>
+__global__ void k_batchnorm_grad(int64_t n, int64_t channels, int64_t plane, const S *dy, const S *x,
+                                 const float *scale, const float *mean, const float *inv, S *dx, float *dscale,
                                  float *dbias) {
     int64_t c = blockIdx.x, count = n * plane;
     double mu = mean[c], iv = inv[c], a = 0, b = 0;
     for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
         int64_t at = bn_at(c, channels, plane, i);
-        a += dy[at];
-        b += dy[at] * ((double)x[at] - mu);
+        double d = cu_ld(dy, at);
+        a += d;
+        b += d * ((double)cu_ld(x, at) - mu);
     }
     double sdy = cu_block_sum(a), sdyx = cu_block_sum(b);
     if (threadIdx.x == 0) {
@@ -355,15 +370,17 @@ __global__ void k_batchnorm_grad(int64_t n, int64_t channels, int64_t plane, con
     double m = (double)count, k = (double)scale[c] * iv, cb = sdy / m, cx = iv * iv * sdyx / m;
     for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
         int64_t at = bn_at(c, channels, plane, i);
-        dx[at] = (float)(k * ((double)dy[at] - cb - ((double)x[at] - mu) * cx));
+        cu_st(dx, at, (float)(k * ((double)cu_ld(dy, at) - cb - ((double)cu_ld(x, at) - mu) * cx)));
     }
 }
 
-extern "C" cudaError_t cu_batchnorm_grad(int64_t n, int64_t c, int64_t plane, const float *dy, const float *x,
-                                         const float *scale, const float *mean, const float *inv, float *dx,
+extern "C" cudaError_t cu_batchnorm_grad(int dtype, int64_t n, int64_t c, int64_t plane, const void *dy, const void *x,
+                                         const float *scale, const float *mean, const float *inv, void *dx,
                                          float *dscale, float *dbias, cudaStream_t st) {
     if (c == 0) return cudaSuccess;
-    k_batchnorm_grad<<<(unsigned)c, BN_THREADS, 0, st>>>(n, c, plane, dy, x, scale, mean, inv, dx, dscale, dbias);
+    CU_FLOAT_DISPATCH(dtype, k_batchnorm_grad<T><<<(unsigned)c, BN_THREADS, 0, st>>>(n, c, plane, (const T *)dy,
+                                                                                   (const T *)x, scale, mean, inv,
+                                                                                   (T *)dx, dscale, dbias));
     return cudaGetLastError();
 }
 

@@ -37,6 +37,15 @@ vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error
     return VP_OK;
 }
 
+vp_status vp_cuda_need_float(const vp_node *n, const vp_tensor *t, int k, vp_error *err) {
+    if (!t) return vp_node_fail(err, VP_ERR_INVALID, n, "input %d is missing", k);
+    if (t->dtype != VP_F32 && t->dtype != VP_F16 && t->dtype != VP_BF16)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
+                            "the CUDA backend computes this op in float32, float16 and bfloat16 only (input %d is %s)", k,
+                            vp_dtype_name(t->dtype));
+    return VP_OK;
+}
+
 /* ---- host copies of small integer inputs ---- */
 
 vp_status vp_cuda_read_ints(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, int64_t *out, int max,
@@ -79,6 +88,7 @@ vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tens
     }
     if (t->dtype == VP_F32) *out = *(const float *)host;
     else if (t->dtype == VP_F64) *out = *(const double *)host;
+    else if (t->dtype == VP_BOOL) *out = *(const uint8_t *)host != 0;
     else return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "input %d is %s, expected float", input, vp_dtype_name(t->dtype));
     return VP_OK;
 }

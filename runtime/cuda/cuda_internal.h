@@ -5,6 +5,10 @@
  *   cuda_common.c         error checks, host reads of small inputs, device copies
  *   cuda_ops_<family>.c   one op table each: reads a node's attributes and shapes on
  *                         the host and enqueues kernels (cu_*.cu) or cuBLAS calls
+ *                         (elementwise, tensor, linalg, reduce, attention, resample,
+ *                         pool, train)
+ *   cu_lowp.cuh           float16 and bfloat16 loads and stores for kernels templated
+ *                         on their storage type
  *
  * An op's semantics are the CPU reference kernels' (runtime/cpu/k_*.c). */
 #ifndef VP_CUDA_INTERNAL_H
@@ -46,13 +50,14 @@ extern const cuda_op vp_cuda_ops_linalg[];
 extern const cuda_op vp_cuda_ops_reduce[];
 extern const cuda_op vp_cuda_ops_attention[]; /* cuda_ops_attention.c */
 extern const cuda_op vp_cuda_ops_resample[];  /* cuda_ops_resample.c */
+extern const cuda_op vp_cuda_ops_pool[];      /* cuda_ops_pool.c */
+extern const cuda_op vp_cuda_ops_train[];     /* cuda_ops_train.c */
 extern const cuda_op vp_cuda_ops_gelu_matmul[]; /* cuda_ops_gelu_matmul.c */
 
-/* C[m, n] (row-major) = alpha op(A) op(B) + beta C, float32, batch products sa, sb, sy
- * apart (batch 1: one product): cuBLAS sees the transposes (cuda_ops_linalg.c). */
-vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
-                          const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta,
-                          float *y, int64_t sy, int64_t batch, vp_error *err);
+/* C[m, n] (row-major) = alpha op(A) op(B), one product, in dt (float32, or float16 and
+ * bfloat16 accumulating in float32): cuBLAS sees the transposes (cuda_ops_linalg.c). */
+vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, vp_dtype dt, int ta, int tb, int64_t m, int64_t nn, int64_t k,
+                          float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, void *y, vp_error *err);
 
 /* ---- checking ---- */
 
@@ -65,6 +70,8 @@ vp_status vp_cuda_blas_check(cublasStatus_t s, const vp_node *n, const char *wha
 
 /* VP_ERR_UNSUPPORTED unless input k is present and float32. */
 vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error *err);
+/* The same for float32, float16 or bfloat16 (the kernels templated on cu_lowp.cuh). */
+vp_status vp_cuda_need_float(const vp_node *n, const vp_tensor *t, int k, vp_error *err);
 
 /* ---- host copies of small inputs ---- */
 
@@ -72,7 +79,7 @@ vp_status vp_cuda_need_f32(const vp_node *n, const vp_tensor *t, int k, vp_error
  * it is a constant, otherwise from the device (which waits for the stream). */
 vp_status vp_cuda_read_ints(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, int64_t *out, int max,
                             int *count, vp_error *err);
-/* The same for one float32 or float64 scalar. */
+/* The same for one float32, float64 or bool (as 0 or 1) scalar. */
 vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, double *out,
                                     vp_error *err);
 

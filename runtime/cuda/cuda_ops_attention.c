@@ -1,5 +1,5 @@
-/* The attention family's CUDA ops: vplan.Attention and vplan.AttentionGrad, float32
- * (cu_attention.cu); other dtypes are refused and run on the CPU reference. */
+/* The attention family's CUDA ops: vplan.Attention and vplan.AttentionGrad in float32,
+ * float16 and bfloat16 (cu_attention.cu); float64 is refused. */
 #include <math.h>
 
 #include "cu_attention.h"
@@ -16,36 +16,49 @@ static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, c
     s->scale = vp_attr_float(n, "scale", s->D ? (float)(1.0 / sqrt((double)s->D)) : 1.0f);
     s->causal = vp_attr_int(n, "causal", 0) != 0;
     s->y_bshd = vp_attr_int(n, "y_bshd", 0) != 0;
-    s->mask = fptr(mask);
+    s->mask = mask ? mask->data : NULL;
     int64_t full[4] = {s->B, s->H, s->S, s->T};
     if (mask) broadcast_strides(mask, 4, full, s->mask_strides);
     else s->mask_strides[0] = s->mask_strides[1] = s->mask_strides[2] = s->mask_strides[3] = 0;
 }
 
+/* Inputs 0..count-1 and the mask (input m, may be NULL) of one float type the kernels
+ * take; the LSE is float32 (checked apart). */
+static vp_status same_float(const vp_node *n, const vp_tensor *const *in, int count, const vp_tensor *mask, int m,
+                            vp_error *err) {
+    vp_status s = vp_cuda_need_float(n, in[0], 0, err);
+    for (int k = 1; k < count && !s; k++)
+        if (!in[k] || in[k]->dtype != in[0]->dtype)
+            s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "input %d is not of input 0's dtype", k);
+    if (!s && mask && mask->dtype != in[0]->dtype)
+        s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the mask (input %d) is not of input 0's dtype", m);
+    return s;
+}
+
 static vp_status op_attention(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     const vp_tensor *mask = opt_in(n, in, 3);
-    vp_status s = VP_OK;
-    for (int k = 0; k < 3 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
-    if (!s && mask) s = vp_cuda_need_f32(n, mask, 3, err);
+    vp_status s = same_float(n, in, 3, mask, 3, err);
+    if (!s && opt_out(n, out, 1)) s = vp_cuda_need_f32(n, opt_out(n, out, 1), 1, err);
     if (s) return s;
     cu_attention_shape sh;
     shape_of(n, in[0], in[1], in[2], mask, &sh);
-    return LAUNCH(cu_attention(&sh, in[0]->data, in[1]->data, in[2]->data, fptr(out[0]), fptr(opt_out(n, out, 1)),
-                               c->stream));
+    return LAUNCH(cu_attention((int)in[0]->dtype, &sh, in[0]->data, in[1]->data, in[2]->data, out[0]->data,
+                               fptr(opt_out(n, out, 1)), c->stream));
 }
 
 static vp_status op_attention_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                    vp_error *err) {
     const vp_tensor *mask = opt_in(n, in, 6);
-    vp_status s = VP_OK;
-    for (int k = 0; k < 6 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
-    if (!s && mask) s = vp_cuda_need_f32(n, mask, 6, err);
+    vp_status s = same_float(n, in, 5, mask, 6, err);
+    if (!s) s = vp_cuda_need_f32(n, in[5], 5, err);
     if (s) return s;
     cu_attention_shape sh;
     shape_of(n, in[1], in[2], in[3], mask, &sh);
-    return LAUNCH(cu_attention_grad(&sh, in[0]->data, in[1]->data, in[2]->data, in[3]->data, in[4]->data, in[5]->data,
-                                    fptr(out[0]), fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
+    vp_tensor *dq = opt_out(n, out, 0), *dk = opt_out(n, out, 1), *dv = opt_out(n, out, 2);
+    return LAUNCH(cu_attention_grad((int)in[1]->dtype, &sh, in[0]->data, in[1]->data, in[2]->data, in[3]->data,
+                                    in[4]->data, in[5]->data, dq ? dq->data : NULL, dk ? dk->data : NULL,
+                                    dv ? dv->data : NULL, c->stream));
 }
 
 const cuda_op vp_cuda_ops_attention[] = {

@@ -27,6 +27,10 @@ static int binary_op_of(const char *op) {
     return -1;
 }
 
+/* The float types the kernels take: float32 and float64, and float16 and bfloat16
+ * computed in float and rounded on store (cu_lowp.cuh). */
+static int is_float(vp_dtype t) { return t == VP_F32 || t == VP_F64 || t == VP_F16 || t == VP_BF16; }
+
 static vp_status run_binary_pair(cuda_ctx *c, const vp_node *n, int op, const vp_tensor *a, const vp_tensor *b,
                                  vp_tensor *y, vp_error *err) {
     cu_nd nd;
@@ -45,7 +49,7 @@ static vp_status op_binary(cuda_ctx *c, const vp_node *n, const vp_tensor *const
     vp_dtype t = in[0]->dtype;
     int logic = op == CU_AND || op == CU_OR || op == CU_XOR;
     int is_int = t == VP_I32 || t == VP_I64;
-    int ok = logic ? t == VP_BOOL : (t == VP_F32 || t == VP_F64 || (is_int && (op <= CU_FMOD || op >= CU_EQUAL)));
+    int ok = logic ? t == VP_BOOL : (is_float(t) || (is_int && (op <= CU_FMOD || op >= CU_EQUAL)));
     if (op >= CU_EQUAL && !logic && t == VP_BOOL) ok = op == CU_EQUAL;
     if (!ok) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(t));
     for (int k = 1; k < n->n_inputs; k++)
@@ -79,7 +83,7 @@ static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
     for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
         if (!strcmp(unary_ops[i].name, n->op_type)) op = unary_ops[i].op;
     vp_dtype t = in[0]->dtype;
-    if (op == CU_NOT ? t != VP_BOOL : (t != VP_F32 && t != VP_F64))
+    if (op == CU_NOT ? t != VP_BOOL : !is_float(t))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(t));
     float alpha = 0, beta = 0;
     if (op == CU_LEAKY_RELU) alpha = vp_attr_float(n, "alpha", 0.01f);
@@ -102,7 +106,7 @@ static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
 static vp_status op_leaky_relu_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                    vp_error *err) {
     vp_dtype t = in[0]->dtype;
-    if (t != VP_F32 && t != VP_F64)
+    if (!is_float(t))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(t));
     if (!out[0]) return VP_OK;
     return LAUNCH(cu_leaky_relu_grad((int)t, vp_tensor_numel(out[0]), in[0]->data, in[1]->data, out[0]->data,
@@ -112,7 +116,7 @@ static vp_status op_leaky_relu_grad(cuda_ctx *c, const vp_node *n, const vp_tens
 static vp_status op_clip(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     vp_dtype t = in[0]->dtype;
-    if (t != VP_F32 && t != VP_F64) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Clip on %s", vp_dtype_name(t));
+    if (!is_float(t)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Clip on %s", vp_dtype_name(t));
     double lo = -INFINITY, hi = INFINITY;
     vp_status s = VP_OK;
     if (n->opset < 11) {
@@ -141,7 +145,7 @@ static vp_status op_where(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
 
 static vp_status op_cast(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
-    static const int ok[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13};
+    static const int ok[] = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16};
     int a = 0, b = 0;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         a |= ok[i] == (int)in[0]->dtype;

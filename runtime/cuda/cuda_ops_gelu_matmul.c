@@ -1,4 +1,5 @@
-/* vplan.GeluMatMul and GeluMatMulGrad on the GPU, float32 (planner/ops/gelu_matmul.c
+/* vplan.GeluMatMul and GeluMatMulGrad on the GPU, float32, float16 and bfloat16 (the
+ * 16-bit kernels compute in float32 and round on store; planner/ops/gelu_matmul.c
  * says what they compute): the same steps as the CPU kernels, the GELU kernels of the
  * elementwise family and cuBLAS products, with gelu(H) in the op's planned output A
  * (forward) or in dH's buffer before dH is computed (backward); no other memory. */
@@ -16,23 +17,29 @@ static void gm_dims(const vp_node *n, const vp_tensor *h, const vp_tensor *w, in
     *m = *k ? vp_tensor_numel(h) / *k : 0;
 }
 
+static vp_status need_float(const vp_node *n, const vp_tensor *t, int k, vp_error *err) {
+    if (t->dtype == VP_F32 || t->dtype == VP_F16 || t->dtype == VP_BF16) return VP_OK;
+    return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "input %d is %s: the CUDA kernel takes float32, float16 or bfloat16", k,
+                        vp_dtype_name(t->dtype));
+}
+
 static vp_status gelu_into(cuda_ctx *c, const vp_node *n, const vp_tensor *h, void *a, vp_error *err) {
-    return LAUNCH(cu_unary(VP_F32, tanh_form(n) ? CU_FAST_GELU : CU_GELU, vp_tensor_numel(h), h->data, a, 0, 0, c->stream));
+    return LAUNCH(cu_unary((int)h->dtype, tanh_form(n) ? CU_FAST_GELU : CU_GELU, vp_tensor_numel(h), h->data, a, 0, 0, c->stream));
 }
 
 static vp_status op_gelu_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                 vp_error *err) {
     const vp_tensor *h = in[0], *w = in[1];
     vp_tensor *a = opt_out(n, out, 1);
-    vp_status s = vp_cuda_need_f32(n, h, 0, err);
-    if (!s) s = vp_cuda_need_f32(n, w, 1, err);
+    vp_status s = need_float(n, h, 0, err);
+    if (!s && w->dtype != h->dtype) s = vp_node_fail(err, VP_ERR_INVALID, n, "W must have H's dtype");
     if (s) return s;
     if (!a) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA kernel writes gelu(H) into output 1, which is omitted");
     int64_t m, k, nn;
     gm_dims(n, h, w, &m, &k, &nn);
     int tb = vp_attr_int(n, "transB", 0) != 0;
     s = gelu_into(c, n, h, a->data, err);
-    if (!s) s = vp_cuda_gemm_rm(c, n, 0, tb, m, nn, k, 1.0f, a->data, k, 0, w->data, tb ? k : nn, 0, 0.0f, out[0]->data, 0, 1, err);
+    if (!s) s = vp_cuda_gemm_rm(c, n, h->dtype, 0, tb, m, nn, k, 1.0f, a->data, k, w->data, tb ? k : nn, out[0]->data, err);
     return s;
 }
 
@@ -41,7 +48,9 @@ static vp_status op_gelu_matmul_grad(cuda_ctx *c, const vp_node *n, const vp_ten
     const vp_tensor *dy = in[0], *h = in[1], *w = in[2];
     vp_tensor *dh = out[0], *dw = opt_out(n, out, 1);
     vp_status s = VP_OK;
-    for (int i = 0; i < 3 && !s; i++) s = vp_cuda_need_f32(n, in[i], i, err);
+    for (int i = 0; i < 3 && !s; i++)
+        s = i ? (in[i]->dtype == dy->dtype ? VP_OK : vp_node_fail(err, VP_ERR_INVALID, n, "inputs of mixed dtypes"))
+              : need_float(n, in[i], i, err);
     if (s) return s;
     if (!dh) {
         if (!dw) return VP_OK;
@@ -52,17 +61,17 @@ static vp_status op_gelu_matmul_grad(cuda_ctx *c, const vp_node *n, const vp_ten
     int tb = vp_attr_int(n, "transB", 0) != 0;
     if (dw) { /* A = gelu(H) in dH's buffer; dW = A^T dY, or dY^T A */
         s = gelu_into(c, n, h, dh->data, err);
-        if (!s && tb) s = vp_cuda_gemm_rm(c, n, 1, 0, nn, k, m, 1.0f, dy->data, nn, 0, dh->data, k, 0, 0.0f, dw->data, 0, 1, err);
-        else if (!s) s = vp_cuda_gemm_rm(c, n, 1, 0, k, nn, m, 1.0f, dh->data, k, 0, dy->data, nn, 0, 0.0f, dw->data, 0, 1, err);
+        if (!s && tb) s = vp_cuda_gemm_rm(c, n, h->dtype, 1, 0, nn, k, m, 1.0f, dy->data, nn, dh->data, k, dw->data, err);
+        else if (!s) s = vp_cuda_gemm_rm(c, n, h->dtype, 1, 0, k, nn, m, 1.0f, dh->data, k, dy->data, nn, dw->data, err);
     }
-    if (!s) s = vp_cuda_gemm_rm(c, n, 0, !tb, m, k, nn, 1.0f, dy->data, nn, 0, w->data, tb ? k : nn, 0, 0.0f, dh->data, 0, 1, err);
+    if (!s) s = vp_cuda_gemm_rm(c, n, h->dtype, 0, !tb, m, k, nn, 1.0f, dy->data, nn, w->data, tb ? k : nn, dh->data, err);
     if (s) return s;
     cu_nd nd; /* dH = gelu'(H) * dH, elementwise in place */
     memset(&nd, 0, sizeof nd);
     nd.rank = 1;
     nd.dims[0] = vp_tensor_numel(h);
     nd.s0[0] = nd.s1[0] = 1;
-    return LAUNCH(cu_binary(VP_F32, tanh_form(n) ? CU_FAST_GELU_GRAD : CU_GELU_GRAD, &nd, dh->data, h->data, dh->data, c->stream));
+    return LAUNCH(cu_binary((int)h->dtype, tanh_form(n) ? CU_FAST_GELU_GRAD : CU_GELU_GRAD, &nd, dh->data, h->data, dh->data, c->stream));
 }
 
 const cuda_op vp_cuda_ops_gelu_matmul[] = {

@@ -1,34 +1,56 @@
 /* CUDA ops of the linear-algebra family: MatMul, FusedMatMul and Gemm through cuBLAS (row-major
- * products seen as column-major transposes), convolution and its gradient, and pooling
- * (cu_conv.cu, cu_reduce.cu for the global pools). */
+ * products seen as column-major transposes), convolution and its gradient (cu_conv.cu), and
+ * the global pools (cu_reduce.cu); windowed pooling is cuda_ops_pool.c's. */
 #include <string.h>
 
 #include "cu_kernels.h"
 #include "cuda_internal.h"
 
-vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, int ta, int tb, int64_t m, int64_t nn, int64_t k, float alpha,
-                         const float *a, int64_t lda, int64_t sa, const float *b, int64_t ldb, int64_t sb, float beta,
-                         float *y, int64_t sy, int64_t batch, vp_error *err) {
+/* C[m, n] (row-major) = alpha op(A) op(B) + beta C: cuBLAS sees the transposes.  float32
+ * through cublasSgemm (TF32 where the handle allows it); float16 and bfloat16 through
+ * cublasGemmEx accumulating in float32, as the CPU widens them (strides in elements). */
+static vp_status gemm_rm(cuda_ctx *c, const vp_node *n, vp_dtype dt, int ta, int tb, int64_t m, int64_t nn, int64_t k,
+                         float alpha, const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb, int64_t sb,
+                         float beta, void *y, int64_t sy, int64_t batch, vp_error *err) {
     if (m > 2147483647 || nn > 2147483647 || k > 2147483647 || lda > 2147483647 || ldb > 2147483647)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a matrix dimension over 2^31");
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (m == 0 || nn == 0 || batch == 0) return VP_OK;
     cublasStatus_t st;
-    if (batch == 1)
+    if (dt == VP_F32 && batch == 1)
         st = cublasSgemm(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, y, (int)nn);
-    else
+    else if (dt == VP_F32)
         st = cublasSgemmStridedBatched(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, (int)ldb, sb, a, (int)lda,
                                        sa, &beta, y, (int)nn, sy, (int)batch);
-    return vp_cuda_blas_check(st, n, "cublasSgemm", err);
+    else {
+        cudaDataType t = dt == VP_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        if (batch == 1)
+            st = cublasGemmEx(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, t, (int)ldb, a, t, (int)lda, &beta, y,
+                              t, (int)nn, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        else
+            st = cublasGemmStridedBatchedEx(c->blas, opb, opa, (int)nn, (int)m, (int)k, &alpha, b, t, (int)ldb, sb, a, t,
+                                            (int)lda, sa, &beta, y, t, (int)nn, sy, (int)batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT);
+    }
+    return vp_cuda_blas_check(st, n, dt == VP_F32 ? "cublasSgemm" : "cublasGemmEx", err);
+}
+
+/* float32, float16 or bfloat16 operands, all of one type. */
+static vp_status need_gemm_types(const vp_node *n, const vp_tensor *a, const vp_tensor *b, const vp_tensor *cc,
+                                 vp_error *err) {
+    vp_status s = vp_cuda_need_float(n, a, 0, err);
+    if (!s) s = vp_cuda_need_float(n, b, 1, err);
+    if (!s && cc) s = vp_cuda_need_float(n, cc, 2, err);
+    if (!s && (b->dtype != a->dtype || (cc && cc->dtype != a->dtype)))
+        s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "operands of mixed dtypes");
+    return s;
 }
 
 static vp_status op_gemm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     const vp_tensor *a = in[0], *b = in[1], *cc = opt_in(n, in, 2);
     vp_tensor *y = out[0];
-    vp_status s = vp_cuda_need_f32(n, a, 0, err);
-    if (!s) s = vp_cuda_need_f32(n, b, 1, err);
-    if (!s && cc) s = vp_cuda_need_f32(n, cc, 2, err);
+    vp_status s = need_gemm_types(n, a, b, cc, err);
     if (s) return s;
     int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
     float alpha = vp_attr_float(n, "alpha", 1.0f), beta = vp_attr_float(n, "beta", 1.0f);
@@ -37,12 +59,13 @@ static vp_status op_gemm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
         int64_t src[VP_MAX_RANK], ys[VP_MAX_RANK];
         broadcast_strides(cc, 2, y->dims, src);
         contiguous_strides(2, y->dims, ys);
-        s = LAUNCH(cu_copy_nd(4, 2, y->dims, cc->data, src, y->data, ys, c->stream));
+        s = LAUNCH(cu_copy_nd((int)vp_dtype_size(y->dtype), 2, y->dims, cc->data, src, y->data, ys, c->stream));
         if (s) return s;
     } else {
         beta = 0;
     }
-    return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, a->data, ta ? m : k, 0, b->data, tb ? k : nn, 0, beta, y->data, 0, 1, err);
+    return gemm_rm(c, n, a->dtype, ta, tb, m, nn, k, alpha, a->data, ta ? m : k, 0, b->data, tb ? k : nn, 0, beta, y->data, 0,
+                   1, err);
 }
 
 /* Offset, in matrices, of batch index i of an operand with batch dims bd (rank br)
@@ -67,8 +90,7 @@ static vp_status matmul_run(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
                             int tb, float alpha, vp_error *err) {
     const vp_tensor *a = in[0], *b = in[1];
     vp_tensor *y = out[0];
-    vp_status s = vp_cuda_need_f32(n, a, 0, err);
-    if (!s) s = vp_cuda_need_f32(n, b, 1, err);
+    vp_status s = need_gemm_types(n, a, b, NULL, err);
     if (s) return s;
     /* a transposed operand has rank 2 or more (FusedMatMul's shape function checks) */
     int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - (ta ? 1 : 2)];
@@ -92,21 +114,23 @@ static vp_status matmul_run(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     int same_a = 1, same_b = 1;
     for (int d = 0; d < abr && na == batch; d++) same_a &= a->dims[d] == od[d + (r - abr)];
     for (int d = 0; d < bbr && nb == batch; d++) same_b &= b->dims[d] == od[d + (r - bbr)];
-    const float *pa = a->data, *pb = b->data;
-    float *py = y->data;
+    const char *pa = a->data, *pb = b->data;
+    char *py = y->data;
+    vp_dtype dt = a->dtype;
+    int64_t es = (int64_t)vp_dtype_size(dt);
     if (ua && ub && same_a && same_b) {
         /* a shared A with one row per batch folds into one tall product */
         if (na == 1 && nb == 1)
-            return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+            return gemm_rm(c, n, dt, ta, tb, m, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
         if (!ta && nb == 1 && na == batch)
-            return vp_cuda_gemm_rm(c, n, 0, tb, m * batch, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
-        return vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa, lda, na == 1 ? 0 : m * k, pb, ldb, nb == 1 ? 0 : k * nn, 0.0f,
-                       py, m * nn, batch, err);
+            return gemm_rm(c, n, dt, 0, tb, m * batch, nn, k, alpha, pa, lda, 0, pb, ldb, 0, 0.0f, py, 0, 1, err);
+        return gemm_rm(c, n, dt, ta, tb, m, nn, k, alpha, pa, lda, na == 1 ? 0 : m * k, pb, ldb, nb == 1 ? 0 : k * nn,
+                       0.0f, py, m * nn, batch, err);
     }
     for (int64_t i = 0; i < batch && !s; i++) {
         int64_t oa = batch_offset(r, od, abr, a->dims, i), ob = batch_offset(r, od, bbr, b->dims, i);
-        s = vp_cuda_gemm_rm(c, n, ta, tb, m, nn, k, alpha, pa + oa * m * k, lda, 0, pb + ob * k * nn, ldb, 0, 0.0f,
-                    py + i * m * nn, 0, 1, err);
+        s = gemm_rm(c, n, dt, ta, tb, m, nn, k, alpha, pa + oa * m * k * es, lda, 0, pb + ob * k * nn * es, ldb, 0, 0.0f,
+                    py + i * m * nn * es, 0, 1, err);
     }
     return s;
 }
@@ -159,62 +183,23 @@ static vp_status conv_geom(const vp_node *n, const vp_tensor *x, const vp_tensor
 static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     const vp_tensor *x = in[0], *w = in[1], *b = opt_in(n, in, 2);
-    vp_status s = vp_cuda_need_f32(n, x, 0, err);
-    if (!s) s = vp_cuda_need_f32(n, w, 1, err);
+    vp_status s = need_gemm_types(n, x, w, b, err);
     cu_conv_geom g;
     if (!s) s = conv_geom(n, x, w, out[0], &g, err);
     if (s) return s;
-    return LAUNCH(cu_conv2d(&g, x->data, w->data, fptr(b), out[0]->data, c->stream));
+    return LAUNCH(cu_conv2d((int)x->dtype, &g, x->data, w->data, b ? b->data : NULL, out[0]->data, c->stream));
 }
 
 static vp_status op_conv_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     const vp_tensor *dy = in[0], *x = in[1], *w = in[2];
-    vp_status s = vp_cuda_need_f32(n, dy, 0, err);
-    if (!s) s = vp_cuda_need_f32(n, x, 1, err);
-    if (!s) s = vp_cuda_need_f32(n, w, 2, err);
+    vp_status s = need_gemm_types(n, dy, x, w, err);
     cu_conv_geom g;
     if (!s) s = conv_geom(n, x, w, dy, &g, err);
     if (s) return s;
-    return LAUNCH(cu_conv2d_grad(&g, dy->data, x->data, w->data, fptr(opt_out(n, out, 0)), fptr(opt_out(n, out, 1)),
-                                 fptr(opt_out(n, out, 2)), c->stream));
-}
-
-static vp_status op_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
-                         vp_error *err) {
-    const vp_tensor *x = in[0];
-    vp_tensor *y = out[0];
-    vp_status s = vp_cuda_need_f32(n, x, 0, err);
-    if (s) return s;
-    if (opt_out(n, out, 1)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "MaxPool Indices have no CUDA kernel");
-    int sp = x->rank - 2;
-    if (sp < 1 || sp > 2) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "1-D and 2-D pooling only");
-    const int64_t *ks = NULL, *strides = NULL, *pads = NULL, *dil = NULL;
-    int nk = vp_attr_ints(n, "kernel_shape", &ks), ns = vp_attr_ints(n, "strides", &strides);
-    int np = vp_attr_ints(n, "pads", &pads), nd = vp_attr_ints(n, "dilations", &dil);
-    if (nk != sp) return vp_node_fail(err, VP_ERR_INVALID, n, "kernel_shape");
-    int64_t k2[2] = {1, 1}, s2[2] = {1, 1}, p2[2] = {0, 0}, d2[2] = {1, 1}, i2[2] = {1, 1}, o2[2] = {1, 1};
-    for (int d = 0; d < sp; d++) {
-        int e = d + 2 - sp;
-        k2[e] = ks[d];
-        s2[e] = ns == sp ? strides[d] : 1;
-        p2[e] = np == 2 * sp ? pads[d] : 0;
-        d2[e] = nd == sp ? dil[d] : 1;
-        i2[e] = x->dims[2 + d];
-        o2[e] = y->dims[2 + d];
-    }
-    const char *ap = vp_attr_string(n, "auto_pad", "NOTSET");
-    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"))
-        for (int e = 0; e < 2; e++) {
-            int64_t total = (o2[e] - 1) * s2[e] + (k2[e] - 1) * d2[e] + 1 - i2[e];
-            if (total < 0) total = 0;
-            p2[e] = !strcmp(ap, "SAME_UPPER") ? total / 2 : (total + 1) / 2;
-        }
-    else if (!strcmp(ap, "VALID"))
-        p2[0] = p2[1] = 0;
-    cu_pool_geom g = {x->dims[0] * x->dims[1], i2[0], i2[1], o2[0], o2[1], k2[0], k2[1], s2[0], s2[1], p2[0], p2[1],
-                      d2[0], d2[1], (int)vp_attr_int(n, "count_include_pad", 0)};
-    return LAUNCH(cu_pool2d(!strcmp(n->op_type, "AveragePool"), &g, x->data, y->data, c->stream));
+    vp_tensor *dx = opt_out(n, out, 0), *dw = opt_out(n, out, 1), *db = opt_out(n, out, 2);
+    return LAUNCH(cu_conv2d_grad((int)x->dtype, &g, dy->data, x->data, w->data, dx ? dx->data : NULL,
+                                 dw ? dw->data : NULL, db ? db->data : NULL, c->stream));
 }
 
 static vp_status op_global_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
@@ -227,9 +212,14 @@ static vp_status op_global_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *
 }
 
 const cuda_op vp_cuda_ops_linalg[] = {
-    {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv}, {"MaxPool", "", op_pool},
+    {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv},
     {"FusedMatMul", "com.microsoft", op_fused_matmul},
-    {"AveragePool", "", op_pool}, {"GlobalAveragePool", "", op_global_pool}, {"GlobalMaxPool", "", op_global_pool},
+    {"GlobalAveragePool", "", op_global_pool}, {"GlobalMaxPool", "", op_global_pool},
     {"ConvGrad", "com.microsoft", op_conv_grad},
     {NULL, NULL, NULL},
 };
+
+vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, vp_dtype dt, int ta, int tb, int64_t m, int64_t nn, int64_t k,
+                          float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, void *y, vp_error *err) {
+    return gemm_rm(c, n, dt, ta, tb, m, nn, k, alpha, a, lda, 0, b, ldb, 0, 0.0f, y, 0, 1, err);
+}

@@ -41,8 +41,9 @@ static vp_status op_layernorm_grad(cuda_ctx *c, const vp_node *n, const vp_tenso
 static vp_status op_batchnorm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     const vp_tensor *x = in[0];
-    vp_status s = VP_OK;
-    for (int k = 0; k < 5 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    vp_status s = vp_cuda_need_float(n, x, 0, err);
+    for (int k = 1; k < 5 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    if (!s && out[0] && out[0]->dtype != x->dtype) s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Y's dtype is not X's");
     if (s) return s;
     int internal = !strcmp(n->op_type, "BatchNormInternal");
     int training = internal ? vp_attr_int(n, "training_mode", 1) != 0 : vp_attr_int(n, "training_mode", 0) != 0;
@@ -54,8 +55,8 @@ static vp_status op_batchnorm(cuda_ctx *c, const vp_node *n, const vp_tensor *co
     if (training && x->dims[0] * plane < 2)
         return vp_node_fail(err, VP_ERR_RUNTIME, n, "training needs more than one value per channel");
     double eps = vp_train_attr_double(n, "epsilon", 1e-5), momentum = vp_train_attr_double(n, "momentum", 0.9);
-    return LAUNCH(cu_batchnorm(x->dims[0], x->rank > 1 ? x->dims[1] : 1, plane, training, eps, momentum, x->data,
-                               fptr(in[1]), fptr(in[2]), fptr(in[3]), fptr(in[4]), fptr(out[0]),
+    return LAUNCH(cu_batchnorm((int)x->dtype, x->dims[0], x->rank > 1 ? x->dims[1] : 1, plane, training, eps, momentum,
+                               x->data, fptr(in[1]), fptr(in[2]), fptr(in[3]), fptr(in[4]), out[0] ? out[0]->data : NULL,
                                fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), fptr(opt_out(n, out, 3)),
                                fptr(opt_out(n, out, 4)), c->stream));
 }
@@ -63,14 +64,18 @@ static vp_status op_batchnorm(cuda_ctx *c, const vp_node *n, const vp_tensor *co
 static vp_status op_batchnorm_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                    vp_error *err) {
     const vp_tensor *x = in[1];
-    vp_status s = VP_OK;
-    for (int k = 0; k < 5 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    vp_tensor *dx = opt_out(n, out, 0);
+    vp_status s = vp_cuda_need_float(n, in[0], 0, err);
+    if (!s) s = vp_cuda_need_float(n, x, 1, err);
+    for (int k = 2; k < 5 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    if (!s && (in[0]->dtype != x->dtype || (dx && dx->dtype != x->dtype)))
+        s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "dY, X and dX of different dtypes");
     if (s) return s;
     int64_t plane = 1;
     for (int d = 2; d < x->rank; d++) plane *= x->dims[d];
-    return LAUNCH(cu_batchnorm_grad(x->dims[0], x->rank > 1 ? x->dims[1] : 1, plane, fptr(in[0]), fptr(x), fptr(in[2]),
-                                    fptr(in[3]), fptr(in[4]), fptr(opt_out(n, out, 0)), fptr(opt_out(n, out, 1)),
-                                    fptr(opt_out(n, out, 2)), c->stream));
+    return LAUNCH(cu_batchnorm_grad((int)x->dtype, x->dims[0], x->rank > 1 ? x->dims[1] : 1, plane, in[0]->data, x->data,
+                                    fptr(in[2]), fptr(in[3]), fptr(in[4]), dx ? dx->data : NULL,
+                                    fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
 }
 
 /* ---- reductions, softmax, losses ---- */
@@ -91,7 +96,7 @@ static int reduce_op_of(const char *op) {
 static vp_status op_reduce(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                            vp_error *err) {
     const vp_tensor *x = in[0];
-    if (x->dtype != VP_F32 && x->dtype != VP_F64)
+    if (x->dtype != VP_F32 && x->dtype != VP_F64 && x->dtype != VP_F16 && x->dtype != VP_BF16)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for %s on %s", n->op_type, vp_dtype_name(x->dtype));
     int64_t axes[VP_MAX_RANK];
     int na = 0;

@@ -1,5 +1,5 @@
 /* CUDA ops that move data without arithmetic: copies (Identity, Reshape and the other
- * views), Dropout at inference, Transpose, Expand, Concat, Split, Slice, Gather and its
+ * views), Transpose, Expand, Concat, Split, Slice, Gather and its
  * gradient, Shape and Size.  Most are one strided n-d copy (cu_copy_nd). */
 #include <string.h>
 
@@ -12,24 +12,6 @@ static vp_status op_copy(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
     if (vp_tensor_nbytes(in[0]) != vp_tensor_nbytes(out[0]))
         return vp_node_fail(err, VP_ERR_RUNTIME, n, "output size differs from the input's");
     return vp_cuda_copy_d2d(c, n, out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]), err);
-}
-
-static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
-                            vp_error *err) {
-    /* inference (no training_mode input, or is_test): identity with an all-true mask */
-    const vp_tensor *mode = opt_in(n, in, 2);
-    if (mode) {
-        if (mode->dtype != VP_BOOL) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "training_mode is not bool");
-        uint8_t flag = 0;
-        vp_status s = LAUNCH(cudaMemcpyAsync(&flag, mode->data, 1, cudaMemcpyDeviceToHost, c->stream));
-        if (!s) s = LAUNCH(cudaStreamSynchronize(c->stream));
-        if (s) return s;
-        if (flag) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Dropout in training mode has no CUDA kernel");
-    }
-    vp_status s = vp_cuda_copy_d2d(c, n, out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]), err);
-    vp_tensor *mask = opt_out(n, out, 1);
-    if (!s && mask) s = LAUNCH(cudaMemsetAsync(mask->data, 1, vp_tensor_nbytes(mask), c->stream));
-    return s;
 }
 
 static vp_status op_transpose(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
@@ -190,7 +172,7 @@ static vp_status op_shape(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
 }
 
 const cuda_op vp_cuda_ops_tensor[] = {
-    {"Identity", "", op_copy}, {"Dropout", "", op_dropout},
+    {"Identity", "", op_copy},
     {"Reshape", "", op_copy}, {"Flatten", "", op_copy}, {"Squeeze", "", op_copy}, {"Unsqueeze", "", op_copy},
     {"Transpose", "", op_transpose}, {"Expand", "", op_expand}, {"Concat", "", op_concat}, {"Split", "", op_split},
     {"Slice", "", op_slice}, {"Gather", "", op_gather}, {"Shape", "", op_shape}, {"Size", "", op_shape},

@@ -11,7 +11,9 @@
  *      ucontext elsewhere; AddressSanitizer told of each switch) that runs until it exits or
  *      waits at __syncthreads or a warp collective; the scheduler releases a barrier once
  *      every live thread of the block (of the warp) waits at it.  Device memory is host
- *      memory with a registry of allocations; cuBLAS SGEMM is OpenBLAS's cblas_sgemm.
+ *      memory with a registry of allocations; cuBLAS SGEMM is OpenBLAS's cblas_sgemm,
+ *      and cublasGemmEx on float16/bfloat16 (CUBLAS_COMPUTE_32F) widens the operands
+ *      into host copies, runs cblas_sgemm and rounds the result once, to nearest even.
  * Kept true: a launch computes what a GPU computes for every kernel that is free of
  *      races and does not depend on timing; an invalid launch configuration, a warp
  *      collective a lane has left, a barrier that can never release, a copy outside an
@@ -24,7 +26,8 @@
  * permuted thread order changes the result; atomics are trivially atomic), timing and
  * occupancy, shared-memory capacity for static __shared__ arrays, device math
  * precision (host libm, not CUDA's ulp bounds), asynchronous streams (every call is
- * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, cuDNN.
+ * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, the order of
+ * cuBLAS's float32 sums in GemmEx (OpenBLAS's here), cuDNN.
  *
  * Environment: VP_CUDA_EMU_ORDER=forward runs threads and blocks in index order (to
  * tell a race from a wrong formula); VP_CUDA_EMU_STATS=1 prints the launches of each
@@ -127,6 +130,21 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int k, const float *alpha, const float *a, int lda, long long sa,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int batch);
+
+/* cublasGemmEx and its strided batched form: float32, float16 and bfloat16 operands
+ * (all three of one type), accumulated in float32 and rounded once on store. */
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *a, cudaDataType at, int lda, const void *b, cudaDataType bt,
+                            int ldb, const void *beta, void *c, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void *alpha, const void *a, cudaDataType at, int lda,
+                                          long long sa, const void *b, cudaDataType bt, int ldb, long long sb,
+                                          const void *beta, void *c, cudaDataType ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 /* ---- the emulator's own ---- */
 
