@@ -22,7 +22,7 @@ expect 0 "^  communication " -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
 expect 0 "4 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
 expect 0 "rank 1: arena" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
 expect 0 "tp_bytes_sent" -- "$tool" show "$tmp/gpt.vplan.1"
-expect 0 ": sound: 182 steps" -- "$tool" verify "$tmp/gpt.vplan.1"
+expect 0 ": sound: [0-9][0-9]* steps" -- "$tool" verify "$tmp/gpt.vplan.1"
 expect 2 "node '/blocks.0/attn/Reshape' (Reshape): --tp 4 does not divide the heads (2)" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 4
 expect 2 "does not divide the output features of its weight (32)" -- "$tool" plan "$qkv" "${qopt[@]}" --tp 3
 expect 2 "rank 0 of a 2-rank tensor-parallel plan, but this is rank 0 of 1" -- "$tool" run "$tmp/gpt.vplan.0"

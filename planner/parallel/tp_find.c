@@ -39,6 +39,8 @@ int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, in
     } else if (!strcmp(n->op_type, "FusedMatMul") && !strcmp(n->domain, "com.microsoft")) {
         if (vp_attr_int(n, "transA", 0) || vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0)) return 0;
         trans_b = (int)vp_attr_int(n, "transB", 0);
+    } else if (!strcmp(n->op_type, "GeluMatMul") && !strcmp(n->domain, "vplan")) {
+        trans_b = (int)vp_attr_int(n, "transB", 0); /* gelu(H) op(W): elementwise, then a product */
     } else if (!strcmp(n->op_type, "Gemm") && !n->domain[0]) {
         if (vp_attr_int(n, "transA", 0)) return 0;
         trans_b = (int)vp_attr_int(n, "transB", 0);
@@ -248,7 +250,8 @@ static int transpose(walk *w, const vp_node *n, state s) {
     return 1;
 }
 
-/* Attention over whole heads: Q, K, V split along the head axis, the mask shared. */
+/* Attention over whole heads: Q, K, V split along the head axis, the mask shared; Y
+ * split along its head axis (2 where it is written with the heads merged, y_bshd). */
 static int attention(walk *w, const vp_node *n) {
     for (int k = 0; k < 3; k++)
         if (w->st[n->inputs[k]].axis != 1) return 0;
@@ -257,7 +260,7 @@ static int attention(walk *w, const vp_node *n) {
         if (w->st[n->inputs[3]].axis >= 0 || (m->rank == 4 && m->dims[1] != 1)) return 0;
     }
     for (int k = 0; k < n->n_outputs; k++)
-        if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){1, -1};
+        if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){k == 0 && vp_attr_int(n, "y_bshd", 0) ? 2 : 1, -1};
     return 1;
 }
 
@@ -297,6 +300,7 @@ static int step(walk *w, int id) {
     int r = elementwise(w, n);
     if (r >= 0) return r;
     if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention")) return attention(w, n);
+    if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "GeluMatMul")) return row(w, id, first);
     if (n->domain[0] && strcmp(n->domain, "com.microsoft")) return 0;
     if (w->st[n->inputs[0]].axis < 0 && strcmp(n->op_type, "MatMul")) return 0;
     if (!strcmp(n->op_type, "Split")) return split_op(w, id, first);
