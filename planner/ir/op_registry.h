@@ -60,6 +60,7 @@ extern const vp_op_def vp_ops_resample[]; /* Resize, Upsample, ScatterND, Gather
 extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optimizer updates (vplan) */
 extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (vplan) */
 extern const vp_op_def vp_ops_recurrent[]; /* LSTM, GRU, their training forms and gradients */
+extern const vp_op_def vp_ops_quant[];     /* fake quantisation, observers (vplan) */
 
 const vp_op_def *vp_op_find(const char *domain, const char *op_type);
 /* Calls fn for each registered op (for listings and --help). */
