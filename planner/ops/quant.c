@@ -146,11 +146,18 @@ static VP_GRAD_RULE(grad_fake_quant) {
     return VP_OK;
 }
 
+/* The observer and its parameters: constants of the step, no gradient passes them
+ * (a learned activation scale's first-step choice, a Where, offers them one). */
+static VP_GRAD_RULE(grad_none) {
+    (void)c, (void)node, (void)dy, (void)dx, (void)err;
+    return VP_OK;
+}
+
 const vp_op_def vp_ops_quant[] = {
     {.name = "FakeQuant", .domain = "vplan", .shape = shape_fake_quant, .cpu = vp_cpu_fake_quant, .grad = grad_fake_quant},
     {.name = "FakeQuantGrad", .domain = "vplan", .shape = shape_fake_quant_grad, .cpu = vp_cpu_fake_quant_grad},
     {.name = "QuantObserver", .domain = "vplan", .shape = shape_observer, .cpu = vp_cpu_quant_observer,
-     .flags = VP_OP_NO_FOLD},
-    {.name = "QuantParams", .domain = "vplan", .shape = shape_qparams, .cpu = vp_cpu_quant_params},
+     .flags = VP_OP_NO_FOLD, .grad = grad_none},
+    {.name = "QuantParams", .domain = "vplan", .shape = shape_qparams, .cpu = vp_cpu_quant_params, .grad = grad_none},
     {0},
 };

@@ -1,6 +1,6 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> attention fusion -> loss -> precision
- *   -> autodiff -> optimizer.
+ *   fusion -> training mode -> trainable set -> attention fusion -> fake quantisation
+ *   -> loss -> precision -> autodiff -> optimizer.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
  * Precision comes after the loss (which it keeps in float32, casting the logits up) and
  * before autodiff, which then differentiates through its Casts: each gradient op runs in
@@ -63,6 +63,11 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         vp_fuse_attention_opts fo = {.detect_causal = 1};
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
+    /* QAT on the forward graph: autodiff then builds the straight-through gradients,
+     * and precision keeps the fake quantisation in float32 */
+    char qat_warning[512] = "";
+    if (!s) s = vp_qat_apply(g, &spec->qat, t, &t->qat, qat_warning, err);
+    if (!s && qat_warning[0] && !t->warning[0]) snprintf(t->warning, sizeof t->warning, "%s", qat_warning);
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
     if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
@@ -80,6 +85,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         if (!spec->no_optimizer) {
             s = vp_optimizer_build(g, &spec->opt, t, err);
             if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
+            if (!s) s = vp_qat_finish(g, &spec->qat, t, err);
         } else { /* gradients are the step's results: the caller reads them */
             for (int i = 0; i < t->n_params; i++)
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;

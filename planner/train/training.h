@@ -11,6 +11,7 @@
 #include "ir/ir.h"
 #include "precision/loss_scale.h"
 #include "precision/precision.h"
+#include "quant/qat.h"
 #include "train/fuse.h"
 
 typedef enum vp_loss_kind {
@@ -61,6 +62,7 @@ typedef struct vp_train_spec {
     const char *fp32_ops, *low_ops; /* op names moved over the placement lists (precision/precision.h) */
     int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
+    vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -84,6 +86,7 @@ typedef struct vp_training {
     int first_loss_node, first_backward_node, first_optimizer_node;
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
+    vp_qat_counts qat;   /* fake-quantised weights and activations, observers */
     int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
     vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

@@ -119,6 +119,9 @@ static int run_train(int argc, char **argv) {
         char prec[256];
         cli_precision_summary(&o.spec, &t, prec, sizeof prec);
         if (prec[0]) printf("%s\n", prec);
+        char qat[320];
+        cli_qat_summary(&o.spec, &t, qat, sizeof qat);
+        if (qat[0]) printf("%s\n", qat);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
