@@ -15,7 +15,7 @@ train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --fr
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
-    [train]="$train_opts --steps --data --dim --seed --json --save"
+    [train]="$train_opts --steps --data --dim --seed --json --save --qdq"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
@@ -85,6 +85,8 @@ expect 0 "warning: --qat-exclude 'nomatch' matches no Conv" -- "$tool" plan "$ml
 expect 2 "nothing to quantise (no Conv, ConvTranspose, Gemm, MatMul or FusedMatMul node)" -- "$tool" train "$src/tests/data/bad/gather.onnx" --loss ce:y --qat int8
 expect 2 "nothing to quantise .* left after --qat-exclude" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat int8 --qat-exclude .
 expect 0 "qat int8:per-tensor:sym:lsq: 3 nodes, 3 weights, 3 activations (0 residual), 0 excluded, 6 learned scales" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8:per-tensor:lsq --steps 1
+expect 2 "--qdq needs --save and --qat" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qdq --save "$tmp/q.onnx"
+expect 0 "QDQ: 3 weights int8, 3 activations quantised, 3 biases int32" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8 --save "$tmp/q.onnx" --qdq
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB
