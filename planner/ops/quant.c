@@ -1,17 +1,20 @@
 /* The quant family: fake quantisation for quantisation-aware training (domain "vplan").
  *
- *   FakeQuant(X, scale, zero_point) -> Y     attrs quant_min (-128), quant_max (127),
- *                                                  axis (0), grad_factor (0)
+ *   FakeQuant(X, scale, zero_point) -> Y, [Mask]   attrs quant_min (-128), quant_max (127),
+ *                                                        axis (0), grad_factor (0)
  *       q = nearbyint(X * (1 / scale)) + zero_point      (half to even)
  *       Y = (clamp(q, quant_min, quant_max) - zero_point) * scale
+ *       Mask (bool, X's shape) = quant_min <= q <= quant_max: the straight-through mask,
+ *       a byte per element, made when X would otherwise be kept for the backward only
+ *       to rebuild it (planner/quant/qat_mask.c)
  *   scale and zero_point (float32, integer-valued zero point) hold one element (per
  *   tensor) or one per index of X's `axis` (per channel).  float32 X is computed as
  *   torch.fake_quantize_per_tensor_affine / per_channel_affine compute it, bit for bit.
  *
- *   FakeQuantGrad(dY, X, scale, zero_point) -> dX, [dScale]   same attrs
+ *   FakeQuantGrad(dY, X or Mask, scale, zero_point) -> dX, [dScale]   same attrs
  *       dX = dY where quant_min <= q <= quant_max, else 0   (the clipped straight-through
- *                                                           estimator: the mask is
- *                                                           recomputed from X, never stored)
+ *                                                           estimator: the mask rebuilt
+ *                                                           from X, or read from Mask)
  *       dScale (LSQ, Esser et al. 2020; only when grad_factor > 0), per scale element:
  *         grad_factor * sum dY * (q - zero_point - X / scale)  inside the range
  *                                (quant_min - zero_point)       below it
@@ -75,7 +78,7 @@ static vp_status check_like_scale(vp_graph *g, const vp_node *n, int i, int j, v
 }
 
 static vp_status shape_fake_quant(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 1, err);
+    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 2, err);
     const vp_value *x = s ? NULL : vp_shape_in(g, n, 0);
     if (!s) s = vp_shape_check_dtype(n, 0, x->dtype, fq_types, 2, err);
     if (!s) s = check_range(n, err);
@@ -83,20 +86,24 @@ static vp_status shape_fake_quant(vp_graph *g, vp_node *n, vp_error *err) {
     if (!s) s = check_qparam(g, n, 2, x, err);
     if (!s) s = check_like_scale(g, n, 1, 2, err);
     if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
+    if (!s && n->n_outputs > 1 && n->outputs[1] >= 0) s = vp_shape_set_output(g, n, 1, VP_BOOL, x->rank, x->dims, err);
     return s;
 }
 
 static vp_status shape_fake_quant_grad(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 4, 4, 1, 2, err);
     const vp_value *dy = s ? NULL : vp_shape_in(g, n, 0), *x = s ? NULL : vp_shape_in(g, n, 1);
-    if (!s) s = vp_shape_check_dtype(n, 1, x->dtype, fq_types, 2, err);
-    if (!s && (dy->dtype != x->dtype || dy->rank != x->rank || memcmp(dy->dims, x->dims, sizeof(int64_t) * x->rank)))
-        s = vp_node_fail(err, VP_ERR_INVALID, n, "dY must have X's dtype and shape");
+    int masked = !s && x->dtype == VP_BOOL;
+    if (!s) s = vp_shape_check_dtype(n, 0, dy->dtype, fq_types, 2, err);
+    if (!s && ((!masked && dy->dtype != x->dtype) || dy->rank != x->rank || memcmp(dy->dims, x->dims, sizeof(int64_t) * x->rank)))
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "dY must have X's shape and dtype (or the Mask's shape)");
+    if (!s && masked && n->n_outputs > 1 && n->outputs[1] >= 0)
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "LSQ's scale gradient reads X, not the Mask");
     if (!s) s = check_range(n, err);
     if (!s) s = check_qparam(g, n, 2, x, err);
     if (!s) s = check_qparam(g, n, 3, x, err);
     if (!s) s = check_like_scale(g, n, 2, 3, err);
-    if (!s) s = vp_shape_same_as_input(g, n, 0, 1, err);
+    if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
     if (!s && n->n_outputs > 1 && n->outputs[1] >= 0) s = vp_shape_same_as_input(g, n, 1, 2, err);
     return s;
 }

@@ -36,6 +36,8 @@ typedef struct vp_qat_counts {
     int residuals;    /* residual inputs of skip-connection Adds */
     int excluded;     /* nodes --qat-exclude left in float */
     int learned;      /* LSQ scale parameters */
+    int masks;        /* straight-through masks kept as bytes (qat_mask.c) */
+    int64_t mask_bytes;
     int64_t state_bytes; /* observer state (ranges, step counts) */
 } vp_qat_counts;
 
@@ -49,6 +51,10 @@ vp_status vp_qat_apply(vp_graph *g, const vp_qat_opts *o, struct vp_training *t,
  * first step (LSQ initialised from data, as torch's LearnableFakeQuantize's static
  * estimate); afterwards the optimizer moves it. */
 vp_status vp_qat_finish(vp_graph *g, const vp_qat_opts *o, struct vp_training *t, vp_error *err);
+
+/* After autodiff: a FakeQuant whose input nothing else in the backward reads keeps a
+ * byte mask for its gradient instead of the input (qat_mask.c). */
+vp_status vp_qat_masks(vp_graph *g, const vp_qat_opts *o, vp_qat_counts *counts, vp_error *err);
 
 /* Whether node n is a fake quantisation of the pass (DOT and the reports mark it). */
 int vp_qat_is_fake_quant(const vp_node *n);

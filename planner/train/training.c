@@ -78,6 +78,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         if (!s) t->loss = t->scaling.scaled_loss;
     }
     if (!s) s = vp_autodiff(g, t, err);
+    if (!s) s = vp_qat_masks(g, &spec->qat, &t->qat, err);
     t->loss = loss;
     if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
     if (!s) {

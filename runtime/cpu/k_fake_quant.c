@@ -49,18 +49,24 @@ vp_status vp_cpu_fake_quant(const vp_node *n, const vp_tensor *const *in, vp_ten
     fq_layout_init(n, x, vp_tensor_numel(scale), &L);
     fq_attrs a = fq_attrs_of(n);
     const float *s = scale->data, *z = zp->data;
+    uint8_t *mask = n->n_outputs > 1 && out[1] ? out[1]->data : NULL;
     for (int64_t o = 0; o < L.outer; o++)
         for (int64_t c = 0; c < L.channels; c++) {
             int64_t off = (o * L.channels + c) * L.inner;
             if (x->dtype == VP_F32) {
                 const float *xs = (const float *)x->data + off;
                 float *ys = (float *)out[0]->data + off, inv = 1.0f / s[c];
-                for (int64_t i = 0; i < L.inner; i++) ys[i] = (clampf(level_f32(xs[i], inv, z[c]), a.lo, a.hi) - z[c]) * s[c];
+                for (int64_t i = 0; i < L.inner; i++) {
+                    float q = level_f32(xs[i], inv, z[c]);
+                    if (mask) mask[off + i] = q >= a.lo && q <= a.hi;
+                    ys[i] = (clampf(q, a.lo, a.hi) - z[c]) * s[c];
+                }
             } else {
                 const double *xs = (const double *)x->data + off;
                 double *ys = (double *)out[0]->data + off, inv = 1.0 / s[c];
                 for (int64_t i = 0; i < L.inner; i++) {
                     double q = level_f64(xs[i], inv, z[c]);
+                    if (mask) mask[off + i] = q >= a.lo && q <= a.hi;
                     ys[i] = ((q < a.lo ? a.lo : q > a.hi ? a.hi : q) - z[c]) * s[c];
                 }
             }
@@ -79,6 +85,13 @@ vp_status vp_cpu_fake_quant_grad(const vp_node *n, const vp_tensor *const *in, v
     (void)err;
     const vp_tensor *dy = in[0], *x = in[1], *scale = in[2], *zp = in[3];
     vp_tensor *dx = out[0], *ds = n->n_outputs > 1 ? out[1] : NULL;
+    if (x->dtype == VP_BOOL) { /* the mask form */
+        const uint8_t *m = x->data;
+        for (int64_t i = 0; dx && i < vp_tensor_numel(dy); i++)
+            if (dy->dtype == VP_F32) ((float *)dx->data)[i] = m[i] ? ((const float *)dy->data)[i] : 0.0f;
+            else ((double *)dx->data)[i] = m[i] ? ((const double *)dy->data)[i] : 0.0;
+        return VP_OK;
+    }
     fq_layout L;
     fq_layout_init(n, x, vp_tensor_numel(scale), &L);
     fq_attrs a = fq_attrs_of(n);

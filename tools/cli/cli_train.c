@@ -127,8 +127,8 @@ void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf,
     vp_qat_name(&spec->qat, name, sizeof name);
     const vp_qat_counts *c = &t->qat;
     snprintf(buf, len, "qat %s: %d nodes, %d weights, %d activations (%d residual), %d excluded, %d learned scales, "
-             "%lld bytes of observer state", name, c->nodes, c->weights, c->activations, c->residuals, c->excluded,
-             c->learned, (long long)c->state_bytes);
+             "%lld bytes of observer state, %d byte masks (%lld bytes)", name, c->nodes, c->weights, c->activations,
+             c->residuals, c->excluded, c->learned, (long long)c->state_bytes, c->masks, (long long)c->mask_bytes);
 }
 
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {

@@ -58,6 +58,15 @@ def fake_quants():
     x = (torch.arange(-20, 20, dtype=torch.float32) + 0.5) * 0.25
     case_pair("fq_tensor_ties", x, torch.tensor([0.25]), torch.tensor([0]), -8, 7, 0,
               lambda t: torch.fake_quantize_per_tensor_affine(t, 0.25, 0, -8, 7))
+    # the byte-mask form: torch's cachemask variant gives Y and the mask; the gradient
+    # read from the mask equals the one rebuilt from X
+    x = f32(3, 4, 5, scale=3.0)
+    y, mask = torch.ops.aten.fake_quantize_per_tensor_affine_cachemask(x, 0.04, 20, 0, 255)
+    dy = f32(3, 4, 5)
+    attrs = {"quant_min": 0, "quant_max": 255, "axis": 0}
+    s1, z1 = torch.tensor([0.04]), torch.tensor([20.0])
+    mtf.write_case("fq_mask", "FakeQuant", V, [x, s1, z1], [y, mask], attrs)
+    mtf.write_case("fq_mask_grad", "FakeQuantGrad", V, [dy, mask, s1, z1], [dy * mask], attrs)
     # per channel on axis 0 (a Conv weight [O, I, kh, kw]), symmetric
     x = f32(4, 3, 2, 2)
     s = x.abs().amax(dim=(1, 2, 3)) / 127.5 * 0.8  # a little clipping in every channel
