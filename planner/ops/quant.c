@@ -27,7 +27,7 @@
  *       the moving-average min/max observer (torch MovingAverage(PerChannel)MinMaxObserver):
  *       min and max hold one element or one per index of `axis`; count (float32 scalar)
  *       is the number of steps observed.  The first step sets the range from the batch,
- *       later ones move it by averaging_constant; once count reaches freeze_after the
+ *       later ones move it by averaging_constant (1: the batch's range exactly); once count reaches freeze_after the
  *       range is kept.  count' = count + 1 always.
  *
  *   QuantParams(min, max) -> scale, zero_point   attrs quant_min, quant_max, symmetric

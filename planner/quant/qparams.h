@@ -15,7 +15,13 @@
 #include <float.h>
 #include <math.h>
 
-static inline void vp_quant_params(float lo, float hi, int qmin, int qmax, int symmetric, float *scale,
+#ifdef __CUDACC__
+#define VP_QPARAMS_FN __host__ __device__ static inline
+#else
+#define VP_QPARAMS_FN static inline
+#endif
+
+VP_QPARAMS_FN void vp_quant_params(float lo, float hi, int qmin, int qmax, int symmetric, float *scale,
                                    float *zero_point) {
     float neg = lo < 0 ? lo : 0, pos = hi > 0 ? hi : 0;
     float s, z = 0;

@@ -155,7 +155,7 @@ vp_status vp_cpu_quant_observer(const vp_node *n, const vp_tensor *const *in, vp
                     bhi = v > bhi ? v : bhi;
                 }
             }
-            if (count == 0) lo = blo, hi = bhi;
+            if (count == 0 || c_avg == 1.0f) lo = blo, hi = bhi; /* 1: the current range, exactly */
             else lo = lo + c_avg * (blo - lo), hi = hi + c_avg * (bhi - hi);
         }
         mn2[c] = lo;
