@@ -3,7 +3,8 @@
  *   MatMul and FusedMatMul is a FakeQuant output, each quantised value once; every
  *   FakeQuant has its straight-through FakeQuantGrad in the backward; each observer's
  *   range and step count are carried; --qat-exclude leaves matching nodes float.
- * - Planned execution is bit-identical to naive execution, plainly and checkpointed
+ * - Planned execution is bit-identical to naive execution, plainly and checkpointed, in
+ *   float32 and under --precision bf16
  *   (a recomputed FakeQuant repeats the values it had: the observer's state is read as
  *   the step left it, never observed twice).
  * - 20 AdamW steps of QAT track the float32 curve of the same model and batch within a
@@ -22,8 +23,8 @@
 #include "model_util.h"
 #include "remat/remat.h"
 
-static vp_status load(test_model *m, const char *name, const char *qat, const char *exclude, int64_t freeze_after,
-                      vp_error *err) {
+static vp_status load_prec(test_model *m, const char *name, const char *qat, const char *exclude, int64_t freeze_after,
+                           vp_precision prec, vp_error *err) {
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     vp_loss_parse("ce:logits", &spec.loss, err);
@@ -31,7 +32,13 @@ static vp_status load(test_model *m, const char *name, const char *qat, const ch
     vp_status s = qat ? vp_qat_parse(qat, &spec.qat, err) : VP_OK;
     spec.qat.exclude = exclude;
     spec.qat.freeze_after = freeze_after;
+    spec.precision = prec;
     return s ? s : test_model_load(m, name, &spec, err);
+}
+
+static vp_status load(test_model *m, const char *name, const char *qat, const char *exclude, int64_t freeze_after,
+                      vp_error *err) {
+    return load_prec(m, name, qat, exclude, freeze_after, VP_PRECISION_FP32, err);
 }
 
 static int is_vplan(const vp_node *n, const char *op) { return !strcmp(n->domain, "vplan") && !strcmp(n->op_type, op); }
@@ -88,14 +95,14 @@ static void placement_case(const char *name, const char *qat, const char *exclud
 
 static int checkpointed_plans;
 
-static void planned_case(const char *name, const char *qat) {
+static void planned_case(const char *name, const char *qat, vp_precision prec) {
     test_model m;
     vp_error err;
     char what[160], why[1024];
-    snprintf(what, sizeof what, "%s %s adamw", name, qat);
+    snprintf(what, sizeof what, "%s %s %s adamw", name, qat, vp_precision_name(prec));
     vp_plan p;
     memset(&p, 0, sizeof p);
-    vp_status s = load(&m, name, qat, NULL, 0, &err);
+    vp_status s = load_prec(&m, name, qat, NULL, 0, prec, &err);
     if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
     if (s) {
         check(0, "%s: %s", what, err.msg);
@@ -243,9 +250,10 @@ int main(void) {
     for (int i = 0; i < 2; i++) {
         for (int k = 0; k < 3; k++) placement_case(models[i], schemes[k], NULL);
         placement_case(models[i], "int8", i ? "lm_head" : "^/conv1/");
-        for (int k = 0; k < 3; k++) planned_case(models[i], schemes[k]);
+        for (int k = 0; k < 3; k++) planned_case(models[i], schemes[k], VP_PRECISION_FP32);
+        planned_case(models[i], "int8", VP_PRECISION_BF16); /* fake quantisation in float32, casts after it */
     }
-    check(checkpointed_plans >= 2, "%d of the 6 checkpointed QAT plans recompute a FakeQuant", checkpointed_plans);
+    check(checkpointed_plans >= 6, "%d of the 8 checkpointed QAT plans recompute a FakeQuant", checkpointed_plans);
     for (int i = 0; i < 2; i++) {
         curve_case(models[i], "int8", i ? NULL : "^/fc/", 0.1);
         if (!i) curve_case(models[i], "int8", NULL, 0); /* information: the observer's lag, above */

@@ -123,7 +123,6 @@ static vp_status observe(pass *ps, int v, int64_t channels, int axis, int weight
                          int *scale, int *zp, int *steps, vp_error *err) {
     vp_graph *g = ps->g;
     char name[600];
-    const char *vn = g->values[v].name;
     int64_t dims[1] = {channels};
     int rank = channels > 1 ? 1 : 0, st[3];
     static const char *suffix[3] = {"qat_min", "qat_max", "qat_steps"};
@@ -132,12 +131,11 @@ static vp_status observe(pass *ps, int v, int64_t channels, int axis, int weight
         st[k] = vp_build_state(g, name, VP_F32, k < 2 ? rank : 0, dims);
         if (st[k] < 0) return nomem(err);
         ps->counts->state_bytes += (k < 2 ? channels : 1) * 4;
-        vn = g->values[v].name;
     }
-    int in[4] = {v, st[0], st[1], st[2]}, out[3], qp[2];
+    int in[4] = {v, st[0], st[1], st[2]}, out[3] = {-1, -1, -1}, qp[2] = {-1, -1};
     static const char *obs_attrs[] = {"axis", "averaging_constant", "freeze_after"};
     double obs_vals[] = {axis, weight ? 1.0 : 0.01, (double)ps->o->freeze_after};
-    snprintf(name, sizeof name, "%s/qat_observer", vn);
+    snprintf(name, sizeof name, "%s/qat_observer", g->values[v].name);
     vp_status s = node(ps, "QuantObserver", name, 4, in, 3, out, obs_attrs, obs_vals, 3, err);
     for (int k = 0; k < 3 && !s; k++) s = carry(ps->t, st[k], out[k], err);
     static const char *qp_attrs[] = {"quant_min", "quant_max", "symmetric"};
