@@ -47,6 +47,24 @@ void vp_qat_name(const vp_qat_opts *o, char *buf, size_t len) {
 
 int vp_qat_is_fake_quant(const vp_node *n) { return !strcmp(n->domain, "vplan") && !strcmp(n->op_type, "FakeQuant"); }
 
+/* v is read as a FakeQuant's scale, directly or through the first-step Where. */
+static int read_as_scale(const vp_graph *g, int v, int depth) {
+    const vp_value *val = &g->values[v];
+    for (int k = 0; k < val->n_consumers; k++) {
+        const vp_node *n = &g->nodes[val->consumers[k]];
+        if (n->phase != VP_PHASE_FORWARD) continue;
+        if (vp_qat_is_fake_quant(n) && n->n_inputs > 1 && n->inputs[1] == v) return 1;
+        if (depth == 0 && !n->domain[0] && !strcmp(n->op_type, "Where") && n->n_inputs == 3 && n->inputs[2] == v &&
+            read_as_scale(g, n->outputs[0], 1))
+            return 1;
+    }
+    return 0;
+}
+
+int vp_qat_is_learned_scale(const vp_graph *g, int v) {
+    return (g->values[v].flags & VP_VAL_PARAM) && read_as_scale(g, v, 0);
+}
+
 typedef struct pass {
     vp_graph *g;
     const vp_qat_opts *o;

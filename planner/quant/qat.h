@@ -56,6 +56,10 @@ vp_status vp_qat_finish(vp_graph *g, const vp_qat_opts *o, struct vp_training *t
  * byte mask for its gradient instead of the input (qat_mask.c). */
 vp_status vp_qat_masks(vp_graph *g, const vp_qat_opts *o, vp_qat_counts *counts, vp_error *err);
 
+/* Whether value v is an LSQ scale the pass added (a parameter the model file does not
+ * have: the QDQ export writes it as a scale, the weights' save skips it). */
+int vp_qat_is_learned_scale(const vp_graph *g, int v);
+
 /* Whether node n is a fake quantisation of the pass (DOT and the reports mark it). */
 int vp_qat_is_fake_quant(const vp_node *n);
 

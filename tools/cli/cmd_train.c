@@ -75,6 +75,7 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     for (int i = 0; i < t->n_carry && !s; i++) {
         const vp_value *v = &g->values[t->carry[i].from];
         if (!(v->flags & VP_VAL_INITIALIZER)) continue; /* optimizer state is not part of the model */
+        if (vp_qat_is_learned_scale(g, t->carry[i].from)) continue; /* nor are LSQ's scales (--qdq writes them) */
         s = vp_exec_get(x, t->carry[i].from, &vals[n], err);
         names[n++] = v->name;
     }
