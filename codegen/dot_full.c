@@ -108,10 +108,17 @@ static int rank_group(const dot_ctx *c, int s) { return c->anchor[s] >= 0 ? c->a
 
 /* An edge within one rank gets its size as an xlabel: dot places those after layout,
  * where a flat edge's label would need an extra rank and routes badly in clusters. */
-static void write_edge_label(const dot_ctx *c, int64_t bytes, int flat, int loose) {
+static void write_edge_label(const dot_ctx *c, int64_t bytes, int flat, int loose, int quantised) {
     char b[32];
-    fprintf(c->f, " [%s=\"%s\"%s];\n", flat ? "xlabel" : "label", bytes >= 0 ? vp_human_bytes(bytes, b, sizeof b) : "",
-            loose ? ", constraint=false" : "");
+    fprintf(c->f, " [%s=\"%s%s\"%s%s];\n", flat ? "xlabel" : "label", quantised ? "int8 " : "",
+            bytes >= 0 ? vp_human_bytes(bytes, b, sizeof b) : "", loose ? ", constraint=false" : "",
+            quantised ? ", color=\"#b07aa1\", penwidth=1.6, style=bold" : "");
+}
+
+/* v is a fake-quantised value (QAT): its edges are drawn bold, labelled int8. */
+static int quantised_value(const vp_graph *g, int v) {
+    int p = g->values[v].producer;
+    return p >= 0 && !strcmp(g->nodes[p].domain, "vplan") && !strcmp(g->nodes[p].op_type, "FakeQuant");
 }
 
 /* Without the ladder, an edge from one phase group to another (a saved activation read
@@ -140,7 +147,7 @@ vp_status vp_dot_write_edges(const dot_ctx *c) {
             } else {
                 continue;
             }
-            write_edge_label(c, vp_dot_value_bytes(c, v), flat, loose);
+            write_edge_label(c, vp_dot_value_bytes(c, v), flat, loose, quantised_value(c->g, v));
         }
     }
     free(drawn);

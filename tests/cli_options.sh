@@ -11,11 +11,11 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --tp --no-fuse"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --tp --qat --qat-exclude --qat-freeze-after --no-fuse"
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
-    [train]="$train_opts --steps --data --dim --seed --json --save"
+    [train]="$train_opts --steps --data --dim --seed --json --save --qdq"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
@@ -71,6 +71,22 @@ expect 2 "--fp32-ops: op 'Gemm' is also in the other list" -- "$tool" train-grap
 expect 2 "--fp32-ops applies to --precision bf16 or fp16 only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --fp32-ops Gemm
 expect 0 "precision bf16: 0 nodes low" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Gemm
 expect 0 "precision bf16: .* 6 weight copies" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16
+# QAT: bad schemes and variants are usage errors; a regex matching nothing warns; a model
+# with nothing to quantise says so
+for cmd in train plan; do
+    expect 2 "^onnx-vplan: --qat: unknown scheme 'int4'" -- "$tool" "$cmd" "$mlp" --loss ce:logits --dim batch=4 --qat int4
+done
+expect 2 "^onnx-vplan: --qat: unknown scheme 'uint4'" -- "$tool" train-graph "$mlp" -o "$tmp/x.onnx" --loss ce:logits --dim batch=4 --qat uint4:lsq
+expect 2 "--qat: unknown variant 'per-row'" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat int8:per-row
+expect 2 "--qat-exclude applies to --qat only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat-exclude fc
+expect 2 "--qat-freeze-after applies to --qat only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat-freeze-after 3
+expect 2 "--qat-exclude '(' is not a valid regular expression" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat int8 --qat-exclude '('
+expect 0 "warning: --qat-exclude 'nomatch' matches no Conv" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat int8 --qat-exclude nomatch
+expect 2 "nothing to quantise (no Conv, ConvTranspose, Gemm, MatMul or FusedMatMul node)" -- "$tool" train "$src/tests/data/bad/gather.onnx" --loss ce:y --qat int8
+expect 2 "nothing to quantise .* left after --qat-exclude" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --qat int8 --qat-exclude .
+expect 0 "qat int8:per-tensor:sym:lsq: 3 nodes, 3 weights, 3 activations (0 residual), 0 excluded, 6 learned scales" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8:per-tensor:lsq --steps 1
+expect 2 "--qdq needs --save and --qat" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qdq --save "$tmp/q.onnx"
+expect 0 "QDQ: 3 weights int8, 3 activations quantised, 3 biases int32" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8 --save "$tmp/q.onnx" --qdq
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB

@@ -65,6 +65,7 @@ extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (
 extern const vp_op_def vp_ops_recurrent[]; /* LSTM, GRU, their training forms and gradients */
 extern const vp_op_def vp_ops_gelu_matmul[]; /* GELU and the product reading it, and its gradient (vplan) */
 extern const vp_op_def vp_ops_collective[]; /* tensor-parallel TPCopy, TPAllReduce (vplan) */
+extern const vp_op_def vp_ops_quant[];     /* fake quantisation, observers (vplan) */
 
 const vp_op_def *vp_op_find(const char *domain, const char *op_type);
 /* Calls fn for each registered op (for listings and --help). */

@@ -49,7 +49,9 @@ static int is_weight_copy(const vp_graph *g, int v) {
     const vp_value *val = &g->values[v];
     if (val->producer < 0 || !vp_dtype_is_float(val->dtype)) return 0;
     const vp_node *n = &g->nodes[val->producer];
-    if (n->domain[0] || strcmp(n->op_type, "Cast") || n->n_inputs < 1 || n->inputs[0] < 0) return 0;
+    int cast = !n->domain[0] && !strcmp(n->op_type, "Cast");
+    int fake_quant = !strcmp(n->domain, "vplan") && !strcmp(n->op_type, "FakeQuant"); /* QAT's quantised weight */
+    if (!(cast || fake_quant) || n->n_inputs < 1 || n->inputs[0] < 0) return 0;
     return (g->values[n->inputs[0]].flags & VP_VAL_PARAM) != 0;
 }
 

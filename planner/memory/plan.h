@@ -23,7 +23,8 @@ typedef enum vp_category {
     VP_CAT_INPUTS,      /* data fed each step */
     VP_CAT_CONSTANTS,   /* folded values, frozen non-float initializers */
     VP_CAT_WEIGHT_COPIES, /* a parameter's low-precision copy (planner/precision): a Cast of the
-                             parameter, made once a step and read by forward and backward */
+                             parameter, made once a step and read by forward and backward;
+                             or its fake-quantised copy (planner/quant), a FakeQuant of it */
     VP_CAT_COMM,        /* communication buffers: what a tensor-parallel all-reduce reads or
                            writes (planner/parallel), unless it is an activation or a gradient */
     VP_CAT_COUNT,

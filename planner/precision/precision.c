@@ -35,6 +35,9 @@ static const op_name fp32_ops[] = {
     {"", "GlobalAveragePool"}, {"", "GlobalLpPool"}, {"", "LpNormalization"},
     {"", "Exp"}, {"", "Log"}, {"", "Pow"}, {"", "Erf"}, {"", "Sqrt"}, {"", "Reciprocal"},
     {"", "SoftmaxCrossEntropyLoss"}, {"", "NegativeLogLikelihoodLoss"},
+    /* QAT's fake quantisation and observers: float32 kernels, a grid of 256 levels
+     * that a bfloat16 product would not keep */
+    {"vplan", "FakeQuant"}, {"vplan", "QuantObserver"}, {"vplan", "QuantParams"},
 };
 
 /* Float inputs that are not data (a ratio, scales, a region of interest): never cast.

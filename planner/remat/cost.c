@@ -93,6 +93,13 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
              !strcmp(op, "LayerNormalizationGrad") || !strcmp(op, "BatchNormalizationGrad"))
         c.flops = 8.0 * numel(g, n->inputs[0]);
     else if (!strcmp(op, "Adam")) c.flops = 12.0 * out;
+    /* QAT: fake quantisation is a multiply, a rounding, a clamp and a multiply back per
+     * element (its gradient the same again to rebuild the mask, and LSQ's scale term);
+     * an observer compares each element twice.  Memory-bound on any device. */
+    else if (!strcmp(n->domain, "vplan") && !strcmp(op, "FakeQuant")) c.flops = 6.0 * out;
+    else if (!strcmp(n->domain, "vplan") && !strcmp(op, "FakeQuantGrad")) c.flops = 10.0 * numel(g, n->inputs[0]);
+    else if (!strcmp(n->domain, "vplan") && !strcmp(op, "QuantObserver") && n->n_inputs > 0)
+        c.flops = 2.0 * numel(g, n->inputs[0]);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "Attention") && n->n_inputs >= 3)
         c.flops = attention_flops(g, n, 0);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "AttentionGrad") && n->n_inputs >= 6)

@@ -8,7 +8,9 @@
  * topologically sorted.  A copy of a node with side effects writes them to fresh values
  * nobody reads (a recomputed BatchNorm does not update its running statistics twice),
  * and reads the state the original updated as its storage then holds it: the updated
- * value (the old one has been written over by the time any copy runs). */
+ * value (the old one has been written over by the time any copy runs).  A carried value
+ * a forward node writes (an observer's updated range) is never recomputed either: its
+ * storage holds it for the whole step, and a second update would move it again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +36,15 @@ static int is_forward_activation(const vp_graph *g, int v, int n_orig) {
     return !p->folded && p->phase == VP_PHASE_FORWARD;
 }
 
+/* v is the new value of state carried to the next step. */
+static int is_carried(const remat_ctx *c, int v) {
+    for (int q = 0; c->t && q < c->t->n_carry; q++)
+        if (c->t->carry[q].to == v) return 1;
+    return 0;
+}
+
 static int needs_recompute(const remat_ctx *c, int v) {
-    return is_forward_activation(c->g, v, c->n_orig_values) && !c->keep[v];
+    return is_forward_activation(c->g, v, c->n_orig_values) && !c->keep[v] && !is_carried(c, v);
 }
 
 /* A copy of forward node src (phase RECOMPUTE) reading ins, appended to the order;
@@ -154,7 +163,7 @@ void vp_remat_schedule_free(vp_remat_schedule *rs) {
 
 /* The latest copy of a forward activation, or the value itself. */
 static int current(const remat_ctx *c, int v) {
-    return v >= 0 && is_forward_activation(c->g, v, c->n_orig_values) && c->copy[v] >= 0 ? c->copy[v] : v;
+    return v >= 0 && is_forward_activation(c->g, v, c->n_orig_values) && c->copy[v] >= 0 && !is_carried(c, v) ? c->copy[v] : v;
 }
 
 vp_status vp_remat_apply_schedule(vp_graph *g, const vp_training *tr, const vp_remat_schedule *rs, int *n_recompute,

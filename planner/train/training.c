@@ -1,5 +1,6 @@
 /* Builds the training step from an inferred forward graph:
  *   fusion -> training mode -> trainable set -> attention fusion -> tensor-parallel split
+ *   -> fake quantisation
  *   -> loss -> precision -> autodiff -> optimizer.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
  * Precision comes after the loss (which it keeps in float32, casting the logits up) and
@@ -58,7 +59,8 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     memset(t, 0, sizeof *t);
     t->loss = -1;
     vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
-    if (!s && !spec->no_fuse) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
+    /* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
+    if (!s && !spec->no_fuse && !spec->qat.enabled) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
     if (!s) s = vp_train_mode_apply(g, t, err);
     if (!s) s = select_params(g, spec->freeze, t, err);
     /* after the trainable set: a mask that depends on a parameter is not fused */
@@ -68,6 +70,11 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     }
     /* on the forward graph, so that autodiff makes the conjugate all-reduces */
     if (!s && spec->tp.n > 1) s = vp_tp_split(g, &spec->tp, &t->tp, err);
+    /* QAT on the forward graph: autodiff then builds the straight-through gradients,
+     * and precision keeps the fake quantisation in float32 */
+    char qat_warning[512] = "";
+    if (!s) s = vp_qat_apply(g, &spec->qat, t, &t->qat, qat_warning, err);
+    if (!s && qat_warning[0] && !t->warning[0]) snprintf(t->warning, sizeof t->warning, "%s", qat_warning);
     if (!s) s = vp_loss_build(g, &spec->loss, t, err);
     vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
     if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
@@ -78,6 +85,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         if (!s) t->loss = t->scaling.scaled_loss;
     }
     if (!s) s = vp_autodiff(g, t, err);
+    if (!s) s = vp_qat_masks(g, &spec->qat, &t->qat, err);
     t->loss = loss;
     if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
     if (!s && !spec->no_fuse) s = vp_fuse_pool_grad(g, &t->n_pool_grad, err);
@@ -86,6 +94,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         if (!spec->no_optimizer) {
             s = vp_optimizer_build(g, &spec->opt, t, err);
             if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
+            if (!s) s = vp_qat_finish(g, &spec->qat, t, err);
         } else { /* gradients are the step's results: the caller reads them */
             for (int i = 0; i < t->n_params; i++)
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;

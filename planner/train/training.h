@@ -12,6 +12,7 @@
 #include "parallel/parallel.h"
 #include "precision/loss_scale.h"
 #include "precision/precision.h"
+#include "quant/qat.h"
 #include "train/fuse.h"
 
 typedef enum vp_loss_kind {
@@ -63,6 +64,7 @@ typedef struct vp_train_spec {
     int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
     vp_tp_opts tp;          /* tensor parallelism: n ranks (0 or 1: none), this graph's rank */
+    vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -89,6 +91,7 @@ typedef struct vp_training {
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
     vp_tp_result tp;     /* what the tensor-parallel split did (planner/parallel) */
+    vp_qat_counts qat;   /* fake-quantised weights and activations, observers */
     int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
     vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

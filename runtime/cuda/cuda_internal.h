@@ -49,6 +49,7 @@ extern const cuda_op vp_cuda_ops_tensor[];
 extern const cuda_op vp_cuda_ops_linalg[];
 extern const cuda_op vp_cuda_ops_reduce[];
 extern const cuda_op vp_cuda_ops_attention[]; /* cuda_ops_attention.c */
+extern const cuda_op vp_cuda_ops_quant[];     /* cuda_ops_quant.c */
 extern const cuda_op vp_cuda_ops_resample[];  /* cuda_ops_resample.c */
 extern const cuda_op vp_cuda_ops_pool[];      /* cuda_ops_pool.c */
 extern const cuda_op vp_cuda_ops_train[];     /* cuda_ops_train.c */

@@ -38,6 +38,14 @@ void cli_train_init(cli_train_opts *o) {
          "tensor parallelism over N ranks: Megatron column/row splits found\n"
          "in the graph (MLP pairs, attention by whole heads), each rank's\n"
          "slice of the weights, all-reduces where the splits meet (default 1)"},
+        {"--qat", CLI_STR, &o->qat, "int8[:per-channel|per-tensor][:asym|sym][:lsq]",
+         "quantisation-aware training: fake int8 quantisation of every input\n"
+         "of Conv, ConvTranspose, Gemm, MatMul (weights symmetric, per output\n"
+         "channel or per tensor; activations per tensor, uint8 affine or int8\n"
+         "symmetric) and of the residual input of skip-connection Adds, with\n"
+         "moving-average min/max observers, or learned scales (lsq)"},
+        {"--qat-exclude", CLI_STR, &o->spec.qat.exclude, "REGEX", "nodes whose names match stay float under --qat (default: none)"},
+        {"--qat-freeze-after", CLI_INT, &o->qat_freeze_after, "N", "observers keep their range after N steps (default: never)"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them),\n"
@@ -76,6 +84,10 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if ((s = vp_precision_check_ops(&po, err))) return s;
     if (o->tp < 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
     o->spec.tp.n = o->tp ? (int)o->tp : 1;
+    if (o->qat && (s = vp_qat_parse(o->qat, &o->spec.qat, err))) return s;
+    if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after))
+        return vp_fail(err, VP_ERR_USAGE, "--%s applies to --qat only", o->spec.qat.exclude ? "qat-exclude" : "qat-freeze-after");
+    o->spec.qat.freeze_after = o->qat_freeze_after;
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
@@ -116,6 +128,17 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)
         if (parts[i].n)
             used += (size_t)snprintf(buf + used, len - used, "%s%d %s", used ? ", " : "fused ", parts[i].n, parts[i].what);
+}
+
+void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!spec->qat.enabled) return;
+    char name[64];
+    vp_qat_name(&spec->qat, name, sizeof name);
+    const vp_qat_counts *c = &t->qat;
+    snprintf(buf, len, "qat %s: %d nodes, %d weights, %d activations (%d residual), %d excluded, %d learned scales, "
+             "%lld bytes of observer state, %d byte masks (%lld bytes)", name, c->nodes, c->weights, c->activations,
+             c->residuals, c->excluded, c->learned, (long long)c->state_bytes, c->masks, (long long)c->mask_bytes);
 }
 
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {

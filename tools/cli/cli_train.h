@@ -11,9 +11,11 @@ typedef struct cli_train_opts {
     const char *loss, *optimizer, *betas;   /* as given, or NULL */
     const char *attention;                  /* "fused", "plain", or NULL (fused) */
     const char *precision;                  /* "fp32", "bf16", "fp16", or NULL (fp32) */
+    const char *qat;                        /* "int8[:variant...]", or NULL (no QAT) */
+    int64_t qat_freeze_after;               /* --qat-freeze-after, 0 when not given */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
     int64_t tp;                             /* --tp, 0 when not given */
-    cli_opt table[15];                      /* points into this struct: do not copy it */
+    cli_opt table[18];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -32,6 +34,9 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 
 /* "precision bf16: 31 nodes low, 41 float32, 35 casts, 17 weight copies (53.1 KiB)[, dynamic
  * loss scaling]", or "" in fp32. */
+/* "qat int8:per-channel:asym: 7 nodes, 7 weights, 9 activations (2 residual), 144 bytes of
+ * observer state", or "" without --qat. */
+void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif

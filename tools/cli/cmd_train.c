@@ -13,6 +13,7 @@
 #include "cpu_util.h"
 #include "exec.h"
 #include "json_writer.h"
+#include "cli_qdq.h"
 #include "onnx_save.h"
 
 static double seconds_since(const struct timespec *t0) {
@@ -22,7 +23,7 @@ static double seconds_since(const struct timespec *t0) {
 }
 
 static vp_status write_json(const char *path, const vp_graph *g, const vp_training *t, const cli_train_opts *o,
-                            const double *losses, const double *times, int steps, vp_error *err) {
+                            const double *losses, const double *times, int steps, const vp_tensor *ref, vp_error *err) {
     FILE *f = fopen(path, "w");
     if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     vp_json j;
@@ -44,6 +45,21 @@ static vp_status write_json(const char *path, const vp_graph *g, const vp_traini
     vp_json_begin_array(&j);
     for (int i = 0; i < steps; i++) vp_json_double(&j, times[i]);
     vp_json_end_array(&j);
+    if (ref && ref->data) { /* --qdq: the fake-quantised forward's output the QDQ model should give */
+        vp_json_key(&j, "qdq_reference");
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "output");
+        vp_json_string(&j, o->spec.loss.value);
+        vp_json_key(&j, "shape");
+        vp_json_begin_array(&j);
+        for (int d = 0; d < ref->rank; d++) vp_json_int(&j, ref->dims[d]);
+        vp_json_end_array(&j);
+        vp_json_key(&j, "values");
+        vp_json_begin_array(&j);
+        for (int64_t i = 0; i < vp_tensor_numel(ref); i++) vp_json_double(&j, vp_load(ref->data, ref->dtype, i));
+        vp_json_end_array(&j);
+        vp_json_end_object(&j);
+    }
     vp_json_end_object(&j);
     vp_json_finish(&j);
     if (fclose(f)) return vp_fail(err, VP_ERR_IO, "%s: write failed", path);
@@ -81,6 +97,7 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     for (int i = 0; i < t->n_carry && !s; i++) {
         const vp_value *v = &g->values[t->carry[i].from];
         if (!(v->flags & VP_VAL_INITIALIZER)) continue; /* optimizer state is not part of the model */
+        if (vp_qat_is_learned_scale(g, t->carry[i].from)) continue; /* nor are LSQ's scales (--qdq writes them) */
         s = vp_exec_get(x, t->carry[i].from, &vals[n], err);
         if (!s) s = gather_full(comm, t, t->carry[i].from, &vals[n], err);
         names[n++] = v->name;
@@ -99,6 +116,7 @@ static void quiet_stdout(void) {
 
 static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
+    int qdq = 0;
     int64_t steps = 1, seed = 0;
     cli_pairs dims = {0};
     cli_train_opts o;
@@ -117,12 +135,18 @@ static int run_train(int argc, char **argv) {
         {"--save", CLI_STR, &save, "OUT.onnx",
          "write the model with the trained weights (and BatchNorm\n"
          "running statistics)"},
+        {"--qdq", CLI_SET, &qdq, NULL,
+         "with --qat and --save: write a QDQ model (QuantizeLinear and\n"
+         "DequantizeLinear pairs, int8 weights, int32 biases) that ONNX\n"
+         "Runtime runs; --json then holds the fake-quantised forward's output"},
         {0}};
     int rc = cli_parse(&cli_cmd_train, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_status s = cli_train_finish(&o, &err);
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
+    if (!s && qdq && (!save || !o.spec.qat.enabled)) s = vp_fail(&err, VP_ERR_USAGE, "--qdq needs --save and --qat");
+    if (!s && qdq && o.spec.tp.n > 1) s = vp_fail(&err, VP_ERR_USAGE, "--qdq writes one whole model: it does not take --tp");
     /* --tp N: one process per rank under mpirun -np N; rank 0 reports */
     vp_comm *comm = NULL;
     if (!s && o.spec.tp.n > 1) {
@@ -161,6 +185,9 @@ static int run_train(int argc, char **argv) {
         char prec[256];
         cli_precision_summary(&o.spec, &t, prec, sizeof prec);
         if (prec[0]) printf("%s\n", prec);
+        char qat[320];
+        cli_qat_summary(&o.spec, &t, qat, sizeof qat);
+        if (qat[0]) printf("%s\n", qat);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new();
         if (b) b->comm = comm;
@@ -184,11 +211,19 @@ static int run_train(int argc, char **argv) {
     if (!s && comm)
         printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld all-reduces\n", comm->size,
                (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
-    if (!s && json) s = write_json(json, g, &t, &o, losses, times, (int)steps, &err);
+    vp_tensor ref = {0};
     if (!s && save) {
         s = save_model(model, save, x, g, &t, comm, &err);
-        if (!s) printf("saved trained weights to %s\n", save);
+        if (!s && qdq) {
+            int out = -1;
+            for (int v = 0; v < g->n_values && out < 0; v++)
+                if (!strcmp(g->values[v].name, o.spec.loss.value)) out = v;
+            s = cli_qdq_save(save, x, g, out, out >= 0 ? &ref : NULL, &err);
+        }
+        if (!s && (!comm || comm->rank == 0)) printf("saved trained %s to %s\n", qdq ? "QDQ model" : "weights", save);
     }
+    if (!s && json) s = write_json(json, g, &t, &o, losses, times, (int)steps, &ref, &err);
+    free(ref.data);
     cli_batch_free(&batch);
     vp_exec_free(x);
     vp_backend_free(b);
