@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `codegen`: for every bundled model (and a checkpointed and a bf16 plan), the generated
+# step compiles with the system cc at -Wall -Wextra -Werror -std=c17 against the built
+# libvplanrt, and trains bit-identically to `run` on the same plan and the same batch:
+# the same losses (%.17g) and the same weights file after the steps (cmp).  The weights
+# compiled in (--embed-weights) give the same.  The step and init refuse an arena one
+# byte short without writing to it (tests/codegen_harness.c); a corrupt or truncated
+# plan exits 2 naming it.
+# usage: cli_codegen.sh ONNX-VPLAN SOURCE_DIR LIBVPLANRT.a OPENBLAS_LIB [EXTRA_CFLAGS]
+set -u
+tool=$1
+src=$2
+lib=$3
+blas=$4
+extra=${5:-}
+cc=${CC:-cc}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/expect.sh"
+steps=3
+
+# the values of a flat JSON array field, one per line
+field() { tr -d ' \n' < "$1" | sed -n "s/.*\"$2\":\(\[[^]]*\]\).*/\1/p" | tr -d '[]' | tr ',' '\n'; }
+
+build() { # dir prefix -> dir/harness
+    local d=$1 p=$2
+    # shellcheck disable=SC2086
+    $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
+        -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_harness.c" "$d/${p}_step.c" \
+        "$lib" "$blas" -lm -o "$d/harness" 2> "$d/cc.log"
+}
+
+check() { # name model plan-options...
+    local name=$1 model=$2
+    shift 2
+    local d=$tmp/$name
+    mkdir -p "$d/data"
+    if ! "$tool" plan "$src/models/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
+        ! "$tool" run "$d/$name.vplan" --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
+            --json "$d/run.json" > "$d/run.log" 2>&1; then
+        fail=$((fail + 1)); echo "FAIL $name: plan or run"; cat "$d/plan.log" "$d/run.log"; return
+    fi
+    for embed in --embed-weights ""; do
+        rm -f "$d/${name}_step.c" "$d/${name}.weights"
+        if ! "$tool" codegen "$d/$name.vplan" -o "$d" $embed > "$d/codegen.log" 2>&1; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: codegen"; cat "$d/codegen.log"; continue
+        fi
+        if ! build "$d" "$name"; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: the generated step does not compile"; head -30 "$d/cc.log"; continue
+        fi
+        local w=$d/$name.weights
+        [[ -n $embed ]] && w=/nonexistent
+        if ! "$d/harness" "$w" "$d/data" $steps "$d/step.weights" > "$d/step.log" 2>&1; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: the step"; cat "$d/step.log"; continue
+        fi
+        local want got
+        want=$(field "$d/run.json" losses | paste -sd' ')
+        got=$(sed -n 's/^loss //p' "$d/step.log" | paste -sd' ')
+        if [[ -z $want || $want != "$got" ]]; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: losses $got, run gives $want"
+        elif ! cmp -s "$d/run.weights" "$d/step.weights"; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: weights after $steps steps differ from run's: $(cmp "$d/run.weights" "$d/step.weights")"
+        else
+            pass=$((pass + 1))
+            echo "ok   $name ${embed:-(weights file)}: losses $got and $(stat -c %s "$d/step.weights")-byte weights as run's"
+        fi
+    done
+}
+
+check mlp mlp --dim batch=4 --loss ce:logits --optimizer adamw
+check mlp_momentum mlp --dim batch=4 --loss ce:logits --optimizer momentum --no-fused-update
+check cnn cnn --dim batch=4 --loss ce:logits --optimizer adamw
+check gpt gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+check gpt_ln_decomposed gpt_ln_decomposed --dim batch=4 --loss ce:logits --optimizer sgd --freeze '^causal_mask$'
+# checkpointed (recompute steps) and bf16 (casts, master weights)
+check gpt_remat gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --remat sqrtn
+check cnn_bf16 cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
+
+# bad plans: exit 2 naming the file
+plan=$tmp/mlp/mlp.vplan
+head -c 300 "$plan" > "$tmp/truncated.vplan"
+cp "$plan" "$tmp/corrupt.vplan"
+printf '\x55\xaa' | dd of="$tmp/corrupt.vplan" bs=1 seek=200 conv=notrunc 2>/dev/null
+echo "not a plan" > "$tmp/text.vplan"
+expect 2 "truncated.vplan: truncated plan file" -- "$tool" codegen "$tmp/truncated.vplan" -o "$tmp/bad"
+expect 2 "corrupt.vplan: plan file checksum mismatch" -- "$tool" codegen "$tmp/corrupt.vplan" -o "$tmp/bad"
+expect 2 "text.vplan: not an onnx-vplan plan file" -- "$tool" codegen "$tmp/text.vplan" -o "$tmp/bad"
+expect 2 "cannot open\|No such file" -- "$tool" codegen "$tmp/missing.vplan" -o "$tmp/bad"
+expect 2 "is not a C identifier" -- "$tool" codegen "$plan" -o "$tmp/bad" --prefix 9lives
+expect 2 "-o DIR is required" -- "$tool" codegen "$plan"
+# a weights file of another plan is refused by init
+expect 1 "written for another plan" -- "$tmp/gpt/harness" "$tmp/mlp/mlp.weights" "$tmp/gpt/data" 1 "$tmp/x.weights"
+expect_summary
