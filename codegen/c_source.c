@@ -162,7 +162,7 @@ static vp_status emit_step(FILE *f, const vp_plan *p, int s, char *fn, size_t fn
     for (int io = 0; io < 2; io++) {
         int cnt = io ? n->n_outputs : n->n_inputs;
         const int *ids = io ? n->outputs : n->inputs;
-        fprintf(f, "    %s%s[] = {", io ? "vp_tensor *const out" : "const vp_tensor *const in", "");
+        fputs(io ? "    vp_tensor *const out[] = {" : "    const vp_tensor *const in[] = {", f);
         for (int k = 0; k < cnt; k++) {
             if (ids[k] >= 0) fprintf(f, "%s&t[%d]", k ? ", " : "", at++);
             else fprintf(f, "%sNULL", k ? ", " : "");

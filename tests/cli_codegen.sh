@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `codegen`: for every bundled model (and a checkpointed and a bf16 plan), the generated
+# `codegen`: for every bundled model (a checkpointed and a bf16 plan too, and the LSTM,
+# GRU, Resize, ScatterND and attention models of tests/data), the generated
 # step compiles with the system cc at -Wall -Wextra -Werror -std=c17 against the built
 # libvplanrt, and trains bit-identically to `run` on the same plan and the same batch:
 # the same losses (%.17g) and the same weights file after the steps (cmp).  The weights
@@ -30,12 +31,12 @@ build() { # dir prefix -> dir/harness
         "$lib" "$blas" -lm -o "$d/harness" 2> "$d/cc.log"
 }
 
-check() { # name model plan-options...
+check() { # name model-dir (under the source tree) plan-options...
     local name=$1 model=$2
     shift 2
     local d=$tmp/$name
     mkdir -p "$d/data"
-    if ! "$tool" plan "$src/models/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
+    if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
         ! "$tool" run "$d/$name.vplan" --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
             --json "$d/run.json" > "$d/run.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL $name: plan or run"; cat "$d/plan.log" "$d/run.log"; return
@@ -67,14 +68,20 @@ check() { # name model plan-options...
     done
 }
 
-check mlp mlp --dim batch=4 --loss ce:logits --optimizer adamw
-check mlp_momentum mlp --dim batch=4 --loss ce:logits --optimizer momentum --no-fused-update
-check cnn cnn --dim batch=4 --loss ce:logits --optimizer adamw
-check gpt gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
-check gpt_ln_decomposed gpt_ln_decomposed --dim batch=4 --loss ce:logits --optimizer sgd --freeze '^causal_mask$'
+check mlp models/mlp --dim batch=4 --loss ce:logits --optimizer adamw
+check mlp_momentum models/mlp --dim batch=4 --loss ce:logits --optimizer momentum --no-fused-update
+check cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
+check gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+check gpt_ln_decomposed models/gpt_ln_decomposed --dim batch=4 --loss ce:logits --optimizer sgd --freeze '^causal_mask$'
 # checkpointed (recompute steps) and bf16 (casts, master weights)
-check gpt_remat gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --remat sqrtn
-check cnn_bf16 cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
+check gpt_remat models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --remat sqrtn
+check cnn_bf16 models/cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
+# the kernels of the test models: LSTM, GRU, Resize, ScatterND, attention with a boolean mask
+check lstm tests/data/rnn/lstm_op17 --dim batch=2 --loss ce:logits --optimizer adam
+check gru tests/data/rnn/gru_op13 --dim batch=2 --loss ce:logits --optimizer sgd
+check unet tests/data/resample/unet_bilinear_ac_op13 --dim batch=2 --loss ce:logits --optimizer adamw
+check scatter tests/data/resample/scatter_op13 --dim batch=2 --loss ce:logits --optimizer momentum
+check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
 
 # bad plans: exit 2 naming the file
 plan=$tmp/mlp/mlp.vplan
