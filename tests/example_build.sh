@@ -5,11 +5,13 @@
 # loss falls to under half its first epoch's; trained.onnx loads and its weights are the
 # trained ones.  The same example through the CMake package (vplan_add_training_step)
 # trains to the same weights, byte for byte.
-# usage: example_build.sh CMAKE BUILD_DIR SOURCE_DIR
+# usage: example_build.sh CMAKE BUILD_DIR SOURCE_DIR [EXTRA_FLAGS]
+# (EXTRA_FLAGS: the sanitizers, when the installed library was built with them)
 set -u
 cmake=$1
 build=$2
 src=$3
+extra=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
@@ -20,7 +22,9 @@ cp -r "$src/models/example" "$tmp/ex"
 rm -f "$tmp/ex"/{mlp.*,mlp_step.*,main.o,train,trained.*}
 epochs=30
 
-if make -C "$tmp/ex" VPLAN_PREFIX="$tmp/prefix" MODEL="$src/models/mlp/model.onnx" EPOCHS=$epochs > "$tmp/make.log" 2>&1; then
+mk=(make -C "$tmp/ex" VPLAN_PREFIX="$tmp/prefix" MODEL="$src/models/mlp/model.onnx" EPOCHS=$epochs)
+[[ -n $extra ]] && mk+=(CFLAGS="-O2 -Wall -Wextra -Werror $extra" LDFLAGS="$extra")
+if "${mk[@]}" > "$tmp/make.log" 2>&1; then
     pass=$((pass + 1))
     grep -E "^(training|epoch (1|$epochs) |wrote)" "$tmp/make.log"
 else
@@ -42,10 +46,11 @@ if cmp -s "$tmp/untrained.onnx" "$tmp/ex/trained.onnx"; then
 else
     pass=$((pass + 1))
 fi
-expect 0 "Nothing to be done\|is up to date" -- make -C "$tmp/ex" VPLAN_PREFIX="$tmp/prefix" MODEL="$src/models/mlp/model.onnx" EPOCHS=$epochs
+expect 0 "Nothing to be done\|is up to date" -- "${mk[@]}"
 
 # the CMake package
-if "$cmake" -S "$tmp/ex" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DMODEL="$src/models/mlp/model.onnx" > "$tmp/cmake.log" 2>&1 &&
+if "$cmake" -S "$tmp/ex" -B "$tmp/cb" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DMODEL="$src/models/mlp/model.onnx" \
+    -DCMAKE_C_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$tmp/cmake.log" 2>&1 &&
     "$cmake" --build "$tmp/cb" >> "$tmp/cmake.log" 2>&1 &&
     "$tmp/cb/train" "$tmp/ex/data" "$tmp/cb/mlp_step/mlp.weights" "$tmp/cb.weights" $epochs >> "$tmp/cmake.log" 2>&1; then
     # the plans differ only in the model path they record: compare the payloads
