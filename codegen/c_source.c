@@ -103,11 +103,12 @@ static void emit_tensor(FILE *f, const vp_plan *p, int value, const char *role, 
 }
 
 /* The node record and the function of step s, named into fn. */
-static vp_status emit_step(FILE *f, const vp_plan *p, int s, char *fn, size_t fn_size, vp_error *err) {
+static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, int s, char *fn, size_t fn_size,
+                           vp_error *err) {
     static const char *phases[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
     const vp_node *n = &p->g->nodes[p->steps[s]];
-    const char *kernel;
-    vp_status st = kernel_symbol(n, &kernel, err);
+    const char *kernel = NULL;
+    vp_status st = o->cuda ? VP_OK : kernel_symbol(n, &kernel, err);
     if (st) return st;
     char id[16], name[64];
     snprintf(id, sizeof id, "s%d", s);
@@ -147,7 +148,8 @@ static vp_status emit_step(FILE *f, const vp_plan *p, int s, char *fn, size_t fn
     int n_t = 0;
     for (int k = 0; k < n->n_inputs; k++) n_t += n->inputs[k] >= 0;
     for (int k = 0; k < n->n_outputs; k++) n_t += n->outputs[k] >= 0;
-    fprintf(f, "static vp_status %s(char *A, vp_error *err) {\n", fn);
+    if (o->cuda) fprintf(f, "static vp_status %s(const %s_io *io, char *A, vp_error *err) {\n", fn, o->prefix);
+    else fprintf(f, "static vp_status %s(char *A, vp_error *err) {\n", fn);
     if (n_t) {
         fputs("    vp_tensor t[] = {\n", f);
         for (int k = 0; k < n->n_inputs; k++)
@@ -169,7 +171,13 @@ static vp_status emit_step(FILE *f, const vp_plan *p, int s, char *fn, size_t fn
         }
         fprintf(f, "%s};\n", cnt ? "" : "NULL");
     }
-    fprintf(f, "    return %s(&%s_node, in, out, err);\n}\n", kernel, id);
+    if (o->cuda) {
+        char field[80];
+        vp_codegen_cuda_field(n, field, sizeof field);
+        fprintf(f, "    return vp_backend_cuda_run(io->backend, io->kernels->%s, &%s_node, in, out, err);\n}\n", field, id);
+    } else {
+        fprintf(f, "    return %s(&%s_node, in, out, err);\n}\n", kernel, id);
+    }
     return VP_OK;
 }
 
@@ -215,9 +223,9 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
     const char *P = o->prefix;
     vp_c_provenance(f, lp, o, "The training step of a plan as C: one function per step, called in plan order.");
     fprintf(f, "#include <math.h>\n#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n"
-                  "#include <string.h>\n\n#include \"%s_step.h\"\n\n",
+                  "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s_step.h\"\n\n",
             P);
-    vp_status st = emit_prototypes(f, p, err);
+    vp_status st = o->cuda ? VP_OK : emit_prototypes(f, p, err);
     if (st) return st;
     char (*fns)[80] = calloc((size_t)p->n_steps + 1, sizeof *fns);
     if (!fns) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
@@ -229,7 +237,7 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
             fputs("' is a view sharing its input's storage: nothing to do */\n", f);
             continue;
         }
-        st = emit_step(f, p, s, fns[s], sizeof fns[s], err);
+        st = emit_step(f, p, o, s, fns[s], sizeof fns[s], err);
     }
     if (!st) {
         vp_codegen_c_weights(f, lp, o);
@@ -237,32 +245,50 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
         fprintf(f, "    if (!io) return VP_ERR_USAGE;\n"
                    "    int s0 = %s_arena_ok(arena, io->arena_bytes, io->error, io->error_size, \"%s_step\");\n"
                    "    if (s0) return s0;\n"
-                   "    char *A = arena;\n",
+                   "    char *A = arena;\n"
+                   "    vp_error err;\n    vp_status s;\n    int at = -1;\n",
                 P, P);
+        if (o->cuda)
+            fprintf(f, "    if (!io->backend || !io->kernels)\n"
+                       "        return %s_fail(io->error, io->error_size, VP_ERR_USAGE, \"%s_step: io->backend and io->kernels are required\");\n"
+                       "    vp_backend *b = io->backend;\n",
+                    P, P);
         const vp_graph *g = lp->g;
         for (int k = 0; k < g->n_inputs; k++) {
             int b = p->buffer_of[g->inputs[k]];
             char field[80];
             vp_codegen_io_field(lp, k, field, sizeof field);
             if (b < 0) continue;
-            fprintf(f, "    if (!io->%s) return %s_fail(io->error, io->error_size, VP_ERR_USAGE, \"%s_step: io->%s is NULL\");\n"
-                       "    memcpy(A + %lld, io->%s, %lld);\n",
-                    field, P, P, field, (long long)p->buffers[b].offset, field, (long long)p->buffers[b].bytes);
+            fprintf(f, "    if (!io->%s) return %s_fail(io->error, io->error_size, VP_ERR_USAGE, \"%s_step: io->%s is NULL\");\n",
+                    field, P, P, field);
+            if (o->cuda)
+                fprintf(f, "    if ((s = b->iface->copy_to_device(b, A + %lld, io->%s, %lld, &err))) goto fail;\n",
+                        (long long)p->buffers[b].offset, field, (long long)p->buffers[b].bytes);
+            else
+                fprintf(f, "    memcpy(A + %lld, io->%s, %lld);\n", (long long)p->buffers[b].offset, field,
+                        (long long)p->buffers[b].bytes);
         }
-        fputs("    vp_error err;\n    vp_status s;\n    int at = 0;\n"
-              "#define STEP(i, fn) if ((s = fn(A, &err)) != VP_OK) { at = i; goto fail; }\n", f);
+        fprintf(f, "#define STEP(i, fn) if ((s = fn(%sA, &err)) != VP_OK) { at = i; goto fail; }\n", o->cuda ? "io, " : "");
         for (int s = 0; s < p->n_steps; s++)
             if (fns[s][0]) fprintf(f, "    STEP(%d, %s)\n", s, fns[s]);
         fputs("#undef STEP\n", f);
         if (p->loss_buffer >= 0) {
             const vp_buffer *lb = &p->buffers[p->loss_buffer];
             int f32 = p->g->values[lb->value].dtype == VP_F32;
-            fprintf(f, "    if (io->loss) {\n        %s l;\n        memcpy(&l, A + %lld, sizeof l);\n        *io->loss = l;\n    }\n",
-                    f32 ? "float" : "double", (long long)lb->offset);
+            if (o->cuda)
+                fprintf(f, "    if (io->loss) {\n        %s l;\n"
+                           "        if ((s = b->iface->copy_to_host(b, &l, A + %lld, sizeof l, &err))) goto fail;\n"
+                           "        *io->loss = l;\n    }\n",
+                        f32 ? "float" : "double", (long long)lb->offset);
+            else
+                fprintf(f, "    if (io->loss) {\n        %s l;\n        memcpy(&l, A + %lld, sizeof l);\n        *io->loss = l;\n    }\n",
+                        f32 ? "float" : "double", (long long)lb->offset);
         }
+        if (o->cuda) fputs("    if ((s = b->iface->synchronize(b, &err))) goto fail;\n", f);
         fprintf(f, "    return VP_OK;\nfail:\n"
+                   "    if (at < 0) return %s_fail(io->error, io->error_size, s, \"%s_step: %%s\", err.msg);\n"
                    "    return %s_fail(io->error, io->error_size, s, \"%s_step: step %%d: %%s\", at, err.msg);\n}\n",
-                P, P);
+                P, P, P, P);
     }
     free(fns);
     return st;

@@ -8,7 +8,9 @@
  * persistent buffers; compiled into NAME_step.c instead with embed_weights).
  * Keeps true: the generated step computes exactly what `run` computes on the same plan
  * (same kernels, same node records, same order, views skipped where `run` skips them),
- * so losses and weights are bit-identical; it refuses an arena smaller than the plan's. */
+ * so losses and weights are bit-identical; it refuses an arena smaller than the plan's.
+ * With cuda, the same steps call the CUDA backend's entries (resolved once into a
+ * NAME_kernels) on an arena in device memory, as `run --backend cuda` does. */
 #ifndef VP_C_SOURCE_H
 #define VP_C_SOURCE_H
 
@@ -21,6 +23,7 @@ typedef struct vp_codegen_opts {
     const char *out_dir;
     const char *prefix;       /* C identifier: NAME_step, NAME_io, NAME_step.c */
     int embed_weights;
+    int cuda;                 /* --target cuda: the CUDA backend's kernels on a device arena */
     const char *command_line; /* as typed, for the provenance header */
 } vp_codegen_opts;
 
@@ -52,5 +55,14 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
 void vp_codegen_c_weights(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o);
 /* The io struct's field name for graph input k (unique, not a reserved field). */
 void vp_codegen_io_field(const vp_loaded_plan *lp, int k, char *dst, size_t size);
+
+
+/* ---- the CUDA target's differences (c_cuda.c) ---- */
+/* The NAME_kernels member of a node's op: k_Gemm, k_com_microsoft_ReluGrad. */
+void vp_codegen_cuda_field(const vp_node *n, char *dst, size_t size);
+/* NAME_kernels and the prototypes of NAME_kernels_init, NAME_init and NAME_save. */
+void vp_codegen_cuda_header(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o);
+/* Their definitions. */
+void vp_codegen_cuda_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o);
 
 #endif

@@ -60,7 +60,8 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
     FILE *f = fopen(path, "w");
     if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     vp_c_provenance(f, lp, o, "The interface of a generated training step (libvplanrt's vplanrt.h shows its use).");
-    fprintf(f, "#ifndef %s_STEP_H\n#define %s_STEP_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"vplanrt.h\"\n\n", U, U);
+    fprintf(f, "#ifndef %s_STEP_H\n#define %s_STEP_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"vplanrt.h\"\n%s\n", U, U,
+            o->cuda ? "#include \"cuda_backend.h\"\n" : "");
     fprintf(f, "#define %s_ARENA_BYTES ((size_t)%lld) /* the arena NAME_init and NAME_step need, at least */\n", U,
             (long long)(p->arena_bytes ? p->arena_bytes : 1));
     fprintf(f, "#define %s_ARENA_ALIGN %lld /* its start's alignment */\n", U, (long long)alignment(p));
@@ -70,7 +71,16 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
             (long long)vp_weights_payload_bytes(p));
     fprintf(f, "#define %s_N_TENSORS %d /* persistent tensors: parameters, state, constants */\n", U, n_persistent(p));
     fprintf(f, "#define %s_N_INPUTS %d\n\n", U, g->n_inputs);
+    if (o->cuda) {
+        fprintf(f, "typedef struct %s_io %s_io;\n", P, P);
+        vp_codegen_cuda_header(f, lp, o);
+        fputc('\n', f);
+    }
     fprintf(f, "typedef struct %s_io {\n    size_t arena_bytes; /* in: the arena's size (a smaller one is refused) */\n", P);
+    if (o->cuda)
+        fprintf(f, "    vp_backend *backend; /* in: vp_backend_cuda_new's, the arena on its device */\n"
+                   "    const %s_kernels *kernels; /* in: from %s_kernels_init */\n",
+                P, P);
     for (int k = 0; k < g->n_inputs; k++) {
         const vp_value *v = &g->values[g->inputs[k]];
         char field[80], shape[256];
@@ -87,6 +97,10 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
     fprintf(f, "} %s_io;\n\n", P);
     fprintf(f, "extern const vp_rt_tensor %s_tensors[]; /* %s_N_TENSORS, in the weights file's order */\n", P, U);
     fprintf(f, "extern const vp_rt_input %s_inputs[];   /* %s_N_INPUTS */\n\n", P, U);
+    if (o->cuda) {
+        fprintf(f, "\n#endif\n");
+        return fclose(f) ? vp_fail(err, VP_ERR_IO, "%s: write failed", path) : VP_OK;
+    }
     fprintf(f, "/* Zeroes the arena and loads the initial weights (%s). 0 or a vp_status. */\n"
                "int %s_init(void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size);\n",
             o->embed_weights ? "compiled in: weights_path is ignored and may be NULL"
@@ -163,6 +177,10 @@ void vp_codegen_c_weights(FILE *f, const vp_loaded_plan *lp, const vp_codegen_op
         fprintf(f, "\nstatic uint64_t %s_u64(const unsigned char *b) {\n    uint64_t v = 0;\n"
                    "    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];\n    return v;\n}\n",
                 P);
+    if (o->cuda) {
+        vp_codegen_cuda_source(f, lp, o);
+        return;
+    }
     fprintf(f, "\nint %s_init(void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size) {\n"
                "    int s = %s_arena_ok(arena, arena_bytes, error, error_size, \"%s_init\");\n    if (s) return s;\n"
                "    char *A = arena;\n    memset(A, 0, %s_ARENA_BYTES); /* state that starts at zero, as run's arena */\n",

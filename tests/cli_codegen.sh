@@ -6,14 +6,19 @@
 # the same losses (%.17g) and the same weights file after the steps (cmp).  The weights
 # compiled in (--embed-weights) give the same.  The step and init refuse an arena one
 # byte short without writing to it (tests/codegen_harness.c); a corrupt or truncated
-# plan exits 2 naming it.
-# usage: cli_codegen.sh ONNX-VPLAN SOURCE_DIR LIBVPLANRT.a OPENBLAS_LIB [EXTRA_CFLAGS]
+# plan exits 2 naming it.  Given the CUDA backend's host emulation (runtime/cuda/emu),
+# --target cuda too: the step (compiled by cc, and by nvcc where it is) on the emulated
+# device gives the losses and weights of `run --backend cuda` on the same plan, bit for bit.
+# usage: cli_codegen.sh ONNX-VPLAN SOURCE_DIR LIBVPLANRT.a OPENBLAS_LIB [EXTRA_CFLAGS
+#                       [ONNX-VPLAN-CUDA-EMU LIBVPLAN_CUDA_EMU.a]]
 set -u
 tool=$1
 src=$2
 lib=$3
 blas=$4
 extra=${5:-}
+emu_tool=${6:-}
+emu_lib=${7:-}
 cc=${CC:-cc}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -82,6 +87,51 @@ check gru tests/data/rnn/gru_op13 --dim batch=2 --loss ce:logits --optimizer sgd
 check unet tests/data/resample/unet_bilinear_ac_op13 --dim batch=2 --loss ce:logits --optimizer adamw
 check scatter tests/data/resample/scatter_op13 --dim batch=2 --loss ce:logits --optimizer momentum
 check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
+
+# --target cuda on the emulated device, against run --backend cuda
+check_cuda() { # name model-dir plan-options...
+    local p=$1 name=${1}_cuda model=$2
+    shift 2
+    local d=$tmp/$name
+    mkdir -p "$d/data"
+    if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$p.vplan" > "$d/plan.log" 2>&1 ||
+        ! "$emu_tool" run "$d/$p.vplan" --backend cuda --steps $steps --save-inputs "$d/data" \
+            --save-weights "$d/run.weights" --json "$d/run.json" > "$d/run.log" 2>&1 ||
+        ! "$tool" codegen "$d/$p.vplan" -o "$d" --target cuda > "$d/codegen.log" 2>&1; then
+        fail=$((fail + 1)); echo "FAIL $name: plan, run or codegen"; cat "$d"/*.log; return
+    fi
+    # shellcheck disable=SC2086
+    if ! $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -I"$src/runtime/cuda" \
+        -DPREFIX="$p" -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_cuda_harness.c" \
+        "$d/${p}_step.c" "$emu_lib" "$lib" "$blas" -lstdc++ -lm -o "$d/harness" 2> "$d/cc.log"; then
+        fail=$((fail + 1)); echo "FAIL $name: the generated step does not compile"; head -30 "$d/cc.log"; return
+    fi
+    if command -v nvcc > /dev/null &&
+        ! nvcc -c -Xcompiler -std=c17,-Wall,-Wextra,-Werror -I"$src/runtime" -I"$src/planner" -I"$src/runtime/cuda" \
+            "$d/${p}_step.c" -o "$d/nvcc.o" > "$d/nvcc.log" 2>&1; then
+        fail=$((fail + 1)); echo "FAIL $name: nvcc does not compile the generated step"; head -30 "$d/nvcc.log"; return
+    fi
+    if ! "$d/harness" "$d/$p.weights" "$d/data" $steps "$d/step.weights" > "$d/step.log" 2>&1; then
+        fail=$((fail + 1)); echo "FAIL $name: the step"; cat "$d/step.log"; return
+    fi
+    local want got
+    want=$(field "$d/run.json" losses | paste -sd' ')
+    got=$(sed -n 's/^loss //p' "$d/step.log" | paste -sd' ')
+    if [[ -z $want || $want != "$got" ]]; then
+        fail=$((fail + 1)); echo "FAIL $name: losses $got, run --backend cuda gives $want"
+    elif ! cmp -s "$d/run.weights" "$d/step.weights"; then
+        fail=$((fail + 1)); echo "FAIL $name: weights differ from run --backend cuda's"
+    else
+        pass=$((pass + 1)); echo "ok   $name: losses $got and weights as run --backend cuda's"
+    fi
+}
+if [[ -n $emu_tool && -n $emu_lib ]]; then
+    check_cuda mlp models/mlp --dim batch=4 --loss ce:logits --optimizer momentum
+    [ "${VP_CUDA_QUICK:-0}" = 0 ] && check_cuda cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
+    check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+else
+    echo "skip --target cuda: no CUDA emulation in this build"
+fi
 
 # bad plans: exit 2 naming the file
 plan=$tmp/mlp/mlp.vplan

@@ -21,7 +21,7 @@ declare -A options=(
     [show]="--json --steps"
     [verify]=""
     [run]="--backend --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
-    [codegen]="-o --output --prefix --embed-weights"
+    [codegen]="-o --output --target --prefix --embed-weights"
     [export]="--weights -o --output --model"
     [arena]="-o --all --search-seconds"
 )

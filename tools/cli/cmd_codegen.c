@@ -32,13 +32,16 @@ static void default_prefix(const char *path, char *dst, size_t size) { /* size >
 }
 
 static int run_codegen(int argc, char **argv) {
-    const char *path = NULL, *out = NULL, *prefix = NULL;
+    const char *path = NULL, *out = NULL, *prefix = NULL, *target = "c";
     int embed = 0;
     const cli_opt table[] = {
         {"PLAN", CLI_POS, &path, NULL, NULL},
         {"-o|--output", CLI_STR, &out, "DIR", "where NAME_step.c, NAME_step.h and NAME.weights go (created)"},
         {"--prefix", CLI_STR, &prefix, "NAME",
          "the C name of the step: NAME_step(), NAME_io, NAME_step.c\n(default: the plan file's name)"},
+        {"--target", CLI_ENUM, &target, "c|cuda",
+         "c: the CPU kernels on a host arena (default); cuda: the CUDA\n"
+         "backend's kernels, resolved once, on an arena in device memory"},
         {"--embed-weights", CLI_SET, &embed, NULL, "compile the initial weights into NAME_step.c (no .weights file)"},
         {0}};
     int rc = cli_parse(&cli_cmd_codegen, table, argc, argv);
@@ -66,7 +69,8 @@ static int run_codegen(int argc, char **argv) {
         return cli_report(s, &err);
     }
     if (mkdir(out, 0777) && errno != EEXIST) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", out, strerror(errno));
-    vp_codegen_opts o = {.plan_path = path, .out_dir = out, .prefix = pfx, .embed_weights = embed, .command_line = cmd};
+    vp_codegen_opts o = {.plan_path = path, .out_dir = out, .prefix = pfx, .embed_weights = embed, .command_line = cmd,
+                         .cuda = !strcmp(target, "cuda")};
     if (!s) s = vp_codegen_c(&lp, &o, &err);
     char weights[80] = "";
     if (!embed) snprintf(weights, sizeof weights, " and %s.weights", pfx);
@@ -79,7 +83,7 @@ static int run_codegen(int argc, char **argv) {
 }
 
 const cli_cmd cli_cmd_codegen = {
-    "codegen", run_codegen, "PLAN -o DIR [--prefix NAME] [--embed-weights]", "write a plan's training step as C source",
+    "codegen", run_codegen, "PLAN -o DIR [--target c|cuda] [--prefix NAME] [--embed-weights]", "write a plan's training step as C source",
     "Writes the plan's training step as C: NAME_step.h (the io struct, arena size and\n"
     "alignment, NAME_init, NAME_step, NAME_save) and NAME_step.c, one function per plan\n"
     "step calling libvplanrt's CPU kernel with the plan's constant offsets and shapes,\n"
