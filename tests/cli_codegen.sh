@@ -19,6 +19,9 @@ blas=$4
 extra=${5:-}
 emu_tool=${6:-}
 emu_lib=${7:-}
+# VP_CODEGEN_QUICK=1 (the sanitizer build): the bundled models, weights compiled in for
+# the MLP only, the CUDA target on the MLP only
+quick=${VP_CODEGEN_QUICK:-0}
 cc=${CC:-cc}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,7 +49,9 @@ check() { # name model-dir (under the source tree) plan-options...
             --json "$d/run.json" > "$d/run.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL $name: plan or run"; cat "$d/plan.log" "$d/run.log"; return
     fi
-    for embed in --embed-weights ""; do
+    local variants=(--embed-weights "")
+    [[ $quick == 1 && $name != mlp ]] && variants=("")
+    for embed in "${variants[@]}"; do
         rm -f "$d/${name}_step.c" "$d/${name}.weights"
         if ! "$tool" codegen "$d/$name.vplan" -o "$d" $embed > "$d/codegen.log" 2>&1; then
             fail=$((fail + 1)); echo "FAIL $name $embed: codegen"; cat "$d/codegen.log"; continue
@@ -79,14 +84,14 @@ check cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
 check gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
 check gpt_ln_decomposed models/gpt_ln_decomposed --dim batch=4 --loss ce:logits --optimizer sgd --freeze '^causal_mask$'
 # checkpointed (recompute steps) and bf16 (casts, master weights)
-check gpt_remat models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --remat sqrtn
-check cnn_bf16 models/cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
+[[ $quick == 1 ]] || check gpt_remat models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --remat sqrtn
+[[ $quick == 1 ]] || check cnn_bf16 models/cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
 # the kernels of the test models: LSTM, GRU, Resize, ScatterND, attention with a boolean mask
-check lstm tests/data/rnn/lstm_op17 --dim batch=2 --loss ce:logits --optimizer adam
-check gru tests/data/rnn/gru_op13 --dim batch=2 --loss ce:logits --optimizer sgd
-check unet tests/data/resample/unet_bilinear_ac_op13 --dim batch=2 --loss ce:logits --optimizer adamw
-check scatter tests/data/resample/scatter_op13 --dim batch=2 --loss ce:logits --optimizer momentum
-check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
+[[ $quick == 1 ]] || check lstm tests/data/rnn/lstm_op17 --dim batch=2 --loss ce:logits --optimizer adam
+[[ $quick == 1 ]] || check gru tests/data/rnn/gru_op13 --dim batch=2 --loss ce:logits --optimizer sgd
+[[ $quick == 1 ]] || check unet tests/data/resample/unet_bilinear_ac_op13 --dim batch=2 --loss ce:logits --optimizer adamw
+[[ $quick == 1 ]] || check scatter tests/data/resample/scatter_op13 --dim batch=2 --loss ce:logits --optimizer momentum
+[[ $quick == 1 ]] || check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
 
 # --target cuda on the emulated device, against run --backend cuda
 check_cuda() { # name model-dir plan-options...
@@ -127,8 +132,8 @@ check_cuda() { # name model-dir plan-options...
 }
 if [[ -n $emu_tool && -n $emu_lib ]]; then
     check_cuda mlp models/mlp --dim batch=4 --loss ce:logits --optimizer momentum
-    [ "${VP_CUDA_QUICK:-0}" = 0 ] && check_cuda cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
-    check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+    [[ $quick == 1 ]] || check_cuda cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
+    [[ $quick == 1 ]] || check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
 else
     echo "skip --target cuda: no CUDA emulation in this build"
 fi
