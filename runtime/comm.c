@@ -4,19 +4,11 @@
 
 #include <stdlib.h>
 
-#include "parallel/parallel.h"
-
 int vp_comm_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", NULL};
     for (int i = 0; vars[i]; i++)
         if (getenv(vars[i])) return 1;
     return 0;
-}
-
-vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
-    c->bytes_sent += vp_tp_ring_bytes(count * (int64_t)vp_dtype_size(dt), c->size);
-    c->calls++;
-    return c->iface->allreduce(c, buf, count, dt, err);
 }
 
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err) {

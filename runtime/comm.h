@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "parallel/parallel.h"
 
 typedef struct vp_comm vp_comm;
 
@@ -42,8 +43,13 @@ int vp_comm_launched(void);
 /* MPI_COMM_WORLD over host memory; initialises MPI (once) and finalises it on free. */
 vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err);
 
-/* Counts, then all-reduces through the implementation. */
-vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
+/* Counts, then all-reduces through the implementation.  Inline, so that the backends in
+ * libvplanrt (which generated steps link) need nothing of the rest of this interface. */
+static inline vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
+    c->bytes_sent += vp_tp_ring_bytes(count * (int64_t)vp_dtype_size(dt), c->size);
+    c->calls++;
+    return c->iface->allreduce(c, buf, count, dt, err);
+}
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
 vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
 void vp_comm_free(vp_comm *c);

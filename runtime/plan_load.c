@@ -16,7 +16,7 @@ static uint64_t get_u64(const uint8_t *p) {
     return v;
 }
 
-static vp_status unpack(const char *path, Vplan__Plan **out, vp_error *err) {
+static vp_status unpack(const char *path, Vplan__Plan **out, uint64_t *checksum, vp_error *err) {
     uint8_t *buf;
     size_t len;
     vp_status s = vp_read_file(path, &buf, &len, err);
@@ -41,6 +41,7 @@ static vp_status unpack(const char *path, Vplan__Plan **out, vp_error *err) {
         free(buf);
         return vp_fail(err, VP_ERR_PARSE, "%s: plan file checksum mismatch (the file is corrupt)", path);
     }
+    *checksum = sum;
     *out = vplan__plan__unpack(NULL, (size_t)n, buf + VP_PLAN_HEADER_BYTES);
     free(buf);
     if (!*out) return vp_fail(err, VP_ERR_PARSE, "%s: the plan payload does not parse", path);
@@ -176,8 +177,10 @@ static vp_status check_steps(const char *path, vp_loaded_plan *lp, vp_error *err
 vp_status vp_plan_read(const char *path, vp_loaded_plan *lp, vp_error *err) {
     memset(lp, 0, sizeof *lp);
     Vplan__Plan *m;
-    vp_status s = unpack(path, &m, err);
+    uint64_t checksum = 0;
+    vp_status s = unpack(path, &m, &checksum, err);
     if (s) return s;
+    lp->checksum = checksum;
     vp_plan *p = &lp->plan;
     lp->g = vp_graph_new();
     p->buffers = calloc(m->n_buffers + 1, sizeof *p->buffers);

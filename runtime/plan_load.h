@@ -9,6 +9,7 @@ typedef struct vp_loaded_plan {
     vp_graph *g;         /* owned */
     vp_plan plan;        /* over g */
     char *model;         /* the model the plan was made from */
+    uint64_t checksum;   /* the payload's FNV-1a 64 from the file's frame: names this plan */
     int n_knobs;
     char **knob_names, **knob_values;
     char device_name[32];

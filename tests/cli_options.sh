@@ -20,16 +20,18 @@ declare -A options=(
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
-    [run]="--backend --tf32 --cuda-device --steps --data --seed --json"
+    [run]="--backend --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
+    [codegen]="-o --output --target --prefix --embed-weights"
+    [export]="--weights -o --output --model"
     [arena]="-o --all --search-seconds"
 )
 declare -A operand=([inspect]=MODEL [eval]=MODEL [train]=MODEL [train-graph]=MODEL [plan]=MODEL [show]=PLAN
-    [verify]=PLAN [run]=PLAN [arena]=FILE.csv)
+    [verify]=PLAN [run]=PLAN [codegen]=PLAN [export]=PLAN [arena]=FILE.csv)
 
 # the options a help text lists: the first words of its option lines
 listed() { sed -nE 's/^  (-[-a-z0-9]+)(, (-[-a-z0-9]+))?.*/\1 \3/p' | tr ' ' '\n' | grep . | sort; }
 
-for cmd in inspect eval train train-graph plan show verify run arena; do
+for cmd in inspect eval train train-graph plan show verify run codegen export arena; do
     expect 0 "^  $cmd ${operand[$cmd]}" -- "$tool" --help
     expect 0 "^usage: onnx-vplan $cmd ${operand[$cmd]}" -- "$tool" "$cmd" --help
     expect 0 "^usage: onnx-vplan $cmd" -- "$tool" "$cmd" -h

@@ -62,7 +62,7 @@ vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n,
 
 /* Bytes one rank sends in a ring all-reduce of `bytes` among n ranks: 2 (n - 1) / n of
  * them (reduce-scatter then all-gather).  The planner's figure and the runtime's count. */
-int64_t vp_tp_ring_bytes(int64_t bytes, int n);
+static inline int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
 /* The bytes one rank sends running these nodes once (the collectives among them). */
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n);
 

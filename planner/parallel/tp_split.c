@@ -16,7 +16,6 @@
 #include "ir/op_registry.h"
 #include "parallel/tp_internal.h"
 
-int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
 
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n) {
     int64_t total = 0;

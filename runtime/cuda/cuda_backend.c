@@ -77,10 +77,13 @@ static vp_status cuda_to_host(vp_backend *b, void *dst, const void *src, size_t 
     return s;
 }
 
-static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
-                               vp_error *err) {
+const vp_cuda_kernel *vp_backend_cuda_kernel(const char *domain, const char *op_type) {
+    return (const vp_cuda_kernel *)find_op(domain, op_type);
+}
+
+static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const vp_tensor *const *in,
+                        vp_tensor *const *out, vp_error *err) {
     cuda_ctx *c = ctx_of(b);
-    const cuda_op *e = find_op(n->domain, n->op_type);
     if (!e) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel for this op");
     for (int k = 0; k < n->n_outputs; k++)
         if (out[k] && !out[k]->data && vp_tensor_nbytes(out[k]))
@@ -93,6 +96,16 @@ static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor 
     if (!s) s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);
     return s;
+}
+
+vp_status vp_backend_cuda_run(vp_backend *b, const vp_cuda_kernel *k, const vp_node *n, const vp_tensor *const *in,
+                              vp_tensor *const *out, vp_error *err) {
+    return run_op(b, (const cuda_op *)k, n, in, out, err);
+}
+
+static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                               vp_error *err) {
+    return run_op(b, find_op(n->domain, n->op_type), n, in, out, err);
 }
 
 static vp_status cuda_sync(vp_backend *b, vp_error *err) {

@@ -47,6 +47,14 @@ int vp_backend_cuda_supports(const char *domain, const char *op_type);
  * graph's host copy instead of the device; g must be the graph the nodes belong to. */
 void vp_backend_cuda_set_graph(vp_backend *b, const vp_graph *g);
 
+/* An op's CUDA entry, resolved once instead of at every node (code from `onnx-vplan
+ * codegen --target cuda` resolves its ops at start); NULL when there is no kernel. */
+typedef struct vp_cuda_kernel vp_cuda_kernel;
+const vp_cuda_kernel *vp_backend_cuda_kernel(const char *domain, const char *op_type);
+/* Runs node n through k, as the vtable's run_node does after its lookup. */
+vp_status vp_backend_cuda_run(vp_backend *b, const vp_cuda_kernel *k, const vp_node *n, const vp_tensor *const *in,
+                              vp_tensor *const *out, vp_error *err);
+
 /* cudaMemGetInfo on the backend's device. */
 vp_status vp_backend_cuda_mem_info(vp_backend *b, size_t *free_bytes, size_t *total_bytes, vp_error *err);
 

@@ -22,11 +22,12 @@ tmp=$(mktemp)
         echo
         "$b"
     done
-    for s in torch_peak.py torch_export_matrix.py; do
+    for s in torch_peak.py torch_export_matrix.py bench_codegen.py; do
         echo
         if [[ ! -x $py ]]; then
             case $s in
                 torch_peak.py) echo "## Arena against PyTorch eager's peak" ;;
+                bench_codegen.py) echo "## Generated C step against \`run\` and PyTorch eager (CPU)" ;;
                 *) echo "## torch.onnx exports: load and plan by opset" ;;
             esac
             echo

@@ -8,7 +8,7 @@ the ones models/make_models.py exports (imported from there), in train() mode, w
 random weights and a random batch (timing and memory do not depend on the values).
 
 usage: torch_step.py --model gpt|cnn|mlp|gpt_ln_decomposed --batch B [--steps N]
-                     [--warmup W] [--json FILE]
+                     [--warmup W] [--json FILE] [--device cuda|cpu] [--threads N]
 Prints one line and, with --json, writes {"model", "batch", "step_ms_median",
 "step_ms": [...], "max_memory_reserved", "max_memory_allocated", "device", "torch"}.
 Memory is torch.cuda.max_memory_reserved / max_memory_allocated over the timed steps,
@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--json")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script (no memory figures)")
+    ap.add_argument("--threads", type=int, default=0, help="torch's CPU threads (default: every core)")
     a = ap.parse_args()
 
     import torch
@@ -86,6 +87,8 @@ def main():
         print("torch_step: torch has no CUDA device", file=sys.stderr)
         return 3
     mm = import_models()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(0)

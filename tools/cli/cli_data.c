@@ -1,6 +1,7 @@
 #include "cli_data.h"
 
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,25 @@ static int64_t index_bound(const vp_graph *g, int id, int64_t label_classes) {
     return 10;
 }
 
+/* DIR/<name>.bin: the input's bytes exactly, its shape the graph's. */
+static vp_status read_raw(const char *dir, const vp_value *v, vp_tensor *t, vp_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, v->name);
+    uint8_t *buf;
+    size_t len;
+    vp_status s = vp_read_file(path, &buf, &len, err);
+    if (s) return vp_fail(err, s, "neither %s/%s.pb nor %s can be read", dir, v->name, path);
+    *t = vp_value_tensor(v);
+    if (len != vp_tensor_nbytes(t)) {
+        free(buf);
+        char shape[256];
+        return vp_fail(err, VP_ERR_INVALID, "%s has %zu bytes; %s %s needs %zu", path, len, vp_dtype_name(v->dtype),
+                       vp_shape_str(v->rank, v->dims, shape, sizeof shape), vp_tensor_nbytes(t));
+    }
+    t->data = buf;
+    return VP_OK;
+}
+
 vp_status cli_batch_load(const vp_graph *g, const char *source, uint64_t seed, int64_t label_classes,
                          cli_batch *out, vp_error *err) {
     memset(out, 0, sizeof *out);
@@ -40,7 +60,7 @@ vp_status cli_batch_load(const vp_graph *g, const char *source, uint64_t seed, i
         if (!synthetic) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s.pb", source, v->name);
-            vp_status s = vp_tensor_read_pb(path, t, NULL, err);
+            vp_status s = access(path, F_OK) ? read_raw(source, v, t, err) : vp_tensor_read_pb(path, t, NULL, err);
             if (s) {
                 vp_error_prefix(err, "--data %s: input '%s': ", source, v->name);
                 return s;

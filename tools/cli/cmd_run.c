@@ -13,6 +13,7 @@
 #include "plan_exec.h"
 #include "plan_load.h"
 #include "report.h"
+#include "weights_file.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
 #endif
@@ -134,8 +135,41 @@ static vp_status open_rank_plan(const char *path, vp_comm *comm, vp_loaded_plan 
     return VP_OK;
 }
 
+/* The persistent buffers after the steps, as a weights file (codegen/weights_file.h). */
+static vp_status save_weights(const vp_loaded_plan *lp, vp_plan_exec *x, const char *path, vp_error *err) {
+    const vp_plan *p = &lp->plan;
+    vp_tensor *t = calloc((size_t)p->n_buffers + 1, sizeof *t);
+    const void **data = calloc((size_t)p->n_buffers + 1, sizeof *data);
+    vp_status s = t && data ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < p->n_buffers && !s; b++)
+        if (vp_weights_persistent(p, b)) {
+            s = vp_plan_exec_get(x, p->buffers[b].value, &t[b], err);
+            data[b] = t[b].data;
+        }
+    if (!s) s = vp_weights_write(p, lp->checksum, data, path, err);
+    for (int b = 0; t && b < p->n_buffers; b++) free(t[b].data);
+    free(t);
+    free(data);
+    return s;
+}
+
+/* The batch as raw files, DIR/<input>.bin, which --data DIR reads back (and a
+ * generated step's caller can read as they are). */
+static vp_status save_inputs(const vp_graph *g, const cli_batch *batch, const char *dir, vp_error *err) {
+    for (int k = 0; k < batch->n; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, g->values[batch->ids[k]].name);
+        FILE *f = fopen(path, "wb");
+        if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        size_t n = vp_tensor_nbytes(&batch->data[k]);
+        int ok = fwrite(batch->data[k].data, 1, n, f) == n;
+        if (fclose(f) || !ok) return vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+    }
+    return VP_OK;
+}
+
 static int run_run(int argc, char **argv) {
-    const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu";
+    const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu", *save_w = NULL, *save_in = NULL;
     int64_t steps = 1, seed = 0, cuda_device = 0;
     int tf32 = 0;
     const cli_opt table[] = {
@@ -151,6 +185,10 @@ static int run_run(int argc, char **argv) {
         {"--data", CLI_STR, &data, "synthetic|DIR", "as for train: DIR/<input>.pb, or seeded random data (default)"},
         {"--seed", CLI_INT, &seed, "N", "seed for synthetic data (default 0)"},
         {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], \"arena_bytes\": ..., ...}"},
+        {"--save-weights", CLI_STR, &save_w, "FILE",
+         "write the parameters and optimizer state after the last step\n"
+         "as a weights file (the format codegen's NAME_init reads)"},
+        {"--save-inputs", CLI_STR, &save_in, "DIR", "write the batch as raw DIR/<input>.bin files (--data reads them)"},
         {0}};
     int rc = cli_parse(&cli_cmd_run, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -199,6 +237,7 @@ static int run_run(int argc, char **argv) {
     if (!s) s = vp_plan_exec_new(&lp.plan, b, &x, &err);
     if (!s && use_cuda) s = cuda_sample(b, &mem, &mem.free_after_arena, &err);
     if (!s) s = cli_batch_load(lp.g, data, (uint64_t)seed, label_classes(lp.g), &batch, &err);
+    if (!s && save_in) s = save_inputs(lp.g, &batch, save_in, &err);
     char b1[32];
     if (!s && !quiet) printf("running %s: %d steps per iteration in one %s arena on %s\n", path, lp.plan.n_steps,
                    vp_human_bytes(lp.plan.arena_bytes, b1, sizeof b1), backend);
@@ -223,6 +262,7 @@ static int run_run(int argc, char **argv) {
     if (!s && !quiet) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
                    (long long)lp.plan.arena_bytes);
     if (!s && use_cuda) cuda_report(&mem, lp.plan.arena_bytes);
+    if (!s && save_w) s = save_weights(&lp, x, save_w, &err);
     if (!s && json) {
         FILE *f = fopen(json, "w");
         if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));

@@ -1,0 +1,95 @@
+/* onnx-vplan codegen: a plan becomes C source that trains (codegen/c_source.c). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "c_source.h"
+#include "cli.h"
+#include "plan_load.h"
+
+static int is_ident(const char *s) {
+    if (!s[0] || isdigit((unsigned char)s[0]) || strlen(s) > 48) return 0;
+    for (const char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_') return 0;
+    return 1;
+}
+
+/* The plan file's name without its folder and extension, as an identifier. */
+static void default_prefix(const char *path, char *dst, size_t size) { /* size >= 48 */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char stem[128];
+    snprintf(stem, sizeof stem, "%s", base);
+    char *dot = strrchr(stem, '.');
+    if (dot && dot != stem) *dot = 0;
+    char id[44];
+    vp_c_ident(id, sizeof id, stem, 40);
+    dst[0] = 'm';
+    vp_c_ident(dst + isdigit((unsigned char)id[0]), size - 1, id, 40);
+}
+
+static int run_codegen(int argc, char **argv) {
+    const char *path = NULL, *out = NULL, *prefix = NULL, *target = "c";
+    int embed = 0;
+    const cli_opt table[] = {
+        {"PLAN", CLI_POS, &path, NULL, NULL},
+        {"-o|--output", CLI_STR, &out, "DIR", "where NAME_step.c, NAME_step.h and NAME.weights go (created)"},
+        {"--prefix", CLI_STR, &prefix, "NAME",
+         "the C name of the step: NAME_step(), NAME_io, NAME_step.c\n(default: the plan file's name)"},
+        {"--target", CLI_ENUM, &target, "c|cuda",
+         "c: the CPU kernels on a host arena (default); cuda: the CUDA\n"
+         "backend's kernels, resolved once, on an arena in device memory"},
+        {"--embed-weights", CLI_SET, &embed, NULL, "compile the initial weights into NAME_step.c (no .weights file)"},
+        {0}};
+    int rc = cli_parse(&cli_cmd_codegen, table, argc, argv);
+    if (rc != CLI_CONTINUE) return rc;
+    vp_error err;
+    char pfx[64];
+    if (!out) return cli_report(vp_fail(&err, VP_ERR_USAGE, "codegen: -o DIR is required"), &err);
+    if (prefix && !is_ident(prefix))
+        return cli_report(vp_fail(&err, VP_ERR_USAGE, "codegen: --prefix '%s' is not a C identifier of at most 48 characters", prefix),
+                          &err);
+    if (prefix) snprintf(pfx, sizeof pfx, "%s", prefix);
+    else default_prefix(path, pfx, sizeof pfx);
+    /* the command line as typed, for the provenance header */
+    size_t len = strlen("onnx-vplan") + 1;
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *cmd = malloc(len);
+    if (!cmd) return cli_report(vp_fail(&err, VP_ERR_NOMEM, "out of memory"), &err);
+    strcpy(cmd, "onnx-vplan");
+    for (int i = 0; i < argc; i++) strcat(strcat(cmd, " "), argv[i]);
+
+    vp_loaded_plan lp;
+    vp_status s = vp_plan_read(path, &lp, &err);
+    if (s) {
+        free(cmd);
+        return cli_report(s, &err);
+    }
+    if (mkdir(out, 0777) && errno != EEXIST) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", out, strerror(errno));
+    vp_codegen_opts o = {.plan_path = path, .out_dir = out, .prefix = pfx, .embed_weights = embed, .command_line = cmd,
+                         .cuda = !strcmp(target, "cuda")};
+    if (!s) s = vp_codegen_c(&lp, &o, &err);
+    char weights[80] = "";
+    if (!embed) snprintf(weights, sizeof weights, " and %s.weights", pfx);
+    if (!s)
+        printf("wrote %s/%s_step.c and %s_step.h%s: %d steps, arena %lld bytes\n", out, pfx, pfx, weights, lp.plan.n_steps,
+               (long long)lp.plan.arena_bytes);
+    vp_loaded_plan_free(&lp);
+    free(cmd);
+    return cli_report(s, &err);
+}
+
+const cli_cmd cli_cmd_codegen = {
+    "codegen", run_codegen, "PLAN -o DIR [--target c|cuda] [--prefix NAME] [--embed-weights]", "write a plan's training step as C source",
+    "Writes the plan's training step as C: NAME_step.h (the io struct, arena size and\n"
+    "alignment, NAME_init, NAME_step, NAME_save) and NAME_step.c, one function per plan\n"
+    "step calling libvplanrt's CPU kernel with the plan's constant offsets and shapes,\n"
+    "in plan order: no interpreter, no allocation during a step, and losses and weights\n"
+    "bit-identical to `onnx-vplan run` of the same plan.  The initial weights go to\n"
+    "NAME.weights beside them, or into the source with --embed-weights.  Build with\n"
+    "  cc -std=c17 -c NAME_step.c $(pkg-config --cflags vplanrt)\n"
+    "and link with $(pkg-config --libs vplanrt).\n",
+    NULL};
