@@ -15,12 +15,12 @@ train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --fr
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
-    [train]="$train_opts --steps --data --dim --seed --json --save"
+    [train]="$train_opts --steps --data --dim --seed --json --save --reference"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
-    [run]="--backend --tf32 --cuda-device --steps --data --seed --json"
+    [run]="--backend --reference --tf32 --cuda-device --steps --data --seed --json"
     [arena]="-o --all --search-seconds"
 )
 declare -A operand=([inspect]=MODEL [eval]=MODEL [train]=MODEL [train-graph]=MODEL [plan]=MODEL [show]=PLAN

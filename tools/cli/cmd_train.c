@@ -72,6 +72,7 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
 static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
     int64_t steps = 1, seed = 0;
+    int reference = 0;
     cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
@@ -89,6 +90,9 @@ static int run_train(int argc, char **argv) {
         {"--save", CLI_STR, &save, "OUT.onnx",
          "write the model with the trained weights (and BatchNorm\n"
          "running statistics)"},
+        {"--reference", CLI_SET, &reference, NULL,
+         "run every step on the reference CPU kernels, not oneDNN\n"
+         "(as VP_CPU_REFERENCE=1 does)"},
         {0}};
     int rc = cli_parse(&cli_cmd_train, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -120,7 +124,7 @@ static int run_train(int argc, char **argv) {
         cli_precision_summary(&o.spec, &t, prec, sizeof prec);
         if (prec[0]) printf("%s\n", prec);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
-        b = vp_backend_cpu_new();
+        b = vp_backend_cpu_new_with(reference || vp_backend_cpu_reference_env());
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     }
     if (!s) s = cli_batch_load(g, data, (uint64_t)seed, t.label_classes, &batch, &err);
