@@ -39,6 +39,7 @@ static vp_status cpu_copy(vp_backend *b, void *dst, const void *src, size_t byte
 static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     cpu_ctx *c = b->ctx;
+    vp_dn_gemm_select(c && c->dn);
     if (c && c->dn) {
         int handled;
         vp_status s = vp_dn_run(c->dn, n, in, out, &handled, err);

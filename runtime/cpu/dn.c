@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "dn_impl.h"
 
 struct vp_dn {
@@ -12,11 +13,17 @@ struct vp_dn {
     size_t cap, used;
     void *buf;        /* reordered copies and scratchpads: one node at a time */
     size_t buf_bytes;
+    int threads;      /* the threads a large node gets (OpenMP's, when the backend started) */
 };
+
+/* Work (floating-point operations) below which a node runs on one thread: a parallel
+ * region and its barriers cost more than they save on a small convolution, and much
+ * more on a loaded machine, where a descheduled thread stalls the others. */
+#define DN_PAR_MIN_WORK ((int64_t)4 << 20)
 
 typedef struct dn_kind {
     const char *domain, *op_type;
-    int (*sig)(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig);
+    int (*sig)(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig, int64_t *work);
     int (*build)(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out);
 } dn_kind;
 
@@ -28,6 +35,7 @@ static const dn_kind kinds[] = {
 vp_dn *vp_dn_new(void) {
     vp_dn *d = calloc(1, sizeof *d);
     if (!d) return NULL;
+    d->threads = vp_par_threads();
     if (dnnl_engine_create(&d->engine, dnnl_cpu, 0) != dnnl_success) {
         free(d);
         return NULL;
@@ -73,6 +81,11 @@ void vp_dn_free(vp_dn *d) {
     dnnl_engine_destroy(d->engine);
     free(d);
 }
+
+static _Thread_local int gemm_on;
+
+void vp_dn_gemm_select(int on) { gemm_on = on; }
+int vp_dn_gemm_selected(void) { return gemm_on; }
 
 size_t vp_dn_scratch_bytes(const vp_dn *d) { return d->buf_bytes; }
 
@@ -190,7 +203,7 @@ static int grow_table(vp_dn *d) {
 /* The entry of node n with signature sig, built when new or when sig changed; NULL on
  * out of memory. */
 static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const vp_tensor *const *in,
-                           vp_tensor *const *out, const int64_t *sig, int n_sig) {
+                           vp_tensor *const *out, const int64_t *sig, int n_sig, int64_t work) {
     if ((d->used + 1) * 2 > d->cap && grow_table(d)) return NULL;
     dn_entry **slot = slot_of(d, n), *e = *slot;
     if (e && e->n_sig == n_sig && !memcmp(e->sig, sig, (size_t)n_sig * sizeof *sig)) return e;
@@ -203,7 +216,14 @@ static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const v
     entry_clear(e);
     e->n_sig = n_sig;
     memcpy(e->sig, sig, (size_t)n_sig * sizeof *sig);
-    if (k->build(d, e, n, in, out)) {
+    e->work = work;
+    /* some primitives size their scratchpad by the threads they are created for: run
+     * them with the same count */
+    e->threads = e->work < DN_PAR_MIN_WORK ? 1 : d->threads;
+    if (e->threads != d->threads) vp_par_set_threads(e->threads);
+    int bad = k->build(d, e, n, in, out);
+    if (e->threads != d->threads) vp_par_set_threads(d->threads);
+    if (bad) {
         entry_clear(e);
         e->uncovered = 1;
         return e;
@@ -233,15 +253,18 @@ vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_t
         if (!strcmp(n->op_type, kinds[i].op_type) && !strcmp(n->domain ? n->domain : "", kinds[i].domain))
             k = &kinds[i];
     if (!k) return VP_OK;
-    int64_t sig[DN_MAX_SIG];
-    int n_sig = k->sig(n, in, out, sig);
+    int64_t sig[DN_MAX_SIG], work = 0;
+    int n_sig = k->sig(n, in, out, sig, &work);
     if (!n_sig) return VP_OK;
-    dn_entry *e = entry_for(d, k, n, in, out, sig, n_sig);
+    dn_entry *e = entry_for(d, k, n, in, out, sig, n_sig, work);
     if (!e) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the oneDNN primitive cache");
     if (e->uncovered) return VP_OK;
-    for (int j = 0; j < e->n_ops; j++)
-        if (op_run(d, &e->ops[j], in, out))
-            return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN failed to execute primitive %d of this node", j);
+    if (e->threads != d->threads) vp_par_set_threads(e->threads);
+    int bad = -1;
+    for (int j = 0; j < e->n_ops && bad < 0; j++)
+        if (op_run(d, &e->ops[j], in, out)) bad = j;
+    if (e->threads != d->threads) vp_par_set_threads(d->threads);
+    if (bad >= 0) return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN failed to execute primitive %d of this node", bad);
     *handled = 1;
     return VP_OK;
 }

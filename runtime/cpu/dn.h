@@ -27,6 +27,13 @@ void vp_dn_free(vp_dn *d);
 vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
                     vp_error *err);
 
+/* Which float32 matrix product the kernels' vp_lin_gemm calls on this thread: oneDNN's
+ * sgemm (on) or OpenBLAS (off, the reference).  The backend selects it before each node:
+ * one OpenMP thread pool for the whole fast path, rather than OpenBLAS's threads
+ * spinning beside OpenMP's on the same cores. */
+void vp_dn_gemm_select(int on);
+int vp_dn_gemm_selected(void);
+
 /* Bytes of the shared reorder/scratchpad buffer (for reports). */
 size_t vp_dn_scratch_bytes(const vp_dn *d);
 

@@ -38,12 +38,21 @@ static int put_window(int64_t *sig, int at, const vp_window *w, int64_t group) {
     return at;
 }
 
-int vp_dn_conv_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig) {
+/* Multiply-adds of a Conv producing y from w, times two. */
+static int64_t conv_work(const vp_tensor *y, const vp_tensor *w) {
+    int64_t per = 2;
+    for (int d = 1; d < w->rank; d++) per *= w->dims[d];
+    return vp_tensor_numel(y) * per;
+}
+
+int vp_dn_conv_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig,
+                   int64_t *work) {
     vp_window w;
     int64_t group;
     const vp_tensor *bias = n->n_inputs > 2 ? in[2] : NULL;
     if (!conv_window(n, in[0], in[1], &w, &group) || !out[0] || out[0]->dtype != VP_F32) return 0;
     if (bias && bias->dtype != VP_F32) return 0;
+    *work = conv_work(out[0], in[1]);
     int at = 0;
     sig[at++] = 1;
     at = put_dims(sig, at, in[0]);
@@ -53,13 +62,15 @@ int vp_dn_conv_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *cons
     return put_window(sig, at, &w, group);
 }
 
-int vp_dn_conv_grad_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig) {
+int vp_dn_conv_grad_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig,
+                        int64_t *work) {
     vp_window w;
     int64_t group;
     vp_tensor *dx = out[0], *dw = n->n_outputs > 1 ? out[1] : NULL, *db = n->n_outputs > 2 ? out[2] : NULL;
     if (!conv_window(n, in[1], in[2], &w, &group) || !in[0] || in[0]->dtype != VP_F32) return 0;
     if (db && !dw) return 0; /* oneDNN computes dB only beside dW */
     if (!dx && !dw) return 0;
+    *work = conv_work(in[0], in[2]) * ((dx != NULL) + (dw != NULL));
     int at = 0;
     sig[at++] = 2;
     at = put_dims(sig, at, in[0]);

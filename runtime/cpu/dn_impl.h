@@ -35,6 +35,8 @@ typedef struct dn_entry {
     int n_sig;
     int64_t sig[DN_MAX_SIG];
     int uncovered;            /* oneDNN refused it: the reference runs */
+    int64_t work;             /* floating-point operations, roughly: sets the threads */
+    int threads;              /* OpenMP threads its primitives are created and run with */
     int n_ops;
     dn_op ops[DN_MAX_OPS];
 } dn_entry;
@@ -58,11 +60,13 @@ int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, co
 /* A plain (row-major) float32 memory descriptor; 0 on success. */
 int vp_dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
 
-/* The families: signature (0 when uncovered; else the number of sig values) and build
- * (0 on success). */
-int vp_dn_conv_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig);
+/* The families: signature (0 when uncovered; else the number of sig values, and *work
+ * the node's floating-point operations, roughly) and build (0 on success). */
+int vp_dn_conv_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig,
+                   int64_t *work);
 int vp_dn_conv_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out);
-int vp_dn_conv_grad_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig);
+int vp_dn_conv_grad_sig(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int64_t *sig,
+                        int64_t *work);
 int vp_dn_conv_grad_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tensor *const *in,
                           vp_tensor *const *out);
 
