@@ -37,27 +37,45 @@ static void store_doubles(vp_tensor *t, const double *v) {
 typedef struct ln_job {
     int64_t rows, len;
     const double *mean, *inv_std;
-    double *dscale, *dbias; /* [len] accumulators */
+    double *dscale, *dbias; /* [len] */
+    const void *dy, *x, *scale;
+    void *dx;
 } ln_job;
 
+/* dx of rows [r0, r1): each row's sums on one thread. */
 #define DEFINE_LN_GRAD(T)                                                                          \
-    static void ln_grad_##T(const ln_job *j, const T *dy, const T *x, const T *scale, T *dx) {     \
-        for (int64_t r = 0; r < j->rows; r++) {                                                    \
+    static void ln_dx_##T(int64_t r0, int64_t r1, void *ctx) {                                     \
+        const ln_job *j = ctx;                                                                     \
+        const T *dy = j->dy, *x = j->x, *scale = j->scale;                                         \
+        T *dx = j->dx;                                                                             \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
             double m = j->mean[r], s = j->inv_std[r], sum_g = 0, sum_gx = 0;                       \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];                       \
                 sum_g += gk;                                                                       \
                 sum_gx += gk * xh;                                                                 \
-                j->dscale[k] += dyr[k] * xh;                                                       \
-                j->dbias[k] += dyr[k];                                                             \
             }                                                                                      \
-            if (!dx) continue;                                                                     \
             sum_g /= (double)j->len;                                                               \
             sum_gx /= (double)j->len;                                                              \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s;                                                       \
                 dx[r * j->len + k] = (T)(s * ((double)dyr[k] * scale[k] - sum_g - xh * sum_gx));   \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* scale and bias gradients of columns [k0, k1): each a sum over rows, in row order */       \
+    static void ln_dparams_##T(int64_t k0, int64_t k1, void *ctx) {                                \
+        const ln_job *j = ctx;                                                                     \
+        const T *dy = j->dy, *x = j->x;                                                            \
+        for (int64_t k = k0; k < k1; k++) j->dscale[k] = j->dbias[k] = 0;                          \
+        for (int64_t r = 0; r < j->rows; r++) {                                                    \
+            const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
+            double m = j->mean[r], s = j->inv_std[r];                                              \
+            for (int64_t k = k0; k < k1; k++) {                                                    \
+                double xh = (xr[k] - m) * s;                                                       \
+                j->dscale[k] += dyr[k] * xh;                                                       \
+                j->dbias[k] += dyr[k];                                                             \
             }                                                                                      \
         }                                                                                          \
     }
@@ -67,7 +85,7 @@ DEFINE_LN_GRAD(double)
 VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
     const vp_tensor *dy = in[0], *x = in[1], *scale = in[2];
     if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_layernorm_grad, n, in, out, err);
-    ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL};
+    ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     j.rows = j.len ? vp_tensor_numel(x) / j.len : 0;
     double *mean = load_doubles(in[3]), *inv = load_doubles(in[4]);
     double *acc = vp_lin_alloc(2 * j.len, sizeof *acc);
@@ -76,14 +94,17 @@ VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
         s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
         goto done;
     }
-    memset(acc, 0, (size_t)(2 * j.len) * sizeof *acc);
     j.mean = mean;
     j.inv_std = inv;
     j.dscale = acc;
     j.dbias = acc + j.len;
-    vp_tensor *dx = out[0];
-    if (x->dtype == VP_F32) ln_grad_float(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
-    else ln_grad_double(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
+    j.dy = dy->data;
+    j.x = x->data;
+    j.scale = scale->data;
+    j.dx = out[0] ? out[0]->data : NULL;
+    int f32 = x->dtype == VP_F32;
+    if (j.dx) vp_par_for(j.rows, 6 * j.len, f32 ? ln_dx_float : ln_dx_double, &j);
+    if (n->n_outputs > 1) vp_par_for(j.len, 4 * j.rows, f32 ? ln_dparams_float : ln_dparams_double, &j);
     if (n->n_outputs > 1) store_doubles(out[1], j.dscale);
     if (n->n_outputs > 2) store_doubles(out[2], j.dbias);
 done:
