@@ -8,6 +8,10 @@
 /* Below this much work (element-operations) one thread does it all. */
 #define VP_PAR_MIN_WORK ((int64_t)1 << 15)
 
+static int64_t min_work = VP_PAR_MIN_WORK;
+
+void vp_par_set_min_work(int64_t work) { min_work = work > 0 ? work : VP_PAR_MIN_WORK; }
+
 int vp_par_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads();
@@ -28,8 +32,7 @@ void vp_par_for(int64_t n, int64_t cost, vp_par_body body, void *ctx) {
     if (n <= 0) return;
     int threads = vp_par_threads();
     if (cost < 1) cost = 1;
-    int64_t blocks = n * cost / VP_PAR_MIN_WORK;
-    if (n > INT64_MAX / cost) blocks = threads;
+    int64_t blocks = n > INT64_MAX / cost ? threads : n * cost / min_work;
     if (blocks > threads) blocks = threads;
     if (blocks > n) blocks = n;
     if (blocks <= 1) {

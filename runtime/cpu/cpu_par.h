@@ -23,4 +23,8 @@ int vp_par_threads(void);
 /* Sets the threads for the kernels and oneDNN (0: leave as is); for tests. */
 void vp_par_set_threads(int threads);
 
+/* Sets the work below which a range runs on one thread (0: the default); tests set 1,
+ * so that every kernel splits even on their small tensors. */
+void vp_par_set_min_work(int64_t work);
+
 #endif
