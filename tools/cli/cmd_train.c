@@ -1,4 +1,4 @@
-/* onnx-vplan train: build the training step and run it on the CPU reference backend. */
+/* onnx-vplan train: build the training step and run it on the CPU backend (oneDNN, or --reference). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,7 +161,7 @@ const cli_cmd cli_cmd_train = {
     "train", run_train, "MODEL --loss SPEC [--optimizer NAME] [options]",
     "build the training step (loss, backward, optimizer) and run it on the CPU",
     "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
-    "runs it on the CPU reference backend, printing the loss at every step.\n",
+    "runs it on the CPU backend (--reference: the reference kernels only),\nprinting the loss at every step.\n",
     "example:\n"
     "  onnx-vplan train models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
     "      --optimizer momentum --lr 0.1 --steps 5 --data models/mlp/fixtures\n"};
