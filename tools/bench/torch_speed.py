@@ -12,7 +12,9 @@ Keeps: both sides run one step: forward, softmax cross-entropy (mean over every
      the eval-mode exports.  Step time is the median over --steps steps after one
      warm-up step (ours: the first step creates the oneDNN primitives).  Each repeat
      measures every side back to back, so the machine's load is shared; the ratio is
-     taken within a repeat.  Never fails the bench: a side that cannot run says so.
+     taken within a repeat.  Both sides wait for work the same way: OMP_WAIT_POLICY
+     (passive unless set, as `onnx-vplan run` chooses) is set before torch loads libgomp.
+     Never fails the bench: a side that cannot run says so.
 """
 import argparse
 import json
@@ -134,7 +136,9 @@ def section(a):
     print("`plan --optimizer adam` (oneDNN convolutions, OpenMP threads), at OpenMP's default threads")
     print(f"({cores}) and at 1; *PyTorch*: torch {torch.__version__} eager, "
           + " and ".join(map(str, tthreads)) + " threads, its best taken.")
-    print("*ratio*: ours (default threads) / PyTorch's best, per repeat; goal (issue #21): at most 1.0.")
+    print("OMP_WAIT_POLICY=%s on both sides. *ratio*: ours (default threads) / PyTorch's best, per repeat;"
+          % os.environ.get("OMP_WAIT_POLICY"))
+    print("goal (issue #21): at most 1.0.")
     print()
     print("| model | ours ms | ours 1 thread ms | PyTorch ms (" + " / ".join(f"{t}t" for t in tthreads)
           + ") | **ours / PyTorch** (median) | per repeat |")
@@ -164,6 +168,8 @@ def section(a):
 
 
 def main():
+    # before torch loads libgomp, which reads it once: the policy `onnx-vplan run` picks
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the folder holding onnx-vplan")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per measurement (median)")
