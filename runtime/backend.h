@@ -36,7 +36,13 @@ struct vp_backend {
     struct vp_comm *comm; /* NULL, or the ranks' collectives (runtime/comm.h): not owned */
 };
 
+/* The CPU backend: oneDNN for what it covers, the reference kernels for the rest;
+ * only the reference when VP_CPU_REFERENCE is set (not "0") in the environment. */
 vp_backend *vp_backend_cpu_new(void);
+/* reference: nonzero runs every node on the reference kernels, whatever the environment. */
+vp_backend *vp_backend_cpu_new_with(int reference);
+/* Whether VP_CPU_REFERENCE asks for the reference kernels. */
+int vp_backend_cpu_reference_env(void);
 void vp_backend_free(vp_backend *b);
 
 /* Zeroes device memory (state that starts at zero): in place on host memory, else a

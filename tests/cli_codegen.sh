@@ -2,20 +2,21 @@
 # `codegen`: for every bundled model (a checkpointed and a bf16 plan too, and the LSTM,
 # GRU, Resize, ScatterND and attention models of tests/data), the generated
 # step compiles with the system cc at -Wall -Wextra -Werror -std=c17 against the built
-# libvplanrt, and trains bit-identically to `run` on the same plan and the same batch:
+# libvplanrt, and trains bit-identically to `run --reference` on the same plan and the
+# same batch (the generated step calls the reference CPU kernels, not oneDNN's):
 # the same losses (%.17g) and the same weights file after the steps (cmp).  The weights
 # compiled in (--embed-weights) give the same.  The step and init refuse an arena one
 # byte short without writing to it (tests/codegen_harness.c); a corrupt or truncated
 # plan exits 2 naming it.  Given the CUDA backend's host emulation (runtime/cuda/emu),
 # --target cuda too: the step (compiled by cc, and by nvcc where it is) on the emulated
 # device gives the losses and weights of `run --backend cuda` on the same plan, bit for bit.
-# usage: cli_codegen.sh ONNX-VPLAN SOURCE_DIR LIBVPLANRT.a OPENBLAS_LIB [EXTRA_CFLAGS
+# usage: cli_codegen.sh ONNX-VPLAN SOURCE_DIR LIBVPLANRT.a 'LIBS libvplanrt needs' [EXTRA_CFLAGS
 #                       [ONNX-VPLAN-CUDA-EMU LIBVPLAN_CUDA_EMU.a]]
 set -u
 tool=$1
 src=$2
 lib=$3
-blas=$4
+blas=$4 # the libraries libvplanrt needs, words: OpenBLAS, oneDNN, -fopenmp
 extra=${5:-}
 emu_tool=${6:-}
 emu_lib=${7:-}
@@ -36,7 +37,7 @@ build() { # dir prefix -> dir/harness
     # shellcheck disable=SC2086
     $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
         -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_harness.c" "$d/${p}_step.c" \
-        "$lib" "$blas" -lm -o "$d/harness" 2> "$d/cc.log"
+        "$lib" $blas -lm -o "$d/harness" 2> "$d/cc.log"
 }
 
 check() { # name model-dir (under the source tree) plan-options...
@@ -45,7 +46,7 @@ check() { # name model-dir (under the source tree) plan-options...
     local d=$tmp/$name
     mkdir -p "$d/data"
     if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
-        ! "$tool" run "$d/$name.vplan" --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
+        ! "$tool" run "$d/$name.vplan" --reference --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
             --json "$d/run.json" > "$d/run.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL $name: plan or run"; cat "$d/plan.log" "$d/run.log"; return
     fi
@@ -108,7 +109,7 @@ check_cuda() { # name model-dir plan-options...
     # shellcheck disable=SC2086
     if ! $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -I"$src/runtime/cuda" \
         -DPREFIX="$p" -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_cuda_harness.c" \
-        "$d/${p}_step.c" "$emu_lib" "$lib" "$blas" -lstdc++ -lm -o "$d/harness" 2> "$d/cc.log"; then
+        "$d/${p}_step.c" "$emu_lib" "$lib" $blas -lstdc++ -lm -o "$d/harness" 2> "$d/cc.log"; then
         fail=$((fail + 1)); echo "FAIL $name: the generated step does not compile"; head -30 "$d/cc.log"; return
     fi
     if command -v nvcc > /dev/null &&

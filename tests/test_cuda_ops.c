@@ -619,6 +619,9 @@ static void check_model_curve(const char *name, const char *fixture, vp_backend 
 
 int main(int argc, char **argv) {
     filter = argc > 1 ? argv[1] : NULL;
+    /* the CUDA kernels follow the CPU reference kernels (their order of sums and
+     * roundings), not oneDNN's: every CPU backend here compares against those */
+    setenv("VP_CPU_REFERENCE", "1", 1);
     const char *q = getenv("VP_CUDA_QUICK");
     int quick = q && *q && strcmp(q, "0");
     char names[32][64];

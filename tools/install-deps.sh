@@ -2,7 +2,7 @@
 # Installs what onnx-vplan builds and tests with, from Debian's packages.
 # Runs as root (CI, a fresh machine) or through sudo; skips apt when all is present.
 set -euo pipefail
-pkgs=(cmake make gcc clang protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-dev libglpk-dev graphviz valgrind libopenmpi-dev openmpi-bin)
+pkgs=(cmake make gcc clang protobuf-c-compiler libprotobuf-c-dev libonnx-dev libopenblas-dev libdnnl-dev libglpk-dev graphviz valgrind libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,7 +28,7 @@ VPLAN_HOME := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
 VPLAN_LIBDIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(VPLAN_HOME)/lib/libvplanrt.* $(VPLAN_HOME)/lib*/*/libvplanrt.*))))
 VPLAN ?= $(firstword $(wildcard $(VPLAN_HOME)/bin/onnx-vplan) onnx-vplan)
 VPLAN_CFLAGS ?= -std=c17 -I$(VPLAN_HOME)/include/vplan
-VPLAN_LIBS ?= -L$(VPLAN_LIBDIR) -Wl,-rpath,$(VPLAN_LIBDIR) -lvplanrt -lopenblas -lm
+VPLAN_LIBS ?= -L$(VPLAN_LIBDIR) -Wl,-rpath,$(VPLAN_LIBDIR) -lvplanrt -lopenblas -ldnnl -fopenmp -lm
 
 VPLAN_DIMS ?=
 VPLAN_LOSS ?=

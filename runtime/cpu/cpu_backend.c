@@ -1,10 +1,18 @@
-/* The CPU reference backend: host memory, and each node run by its registry kernel. */
+/* The CPU backend: host memory; each node runs on oneDNN where the fast path covers
+ * it (float32 convolutions, dn.h), else on its registry kernel, the reference.  The
+ * reference alone runs when asked (vp_backend_cpu_new_reference, the CLI's
+ * --reference, VP_CPU_REFERENCE=1 in the environment) or when oneDNN cannot start. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "comm.h"
+#include "dn.h"
 #include "ir/op_registry.h"
+
+typedef struct cpu_ctx {
+    vp_dn *dn; /* NULL: the reference kernels only */
+} cpu_ctx;
 
 static vp_status cpu_alloc(vp_backend *b, size_t bytes, void **ptr, vp_error *err) {
     (void)b;
@@ -31,6 +39,13 @@ static vp_status cpu_copy(vp_backend *b, void *dst, const void *src, size_t byte
 
 static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
+    cpu_ctx *c = b->ctx;
+    vp_dn_gemm_select(c && c->dn);
+    if (c && c->dn) {
+        int handled;
+        vp_status s = vp_dn_run(c->dn, n, in, out, &handled, err);
+        if (s || handled) return s;
+    }
     if (!n->op || !n->op->cpu)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
     if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) return n->op->cpu(n, in, out, err);
@@ -46,7 +61,12 @@ static vp_status cpu_sync(vp_backend *b, vp_error *err) {
     return VP_OK;
 }
 
-static void cpu_destroy(vp_backend *b) { free(b); }
+static void cpu_destroy(vp_backend *b) {
+    cpu_ctx *c = b->ctx;
+    if (c) vp_dn_free(c->dn);
+    free(c);
+    free(b);
+}
 
 static const vp_backend_iface cpu_iface = {
     .name = "cpu",
@@ -61,11 +81,26 @@ static const vp_backend_iface cpu_iface = {
     .destroy = cpu_destroy,
 };
 
-vp_backend *vp_backend_cpu_new(void) {
+vp_backend *vp_backend_cpu_new_with(int reference) {
     vp_backend *b = calloc(1, sizeof *b);
-    if (b) b->iface = &cpu_iface;
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
+        return NULL;
+    }
+    b->iface = &cpu_iface;
+    b->ctx = c;
+    if (!reference) c->dn = vp_dn_new();
     return b;
 }
+
+int vp_backend_cpu_reference_env(void) {
+    const char *e = getenv("VP_CPU_REFERENCE");
+    return e && e[0] && strcmp(e, "0");
+}
+
+vp_backend *vp_backend_cpu_new(void) { return vp_backend_cpu_new_with(vp_backend_cpu_reference_env()); }
 
 void vp_backend_free(vp_backend *b) {
     if (b) b->iface->destroy(b);

@@ -5,12 +5,14 @@
  * axis) at a time.  Along a row each input's stride is 1 or 0, so same-shape operands
  * become a single row of numel elements, a scalar operand a row against a constant, and
  * a per-channel bias rows of H*W against a constant: the cases the row loops in
- * k_elementwise_rows.h vectorise. */
+ * k_elementwise_rows.h vectorise.  Rows, cut into segments of at most EW_SEGMENT
+ * elements, are the work items the threads share (cpu_par.h). */
 #include "k_elementwise.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "k_elementwise_rows.h"
 
 enum { EW_MAX_OPS = 4 }; /* the output and up to three inputs (Where) */
@@ -75,20 +77,57 @@ static int ew_walk_init(ew_walk *w, int n_ops, const vp_tensor *const *t) {
     return 1;
 }
 
-/* Points ptr[k] at the start of the next row of operand k; 0 when the walk is done. */
-static int ew_walk_next(ew_walk *w, char **ptr) {
-    if (w->rows_left == 0) return 0;
-    for (int k = 0; k < w->n_ops; k++) ptr[k] = w->base[k] + w->outer.off[k] * (int64_t)w->esize[k];
-    if (--w->rows_left) vp_nd_iter_next(&w->outer);
-    return 1;
+/* ---- the walk in parallel: rows cut into segments, each segment one work item ---- */
+
+#define EW_SEGMENT ((int64_t)1 << 14)
+
+typedef void (*ew_segment_fn)(char *const *p, const int64_t *stride, int64_t n, const void *row);
+
+typedef struct ew_par {
+    const ew_walk *w;
+    int64_t segs, seg;
+    ew_segment_fn fn;
+    const void *row;
+} ew_par;
+
+static void ew_par_body(int64_t lo, int64_t hi, void *ctx) {
+    const ew_par *c = ctx;
+    const ew_walk *w = c->w;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t row = i / c->segs, start = (i % c->segs) * c->seg, off[EW_MAX_OPS] = {0};
+        for (int d = w->outer.rank - 1; d >= 0; d--) {
+            int64_t idx = row % w->outer.dims[d];
+            row /= w->outer.dims[d];
+            for (int k = 0; k < w->n_ops; k++) off[k] += idx * w->outer.strides[k][d];
+        }
+        char *p[EW_MAX_OPS];
+        for (int k = 0; k < w->n_ops; k++)
+            p[k] = w->base[k] + (off[k] + start * w->inner_stride[k]) * (int64_t)w->esize[k];
+        int64_t len = w->inner - start < c->seg ? w->inner - start : c->seg;
+        c->fn(p, w->inner_stride, len, c->row);
+    }
+}
+
+/* Calls fn on every segment of the walk; segments are disjoint, so the split (and the
+ * thread count) never changes a bit of the result. */
+static void ew_par_walk(const ew_walk *w, ew_segment_fn fn, const void *row) {
+    ew_par c = {w, 1, w->inner, fn, row};
+    if (w->inner > 2 * EW_SEGMENT) {
+        c.seg = EW_SEGMENT;
+        c.segs = (w->inner + EW_SEGMENT - 1) / EW_SEGMENT;
+    }
+    vp_par_for(w->rows_left * c.segs, c.seg, ew_par_body, &c);
+}
+
+static void ew_binary_segment(char *const *p, const int64_t *stride, int64_t n, const void *row) {
+    (*(const ew_binary_row *)row)(p[1], stride[1], p[2], stride[2], p[0], n);
 }
 
 static void ew_binary_apply(ew_binary_row row, vp_tensor *o, const vp_tensor *a, const vp_tensor *b) {
     const vp_tensor *t[3] = {o, a, b};
     ew_walk w;
-    char *p[3];
     if (!ew_walk_init(&w, 3, t)) return;
-    while (ew_walk_next(&w, p)) row(p[1], w.inner_stride[1], p[2], w.inner_stride[2], p[0], w.inner);
+    ew_par_walk(&w, ew_binary_segment, &row);
 }
 
 static ew_binary_row ew_binary_lookup(const ew_binary_table *tab, vp_dtype t) {
@@ -419,6 +458,10 @@ EW_WHERE_ROW(where_2, uint16_t)
 EW_WHERE_ROW(where_4, uint32_t)
 EW_WHERE_ROW(where_8, uint64_t)
 
+static void ew_where_segment(char *const *p, const int64_t *stride, int64_t n, const void *row) {
+    (*(const ew_where_row *)row)((const uint8_t *)p[1], stride[1], p[2], stride[2], p[3], stride[3], p[0], n);
+}
+
 VP_EW_KERNEL(vp_cpu_where) {
     ew_where_row row;
     switch (vp_dtype_size(out[0]->dtype)) {
@@ -430,11 +473,8 @@ VP_EW_KERNEL(vp_cpu_where) {
     }
     const vp_tensor *t[4] = {out[0], in[0], in[1], in[2]};
     ew_walk w;
-    char *p[4];
     if (!ew_walk_init(&w, 4, t)) return VP_OK;
-    while (ew_walk_next(&w, p))
-        row((const uint8_t *)p[1], w.inner_stride[1], p[2], w.inner_stride[2], p[3], w.inner_stride[3],
-            p[0], w.inner);
+    ew_par_walk(&w, ew_where_segment, &row);
     return VP_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "k_elementwise_rows.h"
 
 /* Shared pieces of the expressions below; C is the compute type in scope. */
@@ -112,12 +113,41 @@ static const ew_unary_table bitwise_not_rows = {{EW_SINT_SLOTS(bitwise_not), EW_
 
 /* ---- kernels ---- */
 
+typedef void (*ew_clip_row)(const void *x, void *y, int64_t n, const void *lo, const void *hi);
+
+/* A row over a contiguous range, split into blocks for the threads: elements are
+ * independent, so the split never changes a bit. */
+typedef struct ew_unary_job {
+    ew_unary_row row;
+    ew_clip_row clip;
+    const char *x;
+    char *y;
+    int64_t xs, ys;
+    const ew_params *p;
+    const void *lo, *hi;
+} ew_unary_job;
+
+static void ew_unary_body(int64_t lo, int64_t hi, void *ctx) {
+    const ew_unary_job *j = ctx;
+    if (j->row) j->row(j->x + lo * j->xs, j->y + lo * j->ys, hi - lo, j->p);
+    else j->clip(j->x + lo * j->xs, j->y + lo * j->ys, hi - lo, j->lo, j->hi);
+}
+
+static void ew_unary_run(ew_unary_job *j, const vp_tensor *x, vp_tensor *y) {
+    j->x = x->data;
+    j->y = y->data;
+    j->xs = (int64_t)vp_dtype_size(x->dtype);
+    j->ys = (int64_t)vp_dtype_size(y->dtype);
+    vp_par_for(vp_tensor_numel(x), 2, ew_unary_body, j);
+}
+
 static vp_status ew_unary(const vp_node *n, const ew_unary_table *tab, const vp_tensor *x, vp_tensor *y,
                           const ew_params *p, vp_error *err) {
     ew_unary_row row = (unsigned)x->dtype < VP_DTYPE_COUNT_ ? tab->row[x->dtype] : NULL;
     if (!row)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CPU kernel has no %s variant", vp_dtype_name(x->dtype));
-    row(x->data, y->data, vp_tensor_numel(x), p);
+    ew_unary_job j = {.row = row, .p = p};
+    ew_unary_run(&j, x, y);
     return VP_OK;
 }
 
@@ -210,7 +240,6 @@ VP_EW_KERNEL(vp_cpu_bias_gelu) { return ew_gelu_of_sum(n, &gelu_erf_rows, in, ou
 
 /* y = min(max(x, lo), hi), so lo > hi gives hi everywhere, as ONNX says; a missing
  * bound (NULL) does not clip. */
-typedef void (*ew_clip_row)(const void *x, void *y, int64_t n, const void *lo, const void *hi);
 
 #define EW_CLIP_ROW(fname, T, C, LOAD, STORE, LOWEST, HIGHEST)                              \
     static void fname(const void *px, void *py, int64_t n, const void *plo, const void *phi) { \
@@ -259,6 +288,7 @@ VP_EW_KERNEL(vp_cpu_clip) {
     ew_scalar lo_storage, hi_storage;
     const void *lo = ew_clip_bound(n, in, 1, "min", -FLT_MAX, t, &lo_storage);
     const void *hi = ew_clip_bound(n, in, 2, "max", FLT_MAX, t, &hi_storage);
-    row(in[0]->data, out[0]->data, vp_tensor_numel(in[0]), lo, hi);
+    ew_unary_job j = {.clip = row, .lo = lo, .hi = hi};
+    ew_unary_run(&j, in[0], out[0]);
     return VP_OK;
 }

@@ -1,9 +1,11 @@
-/* MatMul and Gemm on the CPU through OpenBLAS, and the helpers every linalg kernel
+/* MatMul and Gemm on the CPU through OpenBLAS (oneDNN's sgemm on the fast path, dn.h), and the helpers every linalg kernel
  * shares: overflow-checked scratch, widening of narrow dtypes to float32, and one
  * gemm entry for float32 and float64. */
 #include "k_linalg.h"
+#include "dn.h"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +95,12 @@ vp_status vp_lin_gemm(const vp_node *n, vp_dtype t, int trans_a, int trans_b, in
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "matrix product %lldx%lldx%lld exceeds the BLAS index range",
                             (long long)m, (long long)nn, (long long)k);
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (t == VP_F32)
+    if (t == VP_F32 && vp_dn_gemm_selected()) {
+        if (dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, nn, k, (float)alpha, a, lda, b, ldb, (float)beta, c,
+                       ldc) != dnnl_success)
+            return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN's sgemm failed (%lldx%lldx%lld)", (long long)m,
+                                (long long)nn, (long long)k);
+    } else if (t == VP_F32)
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)nn, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
                     (float)beta, c, (int)ldc);
     else if (t == VP_F64)

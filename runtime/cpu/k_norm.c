@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 
@@ -174,6 +175,29 @@ static void normalize_row(const void *x, void *y, vp_dtype t, int64_t cols, doub
     }
 }
 
+typedef struct ln_job {
+    const vp_tensor *x;
+    vp_tensor *y, *mean_out, *inv_out;
+    int64_t cols;
+    double eps;
+    const double *gamma, *beta;
+} ln_job;
+
+/* Rows [r0, r1), for the threads: each row's statistics on one thread. */
+static void ln_rows(int64_t r0, int64_t r1, void *ctx) {
+    const ln_job *j = ctx;
+    int64_t cols = j->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *xr = at(j->x, r * cols);
+        double m = cols ? sum_of(xr, j->x->dtype, cols) / (double)cols : 0;
+        double v = cols ? squared_deviation_of(xr, j->x->dtype, cols, m) / (double)cols : 0;
+        double inv = 1.0 / sqrt(v + j->eps);
+        normalize_row(xr, at_mut(j->y, r * cols), j->x->dtype, cols, m, inv, j->gamma, j->beta);
+        store_stat(j->mean_out, r, m);
+        store_stat(j->inv_out, r, inv);
+    }
+}
+
 vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0], *scale = in[1], *bias = n->n_inputs > 2 ? in[2] : NULL;
     vp_tensor *y = out[0], *mean_out = n->n_outputs > 1 ? out[1] : NULL, *inv_out = n->n_outputs > 2 ? out[2] : NULL;
@@ -188,15 +212,8 @@ vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tens
     double *gamma = broadcast_param(scale, x, axis, cols), *beta = broadcast_param(bias, x, axis, cols);
     vp_status s = VP_OK;
     if (!gamma || !beta) s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
-    for (int64_t r = 0; !s && r < rows; r++) {
-        const void *xr = at(x, r * cols);
-        double m = cols ? sum_of(xr, x->dtype, cols) / (double)cols : 0;
-        double v = cols ? squared_deviation_of(xr, x->dtype, cols, m) / (double)cols : 0;
-        double inv = 1.0 / sqrt(v + eps);
-        normalize_row(xr, at_mut(y, r * cols), x->dtype, cols, m, inv, gamma, beta);
-        store_stat(mean_out, r, m);
-        store_stat(inv_out, r, inv);
-    }
+    ln_job j = {x, y, mean_out, inv_out, cols, eps, gamma, beta};
+    if (!s) vp_par_for(rows, 4 * cols, ln_rows, &j);
     free(gamma);
     free(beta);
     return s;

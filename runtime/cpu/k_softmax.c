@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
+#include "cpu_par.h"
 #include "k_reduce.h"
 
 enum { LABEL_CHUNK = 256 };
@@ -71,22 +72,41 @@ static void softmax_fiber(softmax_kind k, double *v, int64_t n, int single) {
     }
 }
 
+/* Rows [o0, o1) of the outer axes, for the threads: each fiber on one thread. */
+typedef struct sm_job {
+    const vp_tensor *x;
+    vp_tensor *y;
+    softmax_kind k;
+    int64_t len, inner;
+    _Atomic int nomem; /* a thread out of memory for its fiber */
+} sm_job;
+
+static void softmax_rows(int64_t o0, int64_t o1, void *ctx) {
+    sm_job *j = ctx;
+    double *fiber = malloc((size_t)j->len * sizeof *fiber);
+    if (!fiber) {
+        j->nomem = 1;
+        return;
+    }
+    for (int64_t o = o0; o < o1; o++) {
+        for (int64_t i = 0; i < j->inner; i++) {
+            int64_t off = o * j->len * j->inner + i;
+            vp_red_load_f64(j->x->data, j->x->dtype, off, j->inner, j->len, fiber);
+            softmax_fiber(j->k, fiber, j->len, j->y->dtype != VP_F64);
+            vp_red_store_f64(j->y->data, j->y->dtype, off, j->inner, j->len, fiber);
+        }
+    }
+    free(fiber);
+}
+
 static vp_status softmax_run(const vp_node *n, const vp_tensor *x, vp_tensor *y, softmax_kind k, vp_error *err) {
     int64_t outer, len, inner;
     vp_status s = vp_softmax_split(n, x->rank, x->dims, &outer, &len, &inner, err);
     if (s) return s == VP_ERR_INVALID ? VP_ERR_RUNTIME : s;
     if (!y || !vp_tensor_numel(x)) return VP_OK;
-    double *fiber = malloc((size_t)len * sizeof *fiber);
-    if (!fiber) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t i = 0; i < inner; i++) {
-            int64_t off = o * len * inner + i;
-            vp_red_load_f64(x->data, x->dtype, off, inner, len, fiber);
-            softmax_fiber(k, fiber, len, y->dtype != VP_F64);
-            vp_red_store_f64(y->data, y->dtype, off, inner, len, fiber);
-        }
-    }
-    free(fiber);
+    sm_job j = {x, y, k, len, inner, 0};
+    vp_par_for(outer, 4 * len * inner, softmax_rows, &j);
+    if (j.nomem) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
     return VP_OK;
 }
 
@@ -169,10 +189,25 @@ static vp_status loss_reduce(const loss_args *a, const double *lse, vp_tensor *y
 
 /* log-sum-exp of each [b, :, d] score fiber into lse; log-probabilities into log_prob
  * when the node asks for them. */
-static vp_status scores_log_softmax(const loss_args *a, double *lse, vp_tensor *log_prob, vp_error *err) {
+typedef struct lse_job {
+    const loss_args *a;
+    double *lse;
+    vp_tensor *log_prob;
+    _Atomic int nomem; /* a thread out of memory for its fiber */
+} lse_job;
+
+/* Images [b0, b1), for the threads: each fiber on one thread. */
+static void lse_images(int64_t b0, int64_t b1, void *ctx) {
+    lse_job *j = ctx;
+    const loss_args *a = j->a;
+    double *lse = j->lse;
+    vp_tensor *log_prob = j->log_prob;
     double *fiber = malloc((size_t)(a->classes ? a->classes : 1) * sizeof *fiber);
-    if (!fiber) return vp_node_fail(err, VP_ERR_NOMEM, a->n, "out of memory");
-    for (int64_t b = 0; b < a->batch; b++) {
+    if (!fiber) {
+        j->nomem = 1;
+        return;
+    }
+    for (int64_t b = b0; b < b1; b++) {
         for (int64_t d = 0; d < a->spatial; d++) {
             int64_t off = b * a->classes * a->spatial + d;
             vp_red_load_f64(a->x->data, a->x->dtype, off, a->spatial, a->classes, fiber);
@@ -185,6 +220,12 @@ static vp_status scores_log_softmax(const loss_args *a, double *lse, vp_tensor *
         }
     }
     free(fiber);
+}
+
+static vp_status scores_log_softmax(const loss_args *a, double *lse, vp_tensor *log_prob, vp_error *err) {
+    lse_job j = {a, lse, log_prob, 0};
+    vp_par_for(a->batch, 4 * a->classes * a->spatial, lse_images, &j);
+    if (j.nomem) return vp_node_fail(err, VP_ERR_NOMEM, a->n, "out of memory");
     return VP_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -42,20 +43,42 @@ double vp_train_scalar(const vp_tensor *t, int64_t i) { return vp_load(t->data, 
 DEFINE_FAST_GELU(float)
 DEFINE_FAST_GELU(double)
 
+/* Pointwise loops in blocks for the threads: elements are independent. */
+typedef void (*pw_loop)(const void *dy, const void *v, void *dx, int64_t n);
+
+typedef struct pw_job {
+    pw_loop loop;
+    const char *dy, *v;
+    char *dx;
+    int64_t es;
+} pw_job;
+
+static void pw_body(int64_t lo, int64_t hi, void *ctx) {
+    const pw_job *j = ctx;
+    j->loop(j->dy + lo * j->es, j->v + lo * j->es, j->dx + lo * j->es, hi - lo);
+}
+
+static void pw_run(pw_loop loop, const vp_tensor *dy, const vp_tensor *v, vp_tensor *dx) {
+    pw_job j = {loop, dy->data, v->data, dx->data, (int64_t)vp_dtype_size(dx->dtype)};
+    vp_par_for(vp_tensor_numel(dx), 4, pw_body, &j);
+}
+
 #define DEFINE_POINTWISE(NAME, EXPR)                                                               \
-    static void NAME##_float(const float *dy, const float *v, float *dx, int64_t n) {              \
+    static void NAME##_float(const void *pdy, const void *pv, void *pdx, int64_t n) {              \
+        const float *dy = pdy, *v = pv;                                                            \
+        float *dx = pdx;                                                                           \
         for (int64_t i = 0; i < n; i++) dx[i] = EXPR(float, dy[i], v[i]);                          \
     }                                                                                              \
-    static void NAME##_double(const double *dy, const double *v, double *dx, int64_t n) {          \
+    static void NAME##_double(const void *pdy, const void *pv, void *pdx, int64_t n) {             \
+        const double *dy = pdy, *v = pv;                                                           \
+        double *dx = pdx;                                                                          \
         for (int64_t i = 0; i < n; i++) dx[i] = EXPR(double, dy[i], v[i]);                         \
     }                                                                                              \
     VP_TRAIN_KERNEL(vp_cpu_##NAME) {                                                               \
         if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_##NAME, n, in, out, err); \
         (void)err;                                                                                 \
         if (!out[0]) return VP_OK; /* dX omitted: nothing to compute */                            \
-        int64_t count = vp_tensor_numel(out[0]);                                                   \
-        if (in[0]->dtype == VP_F32) NAME##_float(in[0]->data, in[1]->data, out[0]->data, count);   \
-        else NAME##_double(in[0]->data, in[1]->data, out[0]->data, count);                         \
+        pw_run(in[0]->dtype == VP_F32 ? NAME##_float : NAME##_double, in[0], in[1], out[0]);       \
         return VP_OK;                                                                              \
     }
 
@@ -108,9 +131,19 @@ static softmax_rows rows_of(const vp_node *n, const vp_tensor *y) {
     return r;
 }
 
+typedef struct sm_job {
+    const void *dy, *y;
+    void *dx;
+    softmax_rows r;
+} sm_job;
+
 #define DEFINE_SOFTMAX_GRAD(T, NAME, LOG)                                                          \
-    static void NAME(const T *dy, const T *y, T *dx, softmax_rows r) {                             \
-        for (int64_t o = 0; o < r.outer; o++)                                                      \
+    static void NAME(int64_t o0, int64_t o1, void *ctx) {                                          \
+        const sm_job *j = ctx;                                                                     \
+        const T *dy = j->dy, *y = j->y;                                                            \
+        T *dx = j->dx;                                                                             \
+        softmax_rows r = j->r;                                                                     \
+        for (int64_t o = o0; o < o1; o++)                                                          \
             for (int64_t i = 0; i < r.inner; i++) {                                                \
                 int64_t base = o * r.len * r.inner + i;                                            \
                 double acc = 0;                                                                    \
@@ -133,18 +166,16 @@ DEFINE_SOFTMAX_GRAD(double, log_softmax_grad_f64, 1)
 VP_TRAIN_KERNEL(vp_cpu_softmax_grad) {
     if (!out[0]) return VP_OK;
     if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_softmax_grad, n, in, out, err);
-    softmax_rows r = rows_of(n, in[1]);
-    if (in[0]->dtype == VP_F32) softmax_grad_f32(in[0]->data, in[1]->data, out[0]->data, r);
-    else softmax_grad_f64(in[0]->data, in[1]->data, out[0]->data, r);
+    sm_job j = {in[0]->data, in[1]->data, out[0]->data, rows_of(n, in[1])};
+    vp_par_for(j.r.outer, 3 * j.r.len * j.r.inner, in[0]->dtype == VP_F32 ? softmax_grad_f32 : softmax_grad_f64, &j);
     return VP_OK;
 }
 
 VP_TRAIN_KERNEL(vp_cpu_log_softmax_grad) {
     if (!out[0]) return VP_OK;
     if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_log_softmax_grad, n, in, out, err);
-    softmax_rows r = rows_of(n, in[1]);
-    if (in[0]->dtype == VP_F32) log_softmax_grad_f32(in[0]->data, in[1]->data, out[0]->data, r);
-    else log_softmax_grad_f64(in[0]->data, in[1]->data, out[0]->data, r);
+    sm_job j = {in[0]->data, in[1]->data, out[0]->data, rows_of(n, in[1])};
+    vp_par_for(j.r.outer, 3 * j.r.len * j.r.inner, in[0]->dtype == VP_F32 ? log_softmax_grad_f32 : log_softmax_grad_f64, &j);
     return VP_OK;
 }
 

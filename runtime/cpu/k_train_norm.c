@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -36,27 +37,45 @@ static void store_doubles(vp_tensor *t, const double *v) {
 typedef struct ln_job {
     int64_t rows, len;
     const double *mean, *inv_std;
-    double *dscale, *dbias; /* [len] accumulators */
+    double *dscale, *dbias; /* [len] */
+    const void *dy, *x, *scale;
+    void *dx;
 } ln_job;
 
+/* dx of rows [r0, r1): each row's sums on one thread. */
 #define DEFINE_LN_GRAD(T)                                                                          \
-    static void ln_grad_##T(const ln_job *j, const T *dy, const T *x, const T *scale, T *dx) {     \
-        for (int64_t r = 0; r < j->rows; r++) {                                                    \
+    static void ln_dx_##T(int64_t r0, int64_t r1, void *ctx) {                                     \
+        const ln_job *j = ctx;                                                                     \
+        const T *dy = j->dy, *x = j->x, *scale = j->scale;                                         \
+        T *dx = j->dx;                                                                             \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
             double m = j->mean[r], s = j->inv_std[r], sum_g = 0, sum_gx = 0;                       \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];                       \
                 sum_g += gk;                                                                       \
                 sum_gx += gk * xh;                                                                 \
-                j->dscale[k] += dyr[k] * xh;                                                       \
-                j->dbias[k] += dyr[k];                                                             \
             }                                                                                      \
-            if (!dx) continue;                                                                     \
             sum_g /= (double)j->len;                                                               \
             sum_gx /= (double)j->len;                                                              \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s;                                                       \
                 dx[r * j->len + k] = (T)(s * ((double)dyr[k] * scale[k] - sum_g - xh * sum_gx));   \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* scale and bias gradients of columns [k0, k1): each a sum over rows, in row order */       \
+    static void ln_dparams_##T(int64_t k0, int64_t k1, void *ctx) {                                \
+        const ln_job *j = ctx;                                                                     \
+        const T *dy = j->dy, *x = j->x;                                                            \
+        for (int64_t k = k0; k < k1; k++) j->dscale[k] = j->dbias[k] = 0;                          \
+        for (int64_t r = 0; r < j->rows; r++) {                                                    \
+            const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
+            double m = j->mean[r], s = j->inv_std[r];                                              \
+            for (int64_t k = k0; k < k1; k++) {                                                    \
+                double xh = (xr[k] - m) * s;                                                       \
+                j->dscale[k] += dyr[k] * xh;                                                       \
+                j->dbias[k] += dyr[k];                                                             \
             }                                                                                      \
         }                                                                                          \
     }
@@ -66,7 +85,7 @@ DEFINE_LN_GRAD(double)
 VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
     const vp_tensor *dy = in[0], *x = in[1], *scale = in[2];
     if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_layernorm_grad, n, in, out, err);
-    ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL};
+    ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     j.rows = j.len ? vp_tensor_numel(x) / j.len : 0;
     double *mean = load_doubles(in[3]), *inv = load_doubles(in[4]);
     double *acc = vp_lin_alloc(2 * j.len, sizeof *acc);
@@ -75,14 +94,17 @@ VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
         s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
         goto done;
     }
-    memset(acc, 0, (size_t)(2 * j.len) * sizeof *acc);
     j.mean = mean;
     j.inv_std = inv;
     j.dscale = acc;
     j.dbias = acc + j.len;
-    vp_tensor *dx = out[0];
-    if (x->dtype == VP_F32) ln_grad_float(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
-    else ln_grad_double(&j, dy->data, x->data, scale->data, dx ? dx->data : NULL);
+    j.dy = dy->data;
+    j.x = x->data;
+    j.scale = scale->data;
+    j.dx = out[0] ? out[0]->data : NULL;
+    int f32 = x->dtype == VP_F32;
+    if (j.dx) vp_par_for(j.rows, 6 * j.len, f32 ? ln_dx_float : ln_dx_double, &j);
+    if (n->n_outputs > 1) vp_par_for(j.len, 4 * j.rows, f32 ? ln_dparams_float : ln_dparams_double, &j);
     if (n->n_outputs > 1) store_doubles(out[1], j.dscale);
     if (n->n_outputs > 2) store_doubles(out[2], j.dbias);
 done:
@@ -143,16 +165,49 @@ static const char *plane_at(const vp_tensor *t, bn_geom g, int64_t b, int64_t c)
     return (const char *)t->data + ((b * g.channels + c) * g.plane) * (int64_t)vp_dtype_size(t->dtype);
 }
 
-/* Biased batch mean and variance per channel (two passes: the mean, then deviations). */
-static void batch_moments(const vp_tensor *x, bn_geom g, double *mean, double *var) {
+typedef struct bn_job {
+    const vp_tensor *x, *dy;
+    vp_tensor *y;
+    bn_geom g;
+    int training;
+    double eps, momentum;
+    const double *scale, *bias, *rmean, *rvar;
+    double *mean, *var, *inv, *new_mean, *new_var, *dbias, *dscale;
+} bn_job;
+
+/* Biased batch mean and variance of channels [c0, c1) (two passes: the mean, then
+ * deviations); each channel's sums stay on one thread, in plane order. */
+static void batch_moments(const vp_tensor *x, bn_geom g, double *mean, double *var, int64_t c0, int64_t c1) {
     double count = (double)(g.batch * g.plane);
-    for (int64_t c = 0; c < g.channels; c++) {
+    for (int64_t c = c0; c < c1; c++) {
         double s1 = 0, s2 = 0;
         for (int64_t b = 0; b < g.batch; b++) plane_moments(plane_at(x, g, b, c), x->dtype, g.plane, 0, &s1, &s2);
         mean[c] = s1 / count;
         s1 = s2 = 0;
         for (int64_t b = 0; b < g.batch; b++) plane_moments(plane_at(x, g, b, c), x->dtype, g.plane, mean[c], &s1, &s2);
         var[c] = s2 / count;
+    }
+}
+
+static void bn_forward_channels(int64_t c0, int64_t c1, void *ctx) {
+    const bn_job *j = ctx;
+    bn_geom g = j->g;
+    int64_t count = g.batch * g.plane;
+    if (j->training) batch_moments(j->x, g, j->mean, j->var, c0, c1);
+    for (int64_t c = c0; c < c1; c++) {
+        if (!j->training) {
+            j->mean[c] = j->rmean[c];
+            j->var[c] = j->rvar[c];
+        }
+        double m = j->momentum;
+        j->inv[c] = 1 / sqrt(j->var[c] + j->eps);
+        j->new_mean[c] = j->training ? m * j->rmean[c] + (1 - m) * j->mean[c] : j->rmean[c];
+        j->new_var[c] = j->training ? m * j->rvar[c] + (1 - m) * j->var[c] * (double)count / (double)(count - 1)
+                                    : j->rvar[c];
+        double a = j->scale[c] * j->inv[c];
+        for (int64_t b = 0; b < g.batch && j->y; b++)
+            plane_affine(plane_at(j->x, g, b, c), (void *)plane_at(j->y, g, b, c), j->x->dtype, g.plane, a,
+                         j->bias[c] - j->mean[c] * a);
     }
 }
 
@@ -180,24 +235,12 @@ VP_TRAIN_KERNEL(vp_cpu_batchnorm_internal) {
         s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
         goto done;
     }
-    double *mean = buf, *var = buf + g.channels, *inv = buf + 2 * g.channels;
-    double *new_mean = buf + 3 * g.channels, *new_var = buf + 4 * g.channels;
-    if (training) batch_moments(x, g, mean, var);
-    for (int64_t c = 0; c < g.channels; c++) {
-        if (!training) {
-            mean[c] = rmean[c];
-            var[c] = rvar[c];
-        }
-        inv[c] = 1 / sqrt(var[c] + eps);
-        new_mean[c] = training ? momentum * rmean[c] + (1 - momentum) * mean[c] : rmean[c];
-        new_var[c] = training ? momentum * rvar[c] + (1 - momentum) * var[c] * (double)count / (double)(count - 1) : rvar[c];
-        double a = scale[c] * inv[c];
-        for (int64_t b = 0; b < g.batch && out[0]; b++)
-            plane_affine(plane_at(x, g, b, c), (void *)plane_at(out[0], g, b, c), x->dtype, g.plane, a,
-                         bias[c] - mean[c] * a);
-    }
-    if (n->n_outputs > 1) store_doubles(out[1], new_mean);
-    if (n->n_outputs > 2) store_doubles(out[2], new_var);
+    double *mean = buf, *inv = buf + 2 * g.channels;
+    bn_job j = {x, NULL, out[0], g, training, eps, momentum, scale, bias, rmean, rvar, mean, buf + g.channels, inv,
+                buf + 3 * g.channels, buf + 4 * g.channels, NULL, NULL};
+    vp_par_for(g.channels, 3 * count, bn_forward_channels, &j);
+    if (n->n_outputs > 1) store_doubles(out[1], j.new_mean);
+    if (n->n_outputs > 2) store_doubles(out[2], j.new_var);
     if (n->n_outputs > 3) store_doubles(out[3], mean);
     if (n->n_outputs > 4) store_doubles(out[4], inv);
 done:
@@ -250,6 +293,27 @@ static void plane_bn_dx(const void *dy, const void *x, void *dx, vp_dtype t, int
     }
 }
 
+static void bn_grad_channels(int64_t c0, int64_t c1, void *ctx) {
+    const bn_job *j = ctx;
+    bn_geom g = j->g;
+    const double *mean = j->mean, *inv = j->inv, *scale = j->scale;
+    double m = (double)(g.batch * g.plane);
+    for (int64_t c = c0; c < c1; c++) {
+        double sdy = 0, sdyx = 0;
+        for (int64_t b = 0; b < g.batch; b++)
+            plane_grad_sums(plane_at(j->dy, g, b, c), plane_at(j->x, g, b, c), j->x->dtype, g.plane, mean[c], &sdy,
+                            &sdyx);
+        j->dbias[c] = sdy;
+        j->dscale[c] = sdyx * inv[c];
+        if (!j->y || m == 0) continue;
+        /* dx = scale*inv * (dy - dbias/M - (x - mean) * inv^2 * sum(dy*(x-mean)) / M) */
+        double k = scale[c] * inv[c], cb = sdy / m, cx = inv[c] * inv[c] * sdyx / m;
+        for (int64_t b = 0; b < g.batch; b++)
+            plane_bn_dx(plane_at(j->dy, g, b, c), plane_at(j->x, g, b, c), (void *)plane_at(j->y, g, b, c),
+                        j->x->dtype, g.plane, k, cb, mean[c], cx);
+    }
+}
+
 VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad) {
     const vp_tensor *dy = in[0], *x = in[1];
     if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_batchnorm_grad, n, in, out, err);
@@ -262,22 +326,10 @@ VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad) {
         s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
         goto done;
     }
-    double *dbias = buf, *dscale = buf + g.channels;
-    for (int64_t c = 0; c < g.channels; c++) {
-        double sdy = 0, sdyx = 0;
-        for (int64_t b = 0; b < g.batch; b++)
-            plane_grad_sums(plane_at(dy, g, b, c), plane_at(x, g, b, c), x->dtype, g.plane, mean[c], &sdy, &sdyx);
-        dbias[c] = sdy;
-        dscale[c] = sdyx * inv[c];
-        if (!out[0] || m == 0) continue;
-        /* dx = scale*inv * (dy - dbias/M - (x - mean) * inv^2 * sum(dy*(x-mean)) / M) */
-        double k = scale[c] * inv[c], cb = sdy / m, cx = inv[c] * inv[c] * sdyx / m;
-        for (int64_t b = 0; b < g.batch; b++)
-            plane_bn_dx(plane_at(dy, g, b, c), plane_at(x, g, b, c), (void *)plane_at(out[0], g, b, c), x->dtype,
-                        g.plane, k, cb, mean[c], cx);
-    }
-    if (n->n_outputs > 1) store_doubles(out[1], dscale);
-    if (n->n_outputs > 2) store_doubles(out[2], dbias);
+    bn_job j = {x, dy, out[0], g, 1, 0, 0, scale, NULL, NULL, NULL, mean, NULL, inv, NULL, NULL, buf, buf + g.channels};
+    vp_par_for(g.channels, 3 * (int64_t)m, bn_grad_channels, &j);
+    if (n->n_outputs > 1) store_doubles(out[1], j.dscale);
+    if (n->n_outputs > 2) store_doubles(out[2], j.dbias);
 done:
     free(buf);
     free(scale);

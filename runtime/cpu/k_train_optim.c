@@ -13,6 +13,7 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_train.h"
 
@@ -97,13 +98,13 @@ typedef struct adam_io {
 } adam_io;
 
 #define DEFINE_ADAM(T)                                                                             \
-    static void adam_##T(const opt_hyper *h, const adam_step *st, int64_t count, const adam_io *io) {\
+    static void adam_##T(const opt_hyper *h, const adam_step *st, int64_t lo, int64_t hi, const adam_io *io) {\
         const T *w = io->w, *g = io->g, *m = io->m, *v = io->v;                                    \
         T *w_out = io->w_out, *m_out = io->m_out, *v_out = io->v_out;                              \
         T wd = (T)h->weight_decay, decay = (T)st->decay;                                           \
         T b1 = (T)h->beta1, one_b1 = (T)(1 - h->beta1), b2 = (T)h->beta2, one_b2 = (T)(1 - h->beta2); \
         T bias2_sqrt = (T)st->bias2_sqrt, eps = (T)h->eps, neg_step = (T)-st->step_size;           \
-        for (int64_t i = 0; i < count; i++) {                                                      \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
             T p = w[i], d = g[i];                                                                  \
             if (h->decoupled) p = p * decay;                                                       \
             else if (h->weight_decay != 0) d = fma(wd, p, d);                                         \
@@ -118,6 +119,20 @@ typedef struct adam_io {
 DEFINE_ADAM(float)
 DEFINE_ADAM(double)
 
+/* Adam in blocks for the threads: each element's update is independent. */
+typedef struct adam_job {
+    const opt_hyper *h;
+    const adam_step *st;
+    const adam_io *io;
+    int f32;
+} adam_job;
+
+static void adam_body(int64_t lo, int64_t hi, void *ctx) {
+    const adam_job *j = ctx;
+    if (j->f32) adam_float(j->h, j->st, lo, hi, j->io);
+    else adam_double(j->h, j->st, lo, hi, j->io);
+}
+
 VP_TRAIN_KERNEL(vp_cpu_adam) {
     (void)err;
     opt_hyper h = hyper_of(n);
@@ -127,8 +142,8 @@ VP_TRAIN_KERNEL(vp_cpu_adam) {
     adam_io io = {in[0]->data, in[1]->data, in[2]->data, in[3]->data, out[0] ? out[0]->data : NULL,
                   n->n_outputs > 1 && out[1] ? out[1]->data : NULL, n->n_outputs > 2 && out[2] ? out[2]->data : NULL};
     int64_t count = vp_tensor_numel(in[0]);
-    if (in[0]->dtype == VP_F32) adam_float(&h, &st, count, &io);
-    else adam_double(&h, &st, count, &io);
+    adam_job j = {&h, &st, &io, in[0]->dtype == VP_F32};
+    vp_par_for(count, 8, adam_body, &j);
     if (n->n_outputs > 3 && out[3]) ((float *)out[3]->data)[0] = t;
     return VP_OK;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark and records the tables in RESULTS.md (the README points there).
 # usage: run.sh BUILD_DIR RESULTS.md
-# The PyTorch comparisons (torch_peak.py, torch_export_matrix.py) run with Debian's
+# The PyTorch comparisons (torch_peak.py, torch_speed.py, torch_export_matrix.py) run with Debian's
 # Python, or VP_PYTHON; each prints a skip line where torch or torchvision is missing.
 set -euo pipefail
 build=$1
@@ -22,12 +22,13 @@ tmp=$(mktemp)
         echo
         "$b"
     done
-    for s in torch_peak.py torch_export_matrix.py bench_codegen.py; do
+    for s in torch_peak.py torch_speed.py torch_export_matrix.py bench_codegen.py; do
         echo
         if [[ ! -x $py ]]; then
             case $s in
                 torch_peak.py) echo "## Arena against PyTorch eager's peak" ;;
                 bench_codegen.py) echo "## Generated C step against \`run\` and PyTorch eager (CPU)" ;;
+                torch_speed.py) echo "## CPU step time against PyTorch eager" ;;
                 *) echo "## torch.onnx exports: load and plan by opset" ;;
             esac
             echo

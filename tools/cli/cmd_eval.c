@@ -1,4 +1,4 @@
-/* onnx-vplan eval: run a model on the CPU reference backend. */
+/* onnx-vplan eval: run a model on the CPU backend (VP_CPU_REFERENCE=1: the reference kernels). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -142,8 +142,8 @@ static int run_eval(int argc, char **argv) {
 
 const cli_cmd cli_cmd_eval = {
     "eval", run_eval, "MODEL [--dim NAME=VALUE]... [--input NAME=FILE.pb]... [--output-dir DIR] [--seed N]",
-    "run the model on the CPU reference backend and write its outputs as\n"
+    "run the model on the CPU backend and write its outputs as\n"
     "      TensorProto files (inputs not given are drawn at random, seeded)",
-    "Runs the model once on the CPU reference backend (every value in its own buffer)\n"
+    "Runs the model once on the CPU backend (every value in its own buffer)\n"
     "and prints each output's shape and summary statistics.\n",
     NULL};

@@ -171,14 +171,17 @@ static vp_status save_inputs(const vp_graph *g, const cli_batch *batch, const ch
 static int run_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu", *save_w = NULL, *save_in = NULL;
     int64_t steps = 1, seed = 0, cuda_device = 0;
-    int tf32 = 0;
+    int tf32 = 0, reference = 0;
     const cli_opt table[] = {
         {"PLAN", CLI_POS, &path, NULL, NULL},
         {"--backend", CLI_ENUM, &backend, "cpu|cuda",
-         "the CPU reference backend, or CUDA (where built and a GPU is\n"
+         "the CPU backend (oneDNN, else the reference kernels), or CUDA (where built and a GPU is\n"
          "present: refuses before starting when a step has no CUDA\n"
          "kernel or the arena does not fit the free device memory, and\n"
          "reports the measured peak device memory beside the plan's)"},
+        {"--reference", CLI_SET, &reference, NULL,
+         "cpu: run every step on the reference kernels, not oneDNN\n"
+         "(as VP_CPU_REFERENCE=1 does)"},
         {"--tf32", CLI_SET, &tf32, NULL, "cuda: let cuBLAS use TF32 tensor cores for float32 products"},
         {"--cuda-device", CLI_INT, &cuda_device, "N", "cuda: the device (default 0)"},
         {"--steps", CLI_INT, &steps, "N", "training steps (default 1)"},
@@ -222,7 +225,7 @@ static int run_run(int argc, char **argv) {
     double *losses = calloc((size_t)steps, sizeof *losses), *seconds = calloc((size_t)steps, sizeof *seconds);
     if (!losses || !seconds) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     if (!s && use_cuda) s = cuda_start(&lp.plan, (int)cuda_device, tf32, &b, &mem, &err);
-    else if (!s && !(b = vp_backend_cpu_new())) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    else if (!s && !(b = vp_backend_cpu_new_with(reference || vp_backend_cpu_reference_env()))) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     /* the ranks' all-reduces: MPI on host memory, NCCL between GPUs */
     vp_comm *coll = comm && comm->size > 1 ? comm : NULL, *nccl = NULL;
     if (!s && coll && use_cuda) {

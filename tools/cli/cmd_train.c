@@ -1,4 +1,4 @@
-/* onnx-vplan train: build the training step and run it on the CPU reference backend. */
+/* onnx-vplan train: build the training step and run it on the CPU backend (oneDNN, or --reference). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +118,7 @@ static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
     int qdq = 0;
     int64_t steps = 1, seed = 0;
+    int reference = 0;
     cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
@@ -139,6 +140,9 @@ static int run_train(int argc, char **argv) {
          "with --qat and --save: write a QDQ model (QuantizeLinear and\n"
          "DequantizeLinear pairs, int8 weights, int32 biases) that ONNX\n"
          "Runtime runs; --json then holds the fake-quantised forward's output"},
+        {"--reference", CLI_SET, &reference, NULL,
+         "run every step on the reference CPU kernels, not oneDNN\n"
+         "(as VP_CPU_REFERENCE=1 does)"},
         {0}};
     int rc = cli_parse(&cli_cmd_train, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -189,7 +193,7 @@ static int run_train(int argc, char **argv) {
         cli_qat_summary(&o.spec, &t, qat, sizeof qat);
         if (qat[0]) printf("%s\n", qat);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
-        b = vp_backend_cpu_new();
+        b = vp_backend_cpu_new_with(reference || vp_backend_cpu_reference_env());
         if (b) b->comm = comm;
         s = b ? vp_exec_new(g, b, &x, &err) : vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     }
@@ -239,7 +243,7 @@ const cli_cmd cli_cmd_train = {
     "train", run_train, "MODEL --loss SPEC [--optimizer NAME] [options]",
     "build the training step (loss, backward, optimizer) and run it on the CPU",
     "Builds the model's training step (forward, loss, backward, optimizer update) and\n"
-    "runs it on the CPU reference backend, printing the loss at every step.\n",
+    "runs it on the CPU backend (--reference: the reference kernels only),\nprinting the loss at every step.\n",
     "example:\n"
     "  onnx-vplan train models/mlp/model.onnx --dim batch=4 --loss ce:logits \\\n"
     "      --optimizer momentum --lr 0.1 --steps 5 --data models/mlp/fixtures\n"};

@@ -1,7 +1,9 @@
 /* onnx-vplan: the command line.  Each subcommand lives in tools/cli/cmd_<name>.c and
  * declares its options in a table that tools/cli/cli_opts.c reads. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -34,7 +36,23 @@ static void usage(FILE *f) {
           f);
 }
 
+/* The CPU kernels and oneDNN run on OpenMP threads.  libgomp's default has an idle
+ * thread spin for its next job; on a machine shared with other work (CI, two tests at
+ * a time, a laptop) a spinning thread takes the core a descheduled one needs, and a
+ * training step measured 3 to 10 times slower than with threads that sleep.  libgomp
+ * reads OMP_WAIT_POLICY once, as it loads, before main: so when the user has not
+ * chosen, run and train choose passive and start again (once; on failure they carry
+ * on as they are). */
+static void passive_threads(int argc, char **argv) {
+    if (argc < 2 || (strcmp(argv[1], "run") && strcmp(argv[1], "train") && strcmp(argv[1], "eval")) ||
+        getenv("OMP_WAIT_POLICY"))
+        return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+    passive_threads(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -1,0 +1,40 @@
+/* The oneDNN fast path of the CPU backend (float32 convolutions and their gradients).
+ *
+ * In: a node about to run and its tensors.  Out: the node's outputs computed by oneDNN
+ * primitives, or "not handled" so that the reference kernel runs (float64, narrow
+ * types, shapes or attributes oneDNN does not cover).  Keeps true: a node's primitives
+ * are created once, on its first run, and reused while its shapes and window stay the
+ * same (the cache is keyed by node and checked against a signature, so a backend reused
+ * for another graph rebuilds rather than misreads); the same primitive on the same
+ * shapes gives the same bits, so naive and planned execution agree.
+ *
+ * oneDNN picks its own (blocked) layouts; our tensors stay plain NCHW, so reorders run
+ * around each primitive.  The reordered copies and the primitives' scratchpads
+ * (user-mode scratchpad) live in one host buffer owned by the context, sized on first
+ * use of each node to the largest any node needs: it is outside the planned arena. */
+#ifndef VP_DN_H
+#define VP_DN_H
+
+#include "ir/ir.h"
+
+typedef struct vp_dn vp_dn;
+
+/* NULL when oneDNN cannot start (no engine): the backend then runs the reference. */
+vp_dn *vp_dn_new(void);
+void vp_dn_free(vp_dn *d);
+
+/* Runs n on oneDNN when covered (*handled = 1); else *handled = 0 and nothing ran. */
+vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
+                    vp_error *err);
+
+/* Which float32 matrix product the kernels' vp_lin_gemm calls on this thread: oneDNN's
+ * sgemm (on) or OpenBLAS (off, the reference).  The backend selects it before each node:
+ * one OpenMP thread pool for the whole fast path, rather than OpenBLAS's threads
+ * spinning beside OpenMP's on the same cores. */
+void vp_dn_gemm_select(int on);
+int vp_dn_gemm_selected(void);
+
+/* Bytes of the shared reorder/scratchpad buffer (for reports). */
+size_t vp_dn_scratch_bytes(const vp_dn *d);
+
+#endif
