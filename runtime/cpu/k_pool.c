@@ -74,19 +74,6 @@ static int64_t pool_job_block(pool_job *j, int64_t o0) {
 
 /* ---- MaxPool ---- */
 
-/* Index of the largest element a window reads (first one on ties), -1 when it reads none. */
-#define DEFINE_ARGMAX(T, NAME)                                                        \
-    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {             \
-        int64_t best = -1;                                                            \
-        for (int64_t k = 0; k < kvol; k++) {                                          \
-            int64_t off = taps[k];                                                    \
-            if (off >= 0 && (best < 0 || x[off] > x[best] || isnan(x[best]))) best = off; \
-        }                                                                             \
-        return best;                                                                  \
-    }
-DEFINE_ARGMAX(float, argmax_f32)
-DEFINE_ARGMAX(double, argmax_f64)
-
 /* Indices count within a plane row-major (storage_order 0) or column-major (1). */
 static int64_t flat_index(const vp_window *w, int64_t row_major, int col_major) {
     if (!col_major) return row_major;
@@ -99,10 +86,26 @@ static int64_t flat_index(const vp_window *w, int64_t row_major, int col_major) 
     return idx;
 }
 
-vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    const vp_tensor *x = in[0];
-    vp_tensor *y = out[0], *indices = n->n_outputs > 1 ? out[1] : NULL;
-    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_maxpool, n, in, out, err);
+enum { ARGMAX_NONE = 255 };
+
+/* Index among the window's taps of its largest element (first on ties), -1 when it
+ * reads none: the rule MaxPool's Indices, MaxPoolArgmax and MaxPoolInputGrad share. */
+#define DEFINE_ARGMAX_K(T, NAME)                                                                    \
+    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {                           \
+        int64_t best = -1;                                                                          \
+        for (int64_t k = 0; k < kvol; k++) {                                                        \
+            int64_t off = taps[k];                                                                  \
+            if (off >= 0 && (best < 0 || x[off] > x[taps[best]] || isnan(x[taps[best]]))) best = k; \
+        }                                                                                           \
+        return best;                                                                                \
+    }
+DEFINE_ARGMAX_K(float, argmax_k_f32)
+DEFINE_ARGMAX_K(double, argmax_k_f64)
+
+/* MaxPool's Y, and where given Indices (int64, flat per plane) or A (uint8: the kernel
+ * offset, ARGMAX_NONE for a window that reads nothing). */
+static vp_status maxpool_forward(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *indices, uint8_t *a,
+                                 vp_error *err) {
     int col_major = vp_attr_int(n, "storage_order", 0) != 0;
     pool_job j;
     vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
@@ -112,22 +115,28 @@ vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor
         for (int64_t p = 0; p < j.planes; p++)
             for (int64_t o = 0; o < count; o++) {
                 const int64_t *taps = j.taps + o * j.kvol;
-                int64_t iy = p * j.ovol + o0 + o, best;
+                int64_t iy = p * j.ovol + o0 + o, k;
                 if (x->dtype == VP_F32) {
                     const float *xp = (const float *)x->data + p * j.ivol;
-                    best = argmax_f32(xp, taps, j.kvol);
-                    ((float *)y->data)[iy] = best < 0 ? -INFINITY : xp[best];
+                    k = argmax_k_f32(xp, taps, j.kvol);
+                    ((float *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
                 } else {
                     const double *xp = (const double *)x->data + p * j.ivol;
-                    best = argmax_f64(xp, taps, j.kvol);
-                    ((double *)y->data)[iy] = best < 0 ? -INFINITY : xp[best];
+                    k = argmax_k_f64(xp, taps, j.kvol);
+                    ((double *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
                 }
                 if (indices)
-                    ((int64_t *)indices->data)[iy] = p * j.ivol + flat_index(&j.w, best < 0 ? 0 : best, col_major);
+                    ((int64_t *)indices->data)[iy] = p * j.ivol + flat_index(&j.w, k < 0 ? 0 : taps[k], col_major);
+                if (a) a[iy] = k < 0 ? ARGMAX_NONE : (uint8_t)k;
             }
     }
     free(j.taps);
     return VP_OK;
+}
+
+vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_maxpool, n, in, out, err);
+    return maxpool_forward(n, in[0], out[0], n->n_outputs > 1 ? out[1] : NULL, NULL, err);
 }
 
 /* vplan.MaxPoolInputGrad(dY, X) -> dX: each window's largest element found again in X
@@ -148,11 +157,11 @@ vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in
                 const int64_t *taps = j.taps + o * j.kvol;
                 int64_t iy = p * j.ovol + o0 + o, best;
                 if (x->dtype == VP_F32) {
-                    best = argmax_f32((const float *)x->data + p * j.ivol, taps, j.kvol);
-                    if (best >= 0) ((float *)dx->data)[p * j.ivol + best] += ((const float *)dy->data)[iy];
+                    best = argmax_k_f32((const float *)x->data + p * j.ivol, taps, j.kvol);
+                    if (best >= 0) ((float *)dx->data)[p * j.ivol + taps[best]] += ((const float *)dy->data)[iy];
                 } else {
-                    best = argmax_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
-                    if (best >= 0) ((double *)dx->data)[p * j.ivol + best] += ((const double *)dy->data)[iy];
+                    best = argmax_k_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
+                    if (best >= 0) ((double *)dx->data)[p * j.ivol + taps[best]] += ((const double *)dy->data)[iy];
                 }
             }
     }
@@ -161,50 +170,11 @@ vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in
 }
 
 /* vplan.MaxPoolArgmax(X) -> Y, A: MaxPool, and in A (uint8) which of the window's
- * kernel offsets held the maximum (the same first-largest rule), 255 for a window that
- * reads no element.  One byte per pooled element, where Indices costs eight.  float32
- * and float64 only (the shape function says so): widening would widen A too. */
-#define DEFINE_ARGMAX_K(T, NAME)                                                    \
-    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {           \
-        int64_t best = -1;                                                          \
-        for (int64_t k = 0; k < kvol; k++) {                                        \
-            int64_t off = taps[k];                                                  \
-            if (off >= 0 && (best < 0 || x[off] > x[taps[best]] || isnan(x[taps[best]]))) best = k; \
-        }                                                                           \
-        return best;                                                                \
-    }
-DEFINE_ARGMAX_K(float, argmax_k_f32)
-DEFINE_ARGMAX_K(double, argmax_k_f64)
-
-enum { ARGMAX_NONE = 255 };
-
+ * kernel offsets held the maximum.  One byte per pooled element, where Indices costs
+ * eight.  float32 and float64 only (the shape function says so): widening would widen
+ * A too. */
 vp_status vp_cpu_maxpool_argmax(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    const vp_tensor *x = in[0];
-    vp_tensor *y = out[0];
-    uint8_t *a = out[1]->data;
-    pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
-    if (s) return s;
-    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
-        int64_t count = pool_job_block(&j, o0);
-        for (int64_t p = 0; p < j.planes; p++)
-            for (int64_t o = 0; o < count; o++) {
-                const int64_t *taps = j.taps + o * j.kvol;
-                int64_t iy = p * j.ovol + o0 + o, k;
-                if (x->dtype == VP_F32) {
-                    const float *xp = (const float *)x->data + p * j.ivol;
-                    k = argmax_k_f32(xp, taps, j.kvol);
-                    ((float *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
-                } else {
-                    const double *xp = (const double *)x->data + p * j.ivol;
-                    k = argmax_k_f64(xp, taps, j.kvol);
-                    ((double *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
-                }
-                a[iy] = k < 0 ? ARGMAX_NONE : (uint8_t)k;
-            }
-    }
-    free(j.taps);
-    return VP_OK;
+    return maxpool_forward(n, in[0], out[0], NULL, out[1]->data, err);
 }
 
 /* vplan.MaxPoolReluGrad(dY, A, Y) -> dX, for MaxPool(Relu(X)): the window's dY goes to
