@@ -336,7 +336,9 @@ static vp_status shape_maxpool_relu_grad(vp_graph *g, vp_node *n, vp_error *err)
     const int64_t *shape;
     if (vp_attr_ints(n, "input_shape", &shape) != dy->rank)
         return vp_node_fail(err, VP_ERR_INVALID, n, "attribute input_shape must give the %d extents of X", dy->rank);
-    return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, shape, err);
+    int64_t dims[VP_MAX_RANK] = {0}; /* set_pool_dx reads VP_MAX_RANK extents */
+    memcpy(dims, shape, (size_t)dy->rank * sizeof *dims);
+    return set_pool_dx(g, n, VP_WINDOW_MAXPOOL, dy, dims, err);
 }
 
 /* dX's extents when every stride is 1, the one case where dY's extents decide them:
