@@ -139,34 +139,44 @@ vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor
     return maxpool_forward(n, in[0], out[0], n->n_outputs > 1 ? out[1] : NULL, NULL, err);
 }
 
-/* vplan.MaxPoolInputGrad(dY, X) -> dX: each window's largest element found again in X
- * (first on ties, as the forward's Indices record it) gets that window's dY. */
-vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    if (!out[0]) return VP_OK;
-    const vp_tensor *dy = in[0], *x = in[1];
-    vp_tensor *dx = out[0];
-    if (vp_lin_is_narrow(dy->dtype)) return vp_lin_run_widened(vp_cpu_maxpool_input_grad, n, in, out, err);
+/* dX of MaxPool: each window's dY added at its maximum, windows in one fixed order.  The
+ * maximum is found again in x, or read from a (MaxPoolArgmax's record, ARGMAX_NONE for
+ * none); with y, only where the window's maximum y is positive (MaxPool of a ReLU). */
+static vp_status maxpool_scatter(const vp_node *n, const vp_tensor *dy, vp_tensor *dx, const vp_tensor *x,
+                                 const uint8_t *a, const vp_tensor *y, vp_error *err) {
     pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &j, err);
     if (s) return s;
+    int f32 = dy->dtype == VP_F32;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
     for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
         int64_t count = pool_job_block(&j, o0);
         for (int64_t p = 0; p < j.planes; p++)
             for (int64_t o = 0; o < count; o++) {
                 const int64_t *taps = j.taps + o * j.kvol;
-                int64_t iy = p * j.ovol + o0 + o, best;
-                if (x->dtype == VP_F32) {
-                    best = argmax_k_f32((const float *)x->data + p * j.ivol, taps, j.kvol);
-                    if (best >= 0) ((float *)dx->data)[p * j.ivol + taps[best]] += ((const float *)dy->data)[iy];
+                int64_t iy = p * j.ovol + o0 + o, k;
+                if (x) k = f32 ? argmax_k_f32((const float *)x->data + p * j.ivol, taps, j.kvol)
+                               : argmax_k_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
+                else k = a[iy] == ARGMAX_NONE ? -1 : a[iy];
+                if (k < 0) continue;
+                int64_t off = p * j.ivol + taps[k];
+                if (f32) {
+                    if (!y || ((const float *)y->data)[iy] > 0) ((float *)dx->data)[off] += ((const float *)dy->data)[iy];
                 } else {
-                    best = argmax_k_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
-                    if (best >= 0) ((double *)dx->data)[p * j.ivol + taps[best]] += ((const double *)dy->data)[iy];
+                    if (!y || ((const double *)y->data)[iy] > 0) ((double *)dx->data)[off] += ((const double *)dy->data)[iy];
                 }
             }
     }
     free(j.taps);
     return VP_OK;
+}
+
+/* vplan.MaxPoolInputGrad(dY, X) -> dX: each window's largest element found again in X
+ * (first on ties, as the forward's Indices record it) gets that window's dY. */
+vp_status vp_cpu_maxpool_input_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (!out[0]) return VP_OK;
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_maxpool_input_grad, n, in, out, err);
+    return maxpool_scatter(n, in[0], out[0], in[1], NULL, NULL, err);
 }
 
 /* vplan.MaxPoolArgmax(X) -> Y, A: MaxPool, and in A (uint8) which of the window's
@@ -184,29 +194,7 @@ vp_status vp_cpu_maxpool_argmax(const vp_node *n, const vp_tensor *const *in, vp
  * R) bit for bit without R. */
 vp_status vp_cpu_maxpool_relu_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     if (!out[0]) return VP_OK;
-    const vp_tensor *dy = in[0], *y = in[2];
-    const uint8_t *a = in[1]->data;
-    vp_tensor *dx = out[0];
-    pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &j, err);
-    if (s) return s;
-    memset(dx->data, 0, vp_tensor_nbytes(dx));
-    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
-        int64_t count = pool_job_block(&j, o0);
-        for (int64_t p = 0; p < j.planes; p++)
-            for (int64_t o = 0; o < count; o++) {
-                int64_t iy = p * j.ovol + o0 + o;
-                if (a[iy] == ARGMAX_NONE) continue;
-                int64_t off = p * j.ivol + j.taps[o * j.kvol + a[iy]];
-                if (dy->dtype == VP_F32) {
-                    if (((const float *)y->data)[iy] > 0) ((float *)dx->data)[off] += ((const float *)dy->data)[iy];
-                } else {
-                    if (((const double *)y->data)[iy] > 0) ((double *)dx->data)[off] += ((const double *)dy->data)[iy];
-                }
-            }
-    }
-    free(j.taps);
-    return VP_OK;
+    return maxpool_scatter(n, in[0], out[0], NULL, in[1]->data, in[2], err);
 }
 
 /* ---- AveragePool ---- */
