@@ -124,7 +124,7 @@ vp_status vp_fuse_pool_grad(vp_graph *g, int *n_fused, vp_error *err) {
     }
     /* each old node's replacement, or -1 to drop it (-2: keep as is) */
     int *repl = malloc(((size_t)n0 + 1) * sizeof *repl);
-    int *order = malloc(((size_t)n0 + 2 * (size_t)n_m + 1) * sizeof *order);
+    int *order = malloc(((size_t)n0 + 1) * sizeof *order);
     if (!repl || !order) s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing MaxPool's gradient");
     for (int i = 0; !s && i < n0; i++) repl[i] = -2;
     for (int k = 0; !s && k < n_m; k++) {
@@ -140,11 +140,7 @@ vp_status vp_fuse_pool_grad(vp_graph *g, int *n_fused, vp_error *err) {
         if (repl[i] == -2) order[n_order++] = i;
         else if (repl[i] >= 0) order[n_order++] = repl[i];
     }
-    for (int i = n0; !s && i < g->n_nodes; i++) { /* built after n0 but kept where the replaced stood */
-        int placed = 0;
-        for (int k = 0; k < n0 && !placed; k++) placed = repl[k] == i;
-        if (!placed) order[n_order++] = i;
-    }
+    /* every node built after n0 replaces one of the first n0 and stands in its place */
     if (!s) s = vp_graph_keep_nodes(g, order, n_order, err);
     if (!s) *n_fused = n_m;
     free(ms);

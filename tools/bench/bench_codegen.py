@@ -53,7 +53,7 @@ def main():
     lib = os.path.join(build, "libvplanrt.a")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     cc = os.environ.get("CC", "cc")
-    blas = "-lopenblas"
+    libs = ["-lopenblas", "-ldnnl", "-fopenmp"]  # what libvplanrt needs (vplanrt.pc)
     tmp = tempfile.mkdtemp(prefix="bench_codegen")
     rows = []
     try:
@@ -67,13 +67,14 @@ def main():
             timer = os.path.join(d, "timer")
             sh([cc, "-std=c17", "-O2", "-I" + os.path.join(SRC, "runtime"), "-I" + os.path.join(SRC, "planner"),
                 "-DPREFIX=" + m, "-DUPREFIX=" + m.upper(), "-include", os.path.join(d, m + "_step.h"),
-                os.path.join(HERE, "codegen_timer.c"), os.path.join(d, m + "_step.c"), lib, blas, "-lm", "-o", timer])
+                os.path.join(HERE, "codegen_timer.c"), os.path.join(d, m + "_step.c"), lib, *libs, "-lm", "-o", timer])
             # rounds of the three, interleaved, so that load from elsewhere hits them alike;
             # the lowest median of the rounds
             c_ms, run_ms, torch_ms = [], [], []
             for r in range(a.rounds):
                 rj = os.path.join(d, "run.json")
-                sh([tool, "run", plan, "--steps", str(a.warmup + a.steps), "--save-inputs", os.path.join(d, "data"),
+                # --reference: the kernels the generated step calls (not oneDNN's)
+                sh([tool, "run", plan, "--reference", "--steps", str(a.warmup + a.steps), "--save-inputs", os.path.join(d, "data"),
                     "--json", rj], env=env)
                 with open(rj) as f:
                     run_ms.append(statistics.median(json.load(f)["step_seconds"][a.warmup:]) * 1e3)
@@ -99,7 +100,8 @@ def main():
     print("Batch %d, AdamW, one thread (OpenBLAS and torch); median step time of %d steps after %d warmup,"
           % (a.batch, a.steps, a.warmup))
     print("the lowest of %d interleaved rounds;" % a.rounds)
-    print("inputs in and the loss out included in every column. Ratios > 1: the generated step is faster.")
+    print("inputs in and the loss out included in every column; `run --reference`, the kernels the generated step calls."
+          " Ratios > 1: the generated step is faster.")
     print()
     print("| model | generated C (ms) | run (ms) | PyTorch eager (ms) | run / C | torch / C |")
     print("|---|---:|---:|---:|---:|---:|")
