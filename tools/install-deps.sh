@@ -14,3 +14,13 @@ if ((${#missing[@]})); then
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+# The QDQ check (tests/qdq_ort.py) runs the exported int8 model in ONNX Runtime: Debian's
+# numpy and onnx, PyPI's onnxruntime.  Without them that one test skips, so a failure here
+# is reported, not fatal.
+if ! /usr/bin/python3 -c 'import numpy, onnx, onnxruntime' 2>/dev/null; then
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends python3-numpy python3-onnx python3-pip &&
+        $sudo /usr/bin/python3 -m pip install -q --break-system-packages onnxruntime==1.19.2; } ||
+        echo "install-deps: numpy/onnx/onnxruntime not installed: tests/qdq_ort.py will skip"
+fi
