@@ -49,4 +49,14 @@ void vp_backend_free(vp_backend *b);
  * copy from zeroed host chunks. */
 vp_status vp_backend_zero(vp_backend *b, void *ptr, size_t bytes, vp_error *err);
 
+/* The argument arrays a runner hands run_node, sized for the widest node of g (a
+ * DenseNet Concat and its gradient Split have as many as the block has layers). */
+typedef struct vp_io_args {
+    vp_tensor *tin, *tout;
+    const vp_tensor **pin;
+    vp_tensor **pout;
+} vp_io_args;
+vp_status vp_io_args_init(vp_io_args *a, const vp_graph *g, vp_error *err);
+void vp_io_args_free(vp_io_args *a);
+
 #endif

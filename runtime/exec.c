@@ -94,21 +94,21 @@ vp_status vp_exec_run(vp_exec *x, vp_error *err) {
         if (!x->is_set[g->inputs[k]])
             return vp_fail(err, VP_ERR_USAGE, "%s: graph input '%s' was not given", g->path,
                            g->values[g->inputs[k]].name);
-    enum { MAX_IO = 64 };
-    vp_tensor tin[MAX_IO], tout[MAX_IO];
-    const vp_tensor *pin[MAX_IO];
-    vp_tensor *pout[MAX_IO];
-    for (int i = 0; i < g->n_nodes; i++) {
+    vp_io_args io;
+    vp_status s = vp_io_args_init(&io, g, err);
+    const vp_tensor **pin = io.pin;
+    vp_tensor *tin = io.tin, *tout = io.tout, **pout = io.pout;
+    for (int i = 0; i < g->n_nodes && !s; i++) {
         const vp_node *n = &g->nodes[i];
         if (n->folded) continue;
-        if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO)
-            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "more than %d inputs or outputs", MAX_IO);
         for (int k = 0; k < n->n_inputs; k++) {
             int v = n->inputs[k];
             pin[k] = NULL;
             if (v < 0) continue;
-            if (!x->is_set[v]) /* a broken invariant: the loader orders nodes topologically */
-                return vp_node_fail(err, VP_ERR_RUNTIME, n, "input '%s' read before it was written", g->values[v].name);
+            if (!x->is_set[v]) { /* a broken invariant: the loader orders nodes topologically */
+                s = vp_node_fail(err, VP_ERR_RUNTIME, n, "input '%s' read before it was written", g->values[v].name);
+                break;
+            }
             tin[k] = vp_value_tensor(&g->values[v]);
             tin[k].data = x->buf[v];
             pin[k] = &tin[k];
@@ -121,12 +121,13 @@ vp_status vp_exec_run(vp_exec *x, vp_error *err) {
             tout[k].data = x->buf[v];
             pout[k] = &tout[k];
         }
-        vp_status s = x->b->iface->run_node(x->b, n, pin, pout, err);
-        if (s) return s;
-        for (int k = 0; k < n->n_outputs; k++)
+        if (s) break;
+        s = x->b->iface->run_node(x->b, n, pin, pout, err);
+        for (int k = 0; k < n->n_outputs && !s; k++)
             if (n->outputs[k] >= 0) x->is_set[n->outputs[k]] = 1;
     }
-    return x->b->iface->synchronize(x->b, err);
+    vp_io_args_free(&io);
+    return s ? s : x->b->iface->synchronize(x->b, err);
 }
 
 vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err) {

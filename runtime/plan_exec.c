@@ -69,14 +69,12 @@ vp_status vp_plan_exec_set_input(vp_plan_exec *x, const char *name, const vp_ten
 vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
     const vp_plan *p = x->p;
     const vp_graph *g = p->g;
-    enum { MAX_IO = 64 };
-    vp_tensor tin[MAX_IO], tout[MAX_IO];
-    const vp_tensor *pin[MAX_IO];
-    vp_tensor *pout[MAX_IO];
-    for (int s = 0; s < p->n_steps; s++) {
+    vp_io_args io;
+    vp_status st = vp_io_args_init(&io, g, err);
+    const vp_tensor **pin = io.pin;
+    vp_tensor *tin = io.tin, *tout = io.tout, **pout = io.pout;
+    for (int s = 0; s < p->n_steps && !st; s++) {
         const vp_node *n = &g->nodes[p->steps[s]];
-        if (n->n_inputs > MAX_IO || n->n_outputs > MAX_IO)
-            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "more than %d inputs or outputs", MAX_IO);
         for (int k = 0; k < n->n_inputs; k++) {
             int v = n->inputs[k];
             pin[k] = NULL;
@@ -98,13 +96,11 @@ vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
         int extra_out = 0;
         for (int k = 1; k < n->n_outputs; k++) extra_out |= pout[k] != NULL;
         if (vp_node_is_view(g, n) && !extra_out && pout[0] && pin[0] && pout[0]->data == pin[0]->data) continue;
-        vp_status st = x->b->iface->run_node(x->b, n, pin, pout, err);
-        if (st) {
-            vp_error_prefix(err, "step %d: ", s);
-            return st;
-        }
+        st = x->b->iface->run_node(x->b, n, pin, pout, err);
+        if (st) vp_error_prefix(err, "step %d: ", s);
     }
-    return x->b->iface->synchronize(x->b, err);
+    vp_io_args_free(&io);
+    return st ? st : x->b->iface->synchronize(x->b, err);
 }
 
 vp_status vp_plan_exec_get(vp_plan_exec *x, int value_id, vp_tensor *out, vp_error *err) {

@@ -95,17 +95,21 @@ static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *fold
         if (n->outputs[i] < 0) continue;
         if (vp_value_numel(&g->values[n->outputs[i]]) > max_elems) return VP_OK;
     }
-    vp_tensor tin[16], tout[16];
-    const vp_tensor *pin[16];
-    vp_tensor *pout[16];
-    if (n->n_inputs > 16 || n->n_outputs > 16) return VP_OK;
+    int w = n->n_inputs > n->n_outputs ? n->n_inputs : n->n_outputs;
+    vp_tensor *tin = malloc(((size_t)w + 1) * sizeof *tin), *tout = malloc(((size_t)w + 1) * sizeof *tout);
+    const vp_tensor **pin = malloc(((size_t)w + 1) * sizeof *pin);
+    vp_tensor **pout = malloc(((size_t)w + 1) * sizeof *pout);
+    vp_status s = VP_OK;
+    if (!tin || !tout || !pin || !pout) {
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory folding node '%s'", n->name);
+        goto done;
+    }
     for (int i = 0; i < n->n_inputs; i++) {
         pin[i] = NULL;
         if (n->inputs[i] < 0) continue;
         tin[i] = vp_value_tensor(&g->values[n->inputs[i]]);
         pin[i] = &tin[i];
     }
-    vp_status s = VP_OK;
     for (int i = 0; i < n->n_outputs; i++) {
         pout[i] = NULL;
         if (n->outputs[i] < 0) continue;
@@ -125,10 +129,16 @@ static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *fold
         vp_value_set_data(g, n->outputs[i], tout[i].data, VP_DATA_HEAP);
         g->values[n->outputs[i]].flags |= VP_VAL_CONST;
     }
-    if (s) return s;
-    n->folded = 1;
-    *folded = 1;
-    return VP_OK;
+    if (!s) {
+        n->folded = 1;
+        *folded = 1;
+    }
+done:
+    free(tin);
+    free(tout);
+    free(pin);
+    free(pout);
+    return s;
 }
 
 static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {

@@ -120,3 +120,26 @@ vp_status vp_backend_zero(vp_backend *b, void *ptr, size_t bytes, vp_error *err)
     free(zeros);
     return s;
 }
+
+vp_status vp_io_args_init(vp_io_args *a, const vp_graph *g, vp_error *err) {
+    int w = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > w) w = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > w) w = g->nodes[i].n_outputs;
+    }
+    a->tin = malloc((size_t)w * sizeof *a->tin);
+    a->tout = malloc((size_t)w * sizeof *a->tout);
+    a->pin = malloc((size_t)w * sizeof *a->pin);
+    a->pout = malloc((size_t)w * sizeof *a->pout);
+    if (a->tin && a->tout && a->pin && a->pout) return VP_OK;
+    vp_io_args_free(a);
+    return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+}
+
+void vp_io_args_free(vp_io_args *a) {
+    free(a->tin);
+    free(a->tout);
+    free(a->pin);
+    free(a->pout);
+    memset(a, 0, sizeof *a);
+}

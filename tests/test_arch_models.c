@@ -1,0 +1,75 @@
+/* Architectures that were refused train as PyTorch does (issue #20).
+ *
+ * Data: tests/data/arch/<model>, made by tools/scripts/make_arch_models.py: a
+ * DenseNet-style dense block of 70 layers (Concats of up to 71 inputs, their gradient a
+ * Split of as many outputs), two torchvision SwinTransformerBlocks (shifted windows:
+ * roll, the slice-assigned mask, relative position bias) and nn.EmbeddingBag (sum,
+ * mean, max), which torch exports as a Loop over the batch.  Checks per model:
+ * - the training step builds, trains exactly torch's parameters, warns of nothing;
+ * - DenseNet: a Concat wider than 64 inputs is on the gradient path; Swin: every
+ *   ScatterND (the mask, on constants) is folded away; EmbeddingBag: no Loop is left
+ *   (it is unrolled once the batch is bound);
+ * - the output, the loss and every parameter gradient at the initial parameters match
+ *   torch within 1e-5 of the tensor's largest magnitude, and the second SGD step's loss;
+ * - the plan verifies and runs two steps bit-identically to naive execution. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "model_util.h"
+
+#define DATA VP_SOURCE_DIR "/tests/data/arch"
+
+static int count_forward(const test_model *m, const char *op, int folded) {
+    int c = 0;
+    for (int i = 0; i < m->g->n_nodes; i++) {
+        const vp_node *n = &m->g->nodes[i];
+        if (!strcmp(n->op_type, op) && n->phase == VP_PHASE_FORWARD && (folded < 0 || n->folded == folded)) c++;
+    }
+    return c;
+}
+
+static void check_structure(test_model *m) {
+    const mj *params = mj_get(m->meta, "params");
+    int named = 0;
+    for (int i = 0; i < params->n; i++)
+        for (int p = 0; p < m->t.n_params; p++) named += !strcmp(m->g->values[m->t.params[p]].name, params->items[i].str);
+    check(named == params->n && m->t.n_params == params->n && !m->t.warning[0],
+          "%s: trains torch's %d parameters (%d found, %d trainable) without warnings%s%s", m->name, params->n, named,
+          m->t.n_params, m->t.warning[0] ? ": " : "", m->t.warning);
+    if (!strncmp(m->name, "densenet", 8)) {
+        int widest = 0;
+        for (int i = 0; i < m->g->n_nodes; i++) {
+            const vp_node *n = &m->g->nodes[i];
+            if (!strcmp(n->op_type, "Concat") && n->phase == VP_PHASE_FORWARD && n->n_inputs > widest) widest = n->n_inputs;
+        }
+        check(widest > 64, "%s: the widest Concat trained through has %d inputs", m->name, widest);
+    } else if (!strncmp(m->name, "swin", 4)) {
+        int live = count_forward(m, "ScatterND", 0), folded = count_forward(m, "ScatterND", 1);
+        check(live == 0 && folded > 0, "%s: %d ScatterND of the shifted-window mask folded, %d left", m->name, folded,
+              live);
+    } else {
+        int loops = count_forward(m, "Loop", -1), gathers = count_forward(m, "Gather", 0);
+        check(loops == 0 && gathers >= 2, "%s: the Loop unrolled (%d left), %d row Gathers trained through", m->name,
+              loops, gathers);
+    }
+}
+
+int main(void) {
+    char names[32][64];
+    int n = test_model_list_in(DATA, names, 32);
+    check(n >= 3, "%d exported models found in %s", n, DATA);
+    for (int i = 0; i < n; i++) {
+        test_model m;
+        vp_error err = {{0}};
+        vp_status s = test_model_load_fixture_dir(&m, DATA, names[i], &err);
+        if (s) check(0, "%s: %s", names[i], err.msg);
+        else {
+            check_structure(&m);
+            test_model_check_torch(&m, 1e-5);
+            test_model_check_planned(&m, 2);
+        }
+        test_model_free(&m);
+    }
+    return check_summary();
+}
