@@ -58,7 +58,7 @@ static void check_structure(test_model *m) {
 int main(void) {
     char names[32][64];
     int n = test_model_list_in(DATA, names, 32);
-    check(n >= 3, "%d exported models found in %s", n, DATA);
+    check(n >= 9, "%d exported models found in %s", n, DATA);
     for (int i = 0; i < n; i++) {
         test_model m;
         vp_error err = {{0}};

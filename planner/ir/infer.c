@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/control.h"
 #include "ir/op_registry.h"
 
 vp_status vp_bind_dims(vp_graph *g, const vp_dim_binding *b, int n, vp_error *err) {
@@ -201,10 +202,17 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
             if (n->inputs[k] >= 0 && !vp_value_known(&g->values[n->inputs[k]])) inputs_known = 0;
         vp_status s;
         vp_error e;
-        if (!inputs_known && opts->keep_going && vp_op_find(n->domain, n->op_type))
+        int control = vp_control_is(n);
+        if (!inputs_known && opts->keep_going && (control || vp_op_find(n->domain, n->op_type)))
             continue; /* downstream of something unsupported: already reported */
-        if (!inputs_known && vp_op_find(n->domain, n->op_type)) {
+        if (!inputs_known && (control || vp_op_find(n->domain, n->op_type))) {
             s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
+        } else if (control) {
+            int added = 0;
+            s = vp_control_expand(g, i, &added, &e);
+            if (!s) i += added - 1; /* the expansion's nodes are inferred already */
+            if (!s) continue;
+            n = &g->nodes[i];
         } else {
             int folded = 0;
             s = infer_one(g, i, max_elems, &folded, &e);

@@ -64,6 +64,7 @@ static void free_attr(vp_attr *a) {
         free(a->t->data);
         free(a->t);
     }
+    vp_graph_free(a->graph);
 }
 
 static void free_node(vp_node *n) {
@@ -384,7 +385,9 @@ static int clone_attr(vp_attr *dst, const vp_attr *src) {
     dst->ints = NULL;
     dst->strings = NULL;
     dst->t = NULL;
+    dst->graph = NULL;
     if (!dst->name || (src->s && !dst->s)) return 0;
+    if (src->graph && !(dst->graph = vp_graph_clone(src->graph))) return 0;
     if (src->floats) {
         dst->floats = malloc((size_t)(src->n ? src->n : 1) * sizeof(float));
         if (!dst->floats) return 0;
@@ -524,13 +527,15 @@ vp_status vp_graph_keep_nodes(vp_graph *g, const int *keep, int n, vp_error *err
     return vp_graph_link(g, err);
 }
 
-vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src) {
-    int n = g->nodes[src].n_attrs;
+vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src) { return vp_node_copy_attrs_from(g, dst, &g->nodes[src]); }
+
+vp_status vp_node_copy_attrs_from(vp_graph *g, int dst, const vp_node *src) {
+    int n = src->n_attrs;
     if (!n) return VP_OK;
     vp_attr *a = calloc((size_t)n, sizeof *a);
     if (!a) return VP_ERR_NOMEM;
     int ok = 1, done = 0;
-    for (; done < n && ok; done++) ok = clone_attr(&a[done], &g->nodes[src].attrs[done]);
+    for (; done < n && ok; done++) ok = clone_attr(&a[done], &src->attrs[done]);
     if (!ok) {
         for (int i = 0; i < done; i++) free_attr(&a[i]);
         free(a);

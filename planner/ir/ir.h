@@ -64,6 +64,7 @@ enum {
     VP_VAL_FED = 1u << 4,         /* data bound by the caller for shape inference (eval, tests) */
     VP_VAL_PARAM = 1u << 5,       /* a trainable parameter of a training step */
     VP_VAL_STATE = 1u << 6,       /* state carried across steps: optimizer moments, running statistics */
+    VP_VAL_OUTER = 1u << 7,       /* in a subgraph (a Loop body, an If branch): a value of the enclosing scope */
 };
 
 typedef enum vp_data_owner {
@@ -115,6 +116,7 @@ typedef struct vp_attr {
     int64_t *ints;
     char **strings;
     vp_tensor *t;       /* tensor attribute, data owned by the graph */
+    struct vp_graph *graph; /* graph attribute (Loop body, If branch), owned; NULL when not loaded */
 } vp_attr;
 
 /* Phases a node can belong to in a training step. */
@@ -228,6 +230,8 @@ vp_status vp_node_add_attr_string(vp_graph *g, int node, const char *name, const
 
 /* Copies the attributes of node src onto node dst (both in g). */
 vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src);
+/* The same from a node of another graph (a Loop body's, copied into g). */
+vp_status vp_node_copy_attrs_from(vp_graph *g, int dst, const vp_node *src);
 
 /* Fails with "node 'NAME' (OpType): ..." so every node error names the node. */
 vp_status vp_node_fail(vp_error *err, vp_status code, const vp_node *n, const char *fmt, ...)

@@ -13,6 +13,9 @@
 
 static void free_proto(void *p) { onnx__model_proto__free_unpacked(p, NULL); }
 
+static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *root, const char *model,
+                             const char *base_dir, vp_error *err);
+
 /* Declared dtype and shape of a graph input. */
 static vp_status read_value_info(const Onnx__ValueInfoProto *vi, vp_value *v, const char *model, vp_error *err) {
     const Onnx__TypeProto *tp = vi->type;
@@ -185,7 +188,6 @@ done:
 
 static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *model, const char *base_dir, vp_error *err) {
     const Onnx__GraphProto *gp = mp->graph;
-    vp_status s;
     g->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *op = mp->opset_import[i];
@@ -208,10 +210,68 @@ static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *mode
                  mp->producer_version ? mp->producer_version : "");
         g->producer = strdup(buf);
     }
+    return build_scope(gp, g, g, model, base_dir, err);
+}
+
+/* A graph attribute (a Loop body, an If branch) as a graph of its own: its formal
+ * inputs are its inputs, and every name its nodes read that nothing in it defines is a
+ * value of the enclosing scope (VP_VAL_OUTER), resolved by name when it is expanded. */
+static vp_status load_subgraph(const Onnx__GraphProto *gp, vp_graph *outer, vp_graph *root, vp_graph **out,
+                               const char *desc, const char *base_dir, vp_error *err) {
+    vp_graph *sub = vp_graph_new();
+    if (!sub) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    sub->path = strdup(outer->path ? outer->path : "");
+    sub->graph_name = strdup(gp->name ? gp->name : "");
+    sub->ir_version = outer->ir_version;
+    sub->opset_onnx = outer->opset_onnx;
+    sub->opset_ms = outer->opset_ms;
+    vp_status s = !sub->path || !sub->graph_name ? vp_fail(err, VP_ERR_NOMEM, "out of memory") : VP_OK;
+    /* names defined inside: node outputs, inputs, initializers */
+    vp_graph *defined = s ? NULL : vp_graph_new();
+    if (!s && !defined) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i < gp->n_node; i++)
+        for (size_t k = 0; k < gp->node[i]->n_output; k++)
+            if (gp->node[i]->output[k] && gp->node[i]->output[k][0] && vp_graph_find_value(defined, gp->node[i]->output[k]) < 0 &&
+                vp_graph_add_value(defined, gp->node[i]->output[k]) < 0)
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i < gp->n_input; i++)
+        if (gp->input[i]->name && vp_graph_find_value(defined, gp->input[i]->name) < 0 &&
+            vp_graph_add_value(defined, gp->input[i]->name) < 0)
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i < gp->n_initializer; i++)
+        if (gp->initializer[i]->name && vp_graph_find_value(defined, gp->initializer[i]->name) < 0 &&
+            vp_graph_add_value(defined, gp->initializer[i]->name) < 0)
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i <= gp->n_node; i++) {
+        size_t n_in = i < gp->n_node ? gp->node[i]->n_input : gp->n_output;
+        for (size_t k = 0; !s && k < n_in; k++) {
+            const char *name = i < gp->n_node ? gp->node[i]->input[k] : gp->output[k]->name;
+            if (!name || !name[0] || vp_graph_find_value(defined, name) >= 0 || vp_graph_find_value(sub, name) >= 0) continue;
+            int id = vp_graph_add_value(sub, name);
+            if (id < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            else sub->values[id].flags |= VP_VAL_OUTER;
+        }
+    }
+    vp_graph_free(defined);
+    if (!s) s = build_scope(gp, sub, root, sub->path, base_dir, err);
+    if (s) {
+        vp_error_prefix(err, "%s, its graph '%s': ", desc, gp->name ? gp->name : "");
+        vp_graph_free(sub);
+        return s;
+    }
+    *out = sub;
+    return VP_OK;
+}
+
+/* The initializers, inputs, nodes and outputs of one graph (the model's or a
+ * subgraph's) into g; external data and mappings belong to root. */
+static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *root, const char *model,
+                             const char *base_dir, vp_error *err) {
+    vp_status s;
     if (gp->n_sparse_initializer)
         return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: sparse initializers are not supported", model);
 
-    vp_extdata_ctx ext = {base_dir, g};
+    vp_extdata_ctx ext = {base_dir, root};
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const Onnx__TensorProto *tp = gp->initializer[i];
         const char *name = tp->name ? tp->name : "";
@@ -248,6 +308,11 @@ static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *mode
         id = vp_graph_add_value(g, name);
         if (id < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
         g->values[id].flags |= VP_VAL_INPUT;
+        if (g != root && !gp->input[i]->type) { /* a body's input without a type: its expansion gives one */
+            g->values[id].rank = -1;
+            g->inputs[g->n_inputs++] = id;
+            continue;
+        }
         s = read_value_info(gp->input[i], &g->values[id], model, err);
         if (s) return s;
         g->inputs[g->n_inputs++] = id;
@@ -305,6 +370,11 @@ static vp_status build_graph(Onnx__ModelProto *mp, vp_graph *g, const char *mode
             for (size_t a = 0; a < np->n_attribute && !s; a++) {
                 node->n_attrs++;
                 s = vp_attr_from_proto(np->attribute[a], &node->attrs[a], desc, err);
+                if (!s && node->attrs[a].type == VP_ATTR_GRAPH && np->attribute[a]->g) {
+                    vp_graph *sub = NULL;
+                    s = load_subgraph(np->attribute[a]->g, g, root, &sub, desc, base_dir, err);
+                    node->attrs[a].graph = sub;
+                }
             }
         }
     }
