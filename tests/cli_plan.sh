@@ -28,6 +28,14 @@ expect 2 "node 'mod_it' (Mod): has no gradient rule" -- "$tool" train "$bad/no_g
 # inspect predicts what train refuses
 expect 0 "^  Mod (1): mod_it" -- "$tool" inspect "$bad/no_gradient_rule.onnx"
 expect 0 '"no_gradient_rule": \[\]' -- "$tool" inspect "$mlp" --dim batch=4 --json
+# Loop: unrolled when its trip count is known once dims are bound (nn.EmbeddingBag,
+# tools/scripts/make_arch_models.py: torch's first loss on the fixture batch), else
+# listed by inspect and refused by train, both naming the node and why
+bag=$src/tests/data/arch/embbag_mean_op13
+expect 0 "step 1  loss 1.178219" -- "$tool" train "$bag/model.onnx" --dim batch=2 --loss ce:logits --lr 0.1 --steps 2 --data "$bag/fixtures"
+expect 0 "^  Loop (1): repeat_n" -- "$tool" inspect "$bad/loop_data_trip.onnx"
+expect 0 "its trip count 'n' depends on the input data" -- "$tool" inspect "$bad/loop_data_trip.onnx"
+expect 2 "node 'repeat_n' (Loop): its trip count 'n' depends on the input data" -- "$tool" train "$bad/loop_data_trip.onnx" --loss mse:y
 expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --freeze nothing_matches
 expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
 expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4

@@ -14,6 +14,7 @@
 
 #include "ir/graph_build.h"
 #include "ir/infer.h"
+#include "ir/op_registry.h"
 
 enum { MAX_UNROLLED_NODES = 1 << 20 };
 
@@ -98,10 +99,55 @@ static vp_status add_node_into(vp_graph *g, const char *op, const char *name, in
     return vp_infer_node(g, id, 0, NULL, err);
 }
 
+static int producer_of(const vp_graph *g, int v) {
+    for (int i = g->n_nodes - 1; i >= 0; i--) /* nodes appended here are not linked yet */
+        for (int k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] == v) return i;
+    return -1;
+}
+
+/* Whether v's data is known, computing it when it follows from data the caller bound
+ * (a condition that is the Identity of a fed input, a trip count computed from fed
+ * Range bounds): run by its producer's CPU kernel and kept as fed data, which shape
+ * functions read and which nothing folds away. */
+static int eval_fed(vp_graph *g, int v, int depth) {
+    if (g->values[v].data) return 1;
+    int p = producer_of(g, v);
+    if (depth > 64 || p < 0 || vp_value_numel(&g->values[v]) > 64 || !vp_value_known(&g->values[v])) return 0;
+    const vp_node *n = &g->nodes[p];
+    if (!n->op || !n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || n->n_outputs != 1) return 0;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && !eval_fed(g, n->inputs[k], depth + 1)) return 0;
+    vp_tensor *tin = malloc(((size_t)n->n_inputs + 1) * sizeof *tin), out = vp_value_tensor(&g->values[v]);
+    const vp_tensor **pin = malloc(((size_t)n->n_inputs + 1) * sizeof *pin);
+    vp_tensor *pout[1] = {&out};
+    size_t bytes = vp_tensor_nbytes(&out);
+    out.data = calloc(1, bytes ? bytes : 1);
+    int ok = tin && pin && out.data;
+    for (int k = 0; ok && k < n->n_inputs; k++) {
+        pin[k] = NULL;
+        if (n->inputs[k] < 0) continue;
+        tin[k] = vp_value_tensor(&g->values[n->inputs[k]]);
+        pin[k] = &tin[k];
+    }
+    vp_error e;
+    ok = ok && !n->op->cpu(n, pin, pout, &e);
+    free(tin);
+    free(pin);
+    if (!ok) {
+        free(out.data);
+        return 0;
+    }
+    vp_value_set_data(g, v, out.data, VP_DATA_HEAP);
+    g->values[v].flags |= VP_VAL_FED;
+    return 1;
+}
+
 /* A scalar read from a value whose data is known: -1 when it is not. */
-static int known_scalar(const vp_graph *g, int v, int64_t *out) {
+static int known_scalar(vp_graph *g, int v, int64_t *out) {
+    if (!eval_fed(g, v, 0)) return -1;
     const vp_value *x = &g->values[v];
-    if (!x->data || vp_value_numel(x) != 1) return -1;
+    if (vp_value_numel(x) != 1) return -1;
     switch (x->dtype) {
     case VP_I64: *out = *(const int64_t *)x->data; return 0;
     case VP_I32: *out = *(const int32_t *)x->data; return 0;

@@ -78,6 +78,16 @@ def main():
                 helper.make_node("Mod", ["h", "x"], ["y"], name="mod_it", fmod=1)],
                [vi("x", [2, 3])], [vi("y", [2, 3])], [w]), "no_gradient_rule.onnx")
 
+    # a Loop whose trip count is a graph input: nothing ahead of time says how often it
+    # runs, so it cannot be unrolled (inspect lists it, train refuses it, naming it)
+    body = helper.make_graph([helper.make_node("MatMul", ["h_in", "w"], ["h_out"], name="step"),
+                              helper.make_node("Identity", ["cond_in"], ["cond_out"], name="go_on")], "body",
+                             [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [2, 3])],
+                             [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [2, 3])])
+    save(model([helper.make_node("Loop", ["n", "", "x"], ["y"], name="repeat_n", body=body)],
+               [vi("x", [2, 3]), vi("n", [], TensorProto.INT64)], [vi("y", [2, 3])], [w], opset=13),
+         "loop_data_trip.onnx")
+
     # run-time data errors: an index past the end of the table it gathers from
     table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
     save(model([helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")],
