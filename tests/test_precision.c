@@ -6,7 +6,7 @@
  *   float32 and rounds once, to nearest even, on store.
  * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph,
  *   plainly and with checkpointing (recomputed low-precision ops repeat their roundings).
- * - bf16 training of models/mlp and models/cnn tracks PyTorch CPU autocast over 20 AdamW
+ * - bf16 training of every model in models/ tracks PyTorch CPU autocast over 20 AdamW
  *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py);
  *   fp16 with loss scaling tracks the float32 curve of the same fixture.
  * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
@@ -225,9 +225,17 @@ static void planned_case(const char *name, vp_precision prec) {
  * float32 statistics and pool in float32 as autocast's reduction list says; accumulation
  * orders differ), so each carries rounding noise of about G of its own, and Adam turns
  * the sign of tiny gradient components into full lr-sized steps; the distance between
- * the two is then up to about 2G.  We allow 3G (and never more than 1e-2).  In float32
- * the same curves match torch to 1e-6 (test_training), so what is left is precision.
- * Measured: mlp G 7.1e-4, ours 1.3e-3 off; cnn G 3.4e-3, ours 5.5e-3 off. */
+ * the two is then up to about 2G.  We allow 3G, and never more than 1% of the first
+ * loss (so that a model whose torch bf16 curve strays far from float32 cannot make the
+ * bound loose).  In float32 the same curves match torch to 1e-6 (test_training), so
+ * what is left is precision.  Measured: mlp G 7.1e-4, ours 1.3e-3 off; cnn G 3.4e-3,
+ * ours 4.7e-3 off; gpt (both exports) G 2.3e-2, ours 1.8e-2 off (closer to torch's
+ * float32 curve than torch's bf16 is: the GPT's LayerNorm and softmax run in float32
+ * in both, its residual stream too, so the difference is where the two round inside
+ * the fused attention and GELU and in their accumulation orders).  Since G bounds how
+ * far bf16 moves a curve at all, the bound alone would also pass a float32 run; that
+ * bf16 is really computed shows at the first loss, before any update: it is farther
+ * from torch's float32 loss than 8x our float32 accuracy (1e-6). */
 /* The losses of 20 AdamW steps of m's graph on the fixture batch (carries copied). */
 static vp_status run_curve(test_model *m, int steps, double *got, double *final_scale, vp_error *err) {
     vp_backend *b = vp_backend_cpu_new();
@@ -308,17 +316,20 @@ static void curve_case(const char *name, int same_placement) {
         if (d > worst) worst = d;
         if (g32 > gap) gap = g32;
     }
-    double tol = fmin(3 * gap, 1e-2);
+    double tol = fmin(3 * gap, 0.01 * losses->items[0].num);
     if (s) check(0, "%s bf16 curve: %s", name, err.msg);
     else
         check(worst <= tol,
               "%s bf16: %d AdamW steps, losses %.6f .. %.6f, worst difference from torch autocast %.2g (tolerance %.2g: "
-              "3x torch's own bf16-to-fp32 gap %.2g)",
+              "3x torch's own bf16-to-fp32 gap %.2g, at most 1%% of the first loss)",
               name, steps, got[0], got[steps - 1], worst, tol, gap);
     /* where torch places every op as we do (the MLP: Linear with its bias, ReLU, all in
      * bf16), the first loss, before any update, is the same to float32 printing
      * accuracy, and farther from the float32 loss: bf16 is really computed */
     double l0 = losses->items[0].num, f0 = ref32->items[0].num;
+    if (!s)
+        check(fabs(got[0] - f0) > 8e-6, "%s bf16: first loss %.7f, %.2g from torch float32's %.7f (bf16 computed)", name,
+              got[0], fabs(got[0] - f0), f0);
     if (!s && same_placement)
         check(fabs(got[0] - l0) <= 2e-6 && fabs(got[0] - f0) > 4 * fabs(got[0] - l0),
               "%s bf16: first loss %.7f, torch autocast %.7f, torch float32 %.7f", name, got[0], l0, f0);
@@ -456,10 +467,14 @@ int main(void) {
             planned_case(models[i], (vp_precision)prec);
         }
     check(checkpointed_plans >= 4, "%d of the 6 checkpointed low-precision plans recompute something", checkpointed_plans);
-    curve_case("mlp", 1);
-    curve_case("cnn", 0);
-    fp16_curve_case("mlp");
-    fp16_curve_case("cnn");
+    /* every model in models/ against its torch.autocast fixture */
+    char names[32][64];
+    int n_models = test_model_list(names, 32);
+    for (int i = 0; i < n_models; i++) {
+        curve_case(names[i], !strcmp(names[i], "mlp"));
+        fp16_curve_case(names[i]);
+    }
+    check(n_models >= 4, "%d models in models/ have bf16 and fp16 curves checked", n_models);
     loss_scale_case("mlp");
     loss_scale_case("cnn");
     arena_case("gpt", 1);
