@@ -12,7 +12,9 @@
  * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
  * - fp16 dynamic loss scaling (GradScaler's rule): a forced overflow skips the step,
  *   leaving parameters and optimizer state bit-identical, halves the scale, and training
- *   goes on; clean steps grow it; planned execution of it is bit-identical to naive. */
+ *   goes on; clean steps grow it; planned execution of it is bit-identical to naive.
+ *   What `train --save` keeps of the scale reads back exactly, and bad saved values are
+ *   refused (tests/cli_loss_scale.sh runs the skip and the resume through `train`). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,6 +435,29 @@ static void loss_scale_case(const char *name) {
     test_model_free(&m);
 }
 
+/* What `train --save` writes for the scale and its count reads back exactly; a saved
+ * value that would break the rule (not a power of two: unscaling is no longer exact; a
+ * count past the growth interval) is refused naming the key. */
+static void resume_case(void) {
+    char sb[32], cb[32];
+    vp_loss_scale_opts o = {0};
+    vp_error err;
+    vp_loss_scale_format(1099511627776.0 / 1024, 1999, sb, cb);
+    vp_status s = vp_loss_scale_resume(sb, cb, &o, &err);
+    check(!s && o.init == 1073741824.0 && o.clean_steps == 1999, "loss scale saved as '%s', '%s': read back %.17g, %lld", sb,
+          cb, o.init, (long long)o.clean_steps);
+    static const char *const bad[][2] = {{"0x1.8p+1", "0"}, {"-65536", "0"}, {"inf", "0"}, {"0x1p+200", "0"},
+                                         {"65536", "2000"}, {"65536", "-1"}, {"65536", "12x"}};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        vp_loss_scale_opts q = {0};
+        s = vp_loss_scale_resume(bad[i][0], bad[i][1], &q, &err);
+        refused += s == VP_ERR_INVALID && strstr(err.msg, "metadata 'vplan.loss_scale");
+    }
+    check(refused == (int)(sizeof bad / sizeof *bad), "%d of %d bad saved scales or counts refused (last: %s)", refused,
+          (int)(sizeof bad / sizeof *bad), err.msg);
+}
+
 static void arena_case(const char *name, int must_shrink) {
     int64_t arena[3] = {0}, act[3] = {0};
     for (int prec = 0; prec < 3; prec++) {
@@ -475,6 +500,7 @@ int main(void) {
         fp16_curve_case(names[i]);
     }
     check(n_models >= 4, "%d models in models/ have bf16 and fp16 curves checked", n_models);
+    resume_case();
     loss_scale_case("mlp");
     loss_scale_case("cnn");
     arena_case("gpt", 1);
