@@ -32,8 +32,45 @@ static vp_status replace(Onnx__TensorProto *tp, const vp_tensor *t, const char *
     return VP_OK;
 }
 
+static char *dup(const char *s) {
+    char *d = malloc(strlen(s) + 1);
+    return d ? strcpy(d, s) : NULL;
+}
+
+/* Sets key to value in the unpacked model, which owns (and frees) every string in it. */
+static vp_status set_metadata(Onnx__ModelProto *mp, const char *key, const char *value, vp_error *err) {
+    for (size_t i = 0; i < mp->n_metadata_props; i++) {
+        Onnx__StringStringEntryProto *e = mp->metadata_props[i];
+        if (!e->key || strcmp(e->key, key)) continue;
+        char *v = dup(value);
+        if (!v) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        free(e->value);
+        e->value = v;
+        return VP_OK;
+    }
+    Onnx__StringStringEntryProto **grown = realloc(mp->metadata_props, (mp->n_metadata_props + 1) * sizeof *grown);
+    if (!grown) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    mp->metadata_props = grown;
+    Onnx__StringStringEntryProto *e = malloc(sizeof *e);
+    char *k = dup(key), *v = dup(value);
+    if (!e || !k || !v) {
+        free(e), free(k), free(v);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    onnx__string_string_entry_proto__init(e);
+    e->key = k;
+    e->value = v;
+    mp->metadata_props[mp->n_metadata_props++] = e;
+    return VP_OK;
+}
+
 vp_status vp_onnx_save_initializers(const char *src, const char *dst, int n, const char *const *names,
                                     const vp_tensor *t, vp_error *err) {
+    return vp_onnx_save_model(src, dst, n, names, t, 0, NULL, NULL, err);
+}
+
+vp_status vp_onnx_save_model(const char *src, const char *dst, int n, const char *const *names, const vp_tensor *t,
+                             int n_meta, const char *const *keys, const char *const *values, vp_error *err) {
     uint8_t *buf;
     size_t len;
     vp_status s = vp_read_file(src, &buf, &len, err);
@@ -55,6 +92,7 @@ vp_status vp_onnx_save_initializers(const char *src, const char *dst, int n, con
     }
     if (!s && replaced != n)
         s = vp_fail(err, VP_ERR_INVALID, "%s: %d of %d trained values have no initializer of that name", src, n - replaced, n);
+    for (int k = 0; k < n_meta && !s; k++) s = set_metadata(mp, keys[k], values[k], err);
     if (!s) {
         size_t size = onnx__model_proto__get_packed_size(mp);
         uint8_t *out = malloc(size ? size : 1);

@@ -10,4 +10,9 @@
 vp_status vp_onnx_save_initializers(const char *src, const char *dst, int n, const char *const *names,
                                     const vp_tensor *t, vp_error *err);
 
+/* The same, and each metadata_props entry keys[i] set to values[i] (replaced where the
+ * model has it, added where not). */
+vp_status vp_onnx_save_model(const char *src, const char *dst, int n, const char *const *names, const vp_tensor *t,
+                             int n_meta, const char *const *keys, const char *const *values, vp_error *err);
+
 #endif

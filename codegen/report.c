@@ -89,6 +89,26 @@ static void dtype_bytes(const vp_plan *p, int64_t by[VP_DTYPE_COUNT_]) {
     }
 }
 
+/* The model states per trainable parameter element (the way the mixed-precision
+ * literature counts them: Adam with fp16 copies is 4 + 2 + 2 + 8 = 16 bytes with fp16
+ * gradients; ours reach the update in float32, 4).  Sizes are the values' own, without
+ * the arena's alignment padding; frozen parameters count in the bytes, not the elements. */
+static const vp_category model_states[] = {VP_CAT_PARAMETERS, VP_CAT_WEIGHT_COPIES, VP_CAT_GRADIENTS, VP_CAT_OPTIMIZER_STATE};
+
+static int64_t per_param(const vp_plan *p, double out[4]) {
+    int64_t elems = 0, bytes[VP_CAT_COUNT] = {0};
+    for (int v = 0; v < p->g->n_values; v++)
+        if (p->g->values[v].flags & VP_VAL_PARAM) elems += vp_value_numel(&p->g->values[v]);
+    for (int b = 0; b < p->n_buffers; b++) {
+        const vp_buffer *buf = &p->buffers[b];
+        const vp_value *v = &p->g->values[buf->value];
+        if (buf->alias_of < 0 && (unsigned)buf->cat < VP_CAT_COUNT)
+            bytes[buf->cat] += vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype);
+    }
+    for (int k = 0; k < 4; k++) out[k] = elems ? (double)bytes[model_states[k]] / (double)elems : 0;
+    return elems;
+}
+
 static shared_counts count_shared(const vp_plan *p) {
     shared_counts sc = {0, 0, 0, 0};
     for (int b = 0; b < p->n_buffers; b++) {
@@ -128,6 +148,11 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     for (int k = 0; k < VP_CAT_COUNT; k++)
         fprintf(f, "  %-16s %12s  %5.1f%%\n", vp_category_name((vp_category)k), vp_human_bytes(p->category_bytes[k], b1, sizeof b1),
                 total ? 100.0 * (double)p->category_bytes[k] / (double)total : 0.0);
+    double pp[4];
+    int64_t elems = per_param(p, pp);
+    if (elems)
+        fprintf(f, "per trainable parameter (%lld): parameters %.2f B, weight copies %.2f B, gradients %.2f B, optimizer "
+                   "state %.2f B; %.2f B in all\n", (long long)elems, pp[0], pp[1], pp[2], pp[3], pp[0] + pp[1] + pp[2] + pp[3]);
     int64_t by[VP_DTYPE_COUNT_];
     dtype_bytes(p, by);
     fprintf(f, "memory by dtype:");
@@ -231,6 +256,16 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_int(&j, p->category_bytes[k]);
     }
     vp_json_end_object(&j);
+    double pp[4];
+    if (per_param(p, pp)) {
+        vp_json_key(&j, "bytes_per_trainable_param");
+        vp_json_begin_object(&j);
+        for (int k = 0; k < 4; k++) {
+            vp_json_key(&j, vp_category_name(model_states[k]));
+            vp_json_double(&j, pp[k]);
+        }
+        vp_json_end_object(&j);
+    }
     int64_t by[VP_DTYPE_COUNT_];
     dtype_bytes(p, by);
     vp_json_key(&j, "dtype_bytes");

@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --tp --qat --qat-exclude --qat-freeze-after --no-fuse"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --loss-scale --tp --qat --qat-exclude --qat-freeze-after --no-fuse"
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
@@ -71,6 +71,9 @@ expect 2 "plan: --fp32-ops: unknown op 'Frobnicate'" -- "$tool" plan "$mlp" --lo
 expect 2 "--low-ops: unknown op 'Softmaks'" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision fp16 --low-ops Softmaks
 expect 2 "--fp32-ops: op 'Gemm' is also in the other list" -- "$tool" train-graph "$mlp" -o "$tmp/x.onnx" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Gemm --low-ops Gemm
 expect 2 "--fp32-ops applies to --precision bf16 or fp16 only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --fp32-ops Gemm
+expect 2 "--loss-scale expects a power of two (such as 65536 or 1099511627776), got 3" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision fp16 --loss-scale 3
+expect 2 "--loss-scale applies to --precision fp16 only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --precision bf16 --loss-scale 1024
+expect 0 "dynamic loss scaling from scale 1024, 0 clean steps" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --precision fp16 --loss-scale 1024
 expect 0 "precision bf16: 0 nodes low" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16 --fp32-ops Gemm
 expect 0 "precision bf16: .* 6 weight copies" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --precision bf16
 # QAT: bad schemes and variants are usage errors; a regex matching nothing warns; a model

@@ -61,6 +61,10 @@ expect 0 "weight_copies" -- cat "$tmp/gpt16.svg"
 expect 0 "bf16\", .*dashed" -- cat "$tmp/gpt16.dot"
 expect 0 "sound: " -- "$tool" verify "$tmp/gpt16.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt16.vplan" --steps 2
+# model states per parameter, Adam with fp16 copies: the literature's 16 bytes (master 4, copy 2,
+# gradient 2, moments 8) with the gradient reaching the update in float32 (4), as autocast's does
+expect 0 "per trainable parameter (6922): parameters 4.00 B, weight copies 2.00 B, gradients 4.00 B, optimizer state 8.00 B; 18.00 B in all" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --optimizer adam --precision fp16 --json "$tmp/mlp16.json"
+expect 0 '"bytes_per_trainable_param":{"parameters":4,"weight_copies":2,"gradients":4,"optimizer_state":8\.0' -- tr -d '\n ' < "$tmp/mlp16.json"
 expect 0 "memory by dtype: .*float16" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --precision fp16
 expect 3 "does NOT fit" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 100KiB --remat none
 expect 0 "checkpointing: dp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --budget 1MiB

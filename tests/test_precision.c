@@ -6,13 +6,15 @@
  *   float32 and rounds once, to nearest even, on store.
  * - Planned bf16 and fp16 execution is bit-identical to naive execution of the same graph,
  *   plainly and with checkpointing (recomputed low-precision ops repeat their roundings).
- * - bf16 training of models/mlp and models/cnn tracks PyTorch CPU autocast over 20 AdamW
+ * - bf16 training of every model in models/ tracks PyTorch CPU autocast over 20 AdamW
  *   steps (fixtures/train_adamw_bf16.json, tools/scripts/make_precision_fixtures.py);
  *   fp16 with loss scaling tracks the float32 curve of the same fixture.
  * - bf16 and fp16 arenas are below the float32 arena for models/gpt and models/cnn.
  * - fp16 dynamic loss scaling (GradScaler's rule): a forced overflow skips the step,
  *   leaving parameters and optimizer state bit-identical, halves the scale, and training
- *   goes on; clean steps grow it; planned execution of it is bit-identical to naive. */
+ *   goes on; clean steps grow it; planned execution of it is bit-identical to naive.
+ *   What `train --save` keeps of the scale reads back exactly, and bad saved values are
+ *   refused (tests/cli_loss_scale.sh runs the skip and the resume through `train`). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,9 +227,17 @@ static void planned_case(const char *name, vp_precision prec) {
  * float32 statistics and pool in float32 as autocast's reduction list says; accumulation
  * orders differ), so each carries rounding noise of about G of its own, and Adam turns
  * the sign of tiny gradient components into full lr-sized steps; the distance between
- * the two is then up to about 2G.  We allow 3G (and never more than 1e-2).  In float32
- * the same curves match torch to 1e-6 (test_training), so what is left is precision.
- * Measured: mlp G 7.1e-4, ours 1.3e-3 off; cnn G 3.4e-3, ours 5.5e-3 off. */
+ * the two is then up to about 2G.  We allow 3G, and never more than 1% of the first
+ * loss (so that a model whose torch bf16 curve strays far from float32 cannot make the
+ * bound loose).  In float32 the same curves match torch to 1e-6 (test_training), so
+ * what is left is precision.  Measured: mlp G 7.1e-4, ours 1.3e-3 off; cnn G 3.4e-3,
+ * ours 4.7e-3 off; gpt (both exports) G 2.3e-2, ours 1.8e-2 off (closer to torch's
+ * float32 curve than torch's bf16 is: the GPT's LayerNorm and softmax run in float32
+ * in both, its residual stream too, so the difference is where the two round inside
+ * the fused attention and GELU and in their accumulation orders).  Since G bounds how
+ * far bf16 moves a curve at all, the bound alone would also pass a float32 run; that
+ * bf16 is really computed shows at the first loss, before any update: it is farther
+ * from torch's float32 loss than 8x our float32 accuracy (1e-6). */
 /* The losses of 20 AdamW steps of m's graph on the fixture batch (carries copied). */
 static vp_status run_curve(test_model *m, int steps, double *got, double *final_scale, vp_error *err) {
     vp_backend *b = vp_backend_cpu_new();
@@ -308,17 +318,20 @@ static void curve_case(const char *name, int same_placement) {
         if (d > worst) worst = d;
         if (g32 > gap) gap = g32;
     }
-    double tol = fmin(3 * gap, 1e-2);
+    double tol = fmin(3 * gap, 0.01 * losses->items[0].num);
     if (s) check(0, "%s bf16 curve: %s", name, err.msg);
     else
         check(worst <= tol,
               "%s bf16: %d AdamW steps, losses %.6f .. %.6f, worst difference from torch autocast %.2g (tolerance %.2g: "
-              "3x torch's own bf16-to-fp32 gap %.2g)",
+              "3x torch's own bf16-to-fp32 gap %.2g, at most 1%% of the first loss)",
               name, steps, got[0], got[steps - 1], worst, tol, gap);
     /* where torch places every op as we do (the MLP: Linear with its bias, ReLU, all in
      * bf16), the first loss, before any update, is the same to float32 printing
      * accuracy, and farther from the float32 loss: bf16 is really computed */
     double l0 = losses->items[0].num, f0 = ref32->items[0].num;
+    if (!s)
+        check(fabs(got[0] - f0) > 8e-6, "%s bf16: first loss %.7f, %.2g from torch float32's %.7f (bf16 computed)", name,
+              got[0], fabs(got[0] - f0), f0);
     if (!s && same_placement)
         check(fabs(got[0] - l0) <= 2e-6 && fabs(got[0] - f0) > 4 * fabs(got[0] - l0),
               "%s bf16: first loss %.7f, torch autocast %.7f, torch float32 %.7f", name, got[0], l0, f0);
@@ -422,6 +435,29 @@ static void loss_scale_case(const char *name) {
     test_model_free(&m);
 }
 
+/* What `train --save` writes for the scale and its count reads back exactly; a saved
+ * value that would break the rule (not a power of two: unscaling is no longer exact; a
+ * count past the growth interval) is refused naming the key. */
+static void resume_case(void) {
+    char sb[32], cb[32];
+    vp_loss_scale_opts o = {0};
+    vp_error err;
+    vp_loss_scale_format(1099511627776.0 / 1024, 1999, sb, cb);
+    vp_status s = vp_loss_scale_resume(sb, cb, &o, &err);
+    check(!s && o.init == 1073741824.0 && o.clean_steps == 1999, "loss scale saved as '%s', '%s': read back %.17g, %lld", sb,
+          cb, o.init, (long long)o.clean_steps);
+    static const char *const bad[][2] = {{"0x1.8p+1", "0"}, {"-65536", "0"}, {"inf", "0"}, {"0x1p+200", "0"},
+                                         {"65536", "2000"}, {"65536", "-1"}, {"65536", "12x"}};
+    int refused = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        vp_loss_scale_opts q = {0};
+        s = vp_loss_scale_resume(bad[i][0], bad[i][1], &q, &err);
+        refused += s == VP_ERR_INVALID && strstr(err.msg, "metadata 'vplan.loss_scale");
+    }
+    check(refused == (int)(sizeof bad / sizeof *bad), "%d of %d bad saved scales or counts refused (last: %s)", refused,
+          (int)(sizeof bad / sizeof *bad), err.msg);
+}
+
 static void arena_case(const char *name, int must_shrink) {
     int64_t arena[3] = {0}, act[3] = {0};
     for (int prec = 0; prec < 3; prec++) {
@@ -456,10 +492,15 @@ int main(void) {
             planned_case(models[i], (vp_precision)prec);
         }
     check(checkpointed_plans >= 4, "%d of the 6 checkpointed low-precision plans recompute something", checkpointed_plans);
-    curve_case("mlp", 1);
-    curve_case("cnn", 0);
-    fp16_curve_case("mlp");
-    fp16_curve_case("cnn");
+    /* every model in models/ against its torch.autocast fixture */
+    char names[32][64];
+    int n_models = test_model_list(names, 32);
+    for (int i = 0; i < n_models; i++) {
+        curve_case(names[i], !strcmp(names[i], "mlp"));
+        fp16_curve_case(names[i]);
+    }
+    check(n_models >= 4, "%d models in models/ have bf16 and fp16 curves checked", n_models);
+    resume_case();
     loss_scale_case("mlp");
     loss_scale_case("cnn");
     arena_case("gpt", 1);

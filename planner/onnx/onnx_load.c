@@ -423,6 +423,14 @@ vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, c
     return VP_OK;
 }
 
+const char *vp_onnx_metadata(const vp_graph *g, const char *key) {
+    if (!g->proto || g->proto_free != free_proto) return NULL;
+    const Onnx__ModelProto *mp = g->proto;
+    for (size_t i = 0; i < mp->n_metadata_props; i++)
+        if (mp->metadata_props[i]->key && !strcmp(mp->metadata_props[i]->key, key)) return mp->metadata_props[i]->value;
+    return NULL;
+}
+
 vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {
     uint8_t *buf;
     size_t len;

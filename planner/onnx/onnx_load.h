@@ -16,4 +16,8 @@ vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err);
 vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
                              vp_graph **out, vp_error *err);
 
+/* The value of the model's metadata_props entry named key, or NULL (no such entry, or
+ * a graph not loaded from an ONNX file).  Owned by the graph. */
+const char *vp_onnx_metadata(const vp_graph *g, const char *key);
+
 #endif

@@ -1,6 +1,8 @@
 /* Dynamic loss scaling: see loss_scale.h. */
 #include "precision/loss_scale.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,12 +34,20 @@ vp_status vp_loss_scale_begin(vp_graph *g, const vp_loss_scale_opts *o, const vp
                               vp_error *err) {
     memset(ls, 0, sizeof *ls);
     double init = o && o->init > 0 ? o->init : 65536.0;
+    ls->init = init;
+    ls->clean_steps0 = o && o->clean_steps > 0 ? o->clean_steps : 0;
     ls->scale = vp_build_state(g, "loss_scale", VP_F32, 0, NULL);
     ls->count = vp_build_state(g, "loss_scale_clean_steps", VP_I32, 0, NULL);
     float *data = malloc(sizeof *data);
     if (ls->scale < 0 || ls->count < 0 || !data) return free(data), nomem(err);
-    *data = (float)init; /* the state's starting contents; C starts at zero like all state */
+    *data = (float)init; /* the state's starting contents */
     vp_value_set_data(g, ls->scale, data, VP_DATA_HEAP);
+    if (o && o->clean_steps > 0) { /* a resumed run's count; otherwise zero, like all state */
+        int32_t *c = malloc(sizeof *c);
+        if (!c) return nomem(err);
+        *c = (int32_t)o->clean_steps;
+        vp_value_set_data(g, ls->count, c, VP_DATA_HEAP);
+    }
     int in[2] = {t->loss, ls->scale};
     if (g->values[t->loss].dtype != VP_F32)
         return vp_fail(err, VP_ERR_UNSUPPORTED, "loss scaling: the loss '%s' is %s, not float32", g->values[t->loss].name,
@@ -109,4 +119,34 @@ vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, vp_trai
     if (!s) s = add_carry(t, ls->scale, ls->new_scale, err);
     if (!s) s = add_carry(t, ls->count, ls->new_count, err);
     return s;
+}
+
+vp_status vp_loss_scale_resume(const char *scale, const char *count, vp_loss_scale_opts *o, vp_error *err) {
+    if (scale) {
+        char *end;
+        errno = 0;
+        double v = strtod(scale, &end);
+        int e;
+        /* a power of two keeps scaling exact; float32 holds it (the scale is float32) */
+        if (end == scale || *end || errno || !(v > 0) || !isfinite(v) || frexp(v, &e) != 0.5 || e < -125 || e > 128)
+            return vp_fail(err, VP_ERR_INVALID, "metadata '%s': '%s' is not a power of two a float32 holds",
+                           VP_LOSS_SCALE_KEY, scale);
+        o->init = v;
+    }
+    if (count) {
+        char *end;
+        errno = 0;
+        long long c = strtoll(count, &end, 10);
+        int64_t interval = o->interval > 0 ? o->interval : 2000;
+        if (end == count || *end || errno || c < 0 || c >= interval)
+            return vp_fail(err, VP_ERR_INVALID, "metadata '%s': '%s' is not a count of clean steps in [0, %lld)",
+                           VP_LOSS_SCALE_COUNT_KEY, count, (long long)interval);
+        o->clean_steps = c;
+    }
+    return VP_OK;
+}
+
+void vp_loss_scale_format(double scale, int64_t count, char *scale_buf, char *count_buf) {
+    snprintf(scale_buf, 32, "%a", scale);
+    snprintf(count_buf, 32, "%lld", (long long)count);
 }

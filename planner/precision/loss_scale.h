@@ -25,7 +25,22 @@ typedef struct vp_loss_scale_opts {
     double init;           /* 0: 65536 (2^16) */
     double growth, backoff; /* 0: 2 and 0.5 */
     int64_t interval;      /* clean steps before growing; 0: 2000 */
+    int64_t clean_steps;   /* C at the first step: a resumed run's count (0 by default) */
 } vp_loss_scale_opts;
+
+/* Where `train --save` keeps S and C between runs: the saved model's metadata_props
+ * (ONNX's key/value strings, which other runtimes ignore), S as a C99 hex float
+ * ("0x1p+16": exact) and C as a decimal integer. */
+#define VP_LOSS_SCALE_KEY "vplan.loss_scale"
+#define VP_LOSS_SCALE_COUNT_KEY "vplan.loss_scale_clean_steps"
+
+/* The saved S and C (either may be NULL: absent) read into o->init and o->clean_steps;
+ * fails (VP_ERR_INVALID) naming the key on a scale that is not a positive finite power
+ * of two or a count that is not an integer in [0, interval). */
+vp_status vp_loss_scale_resume(const char *scale, const char *count, vp_loss_scale_opts *o, vp_error *err);
+
+/* The two metadata strings for S and C (buffers of at least 32 bytes). */
+void vp_loss_scale_format(double scale, int64_t count, char *scale_buf, char *count_buf);
 
 typedef struct vp_loss_scale {
     int scale, count;        /* the carried state: S, C */
@@ -33,6 +48,8 @@ typedef struct vp_loss_scale {
     int finite;              /* bool scalar: every gradient finite this step */
     int new_scale, new_count;
     int n_opt_carry0;        /* carries before the optimizer's */
+    double init;             /* S and C at the first step */
+    int64_t clean_steps0;
 } vp_loss_scale;
 
 /* Before autodiff: the state and loss * S. */

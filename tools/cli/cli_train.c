@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onnx/onnx_load.h"
+
 void cli_train_init(cli_train_opts *o) {
     memset(o, 0, sizeof *o);
-    o->lr = o->momentum = o->eps = o->weight_decay = NAN;
+    o->lr = o->momentum = o->eps = o->weight_decay = o->loss_scale = NAN;
     const cli_opt t[] = {
         {"--loss", CLI_STR, &o->loss, "ce:LOGITS|mse:OUTPUT|output:NAME",
          "ce: softmax cross-entropy over the last axis of LOGITS, mean\n"
@@ -34,6 +36,10 @@ void cli_train_init(cli_train_opts *o) {
          "fp32 master weights and optimizer state (default fp32)"},
         {"--fp32-ops", CLI_STR, &o->spec.fp32_ops, "OP,OP", "ops kept in fp32 under --precision bf16|fp16 (op types, such as Gelu)"},
         {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
+        {"--loss-scale", CLI_NUM, &o->loss_scale, "S",
+         "fp16: the dynamic loss scale at the first step, a power of two\n"
+         "(default 65536, GradScaler's, or the scale a model written by\n"
+         "train --save carries)"},
         {"--tp", CLI_INT, &o->tp, "N",
          "tensor parallelism over N ranks: Megatron column/row splits found\n"
          "in the graph (MLP pairs, attention by whole heads), each rank's\n"
@@ -82,6 +88,17 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
                        o->spec.fp32_ops ? "fp32-ops" : "low-ops");
     vp_precision_opts po = {o->spec.precision, o->spec.fp32_ops, o->spec.low_ops};
     if ((s = vp_precision_check_ops(&po, err))) return s;
+    if (!isnan(o->loss_scale)) {
+        if (o->spec.precision != VP_PRECISION_FP16)
+            return vp_fail(err, VP_ERR_USAGE, "--loss-scale applies to --precision fp16 only");
+        char buf[32], unused[32];
+        vp_loss_scale_format(o->loss_scale, 0, buf, unused);
+        vp_loss_scale_opts ls = {0};
+        if (vp_loss_scale_resume(buf, NULL, &ls, err))
+            return vp_fail(err, VP_ERR_USAGE, "--loss-scale expects a power of two (such as 65536 or 1099511627776), got %g",
+                           o->loss_scale);
+        o->spec.loss_scale.init = o->loss_scale;
+    }
     if (o->tp < 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
     o->spec.tp.n = o->tp ? (int)o->tp : 1;
     if (o->qat && (s = vp_qat_parse(o->qat, &o->spec.qat, err))) return s;
@@ -105,9 +122,15 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
                          int *n_fwd, vp_error *err) {
     memset(t, 0, sizeof *t);
     vp_status s = cli_load(model, dims, g, err);
+    vp_train_spec resumed = *spec;
+    if (!s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling && !(spec->loss_scale.init > 0)) {
+        s = vp_loss_scale_resume(vp_onnx_metadata(*g, VP_LOSS_SCALE_KEY), vp_onnx_metadata(*g, VP_LOSS_SCALE_COUNT_KEY),
+                                 &resumed.loss_scale, err);
+        if (s) vp_error_prefix(err, "%s: ", model);
+    }
     if (!s) s = vp_infer(*g, NULL, NULL, err);
     if (n_fwd) *n_fwd = *g ? (*g)->n_nodes : 0;
-    if (!s) s = vp_training_build(*g, spec, t, err);
+    if (!s) s = vp_training_build(*g, &resumed, t, err);
     if (!s && t->warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t->warning);
     return s;
 }
@@ -145,7 +168,10 @@ void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char
     buf[0] = 0;
     if (spec->precision == VP_PRECISION_FP32) return;
     const vp_precision_counts *c = &t->precision;
-    snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts, %d weight copies (%lld bytes)%s",
-             vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, c->weight_copies,
-             (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
+    int n = snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts, %d weight copies (%lld bytes)%s",
+                     vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, c->weight_copies,
+                     (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
+    if (t->loss_scaled && n > 0 && (size_t)n < len) /* where the step starts: the default, --loss-scale, or a saved model's */
+        snprintf(buf + n, len - (size_t)n, " from scale %.17g, %lld clean steps", t->scaling.init,
+                 (long long)t->scaling.clean_steps0);
 }

@@ -14,8 +14,9 @@ typedef struct cli_train_opts {
     const char *qat;                        /* "int8[:variant...]", or NULL (no QAT) */
     int64_t qat_freeze_after;               /* --qat-freeze-after, 0 when not given */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
+    double loss_scale;                      /* --loss-scale, NAN when not given */
     int64_t tp;                             /* --tp, 0 when not given */
-    cli_opt table[18];                      /* points into this struct: do not copy it */
+    cli_opt table[19];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -24,7 +25,9 @@ void cli_train_init(cli_train_opts *o);
 vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
 
 /* Loads the model, binds its dims, infers shapes and builds its training step; *n_fwd
- * (may be NULL) gets the forward graph's node count.  Warnings go to stderr. */
+ * (may be NULL) gets the forward graph's node count.  Warnings go to stderr.  Under fp16
+ * loss scaling, a loss scale and clean-step count that `train --save` wrote into the
+ * model's metadata are where the step starts, unless spec->loss_scale.init was given. */
 vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err);
 

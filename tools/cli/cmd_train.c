@@ -23,7 +23,8 @@ static double seconds_since(const struct timespec *t0) {
 }
 
 static vp_status write_json(const char *path, const vp_graph *g, const vp_training *t, const cli_train_opts *o,
-                            const double *losses, const double *times, int steps, const vp_tensor *ref, vp_error *err) {
+                            const double *losses, const double *times, const double *scales, int steps, const vp_tensor *ref,
+                            vp_error *err) {
     FILE *f = fopen(path, "w");
     if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     vp_json j;
@@ -45,6 +46,17 @@ static vp_status write_json(const char *path, const vp_graph *g, const vp_traini
     vp_json_begin_array(&j);
     for (int i = 0; i < steps; i++) vp_json_double(&j, times[i]);
     vp_json_end_array(&j);
+    if (t->loss_scaled) { /* fp16: the scale each step ran at, and the steps an overflow skipped (1-based) */
+        vp_json_key(&j, "loss_scales");
+        vp_json_begin_array(&j);
+        for (int i = 0; i < steps; i++) vp_json_double(&j, scales[2 * i]);
+        vp_json_end_array(&j);
+        vp_json_key(&j, "skipped_steps");
+        vp_json_begin_array(&j);
+        for (int i = 0; i < steps; i++)
+            if (scales[2 * i + 1] == 0) vp_json_int(&j, i + 1);
+        vp_json_end_array(&j);
+    }
     if (ref && ref->data) { /* --qdq: the fake-quantised forward's output the QDQ model should give */
         vp_json_key(&j, "qdq_reference");
         vp_json_begin_object(&j);
@@ -86,6 +98,15 @@ static vp_status gather_full(vp_comm *comm, const vp_training *t, int value, vp_
     return VP_OK;
 }
 
+/* A scalar value of the step as a double (*s set on failure; left alone once set). */
+static double get_scalar(vp_exec *x, int id, vp_status *s, vp_error *err) {
+    vp_tensor t = {0};
+    if (!*s) *s = vp_exec_get(x, id, &t, err);
+    double v = *s ? 0 : vp_load(t.data, t.dtype, 0);
+    free(t.data);
+    return v;
+}
+
 /* Trained parameters and carried state whose names are initializers of the model; with
  * --tp every rank gathers the split ones and rank 0 writes. */
 static vp_status save_model(const char *src, const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t,
@@ -102,7 +123,18 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
         if (!s) s = gather_full(comm, t, t->carry[i].from, &vals[n], err);
         names[n++] = v->name;
     }
-    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
+    /* fp16: the loss scale and its clean-step count where this run left them, so that
+     * training the saved model resumes with them (cli_build_step reads them back) */
+    char scale[32] = "", count[32] = "";
+    const char *keys[2] = {VP_LOSS_SCALE_KEY, VP_LOSS_SCALE_COUNT_KEY}, *meta[2] = {scale, count};
+    if (!s && t->loss_scaled) {
+        vp_status s2 = VP_OK;
+        double sv = get_scalar(x, t->scaling.scale, &s2, err), cv = get_scalar(x, t->scaling.count, &s2, err);
+        s = s2;
+        vp_loss_scale_format(sv, (int64_t)cv, scale, count);
+    }
+    if (!s && (!comm || comm->rank == 0))
+        s = vp_onnx_save_model(src, dst, n, names, vals, t->loss_scaled ? 2 : 0, keys, meta, err);
     for (int i = 0; i < n; i++) free(vals[i].data);
     free(vals);
     free(names);
@@ -174,7 +206,8 @@ static int run_train(int argc, char **argv) {
     vp_exec *x = NULL;
     cli_batch batch = {0};
     double *losses = calloc((size_t)steps, sizeof *losses), *times = calloc((size_t)steps, sizeof *times);
-    if (!losses || !times) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
+    double *scales = calloc(2 * (size_t)steps, sizeof *scales); /* fp16: each step's scale, and whether it was clean */
+    if (!losses || !times || !scales) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     int n_fwd = 0;
     if (!s) s = cli_build_step(model, &dims, &o.spec, &g, &t, &n_fwd, &err);
     if (!s) {
@@ -203,13 +236,19 @@ static int run_train(int argc, char **argv) {
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         s = vp_exec_run(x, &err);
-        vp_tensor loss = {0};
-        if (!s) s = vp_exec_get(x, t.loss, &loss, &err);
-        if (!s) losses[step] = vp_load(loss.data, loss.dtype, 0);
-        free(loss.data);
+        losses[step] = get_scalar(x, t.loss, &s, &err);
+        double *sc = &scales[2 * step], next = 0;
+        if (t.loss_scaled) {
+            sc[0] = get_scalar(x, t.scaling.scale, &s, &err);
+            sc[1] = get_scalar(x, t.scaling.finite, &s, &err);
+            next = get_scalar(x, t.scaling.new_scale, &s, &err);
+        }
         for (int c = 0; c < t.n_carry && !s; c++) s = vp_exec_copy_value(x, t.carry[c].from, t.carry[c].to, &err);
         times[step] = seconds_since(&t0);
-        if (!s) printf("step %lld  loss %.6f  (%.3f s)\n", (long long)step + 1, losses[step], times[step]);
+        if (!s) printf("step %lld  loss %.6f  (%.3f s)", (long long)step + 1, losses[step], times[step]);
+        if (!s && t.loss_scaled && !sc[1]) printf("  overflow: step skipped, loss scale %.17g -> %.17g", sc[0], next);
+        else if (!s && t.loss_scaled && next != sc[0]) printf("  loss scale %.17g -> %.17g", sc[0], next);
+        if (!s) printf("\n");
         fflush(stdout);
     }
     if (!s && comm)
@@ -226,7 +265,7 @@ static int run_train(int argc, char **argv) {
         }
         if (!s && (!comm || comm->rank == 0)) printf("saved trained %s to %s\n", qdq ? "QDQ model" : "weights", save);
     }
-    if (!s && json) s = write_json(json, g, &t, &o, losses, times, (int)steps, &ref, &err);
+    if (!s && json) s = write_json(json, g, &t, &o, losses, times, scales, (int)steps, &ref, &err);
     free(ref.data);
     cli_batch_free(&batch);
     vp_exec_free(x);
@@ -236,6 +275,7 @@ static int run_train(int argc, char **argv) {
     vp_comm_free(comm);
     free(losses);
     free(times);
+    free(scales);
     return cli_report(s, &err);
 }
 

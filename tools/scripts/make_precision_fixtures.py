@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """PyTorch CPU autocast fixtures for mixed-precision training (tests/test_precision.c).
 
-For models/mlp and models/cnn: the model rebuilt from models/make_models.py, its
+For every model in models/ (mlp, cnn, gpt, gpt_ln_decomposed): the model rebuilt from models/make_models.py, its
 weights loaded from the committed model.onnx (initializers are named as the
 state_dict), fed fixtures/x.pb and fixtures/labels.pb, trained 20 steps with
 torch.optim.AdamW (lr 1e-3, PyTorch's defaults otherwise) with the forward under
 torch.autocast("cpu", dtype=torch.bfloat16), and, for comparison, in float32.
-The loss is cross-entropy of the logits cast to float32 (the loss runs in float32,
-as onnx-vplan's precision pass places it).  Writes
+The loss is cross-entropy of the logits cast to float32 over the last axis, mean over
+every leading position (the GPTs' [batch, 16] next tokens), as `--loss ce:logits`
+builds it (the loss runs in float32, as onnx-vplan's precision pass places it).
+models/gpt and models/gpt_ln_decomposed are the same module with the same weights
+(only the export differs), so their fixtures are the same curves.  Writes
 models/<name>/fixtures/train_adamw_bf16.json: {"losses": [...bf16...],
 "losses_fp32": [...], ...}, the loss before each update.
 
@@ -60,7 +63,8 @@ def curve(name, cls, dtype):
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
             logits = model(x)
-        loss = F.cross_entropy(logits.float(), labels)
+        logits = logits.float()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         losses.append(float(loss.item()))
         loss.backward()
         opt.step()
@@ -68,7 +72,8 @@ def curve(name, cls, dtype):
 
 
 def main():
-    for name, cls in (("mlp", make_models.MLP), ("cnn", make_models.CNN)):
+    for name, cls in (("mlp", make_models.MLP), ("cnn", make_models.CNN), ("gpt", make_models.GPT),
+                      ("gpt_ln_decomposed", make_models.GPT)):
         bf16 = curve(name, cls, torch.bfloat16)
         fp32 = curve(name, cls, None)
         out = {"optimizer": "adamw", "lr": LR, "betas": [0.9, 0.999], "eps": 1e-08, "weight_decay": 0.01,
