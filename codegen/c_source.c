@@ -113,7 +113,8 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
     static const char *phases[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
     const vp_node *n = &p->g->nodes[p->steps[s]];
     const char *kernel = NULL;
-    vp_status st = o->cuda ? VP_OK : kernel_symbol(n, &kernel, err);
+    int own_loop = vp_codegen_c_inline(o, p, n);
+    vp_status st = o->cuda || own_loop ? VP_OK : kernel_symbol(n, &kernel, err);
     if (st) return st;
     char id[16], name[64];
     snprintf(id, sizeof id, "s%d", s);
@@ -123,6 +124,10 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
             n->domain[0] ? "." : "", n->op_type);
     vp_c_comment_text(f, n->name);
     fputs("' */\n", f);
+    if (own_loop) {
+        vp_codegen_c_inline_step(f, p, o, n, id, fn);
+        return VP_OK;
+    }
     for (int a = 0; a < n->n_attrs; a++) {
         st = emit_attr_data(f, id, a, &n->attrs[a], err);
         if (st) return vp_node_fail(err, st, n, "%s", err->msg);
@@ -214,14 +219,14 @@ static vp_status check_plan(const vp_plan *p, vp_error *err) {
 }
 
 /* Kernel prototypes, each once, in first-use order. */
-static vp_status emit_prototypes(FILE *f, const vp_plan *p, vp_error *err) {
+static vp_status emit_prototypes(FILE *f, const vp_plan *p, const vp_codegen_opts *o, vp_error *err) {
     const char **seen = calloc((size_t)p->n_steps + 1, sizeof *seen);
     if (!seen) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     int n_seen = 0;
     vp_status st = VP_OK;
     for (int s = 0; s < p->n_steps && !st; s++) {
         const vp_node *n = &p->g->nodes[p->steps[s]];
-        if (skipped(p, n)) continue;
+        if (skipped(p, n) || vp_codegen_c_inline(o, p, n)) continue;
         const char *k;
         st = kernel_symbol(n, &k, err);
         int dup = 0;
@@ -276,11 +281,12 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
     const char *P = o->prefix;
     vp_c_provenance(f, lp, o, "The training step of a plan as C: one function per step, called in plan order.");
     fprintf(f, "#include <math.h>\n#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n"
-                  "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s_step.h\"\n\n",
-            P);
-    vp_status st = o->cuda ? VP_OK : emit_prototypes(f, p, err);
+                  "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s_step.h\"\n%s\n",
+            P, o->cuda ? "" : "#include \"cpu/cpu_par.h\"\n#include \"cpu/k_adam.h\"\n");
+    vp_status st = o->cuda ? VP_OK : emit_prototypes(f, p, o, err);
     if (st) return st;
     if (!o->cuda) emit_context(f, o);
+    if (!o->cuda) vp_codegen_c_inline_prelude(f, p, o);
     char (*fns)[80] = calloc((size_t)p->n_steps + 1, sizeof *fns);
     if (!fns) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int s = 0; s < p->n_steps && !st; s++) {

@@ -53,6 +53,15 @@ void vp_c_provenance(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o
 /* "VP_VAL_PARAM | VP_VAL_STATE" for a value's flags. */
 void vp_c_flags(FILE *f, unsigned flags);
 
+/* ---- steps written as their own loop (c_inline.c) ---- */
+/* Whether step n is written as its own loop rather than a kernel call. */
+int vp_codegen_c_inline(const vp_codegen_opts *o, const vp_plan *p, const vp_node *n);
+/* What those steps share, once per file, before them. */
+void vp_codegen_c_inline_prelude(FILE *f, const vp_plan *p, const vp_codegen_opts *o);
+/* The function fn of such a step (id: its "sN" prefix for static data). */
+void vp_codegen_c_inline_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, const vp_node *n, const char *id,
+                              const char *fn);
+
 /* ---- the header and the weights (c_weights.c) ---- */
 vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o, const char *path, vp_error *err);
 /* The tensor tables, init and save in NAME_step.c. */
