@@ -12,8 +12,10 @@
  *
  * Today: vplan.Adam (Adam and AdamW) on float32, the optimizer update of every parameter,
  * whose kernel parses six attributes per call and whose fmaf and sqrtf calls the
- * library, built for any x86-64, cannot issue as vector instructions; here its loop is
- * also compiled for AVX2 and FMA, taken where the CPU has them. */
+ * library, built for any x86-64, cannot issue as vector instructions; here its loop has
+ * the node's attributes and flags as constants and is also compiled for AVX2 and FMA,
+ * taken where the CPU has them (vectorised where the step is compiled with
+ * -fno-math-errno, as vplan.mk, the CMake package and the tests compile it). */
 #include <string.h>
 
 #include "c_source.h"
@@ -52,22 +54,20 @@ void vp_codegen_c_inline_prelude(FILE *f, const vp_plan *p, const vp_codegen_opt
     for (int s = 0; s < p->n_steps && !any; s++) any = vp_codegen_c_inline(o, p, &p->g->nodes[p->steps[s]]);
     if (!any) return;
     const char *P = o->prefix;
-    fprintf(f, "\n/* Adam's update: libvplanrt's own loop (cpu/k_adam.h), here with each node's\n"
-               " * attributes compiled in, and compiled a second time for AVX2 and FMA (GCC), which\n"
-               " * issue its correctly rounded fmaf, sqrtf and divisions in vector lanes: the same bits */\n"
-               "typedef struct %s_adam_job {\n    const vp_opt_hyper *h;\n    vp_adam_scalars st;\n    vp_adam_io io;\n} %s_adam_job;\n\n"
+    fprintf(f, "\n/* Adam's update: libvplanrt's own loop (cpu/k_adam.h) with each node's attributes\n"
+               " * and flags compiled in, built a second time for AVX2 and FMA (GCC), which issue its\n"
+               " * correctly rounded fmaf, sqrtf and divisions in vector lanes (sqrtf under\n"
+               " * -fno-math-errno): the same bits, taken where the CPU has them */\n"
+               "typedef struct %s_adam_job {\n    const vp_opt_hyper *h;\n    vp_adam_scalars st;\n    vp_adam_io io;\n} %s_adam_job;\n"
+               "/* no contraction: p * decay fused into the last add would round differently */\n"
+               "#if defined(__GNUC__) && !defined(__clang__)\n"
+               "#define %s_EXACT __attribute__((optimize(\"fp-contract=off\")))\n"
+               "#else\n#define %s_EXACT\n#endif\n"
                "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)\n"
-               "#define %s_ADAM_WIDE 1\n"
-               "__attribute__((target(\"avx2,fma\"), optimize(\"O3\", \"no-math-errno\")))\n"
-               "static void %s_adam_wide(const %s_adam_job *j, int64_t lo, int64_t hi) {\n"
-               "    vp_adam_range_float(j->h, &j->st, lo, hi, &j->io);\n}\n#endif\n\n"
-               "static void %s_adam_body(int64_t lo, int64_t hi, void *ctx) {\n"
-               "    const %s_adam_job *j = ctx;\n"
-               "#ifdef %s_ADAM_WIDE\n"
-               "    if (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")) {\n"
-               "        %s_adam_wide(j, lo, hi);\n        return;\n    }\n#endif\n"
-               "    vp_adam_range_float(j->h, &j->st, lo, hi, &j->io);\n}\n",
-            P, P, P, P, P, P, P, P, P);
+               "#define %s_WIDE __attribute__((target(\"avx2,fma\"), optimize(\"O3\", \"fp-contract=off\")))\n"
+               "#define %s_WIDE_OK() (__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\"))\n"
+               "#endif\n",
+            P, P, P, P, P, P);
 }
 
 void vp_codegen_c_inline_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, const vp_node *n, const char *id,
@@ -78,6 +78,18 @@ void vp_codegen_c_inline_step(FILE *f, const vp_plan *p, const vp_codegen_opts *
     const double hv[] = {h.lr, h.weight_decay, h.momentum, h.beta1, h.beta2, h.eps};
     for (size_t k = 0; k < sizeof hv / sizeof hv[0]; k++) vp_c_float(f, hv[k]), fputs(", ", f);
     fprintf(f, "%d}; /* lr, weight_decay, momentum, beta1, beta2, eps, decoupled */\n", h.decoupled);
+    /* vp_adam_range_float's flags, known here */
+    char flags[64];
+    snprintf(flags, sizeof flags, "%d, %d, %d, %d, %d", h.decoupled != 0, h.weight_decay != 0,
+             offset_of(p, n->outputs, n->n_outputs, 0) >= 0, offset_of(p, n->outputs, n->n_outputs, 1) >= 0,
+             offset_of(p, n->outputs, n->n_outputs, 2) >= 0);
+    fprintf(f, "#ifdef %s_WIDE\n%s_WIDE static void %s_wide(const %s_adam_job *j, int64_t lo, int64_t hi) {\n"
+               "    vp_adam_core_float(j->h, &j->st, lo, hi, &j->io, %s);\n}\n#endif\n",
+            P, P, id, P, flags);
+    fprintf(f, "%s_EXACT static void %s_body(int64_t lo, int64_t hi, void *ctx) {\n    const %s_adam_job *j = ctx;\n"
+               "#ifdef %s_WIDE\n    if (%s_WIDE_OK()) {\n        %s_wide(j, lo, hi);\n        return;\n    }\n#endif\n"
+               "    vp_adam_core_float(j->h, &j->st, lo, hi, &j->io, %s);\n}\n",
+            P, id, P, P, P, id, flags);
     fprintf(f, "static vp_status %s(char *A, vp_error *err) {\n    (void)err;\n", fn);
     /* vp_cpu_adam's order: the count read and incremented, the update, the count written */
     fprintf(f, "    float t = *(const float *)(A + %lld) + 1.0f;\n", offset_of(p, n->inputs, n->n_inputs, 4));
@@ -89,7 +101,7 @@ void vp_codegen_c_inline_step(FILE *f, const vp_plan *p, const vp_codegen_opts *
         else fprintf(f, "A + %lld%s", off, k < 2 ? ", " : "");
     }
     fputs("}};\n", f);
-    fprintf(f, "    vp_par_for(%lld, 8, %s_adam_body, &j);\n", (long long)vp_value_numel(&p->g->values[n->inputs[0]]), P);
+    fprintf(f, "    vp_par_for(%lld, 8, %s_body, &j);\n", (long long)vp_value_numel(&p->g->values[n->inputs[0]]), id);
     long long t_out = offset_of(p, n->outputs, n->n_outputs, 3);
     if (t_out >= 0) fprintf(f, "    *(float *)(A + %lld) = t;\n", t_out);
     fputs("    return VP_OK;\n}\n", f);

@@ -36,7 +36,7 @@ field() { tr -d ' \n' < "$1" | sed -n "s/.*\"$2\":\(\[[^]]*\]\).*/\1/p" | tr -d 
 build() { # dir prefix -> dir/harness
     local d=$1 p=$2
     # shellcheck disable=SC2086
-    $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
+    $cc -std=c17 -O2 -fno-math-errno -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
         -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_harness.c" "$d/${p}_step.c" \
         "$lib" $blas -lm -o "$d/harness" 2> "$d/cc.log"
 }

@@ -33,31 +33,43 @@ typedef struct vp_adam_io {
     void *w_out, *m_out, *v_out;
 } vp_adam_io;
 
-/* t: the step count after this step's increment (a float32 count, read as a double). */
-static inline vp_adam_scalars vp_adam_scalars_at(const vp_opt_hyper *h, float t) {
-    vp_adam_scalars s = {1 - h->lr * h->weight_decay, h->lr / (1 - pow(h->beta1, (double)t)),
-                         sqrt(1 - pow(h->beta2, (double)t))};
-    return s;
-}
+/* t: the step count after this step's increment (a float32 count, read as a double).
+ * In libvplanrt, compiled once: a caller built with FMA and contraction (-std=gnu17
+ * -mfma) would round 1 - lr * wd differently. */
+vp_adam_scalars vp_adam_scalars_at(const vp_opt_hyper *h, float t);
 
-/* Elements [lo, hi).  The scalars are copied to locals first: stores through the
- * outputs cannot then be taken to change them, so a compiler may keep them in
- * registers and vectorise the loop.  Always inlined, so that a caller compiled for
- * wider vector units (generated steps) compiles the loop for them too. */
+/* vp_adam_core_T: the update of elements [lo, hi), with what the node fixes (AdamW's
+ * decoupled decay, L2 decay, which outputs are written) as arguments, so that a caller
+ * passing constants (a generated step) gets a loop without branches, and always
+ * inlined, so that a caller compiled for wider vector units (the same step) compiles
+ * the loop for them.  The scalars are copied to locals first, so that stores through
+ * the outputs cannot be taken to change them; ivdep says what the plan guarantees: an
+ * output is its own input or disjoint from every input, so no element reads another's
+ * result and the loop may run in vector lanes (GCC vectorises sqrtf under
+ * -fno-math-errno only: vv is never negative, so no errno is ever set).  A caller
+ * compiled with FMA must not contract (GCC's -ffp-contract=fast, its default in GNU
+ * mode, would fuse p * decay into the final add): generated steps say
+ * optimize("fp-contract=off") on the functions that inline it. */
 #if defined(__GNUC__)
 #define VP_ADAM_INLINE static inline __attribute__((always_inline))
 #else
 #define VP_ADAM_INLINE static inline
 #endif
-#define VP_ADAM_RANGE(T, FMA, SQRT)                                                                            \
-    VP_ADAM_INLINE void vp_adam_range_##T(const vp_opt_hyper *h, const vp_adam_scalars *st, int64_t lo,         \
-                                         int64_t hi, const vp_adam_io *io) {                                   \
+#if defined(__GNUC__) && !defined(__clang__)
+#define VP_ADAM_IVDEP _Pragma("GCC ivdep")
+#else
+#define VP_ADAM_IVDEP
+#endif
+#define VP_ADAM_DEFINE(T, FMA, SQRT)                                                                           \
+    VP_ADAM_INLINE void vp_adam_core_##T(const vp_opt_hyper *h, const vp_adam_scalars *st, int64_t lo,         \
+                                         int64_t hi, const vp_adam_io *io, int decoupled, int decay_on,        \
+                                         int has_w, int has_m, int has_v) {                                    \
         const T *w = io->w, *g = io->g, *m = io->m, *v = io->v;                                                \
         T *w_out = io->w_out, *m_out = io->m_out, *v_out = io->v_out;                                          \
-        const int decoupled = h->decoupled, decay_on = h->weight_decay != 0;                                   \
         const T wd = (T)h->weight_decay, decay = (T)st->decay;                                                 \
         const T b1 = (T)h->beta1, one_b1 = (T)(1 - h->beta1), b2 = (T)h->beta2, one_b2 = (T)(1 - h->beta2);    \
         const T bias2_sqrt = (T)st->bias2_sqrt, eps = (T)h->eps, neg_step = (T)-st->step_size;                 \
+        VP_ADAM_IVDEP                                                                                          \
         for (int64_t i = lo; i < hi; i++) {                                                                    \
             T p = w[i], d = g[i];                                                                              \
             if (decoupled) p = p * decay;                                                                      \
@@ -65,13 +77,19 @@ static inline vp_adam_scalars vp_adam_scalars_at(const vp_opt_hyper *h, float t)
             T mm = FMA(one_b1, d, m[i] * b1);                                                                  \
             T vv = FMA(one_b2 * d, d, v[i] * b2);                                                              \
             T denom = SQRT(vv) / bias2_sqrt + eps;                                                             \
-            if (m_out) m_out[i] = mm;                                                                          \
-            if (v_out) v_out[i] = vv;                                                                          \
-            if (w_out) w_out[i] = p + (neg_step * mm) / denom;                                                 \
+            if (has_m) m_out[i] = mm;                                                                          \
+            if (has_v) v_out[i] = vv;                                                                          \
+            if (has_w) w_out[i] = p + (neg_step * mm) / denom;                                                 \
         }                                                                                                      \
+    }                                                                                                          \
+    /* the node's flags read from h and io: the library's kernel */                                            \
+    VP_ADAM_INLINE void vp_adam_range_##T(const vp_opt_hyper *h, const vp_adam_scalars *st, int64_t lo,        \
+                                          int64_t hi, const vp_adam_io *io) {                                  \
+        vp_adam_core_##T(h, st, lo, hi, io, h->decoupled, h->weight_decay != 0, io->w_out != 0,               \
+                         io->m_out != 0, io->v_out != 0);                                                      \
     }
-VP_ADAM_RANGE(float, fmaf, sqrtf)
-VP_ADAM_RANGE(double, fma, sqrt)
-#undef VP_ADAM_RANGE
+VP_ADAM_DEFINE(float, fmaf, sqrtf)
+VP_ADAM_DEFINE(double, fma, sqrt)
+#undef VP_ADAM_DEFINE
 
 #endif

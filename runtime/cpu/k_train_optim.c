@@ -86,6 +86,12 @@ VP_TRAIN_KERNEL(vp_cpu_momentum) {
 
 /* ---- Adam, AdamW ---- */
 
+vp_adam_scalars vp_adam_scalars_at(const vp_opt_hyper *h, float t) {
+    vp_adam_scalars s = {1 - h->lr * h->weight_decay, h->lr / (1 - pow(h->beta1, (double)t)),
+                         sqrt(1 - pow(h->beta2, (double)t))};
+    return s;
+}
+
 /* Adam in blocks for the threads: each element's update is independent (the update
  * itself is k_adam.h's, which generated steps compile too). */
 typedef struct adam_job {

@@ -5,7 +5,8 @@ the CPU (torch_step.py: the same modules, cross-entropy, AdamW lr 1e-3 weight de
 
 For each model: `plan` (adamw, weight decay 0.01, as torch_step.py), `run --steps N`
 (its per-step times: inputs fed, the step, the loss read back) with the batch saved
-by --save-inputs, `codegen`, the step compiled by the system cc at -O2 against the
+by --save-inputs, `codegen`, the step compiled by the system cc at -O2 (and
+-fno-math-errno, as vplan.mk compiles it) against the
 build's libvplanrt with codegen_timer.c, timed on that batch; then torch_step.py.
 Both kernel sets: the default (oneDNN convolutions and sgemm: `run` and codegen) and
 the reference (`run --reference` and `codegen --reference`).
@@ -71,7 +72,7 @@ def main():
                 kd = os.path.join(d, kind)
                 sh([tool, "codegen", plan, "-o", kd, "--prefix", m, *extra])
                 timers[kind] = (os.path.join(kd, "timer"), os.path.join(kd, m + ".weights"))
-                sh([cc, "-std=c17", "-O2", "-I" + os.path.join(SRC, "runtime"), "-I" + os.path.join(SRC, "planner"),
+                sh([cc, "-std=c17", "-O2", "-fno-math-errno", "-I" + os.path.join(SRC, "runtime"), "-I" + os.path.join(SRC, "planner"),
                     "-DPREFIX=" + m, "-DUPREFIX=" + m.upper(), "-include", os.path.join(kd, m + "_step.h"),
                     os.path.join(HERE, "codegen_timer.c"), os.path.join(kd, m + "_step.c"), lib, *libs, "-lm", "-o",
                     timers[kind][0]])
