@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dn.h"
 #include "ir/op_registry.h"
 #include "vplanrt.h"
 #include "weights_file.h"
@@ -102,13 +103,18 @@ static void emit_tensor(FILE *f, const vp_plan *p, int value, const char *role, 
     fputs(" */\n", f);
 }
 
+/* Whether step n goes through the oneDNN context first, as the CPU backend's run_node
+ * sends it (the fast path only). */
+static int via_dn(const vp_codegen_opts *o, const vp_node *n) { return !o->cuda && !o->reference && vp_dn_may_cover(n); }
+
 /* The node record and the function of step s, named into fn. */
 static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, int s, char *fn, size_t fn_size,
                            vp_error *err) {
     static const char *phases[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
     const vp_node *n = &p->g->nodes[p->steps[s]];
     const char *kernel = NULL;
-    vp_status st = o->cuda ? VP_OK : kernel_symbol(n, &kernel, err);
+    int own_loop = vp_codegen_c_inline(o, p, n);
+    vp_status st = o->cuda || own_loop ? VP_OK : kernel_symbol(n, &kernel, err);
     if (st) return st;
     char id[16], name[64];
     snprintf(id, sizeof id, "s%d", s);
@@ -118,6 +124,10 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
             n->domain[0] ? "." : "", n->op_type);
     vp_c_comment_text(f, n->name);
     fputs("' */\n", f);
+    if (own_loop) {
+        vp_codegen_c_inline_step(f, p, o, n, id, fn);
+        return VP_OK;
+    }
     for (int a = 0; a < n->n_attrs; a++) {
         st = emit_attr_data(f, id, a, &n->attrs[a], err);
         if (st) return vp_node_fail(err, st, n, "%s", err->msg);
@@ -148,7 +158,9 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
     int n_t = 0;
     for (int k = 0; k < n->n_inputs; k++) n_t += n->inputs[k] >= 0;
     for (int k = 0; k < n->n_outputs; k++) n_t += n->outputs[k] >= 0;
+    int dn = via_dn(o, n);
     if (o->cuda) fprintf(f, "static vp_status %s(const %s_io *io, char *A, vp_error *err) {\n", fn, o->prefix);
+    else if (dn) fprintf(f, "static vp_status %s(char *A, int prepare, vp_error *err) {\n", fn);
     else fprintf(f, "static vp_status %s(char *A, vp_error *err) {\n", fn);
     if (n_t) {
         fputs("    vp_tensor t[] = {\n", f);
@@ -175,6 +187,16 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
         char field[80];
         vp_codegen_cuda_field(n, field, sizeof field);
         fprintf(f, "    return vp_backend_cuda_run(io->backend, io->kernels->%s, &%s_node, in, out, err);\n}\n", field, id);
+    } else if (dn) {
+        /* run_node's order: oneDNN when it takes the node, else the registry's kernel */
+        fprintf(f, "    if (%s_dn) {\n"
+                   "        if (prepare) return vp_dn_prepare(%s_dn, &%s_node, in, out, err);\n"
+                   "        int handled;\n"
+                   "        vp_status s = vp_dn_run(%s_dn, &%s_node, in, out, &handled, err);\n"
+                   "        if (s || handled) return s;\n"
+                   "    }\n"
+                   "    return prepare ? VP_OK : %s(&%s_node, in, out, err);\n}\n",
+                o->prefix, o->prefix, id, o->prefix, id, kernel, id);
     } else {
         fprintf(f, "    return %s(&%s_node, in, out, err);\n}\n", kernel, id);
     }
@@ -197,14 +219,14 @@ static vp_status check_plan(const vp_plan *p, vp_error *err) {
 }
 
 /* Kernel prototypes, each once, in first-use order. */
-static vp_status emit_prototypes(FILE *f, const vp_plan *p, vp_error *err) {
+static vp_status emit_prototypes(FILE *f, const vp_plan *p, const vp_codegen_opts *o, vp_error *err) {
     const char **seen = calloc((size_t)p->n_steps + 1, sizeof *seen);
     if (!seen) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     int n_seen = 0;
     vp_status st = VP_OK;
     for (int s = 0; s < p->n_steps && !st; s++) {
         const vp_node *n = &p->g->nodes[p->steps[s]];
-        if (skipped(p, n)) continue;
+        if (skipped(p, n) || vp_codegen_c_inline(o, p, n)) continue;
         const char *k;
         st = kernel_symbol(n, &k, err);
         int dup = 0;
@@ -218,15 +240,53 @@ static vp_status emit_prototypes(FILE *f, const vp_plan *p, vp_error *err) {
     return st;
 }
 
+/* The fast path's context: the oneDNN engine and every step's primitives, one per
+ * program, made by NAME_init (or the first step) and freed by NAME_fini.  NULL when
+ * oneDNN cannot start: the reference kernels and OpenBLAS then run, as in `run`. */
+static void emit_context(FILE *f, const vp_codegen_opts *o) {
+    const char *P = o->prefix;
+    if (o->reference) {
+        fprintf(f, "\nvoid %s_fini(void) {} /* the reference kernels keep nothing between steps */\n", P);
+        return;
+    }
+    fprintf(f, "\n/* oneDNN's engine and the steps' primitives (NULL where oneDNN cannot start: the\n"
+               " * reference kernels and OpenBLAS run then, as in `run`); one per program */\n"
+               "static vp_dn *%s_dn;\nstatic int %s_dn_tried;\n\n"
+               "static void %s_context(void) {\n"
+               "    if (%s_dn_tried) return;\n    %s_dn = vp_dn_new();\n    %s_dn_tried = 1;\n}\n\n"
+               "void %s_fini(void) {\n    vp_dn_free(%s_dn);\n    %s_dn = NULL;\n    %s_dn_tried = 0;\n}\n",
+            P, P, P, P, P, P, P, P, P, P);
+}
+
+/* NAME_prepare, which NAME_init calls: every oneDNN primitive built before the first step. */
+static void emit_prepare(FILE *f, const vp_plan *p, const vp_codegen_opts *o, const char (*fns)[80]) {
+    const char *P = o->prefix;
+    fprintf(f, "\nstatic vp_status %s_prepare(char *A, vp_error *err) {\n", P);
+    if (o->reference) {
+        fputs("    (void)A;\n    (void)err;\n    return VP_OK;\n}\n", f);
+        return;
+    }
+    fprintf(f, "    %s_context();\n    (void)A;\n    (void)err;\n", P);
+    int any = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        if (!fns[s][0] || !via_dn(o, &p->g->nodes[p->steps[s]])) continue;
+        if (!any++) fprintf(f, "    if (!%s_dn) return VP_OK;\n    vp_status s;\n", P);
+        fprintf(f, "    if ((s = %s(A, 1, err))) return vp_error_prefix(err, \"step %d: \"), s;\n", fns[s], s);
+    }
+    fputs("    return VP_OK;\n}\n", f);
+}
+
 static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o, vp_error *err) {
     const vp_plan *p = &lp->plan;
     const char *P = o->prefix;
     vp_c_provenance(f, lp, o, "The training step of a plan as C: one function per step, called in plan order.");
     fprintf(f, "#include <math.h>\n#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n"
-                  "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s_step.h\"\n\n",
-            P);
-    vp_status st = o->cuda ? VP_OK : emit_prototypes(f, p, err);
+                  "#include <stdlib.h>\n#include <string.h>\n\n#include \"%s_step.h\"\n%s\n",
+            P, o->cuda ? "" : "#include \"cpu/cpu_par.h\"\n#include \"cpu/k_adam.h\"\n");
+    vp_status st = o->cuda ? VP_OK : emit_prototypes(f, p, o, err);
     if (st) return st;
+    if (!o->cuda) emit_context(f, o);
+    if (!o->cuda) vp_codegen_c_inline_prelude(f, p, o);
     char (*fns)[80] = calloc((size_t)p->n_steps + 1, sizeof *fns);
     if (!fns) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int s = 0; s < p->n_steps && !st; s++) {
@@ -239,6 +299,7 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
         }
         st = emit_step(f, p, o, s, fns[s], sizeof fns[s], err);
     }
+    if (!st && !o->cuda) emit_prepare(f, p, o, (const char(*)[80])fns);
     if (!st) {
         vp_codegen_c_weights(f, lp, o);
         fprintf(f, "\nint %s_step(void *arena, const %s_io *io) {\n", P, P);
@@ -248,6 +309,7 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
                    "    char *A = arena;\n"
                    "    vp_error err;\n    vp_status s;\n    int at = -1;\n",
                 P, P);
+        if (!o->cuda) fputs("    int gemm0 = vp_dn_gemm_selected();\n", f);
         if (o->cuda)
             fprintf(f, "    if (!io->backend || !io->kernels)\n"
                        "        return %s_fail(io->error, io->error_size, VP_ERR_USAGE, \"%s_step: io->backend and io->kernels are required\");\n"
@@ -268,9 +330,16 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
                 fprintf(f, "    memcpy(A + %lld, io->%s, %lld);\n", (long long)p->buffers[b].offset, field,
                         (long long)p->buffers[b].bytes);
         }
-        fprintf(f, "#define STEP(i, fn) if ((s = fn(%sA, &err)) != VP_OK) { at = i; goto fail; }\n", o->cuda ? "io, " : "");
+        if (!o->cuda && o->reference) fputs("    vp_dn_gemm_select(0); /* OpenBLAS, as run --reference */\n", f);
+        else if (!o->cuda)
+            fprintf(f, "    %s_context();\n"
+                       "    vp_dn_gemm_select(%s_dn != NULL); /* oneDNN's sgemm where oneDNN started, as run */\n",
+                    P, P);
+        fputs("#define STEP(i, call) if ((s = call) != VP_OK) { at = i; goto fail; }\n", f);
         for (int s = 0; s < p->n_steps; s++)
-            if (fns[s][0]) fprintf(f, "    STEP(%d, %s)\n", s, fns[s]);
+            if (fns[s][0])
+                fprintf(f, "    STEP(%d, %s(%sA, %s&err))\n", s, fns[s], o->cuda ? "io, " : "",
+                        via_dn(o, &p->g->nodes[p->steps[s]]) ? "0, " : "");
         fputs("#undef STEP\n", f);
         if (p->loss_buffer >= 0) {
             const vp_buffer *lb = &p->buffers[p->loss_buffer];
@@ -285,7 +354,10 @@ static vp_status emit_source(FILE *f, const vp_loaded_plan *lp, const vp_codegen
                         f32 ? "float" : "double", (long long)lb->offset);
         }
         if (o->cuda) fputs("    if ((s = b->iface->synchronize(b, &err))) goto fail;\n", f);
-        fprintf(f, "    return VP_OK;\nfail:\n"
+        else fputs("    vp_dn_gemm_select(gemm0);\n", f);
+        fprintf(f, "    return VP_OK;\nfail:\n%s",
+                o->cuda ? "" : "    vp_dn_gemm_select(gemm0);\n");
+        fprintf(f, ""
                    "    if (at < 0) return %s_fail(io->error, io->error_size, s, \"%s_step: %%s\", err.msg);\n"
                    "    return %s_fail(io->error, io->error_size, s, \"%s_step: step %%d: %%s\", at, err.msg);\n}\n",
                 P, P, P, P);

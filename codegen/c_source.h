@@ -3,8 +3,10 @@
  *
  * In: a plan read back from its file.  Out, in DIR: NAME_step.h (the io struct, the
  * arena size, the tensor tables, init, step and save), NAME_step.c (one function per
- * step, named after its node, calling the same CPU kernel `run` calls on tensors at the
- * plan's constant offsets and shapes, in plan order) and NAME.weights (the initial
+ * step, named after its node, calling what `run`'s CPU backend calls for it (oneDNN's
+ * primitive, built once at init, for a convolution it takes; else the op's kernel, its
+ * products on oneDNN's sgemm) on tensors at the plan's constant offsets and shapes, in
+ * plan order; with reference, the reference kernels and OpenBLAS, as `run --reference`) and NAME.weights (the initial
  * persistent buffers; compiled into NAME_step.c instead with embed_weights).
  * Keeps true: the generated step computes exactly what `run` computes on the same plan
  * (same kernels, same node records, same order, views skipped where `run` skips them),
@@ -24,6 +26,8 @@ typedef struct vp_codegen_opts {
     const char *prefix;       /* C identifier: NAME_step, NAME_io, NAME_step.c */
     int embed_weights;
     int cuda;                 /* --target cuda: the CUDA backend's kernels on a device arena */
+    int reference;            /* --reference: the reference kernels and OpenBLAS, as `run --reference`
+                               * (else the CPU backend's fast path: oneDNN, its sgemm, as `run`) */
     const char *command_line; /* as typed, for the provenance header */
 } vp_codegen_opts;
 
@@ -48,6 +52,15 @@ const char *vp_c_dtype(vp_dtype t);
 void vp_c_provenance(FILE *f, const vp_loaded_plan *lp, const vp_codegen_opts *o, const char *what);
 /* "VP_VAL_PARAM | VP_VAL_STATE" for a value's flags. */
 void vp_c_flags(FILE *f, unsigned flags);
+
+/* ---- steps written as their own loop (c_inline.c) ---- */
+/* Whether step n is written as its own loop rather than a kernel call. */
+int vp_codegen_c_inline(const vp_codegen_opts *o, const vp_plan *p, const vp_node *n);
+/* What those steps share, once per file, before them. */
+void vp_codegen_c_inline_prelude(FILE *f, const vp_plan *p, const vp_codegen_opts *o);
+/* The function fn of such a step (id: its "sN" prefix for static data). */
+void vp_codegen_c_inline_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, const vp_node *n, const char *id,
+                              const char *fn);
 
 /* ---- the header and the weights (c_weights.c) ---- */
 vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o, const char *path, vp_error *err);

@@ -109,6 +109,9 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
     fprintf(f, "/* One training step: inputs in, forward, loss, backward, optimizer update. 0 or a vp_status. */\n"
                "int %s_step(void *arena, const %s_io *io);\n",
             P, P);
+    fprintf(f, "/* Frees what the steps keep between calls (%s); NAME_init makes it again. */\n"
+               "void %s_fini(void);\n",
+            o->reference ? "nothing: the reference kernels" : "oneDNN's engine and primitives, one set per program", P);
     fprintf(f, "/* Writes the persistent tensors (trained weights, optimizer state) as a weights file. */\n"
                "int %s_save(const void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size);\n",
             P);
@@ -189,8 +192,11 @@ void vp_codegen_c_weights(FILE *f, const vp_loaded_plan *lp, const vp_codegen_op
         fprintf(f, "    (void)weights_path;\n    size_t at = 0;\n"
                    "    for (int i = 0; i < %s_N_TENSORS; i++) {\n"
                    "        memcpy(A + %s_tensors[i].offset, %s_weights + at, %s_tensors[i].bytes);\n"
-                   "        at += %s_tensors[i].bytes;\n    }\n    return VP_OK;\n}\n",
-                U, P, P, P, P);
+                   "        at += %s_tensors[i].bytes;\n    }\n"
+                   "    vp_error err;\n"
+                   "    if ((s = %s_prepare(A, &err))) return %s_fail(error, error_size, s, \"%s_init: %%s\", err.msg);\n"
+                   "    return VP_OK;\n}\n",
+                U, P, P, P, P, P, P, P);
     } else {
         fprintf(f, "    FILE *f = weights_path ? fopen(weights_path, \"rb\") : NULL;\n"
                    "    if (!f) return %s_fail(error, error_size, VP_ERR_IO, \"%s_init: %%s: cannot open\", weights_path ? weights_path : \"(null)\");\n"
@@ -207,8 +213,11 @@ void vp_codegen_c_weights(FILE *f, const vp_loaded_plan *lp, const vp_codegen_op
                    "            s = %s_fail(error, error_size, VP_ERR_PARSE, \"%s_init: %%s: truncated at '%%s'\", weights_path, %s_tensors[i].name);\n"
                    "    if (!s && fgetc(f) != EOF)\n"
                    "        s = %s_fail(error, error_size, VP_ERR_PARSE, \"%s_init: %%s: bytes after the payload\", weights_path);\n"
-                   "    fclose(f);\n    return s;\n}\n",
-                P, P, P, P, P, U, P, P, P, U, P, P, U, P, P, P, P, P, P, P, P);
+                   "    fclose(f);\n"
+                   "    vp_error err;\n"
+                   "    if (!s && (s = %s_prepare(A, &err))) %s_fail(error, error_size, s, \"%s_init: %%s\", err.msg);\n"
+                   "    return s;\n}\n",
+                P, P, P, P, P, U, P, P, P, U, P, P, U, P, P, P, P, P, P, P, P, P, P, P);
     }
     fprintf(f, "\nint %s_save(const void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size) {\n"
                "    int s = %s_arena_ok(arena, arena_bytes, error, error_size, \"%s_save\");\n    if (s) return s;\n"

@@ -1,10 +1,14 @@
 /* libvplanrt: the runtime as a library, for programs that train with a generated step.
  *
  * `onnx-vplan codegen PLAN -o DIR --prefix NAME` writes NAME_step.c and NAME_step.h:
- * one function per plan step, each calling the CPU reference kernel that
- * `onnx-vplan run` calls, on tensors at the plan's constant offsets in one arena the
- * caller allocates once.  Nothing is looked up, interpreted or allocated during a step,
- * and a step's losses and weights are bit-identical to `onnx-vplan run` of the plan.
+ * one function per plan step, each calling what `onnx-vplan run`'s CPU backend calls
+ * for it (a convolution's oneDNN primitive, built once by NAME_init; else the op's
+ * kernel, its products on oneDNN's sgemm), on tensors at the plan's constant offsets in
+ * one arena the caller allocates once.  Nothing is looked up, interpreted or allocated
+ * during a step, and a step's losses and weights are bit-identical to `onnx-vplan run`
+ * of the plan under the same OMP_NUM_THREADS (to `run --reference` with codegen
+ * --reference).  NAME_init and NAME_fini hold one oneDNN context per program: run one
+ * step at a time.
  *
  * A program's whole use of it (mlp_step.h from `--prefix mlp`):
  *
@@ -16,17 +20,19 @@
  *     for (int i = 0; i < steps; i++)
  *         if (mlp_step(arena, &io)) die(msg);
  *     mlp_save(arena, MLP_ARENA_BYTES, "trained.weights", msg, sizeof msg);
+ *     mlp_fini();
  *
  * Link with `pkg-config --cflags --libs vplanrt` (or tools/vplan.mk, or the CMake
  * package Vplan).  This header gives generated code the IR's tensor and node records
- * (ir/ir.h) and the kernels' signature; the kernels themselves are declared by the
- * generated code, one line each, with VP_RT_KERNEL. */
+ * (ir/ir.h), the oneDNN context (cpu/dn.h) and the kernels' signature; the kernels
+ * themselves are declared by the generated code, one line each, with VP_RT_KERNEL. */
 #ifndef VPLANRT_H
 #define VPLANRT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu/dn.h"
 #include "ir/ir.h"
 
 #define VPLANRT_VERSION "0.1.0"

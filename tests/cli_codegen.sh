@@ -2,10 +2,11 @@
 # `codegen`: for every bundled model (a checkpointed and a bf16 plan too, and the LSTM,
 # GRU, Resize, ScatterND and attention models of tests/data), the generated
 # step compiles with the system cc at -Wall -Wextra -Werror -std=c17 against the built
-# libvplanrt, and trains bit-identically to `run --reference` on the same plan and the
-# same batch (the generated step calls the reference CPU kernels, not oneDNN's):
-# the same losses (%.17g) and the same weights file after the steps (cmp).  The weights
-# compiled in (--embed-weights) give the same.  The step and init refuse an arena one
+# libvplanrt, and trains bit-identically to `run` on the same plan and the same batch
+# (the generated step calls what run's CPU backend calls: oneDNN's convolutions and
+# sgemm): the same losses (%.17g) and the same weights file after the steps (cmp).  The
+# weights compiled in (--embed-weights) give the same, and codegen --reference (the
+# reference kernels and OpenBLAS) gives what `run --reference` gives.  The step and init refuse an arena one
 # byte short without writing to it (tests/codegen_harness.c); a corrupt or truncated
 # plan exits 2 naming it.  Given the CUDA backend's host emulation (runtime/cuda/emu),
 # --target cuda too: the step (compiled by cc, and by nvcc where it is) on the emulated
@@ -35,7 +36,7 @@ field() { tr -d ' \n' < "$1" | sed -n "s/.*\"$2\":\(\[[^]]*\]\).*/\1/p" | tr -d 
 build() { # dir prefix -> dir/harness
     local d=$1 p=$2
     # shellcheck disable=SC2086
-    $cc -std=c17 -O2 -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
+    $cc -std=c17 -O2 -fno-math-errno -Wall -Wextra -Werror $extra -I"$src/runtime" -I"$src/planner" -DPREFIX="$p" \
         -DUPREFIX="${p^^}" -include "$d/${p}_step.h" "$src/tests/codegen_harness.c" "$d/${p}_step.c" \
         "$lib" $blas -lm -o "$d/harness" 2> "$d/cc.log"
 }
@@ -46,13 +47,18 @@ check() { # name model-dir (under the source tree) plan-options...
     local d=$tmp/$name
     mkdir -p "$d/data"
     if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
-        ! "$tool" run "$d/$name.vplan" --reference --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
-            --json "$d/run.json" > "$d/run.log" 2>&1; then
+        ! "$tool" run "$d/$name.vplan" --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
+            --json "$d/run.json" > "$d/run.log" 2>&1 ||
+        ! "$tool" run "$d/$name.vplan" --reference --steps $steps --save-weights "$d/run_ref.weights" \
+            --json "$d/run_ref.json" >> "$d/run.log" 2>&1; then
         fail=$((fail + 1)); echo "FAIL $name: plan or run"; cat "$d/plan.log" "$d/run.log"; return
     fi
-    local variants=(--embed-weights "")
+    # variants: "" (weights file), --embed-weights, --reference (against run --reference)
+    local variants=(--embed-weights "" --reference)
     [[ $quick == 1 && $name != mlp ]] && variants=("")
     for embed in "${variants[@]}"; do
+        local ref=""
+        [[ $embed == --reference ]] && ref=_ref
         rm -f "$d/${name}_step.c" "$d/${name}.weights"
         if ! "$tool" codegen "$d/$name.vplan" -o "$d" $embed > "$d/codegen.log" 2>&1; then
             fail=$((fail + 1)); echo "FAIL $name $embed: codegen"; cat "$d/codegen.log"; continue
@@ -61,20 +67,21 @@ check() { # name model-dir (under the source tree) plan-options...
             fail=$((fail + 1)); echo "FAIL $name $embed: the generated step does not compile"; head -30 "$d/cc.log"; continue
         fi
         local w=$d/$name.weights
-        [[ -n $embed ]] && w=/nonexistent
+        [[ $embed == --embed-weights ]] && w=/nonexistent
         if ! "$d/harness" "$w" "$d/data" $steps "$d/step.weights" > "$d/step.log" 2>&1; then
             fail=$((fail + 1)); echo "FAIL $name $embed: the step"; cat "$d/step.log"; continue
         fi
         local want got
-        want=$(field "$d/run.json" losses | paste -sd' ')
+        want=$(field "$d/run$ref.json" losses | paste -sd' ')
         got=$(sed -n 's/^loss //p' "$d/step.log" | paste -sd' ')
+        local who="run${ref:+ --reference}"
         if [[ -z $want || $want != "$got" ]]; then
-            fail=$((fail + 1)); echo "FAIL $name $embed: losses $got, run gives $want"
-        elif ! cmp -s "$d/run.weights" "$d/step.weights"; then
-            fail=$((fail + 1)); echo "FAIL $name $embed: weights after $steps steps differ from run's: $(cmp "$d/run.weights" "$d/step.weights")"
+            fail=$((fail + 1)); echo "FAIL $name $embed: losses $got, $who gives $want"
+        elif ! cmp -s "$d/run$ref.weights" "$d/step.weights"; then
+            fail=$((fail + 1)); echo "FAIL $name $embed: weights after $steps steps differ from $who's: $(cmp "$d/run$ref.weights" "$d/step.weights")"
         else
             pass=$((pass + 1))
-            echo "ok   $name ${embed:-(weights file)}: losses $got and $(stat -c %s "$d/step.weights")-byte weights as run's"
+            echo "ok   $name ${embed:-(weights file)}: losses $got and $(stat -c %s "$d/step.weights")-byte weights as $who's"
         fi
     done
 }

@@ -21,7 +21,7 @@ declare -A options=(
     [show]="--json --steps"
     [verify]=""
     [run]="--backend --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
-    [codegen]="-o --output --target --prefix --embed-weights"
+    [codegen]="-o --output --target --prefix --embed-weights --reference"
     [export]="--weights -o --output --model"
     [arena]="-o --all --search-seconds"
 )

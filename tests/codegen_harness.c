@@ -90,6 +90,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int k = 0; k < U(_N_INPUTS); k++) free(inputs[k]);
+    F(_fini)();
     free(arena);
     return 0;
 }

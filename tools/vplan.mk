@@ -22,12 +22,15 @@
 #                     dollar is $$ in make)
 #   VPLAN_CODEGEN_FLAGS  codegen options (--embed-weights)
 # Tools and flags (defaults from the prefix this file was installed in):
-#   VPLAN (the onnx-vplan command), VPLAN_CFLAGS, VPLAN_LIBS (link a program with them).
+#   VPLAN (the onnx-vplan command), VPLAN_CFLAGS, VPLAN_LIBS (link a program with them),
+#   VPLAN_STEP_CFLAGS (added for the generated step only: -fno-math-errno lets GCC run
+#   its optimizer loops in vector lanes; no result changes).
 
 VPLAN_HOME := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/../..)
 VPLAN_LIBDIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(VPLAN_HOME)/lib/libvplanrt.* $(VPLAN_HOME)/lib*/*/libvplanrt.*))))
 VPLAN ?= $(firstword $(wildcard $(VPLAN_HOME)/bin/onnx-vplan) onnx-vplan)
 VPLAN_CFLAGS ?= -std=c17 -I$(VPLAN_HOME)/include/vplan
+VPLAN_STEP_CFLAGS ?= -O2 -fno-math-errno
 VPLAN_LIBS ?= -L$(VPLAN_LIBDIR) -Wl,-rpath,$(VPLAN_LIBDIR) -lvplanrt -lopenblas -ldnnl -fopenmp -lm
 
 VPLAN_DIMS ?=
@@ -67,7 +70,7 @@ vplan_stamp = $(shell f='$1.vplan-opts'; printf '%s\n' '$(subst ','\'',$(strip $
 	$(VPLAN) codegen $< -o $(or $(patsubst %/,%,$(dir $*)),.) --prefix $(notdir $*) $(call vplan_codegen_args,$*)
 
 %_step.o: %_step.c %_step.h
-	$(CC) $(VPLAN_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(VPLAN_CFLAGS) $(VPLAN_STEP_CFLAGS) $(CFLAGS) -c $< -o $@
 
 # the chain's intermediates are kept: the plan and the weights are products too
 .PRECIOUS: %.vplan %.vplan-opts %_step.c %_step.h

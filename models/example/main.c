@@ -83,6 +83,7 @@ int main(int argc, char **argv) {
     int rc = mlp_save(arena, bytes, argv[3], msg, sizeof msg);
     if (rc) fprintf(stderr, "%s\n", msg);
     else printf("wrote %s\n", argv[3]);
+    mlp_fini();
     free(arena);
     free(x);
     free(labels);

@@ -245,20 +245,41 @@ static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const v
     return e;
 }
 
-vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
-                    vp_error *err) {
-    *handled = 0;
-    const dn_kind *k = NULL;
-    for (size_t i = 0; i < sizeof kinds / sizeof *kinds && !k; i++)
+static const dn_kind *kind_of(const vp_node *n) {
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         if (!strcmp(n->op_type, kinds[i].op_type) && !strcmp(n->domain ? n->domain : "", kinds[i].domain))
-            k = &kinds[i];
+            return &kinds[i];
+    return NULL;
+}
+
+int vp_dn_may_cover(const vp_node *n) { return kind_of(n) != NULL; }
+
+/* n's cache entry, built if needed; *e NULL when oneDNN does not cover n. */
+static vp_status entry_of(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                          dn_entry **e, vp_error *err) {
+    *e = NULL;
+    const dn_kind *k = kind_of(n);
     if (!k) return VP_OK;
     int64_t sig[DN_MAX_SIG], work = 0;
     int n_sig = k->sig(n, in, out, sig, &work);
     if (!n_sig) return VP_OK;
-    dn_entry *e = entry_for(d, k, n, in, out, sig, n_sig, work);
-    if (!e) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the oneDNN primitive cache");
-    if (e->uncovered) return VP_OK;
+    *e = entry_for(d, k, n, in, out, sig, n_sig, work);
+    if (!*e) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the oneDNN primitive cache");
+    if ((*e)->uncovered) *e = NULL;
+    return VP_OK;
+}
+
+vp_status vp_dn_prepare(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    dn_entry *e;
+    return entry_of(d, n, in, out, &e, err);
+}
+
+vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
+                    vp_error *err) {
+    *handled = 0;
+    dn_entry *e;
+    vp_status s = entry_of(d, n, in, out, &e, err);
+    if (s || !e) return s;
     if (e->threads != d->threads) vp_par_set_threads(e->threads);
     int bad = -1;
     for (int j = 0; j < e->n_ops && bad < 0; j++)

@@ -23,9 +23,18 @@ typedef struct vp_dn vp_dn;
 vp_dn *vp_dn_new(void);
 void vp_dn_free(vp_dn *d);
 
+/* Whether n's op is one oneDNN may take (it still may refuse its shapes or attributes
+ * at run time, and the reference then runs): codegen routes these through vp_dn_run. */
+int vp_dn_may_cover(const vp_node *n);
+
 /* Runs n on oneDNN when covered (*handled = 1); else *handled = 0 and nothing ran. */
 vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
                     vp_error *err);
+
+/* Builds n's primitives now (as its first vp_dn_run would), so that a later run only
+ * executes them: for generated steps, whose init prepares every node of the plan.
+ * Nothing runs and no tensor's data is read; an uncovered node is left to the reference. */
+vp_status vp_dn_prepare(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 
 /* Which float32 matrix product the kernels' vp_lin_gemm calls on this thread: oneDNN's
  * sgemm (on) or OpenBLAS (off, the reference).  The backend selects it before each node:

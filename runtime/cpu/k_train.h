@@ -17,6 +17,7 @@
 #define VP_K_TRAIN_H
 
 #include "ir/op_registry.h"
+#include "k_adam.h"
 
 #define VP_TRAIN_KERNEL(name) \
     vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
@@ -56,6 +57,9 @@ VP_TRAIN_KERNEL(vp_cpu_is_all_finite);
 VP_TRAIN_KERNEL(vp_cpu_sgd);
 VP_TRAIN_KERNEL(vp_cpu_momentum);
 VP_TRAIN_KERNEL(vp_cpu_adam);
+/* An optimizer node's attributes as its kernel reads them (codegen writes them into
+ * generated steps as constants). */
+vp_opt_hyper vp_train_opt_hyper(const vp_node *n);
 VP_TRAIN_KERNEL(vp_cpu_onnx_adagrad);  /* ai.onnx.preview.training */
 VP_TRAIN_KERNEL(vp_cpu_onnx_momentum);
 VP_TRAIN_KERNEL(vp_cpu_onnx_adam);

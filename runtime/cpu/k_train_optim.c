@@ -15,6 +15,7 @@
 
 #include "cpu_par.h"
 #include "cpu_util.h"
+#include "k_adam.h"
 #include "k_train.h"
 
 double vp_train_attr_double(const vp_node *n, const char *name, double dflt) {
@@ -30,12 +31,9 @@ double vp_train_attr_double(const vp_node *n, const char *name, double dflt) {
     return f;
 }
 
-typedef struct opt_hyper {
-    double lr, weight_decay, momentum, beta1, beta2, eps;
-    int decoupled;
-} opt_hyper;
+typedef vp_opt_hyper opt_hyper;
 
-static opt_hyper hyper_of(const vp_node *n) {
+vp_opt_hyper vp_train_opt_hyper(const vp_node *n) {
     opt_hyper h = {vp_train_attr_double(n, "lr", 0), vp_train_attr_double(n, "weight_decay", 0),
                    vp_train_attr_double(n, "momentum", 0), vp_train_attr_double(n, "beta1", 0.9),
                    vp_train_attr_double(n, "beta2", 0.999), vp_train_attr_double(n, "eps", 1e-8),
@@ -63,7 +61,7 @@ DEFINE_SGD(float)
 DEFINE_SGD(double)
 
 static vp_status run_sgd(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int momentum) {
-    opt_hyper h = hyper_of(n);
+    opt_hyper h = vp_train_opt_hyper(n);
     const vp_tensor *b = momentum ? in[2] : NULL;
     vp_tensor *w_out = out[0], *b_out = momentum && n->n_outputs > 1 ? out[1] : NULL;
     int64_t count = vp_tensor_numel(in[0]);
@@ -88,59 +86,35 @@ VP_TRAIN_KERNEL(vp_cpu_momentum) {
 
 /* ---- Adam, AdamW ---- */
 
-typedef struct adam_step {
-    double decay, step_size, bias2_sqrt; /* 1 - lr * wd; lr / (1 - beta1^t); sqrt(1 - beta2^t) */
-} adam_step;
+vp_adam_scalars vp_adam_scalars_at(const vp_opt_hyper *h, float t) {
+    vp_adam_scalars s = {1 - h->lr * h->weight_decay, h->lr / (1 - pow(h->beta1, (double)t)),
+                         sqrt(1 - pow(h->beta2, (double)t))};
+    return s;
+}
 
-typedef struct adam_io {
-    const void *w, *g, *m, *v;
-    void *w_out, *m_out, *v_out;
-} adam_io;
-
-#define DEFINE_ADAM(T)                                                                             \
-    static void adam_##T(const opt_hyper *h, const adam_step *st, int64_t lo, int64_t hi, const adam_io *io) {\
-        const T *w = io->w, *g = io->g, *m = io->m, *v = io->v;                                    \
-        T *w_out = io->w_out, *m_out = io->m_out, *v_out = io->v_out;                              \
-        T wd = (T)h->weight_decay, decay = (T)st->decay;                                           \
-        T b1 = (T)h->beta1, one_b1 = (T)(1 - h->beta1), b2 = (T)h->beta2, one_b2 = (T)(1 - h->beta2); \
-        T bias2_sqrt = (T)st->bias2_sqrt, eps = (T)h->eps, neg_step = (T)-st->step_size;           \
-        for (int64_t i = lo; i < hi; i++) {                                                        \
-            T p = w[i], d = g[i];                                                                  \
-            if (h->decoupled) p = p * decay;                                                       \
-            else if (h->weight_decay != 0) d = fma(wd, p, d);                                         \
-            T mm = fma(one_b1, d, m[i] * b1);                                                         \
-            T vv = fma(one_b2 * d, d, v[i] * b2);                                                   \
-            T denom = sqrt(vv) / bias2_sqrt + eps;                                                 \
-            if (m_out) m_out[i] = mm;                                                              \
-            if (v_out) v_out[i] = vv;                                                              \
-            if (w_out) w_out[i] = p + (neg_step * mm) / denom;                                     \
-        }                                                                                          \
-    }
-DEFINE_ADAM(float)
-DEFINE_ADAM(double)
-
-/* Adam in blocks for the threads: each element's update is independent. */
+/* Adam in blocks for the threads: each element's update is independent (the update
+ * itself is k_adam.h's, which generated steps compile too). */
 typedef struct adam_job {
     const opt_hyper *h;
-    const adam_step *st;
-    const adam_io *io;
+    const vp_adam_scalars *st;
+    const vp_adam_io *io;
     int f32;
 } adam_job;
 
 static void adam_body(int64_t lo, int64_t hi, void *ctx) {
     const adam_job *j = ctx;
-    if (j->f32) adam_float(j->h, j->st, lo, hi, j->io);
-    else adam_double(j->h, j->st, lo, hi, j->io);
+    if (j->f32) vp_adam_range_float(j->h, j->st, lo, hi, j->io);
+    else vp_adam_range_double(j->h, j->st, lo, hi, j->io);
 }
 
 VP_TRAIN_KERNEL(vp_cpu_adam) {
     (void)err;
-    opt_hyper h = hyper_of(n);
+    opt_hyper h = vp_train_opt_hyper(n);
     /* the step count is a float32 tensor, incremented first, then read as a double */
     float t = ((const float *)in[4]->data)[0] + 1.0f;
-    adam_step st = {1 - h.lr * h.weight_decay, h.lr / (1 - pow(h.beta1, (double)t)), sqrt(1 - pow(h.beta2, (double)t))};
-    adam_io io = {in[0]->data, in[1]->data, in[2]->data, in[3]->data, out[0] ? out[0]->data : NULL,
-                  n->n_outputs > 1 && out[1] ? out[1]->data : NULL, n->n_outputs > 2 && out[2] ? out[2]->data : NULL};
+    vp_adam_scalars st = vp_adam_scalars_at(&h, t);
+    vp_adam_io io = {in[0]->data, in[1]->data, in[2]->data, in[3]->data, out[0] ? out[0]->data : NULL,
+                     n->n_outputs > 1 && out[1] ? out[1]->data : NULL, n->n_outputs > 2 && out[2] ? out[2]->data : NULL};
     int64_t count = vp_tensor_numel(in[0]);
     adam_job j = {&h, &st, &io, in[0]->dtype == VP_F32};
     vp_par_for(count, 8, adam_body, &j);

@@ -5,11 +5,14 @@ the CPU (torch_step.py: the same modules, cross-entropy, AdamW lr 1e-3 weight de
 
 For each model: `plan` (adamw, weight decay 0.01, as torch_step.py), `run --steps N`
 (its per-step times: inputs fed, the step, the loss read back) with the batch saved
-by --save-inputs, `codegen`, the step compiled by the system cc at -O2 against the
+by --save-inputs, `codegen`, the step compiled by the system cc at -O2 (and
+-fno-math-errno, as vplan.mk compiles it) against the
 build's libvplanrt with codegen_timer.c, timed on that batch; then torch_step.py.
-One thread everywhere (OpenBLAS and torch): the machine is shared, and small steps
-are what the comparison is about.  Medians of N steps after warmup; R rounds of the
-three interleaved, the lowest median kept (load from elsewhere only slows a round).
+Both kernel sets: the default (oneDNN convolutions and sgemm: `run` and codegen) and
+the reference (`run --reference` and `codegen --reference`).
+One thread everywhere (OpenMP, OpenBLAS and torch): the machine is shared, and small
+steps are what the comparison is about.  Medians of N steps after warmup; R rounds of
+the five interleaved, the lowest median kept (load from elsewhere only slows a round).
 
 usage: bench_codegen.py --build BUILD_DIR [--steps N] [--batch B] [--rounds R] [--models m,...]
 """
@@ -47,11 +50,12 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="mlp,cnn,gpt,gpt_ln_decomposed")
+    ap.add_argument("--no-torch", action="store_true", help="leave PyTorch out (no torch here, or a quick look)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tool = os.path.join(build, "onnx-vplan")
     lib = os.path.join(build, "libvplanrt.a")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", VP_CPU_REFERENCE="0")
     cc = os.environ.get("CC", "cc")
     libs = ["-lopenblas", "-ldnnl", "-fopenmp"]  # what libvplanrt needs (vplanrt.pc)
     tmp = tempfile.mkdtemp(prefix="bench_codegen")
@@ -63,25 +67,31 @@ def main():
             plan = os.path.join(d, m + ".vplan")
             sh([tool, "plan", os.path.join(SRC, "models", m, "model.onnx"), "--dim", "batch=%d" % a.batch, "--loss",
                 "ce:logits", "--optimizer", "adamw", "--weight-decay", "0.01", *PLAN_ARGS[m], "-o", plan])
-            sh([tool, "codegen", plan, "-o", d, "--prefix", m])
-            timer = os.path.join(d, "timer")
-            sh([cc, "-std=c17", "-O2", "-I" + os.path.join(SRC, "runtime"), "-I" + os.path.join(SRC, "planner"),
-                "-DPREFIX=" + m, "-DUPREFIX=" + m.upper(), "-include", os.path.join(d, m + "_step.h"),
-                os.path.join(HERE, "codegen_timer.c"), os.path.join(d, m + "_step.c"), lib, *libs, "-lm", "-o", timer])
-            # rounds of the three, interleaved, so that load from elsewhere hits them alike;
+            timers = {}
+            for kind, extra in (("fast", []), ("ref", ["--reference"])):
+                kd = os.path.join(d, kind)
+                sh([tool, "codegen", plan, "-o", kd, "--prefix", m, *extra])
+                timers[kind] = (os.path.join(kd, "timer"), os.path.join(kd, m + ".weights"))
+                sh([cc, "-std=c17", "-O2", "-fno-math-errno", "-I" + os.path.join(SRC, "runtime"), "-I" + os.path.join(SRC, "planner"),
+                    "-DPREFIX=" + m, "-DUPREFIX=" + m.upper(), "-include", os.path.join(kd, m + "_step.h"),
+                    os.path.join(HERE, "codegen_timer.c"), os.path.join(kd, m + "_step.c"), lib, *libs, "-lm", "-o",
+                    timers[kind][0]])
+            # rounds of the five, interleaved, so that load from elsewhere hits them alike;
             # the lowest median of the rounds
-            c_ms, run_ms, torch_ms = [], [], []
+            c_ms, run_ms, cref_ms, runref_ms, torch_ms = [], [], [], [], []
             for r in range(a.rounds):
-                rj = os.path.join(d, "run.json")
-                # --reference: the kernels the generated step calls (not oneDNN's)
-                sh([tool, "run", plan, "--reference", "--steps", str(a.warmup + a.steps), "--save-inputs", os.path.join(d, "data"),
-                    "--json", rj], env=env)
-                with open(rj) as f:
-                    run_ms.append(statistics.median(json.load(f)["step_seconds"][a.warmup:]) * 1e3)
-                out = sh([timer, os.path.join(d, m + ".weights"), os.path.join(d, "data"), str(a.warmup),
-                          str(a.steps)], env=env)
-                c_ms.append(statistics.median(float(x) for x in out.split()))
+                for kind, extra, rl, cl in (("fast", [], run_ms, c_ms), ("ref", ["--reference"], runref_ms, cref_ms)):
+                    rj = os.path.join(d, "run.json")
+                    sh([tool, "run", plan, *extra, "--steps", str(a.warmup + a.steps), "--save-inputs",
+                        os.path.join(d, "data"), "--json", rj], env=env)
+                    with open(rj) as f:
+                        rl.append(statistics.median(json.load(f)["step_seconds"][a.warmup:]) * 1e3)
+                    out = sh([timers[kind][0], timers[kind][1], os.path.join(d, "data"), str(a.warmup), str(a.steps)],
+                             env=env)
+                    cl.append(statistics.median(float(x) for x in out.split()))
                 tj = os.path.join(d, "torch.json")
+                if a.no_torch:
+                    continue
                 try:
                     sh([sys.executable, os.path.join(HERE, "torch_step.py"), "--model", m, "--batch", str(a.batch),
                         "--steps", str(a.steps), "--warmup", str(a.warmup), "--device", "cpu", "--threads", "1",
@@ -90,24 +100,23 @@ def main():
                         torch_ms.append(json.load(f)["step_ms_median"])
                 except RuntimeError as e:
                     print("torch step of %s skipped: %s" % (m, e), file=sys.stderr)
-            c_ms, run_ms = min(c_ms), min(run_ms)
             torch_ms = min(torch_ms) if torch_ms else None
-            rows.append((m, c_ms, run_ms, torch_ms))
+            rows.append((m, min(c_ms), min(run_ms), torch_ms, min(cref_ms), min(runref_ms)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("## Generated C step against `run` and PyTorch eager (CPU)")
     print()
-    print("Batch %d, AdamW, one thread (OpenBLAS and torch); median step time of %d steps after %d warmup,"
+    print("Batch %d, AdamW, one thread (OpenMP, OpenBLAS and torch); median step time of %d steps after %d warmup,"
           % (a.batch, a.steps, a.warmup))
-    print("the lowest of %d interleaved rounds;" % a.rounds)
-    print("inputs in and the loss out included in every column; `run --reference`, the kernels the generated step calls."
-          " Ratios > 1: the generated step is faster.")
+    print("the lowest of %d interleaved rounds; inputs in and the loss out included in every column." % a.rounds)
+    print("C: the generated step (`codegen`, bit-identical to `run`); C ref: `codegen --reference` against")
+    print("`run --reference` (bit-identical to each other). Ratios > 1: the generated step is faster.")
     print()
-    print("| model | generated C (ms) | run (ms) | PyTorch eager (ms) | run / C | torch / C |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for m, c, r, t in rows:
-        print("| %s | %.4f | %.4f | %s | %.2f | %s |" % (m, c, r, "%.4f" % t if t else "n/a", r / c,
-                                                         "%.2f" % (t / c) if t else "n/a"))
+    print("| model | generated C (ms) | run (ms) | PyTorch eager (ms) | run / C | torch / C | C ref (ms) | run --reference (ms) | run ref / C ref |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for m, c, r, t, cr, rr in rows:
+        print("| %s | %.4f | %.4f | %s | %.2f | %s | %.4f | %.4f | %.2f |" % (
+            m, c, r, "%.4f" % t if t else "n/a", r / c, "%.2f" % (t / c) if t else "n/a", cr, rr, rr / cr))
     return 0
 
 

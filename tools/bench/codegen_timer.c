@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
         if (i >= warmup) printf("%.6f\n", t1 - t0);
     }
     for (int k = 0; k < U(_N_INPUTS); k++) free(inputs[k]);
+    F(_fini)();
     free(arena);
     return 0;
 }

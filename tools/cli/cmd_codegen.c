@@ -33,7 +33,7 @@ static void default_prefix(const char *path, char *dst, size_t size) { /* size >
 
 static int run_codegen(int argc, char **argv) {
     const char *path = NULL, *out = NULL, *prefix = NULL, *target = "c";
-    int embed = 0;
+    int embed = 0, reference = 0;
     const cli_opt table[] = {
         {"PLAN", CLI_POS, &path, NULL, NULL},
         {"-o|--output", CLI_STR, &out, "DIR", "where NAME_step.c, NAME_step.h and NAME.weights go (created)"},
@@ -43,6 +43,9 @@ static int run_codegen(int argc, char **argv) {
          "c: the CPU kernels on a host arena (default); cuda: the CUDA\n"
          "backend's kernels, resolved once, on an arena in device memory"},
         {"--embed-weights", CLI_SET, &embed, NULL, "compile the initial weights into NAME_step.c (no .weights file)"},
+        {"--reference", CLI_SET, &reference, NULL,
+         "c: call the reference kernels and OpenBLAS, as `run --reference`\n"
+         "(default: what `run` calls: oneDNN convolutions and sgemm)"},
         {0}};
     int rc = cli_parse(&cli_cmd_codegen, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -70,7 +73,7 @@ static int run_codegen(int argc, char **argv) {
     }
     if (mkdir(out, 0777) && errno != EEXIST) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", out, strerror(errno));
     vp_codegen_opts o = {.plan_path = path, .out_dir = out, .prefix = pfx, .embed_weights = embed, .command_line = cmd,
-                         .cuda = !strcmp(target, "cuda")};
+                         .cuda = !strcmp(target, "cuda"), .reference = reference};
     if (!s) s = vp_codegen_c(&lp, &o, &err);
     char weights[80] = "";
     if (!embed) snprintf(weights, sizeof weights, " and %s.weights", pfx);
@@ -83,12 +86,14 @@ static int run_codegen(int argc, char **argv) {
 }
 
 const cli_cmd cli_cmd_codegen = {
-    "codegen", run_codegen, "PLAN -o DIR [--target c|cuda] [--prefix NAME] [--embed-weights]", "write a plan's training step as C source",
+    "codegen", run_codegen, "PLAN -o DIR [--target c|cuda] [--prefix NAME] [--embed-weights] [--reference]", "write a plan's training step as C source",
     "Writes the plan's training step as C: NAME_step.h (the io struct, arena size and\n"
     "alignment, NAME_init, NAME_step, NAME_save) and NAME_step.c, one function per plan\n"
-    "step calling libvplanrt's CPU kernel with the plan's constant offsets and shapes,\n"
-    "in plan order: no interpreter, no allocation during a step, and losses and weights\n"
-    "bit-identical to `onnx-vplan run` of the same plan.  The initial weights go to\n"
+    "step calling what `run`'s CPU backend calls for it (oneDNN's primitive, built once by\n"
+    "NAME_init, for a convolution; else libvplanrt's kernel, its products on oneDNN's sgemm)\n"
+    "with the plan's constant offsets and shapes, in plan order: no interpreter, no\n"
+    "allocation during a step, and losses and weights bit-identical to `onnx-vplan run`\n"
+    "of the same plan (to `run --reference` with --reference).  The initial weights go to\n"
     "NAME.weights beside them, or into the source with --embed-weights.  Build with\n"
     "  cc -std=c17 -c NAME_step.c $(pkg-config --cflags vplanrt)\n"
     "and link with $(pkg-config --libs vplanrt).\n",
