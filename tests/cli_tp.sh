@@ -17,9 +17,19 @@ qkv=$src/tests/data/tp/gpt_qkv/model.onnx
 gopt=(--dim batch=4 --loss ce:logits --freeze '^causal_mask$' --optimizer adamw)
 qopt=(--dim batch=2 --loss ce:logits --freeze '^mask$' --optimizer momentum --lr 0.05)
 
-expect 0 "each rank sends 64.00 KiB a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 -o "$tmp/gpt.vplan"
+# Megatron's count, 2 layers, s b h = 16 * 4 * 32: ((4 L + 2) sbh + 3 sb) 4 bytes 2(n-1)/n = 82688
+expect 0 "each rank sends 80.75 KiB a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 -o "$tmp/gpt.vplan"
 expect 0 "^  communication " -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
-expect 0 "4 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "5 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "vocabulary-parallel (64 tokens, 32 a rank): 1 embedding split by rows, the LM head by columns" -- \
+    "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+# --json under --tp: one report a rank, with what was split and what it sends
+expect 0 "" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --json "$tmp/gpt.json"
+for r in 0 1; do
+    expect 0 '"rank": '$r -- cat "$tmp/gpt.json.$r"
+    expect 0 '"vocab_parallel_loss": true' -- cat "$tmp/gpt.json.$r"
+    expect 0 '"bytes_sent_per_step": 82688' -- cat "$tmp/gpt.json.$r"
+done
 expect 0 "rank 1: arena" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
 expect 0 "tp_bytes_sent" -- "$tool" show "$tmp/gpt.vplan.1"
 expect 0 ": sound: [0-9][0-9]* steps" -- "$tool" verify "$tmp/gpt.vplan.1"
@@ -42,7 +52,7 @@ if [[ -n $mpirun ]]; then
     for n in 2 4; do
         out=$("${mpi[@]}" -np $n "$tool" run "$tmp/qkv$n.vplan" --steps 5 2>&1)
         # every rank's line: counted = planned
-        sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in 8 all-reduces .*; planned ([0-9]+)$/\1 \2/p' \
+        sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in 13 all-reduces .*; planned ([0-9]+)$/\1 \2/p' \
             <<<"$out" >"$tmp/bytes$n"
         expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/bytes$n"
         # rank 0's losses against the one-rank plan's
@@ -52,7 +62,7 @@ if [[ -n $mpirun ]]; then
         echo "mpirun -np $n run: bytes counted = planned on every rank; losses within $w of one rank's"
     done
     out=$("${mpi[@]}" -np 2 "$tool" train "$gpt" "${gopt[@]}" --tp 2 --steps 5 2>&1)
-    expect 0 "rank 0 sent 65536 bytes a step in 8 all-reduces" -- echo "$out"
+    expect 0 "rank 0 sent 82688 bytes a step in 13 all-reduces" -- echo "$out"
     "$tool" train "$gpt" "${gopt[@]}" --steps 5 | losses >"$tmp/g1"
     losses <<<"$out" >"$tmp/g2"
     w=$(worst "$tmp/g2" "$tmp/g1")

@@ -2,9 +2,11 @@
  *
  * Run alone: the splits found in models/gpt (a fused QKV projection) and the torch.onnx
  * export tests/data/tp/gpt_qkv (separate Q, K, V projections, 4 heads): products split,
- * communication ops inserted (two all-reduces forward and two backward per layer),
- * weights sliced; the refusals naming the node when n does not divide the heads or the
- * hidden size; slicing of a fused QKV weight.
+ * communication ops inserted (two all-reduces forward and two backward per layer; the
+ * embedding's forward, the LM head's backward and the cross-entropy's three forward),
+ * weights sliced, the embedding and the LM head by vocabulary, and no tensor of the full
+ * logits' width anywhere in a rank's step; the refusals naming the node when n does not
+ * divide the heads or the hidden size; slicing of a fused QKV weight.
  *
  * Run under mpirun -np N (ctest does for N = 2 and 4): each rank builds its split step
  * and the one-rank step, and checks against the one-rank step
@@ -32,12 +34,15 @@
 
 typedef struct model_ref {
     const char *dir, *name, *input;
-    int layers, heads;
+    int layers, heads, vocab;
+    int widths_unique; /* no other tensor of a rank's step is vocab wide (models/gpt's MLP
+                          at n = 2 is 128 / 2 = 64 = its vocab: there only the loss's and
+                          the LM head's tensors are looked at) */
 } model_ref;
 
 static const model_ref models[] = {
-    {MODELS_DIR, "gpt", "tokens", 2, 2},
-    {TP_DATA, "gpt_qkv", "x", 2, 4},
+    {MODELS_DIR, "gpt", "tokens", 2, 2, 64, 0},
+    {TP_DATA, "gpt_qkv", "x", 2, 4, 48, 1},
 };
 
 static vp_status load(test_model *m, const model_ref *r, int n, int rank, int no_opt, vp_error *err) {
@@ -47,13 +52,29 @@ static vp_status load(test_model *m, const model_ref *r, int n, int rank, int no
     if (!s) s = vp_opt_parse("momentum", &spec.opt, err);
     spec.opt.lr = 0.05;
     spec.no_optimizer = no_opt;
-    spec.tp = (vp_tp_opts){n, rank};
+    spec.tp = (vp_tp_opts){n, rank, NULL};
     return s ? s : test_model_load_in(m, r->dir, r->name, &spec, err);
 }
 
 static int count_op(const vp_graph *g, const char *op) {
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++) k += !strcmp(g->nodes[i].op_type, op);
+    return k;
+}
+
+/* Values of a rank's step as wide as the whole vocabulary (last axis): none may be. */
+static int full_width_values(const vp_graph *g, const model_ref *r, char *first, size_t len) {
+    int k = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *x = &g->values[v];
+        /* a float tensor of rank 2 or more that the step holds (not a name fusion left behind) */
+        if (x->rank < 2 || x->dims[x->rank - 1] != r->vocab || !vp_dtype_is_float(x->dtype) ||
+            (x->producer < 0 && !x->n_consumers))
+            continue;
+        const char *by = x->producer >= 0 ? g->nodes[x->producer].name : "";
+        if (!r->widths_unique && strncmp(by, "loss/", 5) && !strstr(by, "lm_head") && !strstr(x->name, "logits")) continue;
+        if (!k++) snprintf(first, len, "%s", x->name);
+    }
     return k;
 }
 
@@ -92,11 +113,24 @@ static void check_structure(void) {
             if (!s) {
                 int qkv = strcmp(r->name, "gpt") ? 3 : 1;
                 const vp_tp_result *tr = &m.t.tp;
-                check(tr->n_column == r->layers * (qkv + 1) && tr->n_row == 2 * r->layers && tr->n_copy == 2 * r->layers,
+                /* the LM head is one more column product, with its own TPCopy */
+                int want_col = r->layers * (qkv + 1) + 1, want_copy = 2 * r->layers + 1;
+                check(tr->n_column == want_col && tr->n_row == 2 * r->layers && tr->n_copy == want_copy,
                       "%s --tp %d: %d column and %d row products, %d TPCopy (want %d, %d, %d)", r->name, n, tr->n_column,
-                      tr->n_row, tr->n_copy, r->layers * (qkv + 1), 2 * r->layers, 2 * r->layers);
-                int ar = count_op(m.g, "TPAllReduce");
-                check(ar == 4 * r->layers, "%s --tp %d: %d all-reduces, two forward and two backward per layer", r->name, n, ar);
+                      tr->n_row, tr->n_copy, want_col, 2 * r->layers, want_copy);
+                int ar = count_op(m.g, "TPAllReduce"), mx = count_op(m.g, "TPAllReduceMax");
+                check(ar == 4 * r->layers + 4 && mx == 1,
+                      "%s --tp %d: %d all-reduces and %d of the maximum: two forward and two backward per layer, the "
+                      "embedding's, the LM head's input gradient, the cross-entropy's sum and label logit, its maximum",
+                      r->name, n, ar, mx);
+                check(tr->n_embedding == 1 && tr->vocab_logits >= 0 && tr->vocab == r->vocab &&
+                          count_op(m.g, "SoftmaxCrossEntropyLoss") == 0,
+                      "%s --tp %d: the embedding and the LM head split by vocabulary (%d, %lld), the loss across ranks",
+                      r->name, n, tr->n_embedding, (long long)tr->vocab);
+                char first[256] = "";
+                int wide = full_width_values(m.g, r, first, sizeof first);
+                check(wide == 0, "%s --tp %d: no tensor of the rank's step is %d wide (the full logits)%s%s", r->name, n,
+                      r->vocab, wide ? ": " : "", first);
             }
             test_model_free(&m);
         }

@@ -7,6 +7,10 @@
  *                             backward: dX = TPAllReduce(dY)
  *   TPAllReduce(X) -> Y       forward: Y = sum over ranks of X
  *                             backward: dX = dY
+ *   TPAllReduceMax(X) -> Y    forward: Y = maximum over ranks of X
+ *                             no gradient (VP_OP_STOP_GRADIENT): the shift of the
+ *                             softmax in the vocabulary-parallel cross-entropy, which the
+ *                             loss does not depend on (planner/parallel/tp_vocab.c)
  *
  * TPCopy sits where a replicated value enters a column-parallel region (each rank's
  * part of the gradient comes back from its slice of the weight and the parts must be
@@ -14,7 +18,7 @@
  * sum).  So a transformer layer has two of each: two all-reduces forward (after the
  * attention and MLP output projections) and two backward (at the two TPCopy).
  *
- * The CPU kernel is the one-rank case (a copy).  TPAllReduce carries VP_OP_COLLECTIVE:
+ * The CPU kernel is the one-rank case (a copy).  The all-reduces carry VP_OP_COLLECTIVE:
  * a backend with a communicator (runtime/comm.h) runs it there instead, over MPI or
  * NCCL.  It may write in place (the all-reduce reads its whole input before writing). */
 #include "k_elementwise.h"
@@ -42,5 +46,7 @@ const vp_op_def vp_ops_collective[] = {
      .grad = grad_tp_copy},
     {.name = "TPAllReduce", .domain = "vplan", .shape = shape_same, .cpu = vp_cpu_identity,
      .flags = VP_OP_INPLACE | VP_OP_NO_FOLD | VP_OP_COLLECTIVE, .grad = vp_grad_identity},
+    {.name = "TPAllReduceMax", .domain = "vplan", .shape = shape_same, .cpu = vp_cpu_identity,
+     .flags = VP_OP_INPLACE | VP_OP_NO_FOLD | VP_OP_COLLECTIVE | VP_OP_COLLECTIVE_MAX | VP_OP_STOP_GRADIENT},
     {0},
 };

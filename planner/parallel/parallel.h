@@ -15,9 +15,12 @@
  * Q/K/V, Reshape and Transpose to and from heads, attention over whole heads, the
  * attention products and softmax of a plain core) and ends at products by a weight
  * along the split axis (row-parallel).  A region that reaches anything else (a graph
- * output, the loss, a LayerNorm) is left replicated, so the LM head and embeddings stay
- * whole.  Everything outside the regions is replicated: every rank computes it alike,
- * and its gradients agree on every rank with no further communication.
+ * output, a LayerNorm) is left replicated.  The exceptions are vocabulary-parallel
+ * (tp_vocab.c): a token embedding (Gather of a trainable table by a graph input) keeps
+ * V/n rows and all-reduces its masked rows, and an LM head whose columns reach the
+ * cross-entropy's logits alone keeps V/n columns, the loss computed across ranks.
+ * Everything else is replicated: every rank computes it alike, and its gradients agree
+ * on every rank with no further communication.
  *
  * Where a region would split but n does not divide what it splits (the heads of a
  * Reshape, the output features of a weight, the Q/K/V sizes of a Split), the pass
@@ -30,6 +33,9 @@
 typedef struct vp_tp_opts {
     int n;    /* ranks (tensor-parallel degree), 1 or more */
     int rank; /* this graph's rank, in [0, n) */
+    /* the cross-entropy's logits (NULL: none): an LM head may end there split by
+     * vocabulary, the loss then computed across ranks (tp_vocab.c) */
+    const char *logits;
 } vp_tp_opts;
 
 /* A weight this rank holds 1/n of: along axis, of each of `blocks` equal blocks (the
@@ -44,6 +50,9 @@ typedef struct vp_tp_result {
     int n, rank;
     int n_column, n_row;          /* products split by columns, by rows */
     int n_copy, n_allreduce;      /* TPCopy and TPAllReduce nodes inserted */
+    int n_embedding;              /* embeddings split by vocabulary rows */
+    int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
+    int64_t vocab;                /* their full vocabulary */
     int n_sliced;                 /* weights and biases sliced */
     vp_tp_sliced *sliced;         /* heap: vp_tp_result_free */
     int64_t sliced_elems_full;    /* their elements before slicing (all ranks together) */
@@ -59,6 +68,14 @@ vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axi
 /* Rank's slice of a full tensor as the split cuts a weight; out->data is heap. */
 vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
                              vp_error *err);
+
+/* The vocabulary-parallel cross-entropy of logits [N, V/n] (this rank's columns,
+ * tp->vocab_logits flattened) against int64 labels [N] of the whole vocabulary: the
+ * mean over N, equal on every rank, in *loss.  Nodes of phase LOSS. */
+vp_status vp_tp_vocab_ce(vp_graph *g, int logits, int labels, const vp_tp_result *tp, int *loss, vp_error *err);
+/* The vocabulary an integer graph input indexes where a vocabulary-parallel embedding
+ * or cross-entropy reads it (each rank's tables hold only a slice); 0 otherwise. */
+int64_t vp_tp_index_bound(const vp_graph *g, int value);
 
 /* Bytes one rank sends in a ring all-reduce of `bytes` among n ranks: 2 (n - 1) / n of
  * them (reduce-scatter then all-gather).  The planner's figure and the runtime's count. */

@@ -23,7 +23,7 @@ static vp_status nccl_check(ncclResult_t r, const char *what, vp_error *err) {
     return vp_fail(err, VP_ERR_RUNTIME, "%s: %s", what, ncclGetErrorString(r));
 }
 
-static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
+static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_comm_op op, vp_error *err) {
     nccl_ctx *x = c->ctx;
     ncclDataType_t t;
     switch (dt) {
@@ -33,7 +33,7 @@ static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype d
     case VP_BF16: t = ncclBfloat16; break;
     default: return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL all-reduce of %s", vp_dtype_name(dt));
     }
-    return nccl_check(ncclAllReduce(buf, buf, (size_t)count, t, ncclSum, x->comm, x->stream), "ncclAllReduce", err);
+    return nccl_check(ncclAllReduce(buf, buf, (size_t)count, t, op == VP_COMM_MAX ? ncclMax : ncclSum, x->comm, x->stream), "ncclAllReduce", err);
 }
 
 static vp_status nccl_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err) {

@@ -50,7 +50,8 @@ static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
     if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) return n->op->cpu(n, in, out, err);
     if (out[0]->data != in[0]->data) memcpy(out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]));
-    vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
+    vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype,
+                                                (n->op->flags & VP_OP_COLLECTIVE_MAX) ? VP_COMM_MAX : VP_COMM_SUM, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);
     return s;
 }
