@@ -17,7 +17,9 @@ typedef struct vp_report_tp {
     int n_embedding;               /* embeddings split by vocabulary rows */
     int vocab_parallel_loss;       /* the LM head split by vocabulary, the loss across ranks */
     int64_t vocab;                 /* that vocabulary (0: none split) */
-    int allreduces_forward, allreduces_backward;
+    int n_gather, n_scatter;       /* --sp: all-gathers and reduce-scatters in the forward */
+    int n_param_copy;              /* --sp: parameters whose gradients are all-reduced */
+    int allreduces_forward, allreduces_backward; /* every collective, by phase */
     int64_t payload_bytes;         /* the all-reduced tensors' bytes, a step */
     int64_t bytes_sent;            /* what this rank sends of them in a ring: 2(n-1)/n */
     double comm_seconds;           /* those bytes over the device profile's link */

@@ -36,6 +36,7 @@ typedef struct vp_tp_opts {
     /* the cross-entropy's logits (NULL: none): an LM head may end there split by
      * vocabulary, the loss then computed across ranks (tp_vocab.c) */
     const char *logits;
+    int sp;   /* sequence parallelism between the regions (Korthikanti et al.) */
 } vp_tp_opts;
 
 /* A weight this rank holds 1/n of: along axis, of each of `blocks` equal blocks (the
@@ -51,6 +52,8 @@ typedef struct vp_tp_result {
     int n_column, n_row;          /* products split by columns, by rows */
     int n_copy, n_allreduce;      /* TPCopy and TPAllReduce nodes inserted */
     int n_embedding;              /* embeddings split by vocabulary rows */
+    int n_gather, n_scatter;      /* --sp: TPCopy made all-gathers, TPAllReduce reduce-scatters */
+    int n_param_copy;             /* --sp: parameters read through a TPCopy (gradient all-reduced) */
     int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
     int64_t vocab;                /* their full vocabulary */
     int n_sliced;                 /* weights and biases sliced */
@@ -80,6 +83,11 @@ int64_t vp_tp_index_bound(const vp_graph *g, int value);
 /* Bytes one rank sends in a ring all-reduce of `bytes` among n ranks: 2 (n - 1) / n of
  * them (reduce-scatter then all-gather).  The planner's figure and the runtime's count. */
 static inline int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
+/* Bytes one rank sends in a ring all-gather or reduce-scatter of a `bytes` whole:
+ * (n - 1) / n of it (half an all-reduce). */
+static inline int64_t vp_tp_gather_bytes(int64_t bytes, int n) { return n > 1 ? (int64_t)(n - 1) * bytes / n : 0; }
+/* The bytes one rank sends running this collective (0 for any other node). */
+int64_t vp_tp_node_bytes(const vp_graph *g, const vp_node *nd, int n);
 /* The bytes one rank sends running these nodes once (the collectives among them). */
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n);
 

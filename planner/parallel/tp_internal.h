@@ -40,6 +40,10 @@ int vp_tp_vocab_gather(const vp_graph *g, const vp_node *n, int ranks);
  * *n_before of them go in front of it, the rest after. */
 vp_status vp_tp_vocab_embedding(vp_graph *g, int node, int n, int rank, int *n_before, vp_error *err);
 
+/* Sequence parallelism on rank's split graph (tp_seq.c): the all-reduces between
+ * regions become reduce-scatters and all-gathers along the sequence. */
+vp_status vp_tp_sequence(vp_graph *g, int n, int rank, vp_tp_result *r, vp_error *err);
+
 /* Products by a 2-D weight: the weight's input index, its output-feature axis and its
  * contraction axis; 0 when node is no such product. */
 int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, int *in_axis);

@@ -19,14 +19,17 @@
 #include "parallel/tp_internal.h"
 
 
+int64_t vp_tp_node_bytes(const vp_graph *g, const vp_node *nd, int n) {
+    if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0 || nd->inputs[0] < 0) return 0;
+    const vp_value *y = &g->values[nd->outputs[0]], *x = &g->values[nd->inputs[0]];
+    if (nd->op->flags & VP_OP_COLLECTIVE_GATHER) return vp_tp_gather_bytes(vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype), n);
+    if (nd->op->flags & VP_OP_COLLECTIVE_SCATTER) return vp_tp_gather_bytes(vp_value_numel(x) * (int64_t)vp_dtype_size(x->dtype), n);
+    return vp_tp_ring_bytes(vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype), n);
+}
+
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n) {
     int64_t total = 0;
-    for (int i = 0; i < n_steps; i++) {
-        const vp_node *nd = &g->nodes[steps ? steps[i] : i];
-        if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0) continue;
-        const vp_value *v = &g->values[nd->outputs[0]];
-        total += vp_tp_ring_bytes(vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype), n);
-    }
+    for (int i = 0; i < n_steps; i++) total += vp_tp_node_bytes(g, &g->nodes[steps ? steps[i] : i], n);
     return total;
 }
 
@@ -220,6 +223,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
         s = vp_infer_node(g, i, 0, NULL, err);
     }
     if (!s) s = vp_graph_link(g, err);
+    if (!s && o->sp) s = vp_tp_sequence(g, o->n, o->rank, r, err);
     free(order);
     free(copy_of);
     free(place);

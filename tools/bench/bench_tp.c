@@ -29,7 +29,7 @@ typedef struct rank_plan {
     int64_t cat[VP_CAT_COUNT];
 } rank_plan;
 
-static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_error *err) {
+static vp_status plan_one(int t, vp_attention_form form, int sp, rank_plan *out, vp_error *err) {
     gpt_config c = {LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB};
     vp_graph *g = NULL;
     vp_training tr;
@@ -41,7 +41,7 @@ static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_erro
     vp_loss_parse("ce:logits", &spec.loss, err);
     vp_opt_parse("adamw", &spec.opt, err);
     spec.attention = form;
-    spec.tp = (vp_tp_opts){t, 0, NULL};
+    spec.tp = (vp_tp_opts){t, 0, NULL, sp && t > 1};
     vp_status s = gpt_graph_build(&c, &g, err);
     if (!s) s = vp_training_build(g, &spec, &tr, err);
     if (!s) s = vp_plan_build(&p, g, &tr, vp_device_find("h100"), 1, err);
@@ -72,33 +72,38 @@ static void memory_table(void) {
            "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
            LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
     printf("| t | parameters (elements) | formula | ratio | parameters | gradients | optimizer state | activations, plain | "
-           "formula | ratio | activations, fused | formula | ratio | communication | arena, fused | sent a step |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "formula | ratio | activations, fused | formula | ratio | activations, fused, --sp | formula | ratio | "
+           "communication | arena, fused | arena, fused, --sp | sent a step | sent, --sp |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int t = 1; t <= 4; t++) {
-        rank_plan pl, fu;
+        rank_plan pl, fu, sq;
         vp_error err;
-        vp_status st = plan_one(t, VP_ATTENTION_PLAIN, &pl, &err);
-        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, &fu, &err);
+        vp_status st = plan_one(t, VP_ATTENTION_PLAIN, 0, &pl, &err);
+        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 0, &fu, &err);
+        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 1, &sq, &err);
         if (st) {
             printf("| %d | error: %s |\n", t, err.msg);
             continue;
         }
         /* 3 does not divide the vocabulary (1024): the embedding and the LM head stay whole */
         double pv = 2.0 * VOCAB * h, fp = VOCAB % t ? p_rep + pv + (p_split - pv) / t : p_rep + p_split / t;
-        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t);
+        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * 32.0 / t;
         double mib = 1024.0 * 1024.0;
         printf("| %d | %lld | %.0f | %.4f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | "
-               "%.3f | %.1f MiB | %.1f MiB | %.1f MiB |\n",
+               "%.3f | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n",
                t, (long long)pl.params, fp, pl.params / fp, pl.cat[VP_CAT_PARAMETERS] / mib, pl.cat[VP_CAT_GRADIENTS] / mib,
                pl.cat[VP_CAT_OPTIMIZER_STATE] / mib, pl.saved / mib, fa / mib, pl.saved / fa, fu.saved / mib, ff / mib,
-               fu.saved / ff, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib, fu.sent / mib);
+               fu.saved / ff, sq.saved / mib, fs / mib, sq.saved / fs, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib,
+               sq.arena / mib, fu.sent / mib, sq.sent / mib);
     }
     printf("\nCategories are summed buffer sizes (each buffer once): gradients one per parameter, AdamW's two\n"
            "moments twice the parameters. The replicated 8 of 8 + 24/t are the two LayerNorm inputs and outputs (the\n"
            "outputs are the column products' shared input); fused attention keeps its row log-sum-exp (4asb/t bytes)\n"
            "and LayerNorm its statistics beyond the formula. Communication buffers (the row products' partial sums,\n"
            "all-reduced in place, and the embedding's) are full s*b*h activations whatever t; each rank sends\n"
-           "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step.\n");
+           "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the replicated 8 is split too:\n"
+           "2sbh(8/t + 24/t) = 2sbh * 32/t with the core fused (Korthikanti et al.'s sbh(34/t + 5as/(ht)) less dropout and\n"
+           "the scores), for the same bytes on the wire plus the all-reduces of the LayerNorm and bias gradients.\n");
 }
 
 /* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */

@@ -15,7 +15,7 @@ typedef struct cli_train_opts {
     int64_t qat_freeze_after;               /* --qat-freeze-after, 0 when not given */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
     int64_t tp;                             /* --tp, 0 when not given */
-    cli_opt table[18];                      /* points into this struct: do not copy it */
+    cli_opt table[19];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);

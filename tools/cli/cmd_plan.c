@@ -81,15 +81,17 @@ static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const
 static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sent) {
     vp_report_tp r = {.ranks = t->tp.n, .rank = t->tp.rank, .n_column = t->tp.n_column, .n_row = t->tp.n_row,
                       .n_sliced = t->tp.n_sliced, .n_embedding = t->tp.n_embedding,
-                      .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent};
+                      .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent,
+                      .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy};
     r.vocab = r.vocab_parallel_loss || r.n_embedding ? t->tp.vocab : 0;
     for (int i = 0; i < p->n_steps; i++) {
         const vp_node *n = &p->g->nodes[p->steps[i]];
         if (!n->op || !(n->op->flags & VP_OP_COLLECTIVE)) continue;
         vp_node_cost c = vp_cost_node(p->g, n);
         r.comm_seconds += vp_cost_seconds(&c, &p->device, 0);
-        r.payload_bytes +=
-            vp_value_numel(&p->g->values[n->outputs[0]]) * (int64_t)vp_dtype_size(p->g->values[n->outputs[0]].dtype);
+        const vp_value *x = &p->g->values[n->inputs[0]], *y = &p->g->values[n->outputs[0]];
+        int64_t bx = vp_value_numel(x) * (int64_t)vp_dtype_size(x->dtype), by = vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype);
+        r.payload_bytes += bx > by ? bx : by; /* a reduce-scatter's or all-gather's whole */
         if (n->phase == VP_PHASE_FORWARD || n->phase == VP_PHASE_LOSS) r.allreduces_forward++;
         else r.allreduces_backward++;
     }
@@ -99,13 +101,18 @@ static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sen
 static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_result *rr) {
     char b1[32], b2[32], b3[32];
     if (r->rank == 0) {
-        printf("tensor parallel over %d ranks: %d column- and %d row-parallel products, %d weights sliced; %d all-reduces a\n"
-               "  step (%d forward, %d backward); each rank sends %s a step (ring: 2(n-1)/n of %s), about %.3f ms over\n"
-               "  the %s link (%.0f GB/s) of an estimated %.3f ms step\n",
+        printf("tensor parallel over %d ranks: %d column- and %d row-parallel products, %d weights sliced; %d collectives a\n"
+               "  step (%d forward, %d backward); each rank sends %s a step (ring: 2(n-1)/n of an all-reduce, (n-1)/n of\n"
+               "  an all-gather or reduce-scatter, of %s), about %.3f ms over the %s link (%.0f GB/s) of an estimated\n"
+               "  %.3f ms step\n",
                r->ranks, r->n_column, r->n_row, r->n_sliced, r->allreduces_forward + r->allreduces_backward,
                r->allreduces_forward, r->allreduces_backward, vp_human_bytes(r->bytes_sent, b1, sizeof b1),
                vp_human_bytes(r->payload_bytes, b2, sizeof b2), 1e3 * r->comm_seconds, p->device.name,
                p->device.link_bandwidth / 1e9, 1e3 * rr->step_seconds);
+        if (r->n_gather)
+            printf("  sequence-parallel: between the regions each rank holds 1/%d of the sequence; %d all-gathers and %d\n"
+                   "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced\n",
+                   r->ranks, r->n_gather, r->n_scatter, r->n_param_copy);
         if (r->vocab)
             printf("  vocabulary-parallel (%lld tokens, %lld a rank): %d embedding%s split by rows%s\n", (long long)r->vocab,
                    (long long)(r->vocab / r->ranks), r->n_embedding, r->n_embedding == 1 ? "" : "s",
