@@ -343,6 +343,48 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_key(&j, "forward_fraction");
         vp_json_double(&j, base > 0 ? r->forward_seconds / base : 0.0);
     }
+    if (c->tp) {
+        const vp_report_tp *t = c->tp;
+        vp_json_key(&j, "tensor_parallel");
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "ranks");
+        vp_json_int(&j, t->ranks);
+        vp_json_key(&j, "rank");
+        vp_json_int(&j, t->rank);
+        vp_json_key(&j, "column_products");
+        vp_json_int(&j, t->n_column);
+        vp_json_key(&j, "row_products");
+        vp_json_int(&j, t->n_row);
+        vp_json_key(&j, "weights_sliced");
+        vp_json_int(&j, t->n_sliced);
+        vp_json_key(&j, "vocab_parallel_embeddings");
+        vp_json_int(&j, t->n_embedding);
+        vp_json_key(&j, "vocab_parallel_loss");
+        vp_json_bool(&j, t->vocab_parallel_loss);
+        vp_json_key(&j, "vocab");
+        vp_json_int(&j, t->vocab);
+        vp_json_key(&j, "sequence_parallel");
+        vp_json_bool(&j, t->n_gather > 0);
+        vp_json_key(&j, "allgathers_forward");
+        vp_json_int(&j, t->n_gather);
+        vp_json_key(&j, "reduce_scatters_forward");
+        vp_json_int(&j, t->n_scatter);
+        vp_json_key(&j, "collectives_forward");
+        vp_json_int(&j, t->allreduces_forward);
+        vp_json_key(&j, "collectives_backward");
+        vp_json_int(&j, t->allreduces_backward);
+        vp_json_key(&j, "collective_payload_bytes");
+        vp_json_int(&j, t->payload_bytes);
+        vp_json_key(&j, "bytes_sent_per_step");
+        vp_json_int(&j, t->bytes_sent);
+        vp_json_key(&j, "comm_seconds");
+        vp_json_double(&j, t->comm_seconds);
+        vp_json_key(&j, "parameter_bytes");
+        vp_json_int(&j, p->category_bytes[VP_CAT_PARAMETERS]);
+        vp_json_key(&j, "communication_bytes");
+        vp_json_int(&j, p->category_bytes[VP_CAT_COMM]);
+        vp_json_end_object(&j);
+    }
     vp_json_end_object(&j);
     vp_json_finish(&j);
 }

@@ -9,11 +9,28 @@
 #include "memory/plan.h"
 #include "remat/remat.h"
 
+/* One rank of a tensor-parallel step (planner/parallel): what was split and what it
+ * sends a step. */
+typedef struct vp_report_tp {
+    int ranks, rank;
+    int n_column, n_row, n_sliced; /* products split by columns, by rows; weights sliced */
+    int n_embedding;               /* embeddings split by vocabulary rows */
+    int vocab_parallel_loss;       /* the LM head split by vocabulary, the loss across ranks */
+    int64_t vocab;                 /* that vocabulary (0: none split) */
+    int n_gather, n_scatter;       /* --sp: all-gathers and reduce-scatters in the forward */
+    int n_param_copy;              /* --sp: parameters whose gradients are all-reduced */
+    int allreduces_forward, allreduces_backward; /* every collective, by phase */
+    int64_t payload_bytes;         /* the all-reduced tensors' bytes, a step */
+    int64_t bytes_sent;            /* what this rank sends of them in a ring: 2(n-1)/n */
+    double comm_seconds;           /* those bytes over the device profile's link */
+} vp_report_tp;
+
 typedef struct vp_report_ctx {
     const char *model;
     const char *knobs;       /* "loss ce:logits, optimizer adamw, ..." */
     int top_live;            /* how many of the largest live buffers to list at the peak */
     const vp_remat_result *remat; /* checkpointing decisions, or NULL */
+    const vp_report_tp *tp;  /* tensor parallelism, or NULL */
 } vp_report_ctx;
 
 void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c);

@@ -17,14 +17,21 @@
 
 typedef struct vp_comm vp_comm;
 
+/* What an all-reduce combines: the sum (tensor-parallel partial products) or the
+ * maximum (the shift of a softmax split across ranks, vocabulary-parallel). */
+typedef enum vp_comm_op { VP_COMM_SUM = 0, VP_COMM_MAX } vp_comm_op;
+
 typedef struct vp_comm_iface {
     const char *name;
-    /* Sums count elements across ranks in place (memory of the backend it serves). */
-    vp_status (*allreduce)(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err);
+    /* Combines count elements across ranks in place (memory of the backend it serves). */
+    vp_status (*allreduce)(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_comm_op op, vp_error *err);
     /* Copies bytes of host memory from root to every rank. */
     vp_status (*broadcast)(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
     /* Every rank's `bytes` of send, in rank order, into recv (size * bytes) on every rank. */
     vp_status (*allgather)(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
+    /* send holds size blocks of count elements; rank r receives the sum over ranks of
+     * block r in recv (count elements). */
+    vp_status (*reduce_scatter)(vp_comm *c, const void *send, void *recv, int64_t count, vp_dtype dt, vp_error *err);
     void (*destroy)(vp_comm *c);
 } vp_comm_iface;
 
@@ -45,10 +52,24 @@ vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err);
 
 /* Counts, then all-reduces through the implementation.  Inline, so that the backends in
  * libvplanrt (which generated steps link) need nothing of the rest of this interface. */
-static inline vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
+static inline vp_status vp_comm_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_comm_op op,
+                                          vp_error *err) {
     c->bytes_sent += vp_tp_ring_bytes(count * (int64_t)vp_dtype_size(dt), c->size);
     c->calls++;
-    return c->iface->allreduce(c, buf, count, dt, err);
+    return c->iface->allreduce(c, buf, count, dt, op, err);
+}
+/* Sequence parallelism's pair, counted as a ring sends them: (n - 1)/n of the gathered
+ * (or scattered) whole, the figure vp_tp_node_bytes plans. */
+static inline vp_status vp_comm_gather_counted(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err) {
+    c->bytes_sent += vp_tp_gather_bytes(bytes * c->size, c->size);
+    c->calls++;
+    return c->iface->allgather(c, send, recv, bytes, err);
+}
+static inline vp_status vp_comm_reduce_scatter(vp_comm *c, const void *send, void *recv, int64_t count, vp_dtype dt,
+                                               vp_error *err) {
+    c->bytes_sent += vp_tp_gather_bytes(count * c->size * (int64_t)vp_dtype_size(dt), c->size);
+    c->calls++;
+    return c->iface->reduce_scatter(c, send, recv, count, dt, err);
 }
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
 vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);

@@ -17,9 +17,19 @@ qkv=$src/tests/data/tp/gpt_qkv/model.onnx
 gopt=(--dim batch=4 --loss ce:logits --freeze '^causal_mask$' --optimizer adamw)
 qopt=(--dim batch=2 --loss ce:logits --freeze '^mask$' --optimizer momentum --lr 0.05)
 
-expect 0 "each rank sends 64.00 KiB a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 -o "$tmp/gpt.vplan"
+# Megatron's count, 2 layers, s b h = 16 * 4 * 32: ((4 L + 2) sbh + 3 sb) 4 bytes 2(n-1)/n = 82688
+expect 0 "each rank sends 80.75 KiB a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 -o "$tmp/gpt.vplan"
 expect 0 "^  communication " -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
-expect 0 "4 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "5 column- and 4 row-parallel products" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+expect 0 "vocabulary-parallel (64 tokens, 32 a rank): 1 embedding split by rows, the LM head by columns" -- \
+    "$tool" plan "$gpt" "${gopt[@]}" --tp 2
+# --json under --tp: one report a rank, with what was split and what it sends
+expect 0 "" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --json "$tmp/gpt.json"
+for r in 0 1; do
+    expect 0 '"rank": '$r -- cat "$tmp/gpt.json.$r"
+    expect 0 '"vocab_parallel_loss": true' -- cat "$tmp/gpt.json.$r"
+    expect 0 '"bytes_sent_per_step": 82688' -- cat "$tmp/gpt.json.$r"
+done
 expect 0 "rank 1: arena" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2
 expect 0 "tp_bytes_sent" -- "$tool" show "$tmp/gpt.vplan.1"
 expect 0 ": sound: [0-9][0-9]* steps" -- "$tool" verify "$tmp/gpt.vplan.1"
@@ -27,6 +37,12 @@ expect 2 "node '/blocks.0/attn/Reshape' (Reshape): --tp 4 does not divide the he
 expect 2 "does not divide the output features of its weight (32)" -- "$tool" plan "$qkv" "${qopt[@]}" --tp 3
 expect 2 "rank 0 of a 2-rank tensor-parallel plan, but this is rank 0 of 1" -- "$tool" run "$tmp/gpt.vplan.0"
 expect 2 "run it as mpirun -np 2" -- "$tool" train "$gpt" "${gopt[@]}" --tp 2
+expect 2 "--sp needs --tp 2 or more" -- "$tool" plan "$gpt" "${gopt[@]}" --sp
+# --sp: the same all-reduces as reduce-scatters and all-gathers, plus the gradients of the
+# 14 LayerNorm and bias parameters read whole (14 * 32 floats): 82688 + 1792 bytes
+expect 0 "sequence-parallel: between the regions each rank holds 1/2 of the sequence; 5 all-gathers and 5" -- \
+    "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
+expect 0 "rank 1: arena .*, sends 84480 bytes a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
 
 # losses "step K  loss X" of a run, one per line
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
@@ -40,24 +56,34 @@ if [[ -n $mpirun ]]; then
     done
     "$tool" run "$tmp/qkv1.vplan" --steps 5 | losses >"$tmp/l1"
     for n in 2 4; do
-        out=$("${mpi[@]}" -np $n "$tool" run "$tmp/qkv$n.vplan" --steps 5 2>&1)
+        "$tool" plan "$qkv" "${qopt[@]}" --tp $n --sp -o "$tmp/sp$n.vplan" >/dev/null || echo "FAIL: plan --tp $n --sp"
+    done
+    for plan in qkv2 qkv4 sp2 sp4; do
+        n=${plan: -1}
+        out=$("${mpi[@]}" -np $n "$tool" run "$tmp/$plan.vplan" --steps 5 2>&1)
         # every rank's line: counted = planned
-        sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in 8 all-reduces .*; planned ([0-9]+)$/\1 \2/p' \
-            <<<"$out" >"$tmp/bytes$n"
-        expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/bytes$n"
+        # 13 all-reduces; under --sp 10 all-gathers and reduce-scatters, 16 all-reduces, 1 of the maximum
+        [[ $plan == sp* ]] && calls=37 || calls=13
+        sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in '$calls' collectives .*; planned ([0-9]+)$/\1 \2/p' \
+            <<<"$out" >"$tmp/bytes$plan"
+        expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/bytes$plan"
         # rank 0's losses against the one-rank plan's
-        losses <<<"$out" >"$tmp/l$n"
-        w=$(worst "$tmp/l$n" "$tmp/l1")
+        losses <<<"$out" >"$tmp/l$plan"
+        w=$(worst "$tmp/l$plan" "$tmp/l1")
         expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
-        echo "mpirun -np $n run: bytes counted = planned on every rank; losses within $w of one rank's"
+        echo "mpirun -np $n run $plan: bytes counted = planned on every rank; losses within $w of one rank's"
     done
     out=$("${mpi[@]}" -np 2 "$tool" train "$gpt" "${gopt[@]}" --tp 2 --steps 5 2>&1)
-    expect 0 "rank 0 sent 65536 bytes a step in 8 all-reduces" -- echo "$out"
+    expect 0 "rank 0 sent 82688 bytes a step in 13 collectives" -- echo "$out"
     "$tool" train "$gpt" "${gopt[@]}" --steps 5 | losses >"$tmp/g1"
     losses <<<"$out" >"$tmp/g2"
     w=$(worst "$tmp/g2" "$tmp/g1")
     expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
     echo "mpirun -np 2 train models/gpt (adamw): losses within $w of one rank's"
+    "${mpi[@]}" -np 2 "$tool" train "$gpt" "${gopt[@]}" --tp 2 --sp --steps 5 2>&1 | losses >"$tmp/g2sp"
+    w=$(worst "$tmp/g2sp" "$tmp/g1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+    echo "mpirun -np 2 train models/gpt --tp 2 --sp (adamw): losses within $w of one rank's"
     # --save under --tp: the split weights gathered back whole; the saved models' losses agree
     "${mpi[@]}" -np 2 "$tool" train "$qkv" "${qopt[@]}" --tp 2 --steps 3 --save "$tmp/tp2.onnx" >/dev/null
     "$tool" train "$qkv" "${qopt[@]}" --steps 3 --save "$tmp/tp1.onnx" >/dev/null

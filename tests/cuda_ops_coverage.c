@@ -3,7 +3,8 @@
  *
  * The steps: each model in models/ with adamw, momentum and sgd, at fp32, bf16 and fp16
  * (fp16 adds dynamic loss scaling's ops), and at fp32 with the exporter's patterns
- * differentiated piece by piece (--no-fuse) and with plain attention; and the torch.onnx
+ * differentiated piece by piece (--no-fuse), with plain attention and as rank 1 of a
+ * --tp 2 step (the collectives, the vocabulary-parallel embedding and loss); and the torch.onnx
  * training exports in VP_TORCH_MODELS (default VP_BINARY_DIR/torch_models, where
  * tools/scripts/export_torch_models.py --training writes <name>-op<N>-train.onnx and
  * .json: ResNet-18, MobileNet-v2, SqueezeNet, ...) with adamw at each precision, batch 2.
@@ -50,7 +51,7 @@ static void bundled(coverage *c, FILE *log) {
     int n = test_model_list(names, 32);
     for (int i = 0; i < n; i++)
         for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++)
-            for (size_t o = 0; o < sizeof opts / sizeof opts[0] + 2; o++) {
+            for (size_t o = 0; o < sizeof opts / sizeof opts[0] + 3; o++) {
                 if (o >= 3 && precisions[p] != VP_PRECISION_FP32) continue;
                 vp_train_spec spec;
                 memset(&spec, 0, sizeof spec);
@@ -60,9 +61,11 @@ static void bundled(coverage *c, FILE *log) {
                 spec.precision = precisions[p];
                 spec.no_fuse = o == 3;
                 spec.attention = o == 4 ? VP_ATTENTION_PLAIN : VP_ATTENTION_FUSED;
+                if (o == 5) spec.tp = (vp_tp_opts){2, 1, NULL, 0}; /* the collectives, the vocabulary-parallel loss */
                 char label[400];
                 snprintf(label, sizeof label, "%.63s %s %s%s", names[i], o < 3 ? opts[o] : "adamw",
-                         vp_precision_name(precisions[p]), o == 3 ? " --no-fuse" : o == 4 ? " --attention plain" : "");
+                         vp_precision_name(precisions[p]),
+                         o == 3 ? " --no-fuse" : o == 4 ? " --attention plain" : o == 5 ? " --tp 2 (rank 1)" : "");
                 test_model m;
                 if (!s) s = test_model_load(&m, names[i], &spec, &err);
                 if (s) {

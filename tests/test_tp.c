@@ -2,9 +2,11 @@
  *
  * Run alone: the splits found in models/gpt (a fused QKV projection) and the torch.onnx
  * export tests/data/tp/gpt_qkv (separate Q, K, V projections, 4 heads): products split,
- * communication ops inserted (two all-reduces forward and two backward per layer),
- * weights sliced; the refusals naming the node when n does not divide the heads or the
- * hidden size; slicing of a fused QKV weight.
+ * communication ops inserted (two all-reduces forward and two backward per layer; the
+ * embedding's forward, the LM head's backward and the cross-entropy's three forward),
+ * weights sliced, the embedding and the LM head by vocabulary, and no tensor of the full
+ * logits' width anywhere in a rank's step; the refusals naming the node when n does not
+ * divide the heads or the hidden size; slicing of a fused QKV weight.
  *
  * Run under mpirun -np N (ctest does for N = 2 and 4): each rank builds its split step
  * and the one-rank step, and checks against the one-rank step
@@ -32,28 +34,47 @@
 
 typedef struct model_ref {
     const char *dir, *name, *input;
-    int layers, heads;
+    int layers, heads, vocab;
+    int widths_unique; /* no other tensor of a rank's step is vocab wide (models/gpt's MLP
+                          at n = 2 is 128 / 2 = 64 = its vocab: there only the loss's and
+                          the LM head's tensors are looked at) */
 } model_ref;
 
 static const model_ref models[] = {
-    {MODELS_DIR, "gpt", "tokens", 2, 2},
-    {TP_DATA, "gpt_qkv", "x", 2, 4},
+    {MODELS_DIR, "gpt", "tokens", 2, 2, 64, 0},
+    {TP_DATA, "gpt_qkv", "x", 2, 4, 48, 1},
 };
 
-static vp_status load(test_model *m, const model_ref *r, int n, int rank, int no_opt, vp_error *err) {
+static vp_status load(test_model *m, const model_ref *r, int n, int rank, int no_opt, int sp, vp_error *err) {
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
     if (!s) s = vp_opt_parse("momentum", &spec.opt, err);
     spec.opt.lr = 0.05;
     spec.no_optimizer = no_opt;
-    spec.tp = (vp_tp_opts){n, rank};
+    spec.tp = (vp_tp_opts){n, rank, NULL, sp};
     return s ? s : test_model_load_in(m, r->dir, r->name, &spec, err);
 }
 
 static int count_op(const vp_graph *g, const char *op) {
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++) k += !strcmp(g->nodes[i].op_type, op);
+    return k;
+}
+
+/* Values of a rank's step as wide as the whole vocabulary (last axis): none may be. */
+static int full_width_values(const vp_graph *g, const model_ref *r, char *first, size_t len) {
+    int k = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *x = &g->values[v];
+        /* a float tensor of rank 2 or more that the step holds (not a name fusion left behind) */
+        if (x->rank < 2 || x->dims[x->rank - 1] != r->vocab || !vp_dtype_is_float(x->dtype) ||
+            (x->producer < 0 && !x->n_consumers))
+            continue;
+        const char *by = x->producer >= 0 ? g->nodes[x->producer].name : "";
+        if (!r->widths_unique && strncmp(by, "loss/", 5) && !strstr(by, "lm_head") && !strstr(x->name, "logits")) continue;
+        if (!k++) snprintf(first, len, "%s", x->name);
+    }
     return k;
 }
 
@@ -77,11 +98,20 @@ static vp_status as_rank(const test_model *tp, int value, const vp_tensor *full,
 
 static void check_structure(void) {
     vp_error err;
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) { /* the check sees full logits where they are */
+        test_model m;
+        char first[256] = "";
+        vp_status s = load(&m, &models[k], 1, 0, 0, 0, &err);
+        check(!s && full_width_values(m.g, &models[k], first, sizeof first) > 0,
+              "%s on one rank: the logits are %d wide (%s), as the checks below would see", models[k].name, models[k].vocab,
+              first);
+        test_model_free(&m);
+    }
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
         for (int n = 2; n <= 4; n += 2) {
             const model_ref *r = &models[k];
             test_model m;
-            vp_status s = load(&m, r, n, n - 1, 0, &err);
+            vp_status s = load(&m, r, n, n - 1, 0, 0, &err);
             if (r->heads % n) {
                 check(s == VP_ERR_USAGE && strstr(err.msg, "Reshape") && strstr(err.msg, "heads"),
                       "%s --tp %d refused naming the Reshape and the heads: %s", r->name, n, s ? err.msg : "built");
@@ -92,16 +122,59 @@ static void check_structure(void) {
             if (!s) {
                 int qkv = strcmp(r->name, "gpt") ? 3 : 1;
                 const vp_tp_result *tr = &m.t.tp;
-                check(tr->n_column == r->layers * (qkv + 1) && tr->n_row == 2 * r->layers && tr->n_copy == 2 * r->layers,
+                /* the LM head is one more column product, with its own TPCopy */
+                int want_col = r->layers * (qkv + 1) + 1, want_copy = 2 * r->layers + 1;
+                check(tr->n_column == want_col && tr->n_row == 2 * r->layers && tr->n_copy == want_copy,
                       "%s --tp %d: %d column and %d row products, %d TPCopy (want %d, %d, %d)", r->name, n, tr->n_column,
-                      tr->n_row, tr->n_copy, r->layers * (qkv + 1), 2 * r->layers, 2 * r->layers);
-                int ar = count_op(m.g, "TPAllReduce");
-                check(ar == 4 * r->layers, "%s --tp %d: %d all-reduces, two forward and two backward per layer", r->name, n, ar);
+                      tr->n_row, tr->n_copy, want_col, 2 * r->layers, want_copy);
+                int ar = count_op(m.g, "TPAllReduce"), mx = count_op(m.g, "TPAllReduceMax");
+                check(ar == 4 * r->layers + 4 && mx == 1,
+                      "%s --tp %d: %d all-reduces and %d of the maximum: two forward and two backward per layer, the "
+                      "embedding's, the LM head's input gradient, the cross-entropy's sum and label logit, its maximum",
+                      r->name, n, ar, mx);
+                check(tr->n_embedding == 1 && tr->vocab_logits >= 0 && tr->vocab == r->vocab &&
+                          count_op(m.g, "SoftmaxCrossEntropyLoss") == 0,
+                      "%s --tp %d: the embedding and the LM head split by vocabulary (%d, %lld), the loss across ranks",
+                      r->name, n, tr->n_embedding, (long long)tr->vocab);
+                char first[256] = "";
+                int wide = full_width_values(m.g, r, first, sizeof first);
+                check(wide == 0, "%s --tp %d: no tensor of the rank's step is %d wide (the full logits)%s%s", r->name, n,
+                      r->vocab, wide ? ": " : "", first);
+            }
+            test_model_free(&m);
+        }
+    /* --sp: every all-reduce between the regions a reduce-scatter or an all-gather along
+     * the sequence, the activations between them s/n long */
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+        for (int n = 2; n <= 4; n += 2) {
+            const model_ref *r = &models[k];
+            if (r->heads % n) continue;
+            test_model m;
+            vp_status s = load(&m, r, n, n - 1, 0, 1, &err);
+            check(!s, "%s --tp %d --sp builds%s%s", r->name, n, s ? ": " : "", s ? err.msg : "");
+            if (!s) {
+                const vp_tp_result *tr = &m.t.tp;
+                int ends = 2 * r->layers + 1; /* the regions' inputs (and the LM head's), their outputs (and the embedding's) */
+                int ag = count_op(m.g, "TPAllGather"), rs = count_op(m.g, "TPReduceScatter"), ar = count_op(m.g, "TPAllReduce");
+                check(tr->n_gather == ends && tr->n_scatter == ends && ag == 2 * ends && rs == 2 * ends &&
+                          ar == 2 + tr->n_param_copy && tr->n_param_copy > 0,
+                      "%s --tp %d --sp: %d all-gathers and %d reduce-scatters (want %d each, forward and backward), %d "
+                      "all-reduces: the loss's 2 and the gradients of %d parameters read whole in the split region",
+                      r->name, n, ag, rs, 2 * ends, ar, tr->n_param_copy);
+                int short_seq = 0, seq = 0;
+                for (int i = 0; i < m.g->n_nodes; i++)
+                    if (!strcmp(m.g->nodes[i].op_type, "TPReduceScatter") && m.g->nodes[i].phase == VP_PHASE_FORWARD) {
+                        const vp_value *x = &m.g->values[m.g->nodes[i].inputs[0]], *y = &m.g->values[m.g->nodes[i].outputs[0]];
+                        seq = (int)x->dims[1];
+                        short_seq += y->dims[1] * n == x->dims[1];
+                    }
+                check(short_seq == ends, "%s --tp %d --sp: the residual stream is %d of %d positions on each rank", r->name,
+                      n, seq / n, seq);
             }
             test_model_free(&m);
         }
     test_model m;
-    vp_status s = load(&m, &models[1], 3, 0, 0, &err);
+    vp_status s = load(&m, &models[1], 3, 0, 0, 0, &err);
     check(s == VP_ERR_USAGE && strstr(err.msg, "FusedMatMul") && strstr(err.msg, "does not divide"),
           "gpt_qkv --tp 3 refused naming the product: %s", s ? err.msg : "built");
     test_model_free(&m);
@@ -206,14 +279,14 @@ static vp_status compare_params(const test_model *ref, vp_exec *rx, const test_m
     return s;
 }
 
-static void check_gradients(const model_ref *r, vp_comm *comm) {
+static void check_gradients(const model_ref *r, vp_comm *comm, int sp) {
     vp_error err;
     test_model ref, tp;
     vp_backend *b1 = vp_backend_cpu_new(), *bn = vp_backend_cpu_new();
     bn->comm = comm;
     vp_exec *rx = NULL, *tx = NULL;
-    vp_status s = load(&ref, r, 1, 0, 1, &err);
-    if (!s) s = load(&tp, r, comm->size, comm->rank, 1, &err);
+    vp_status s = load(&ref, r, 1, 0, 1, 0, &err);
+    if (!s) s = load(&tp, r, comm->size, comm->rank, 1, sp, &err);
     if (!s) s = vp_exec_new(ref.g, b1, &rx, &err);
     if (!s) s = vp_exec_new(tp.g, bn, &tx, &err);
     if (!s) s = feed_exec(rx, &ref, r->input, &err);
@@ -222,8 +295,8 @@ static void check_gradients(const model_ref *r, vp_comm *comm) {
     if (!s) s = vp_exec_run(tx, &err);
     double worst = 0;
     if (!s) s = compare_params(&ref, rx, &tp, tx, NULL, 1, &worst, &err);
-    check(!s && worst < 1e-5, "%s rank %d of %d: every gradient (split ones sliced) matches one rank's, worst %.2e%s%s",
-          r->name, comm->rank, comm->size, worst, s ? ": " : "", s ? err.msg : "");
+    check(!s && worst < 1e-5, "%s%s rank %d of %d: every gradient (split ones sliced) matches one rank's, worst %.2e%s%s",
+          r->name, sp ? " --sp" : "", comm->rank, comm->size, worst, s ? ": " : "", s ? err.msg : "");
     vp_exec_free(rx);
     vp_exec_free(tx);
     vp_backend_free(b1);
@@ -232,7 +305,7 @@ static void check_gradients(const model_ref *r, vp_comm *comm) {
     test_model_free(&tp);
 }
 
-static void check_training(const model_ref *r, vp_comm *comm) {
+static void check_training(const model_ref *r, vp_comm *comm, int sp) {
     enum { STEPS = 5 };
     vp_error err;
     test_model ref, tp;
@@ -242,8 +315,8 @@ static void check_training(const model_ref *r, vp_comm *comm) {
     vp_plan_exec *px = NULL;
     vp_plan plan;
     memset(&plan, 0, sizeof plan);
-    vp_status s = load(&ref, r, 1, 0, 0, &err);
-    if (!s) s = load(&tp, r, comm->size, comm->rank, 0, &err);
+    vp_status s = load(&ref, r, 1, 0, 0, 0, &err);
+    if (!s) s = load(&tp, r, comm->size, comm->rank, 0, sp, &err);
     if (!s) s = vp_plan_build(&plan, tp.g, &tp.t, vp_device_find("cpu"), 1, &err);
     if (!s) s = vp_exec_new(ref.g, b1, &rx, &err);
     if (!s) s = vp_plan_exec_new(&plan, bn, &px, &err);
@@ -264,15 +337,16 @@ static void check_training(const model_ref *r, vp_comm *comm) {
         free(l2.data);
         for (int c = 0; c < ref.t.n_carry && !s; c++) s = vp_exec_copy_value(rx, ref.t.carry[c].from, ref.t.carry[c].to, &err);
     }
-    check(!s && worst_loss < 1e-5, "%s rank %d of %d: %d momentum steps from the rank's plan, losses within %.2e of one rank's%s%s",
-          r->name, comm->rank, comm->size, STEPS, worst_loss, s ? ": " : "", s ? err.msg : "");
+    const char *how = sp ? " --sp" : "";
+    check(!s && worst_loss < 1e-5, "%s%s rank %d of %d: %d momentum steps from the rank's plan, losses within %.2e of one rank's%s%s",
+          r->name, how, comm->rank, comm->size, STEPS, worst_loss, s ? ": " : "", s ? err.msg : "");
     double worst = 0;
     if (!s) s = compare_params(&ref, rx, &tp, NULL, px, 0, &worst, &err);
-    check(!s && worst < 1e-5, "%s rank %d of %d: every weight after %d steps matches one rank's, worst %.2e", r->name,
-          comm->rank, comm->size, STEPS, worst);
+    check(!s && worst < 1e-5, "%s%s rank %d of %d: every weight after %d steps matches one rank's, worst %.2e", r->name,
+          how, comm->rank, comm->size, STEPS, worst);
     int64_t planned = s ? -2 : vp_tp_step_bytes(tp.g, plan.steps, plan.n_steps, comm->size);
-    check(!s && sent == planned && planned > 0, "%s rank %d of %d: bytes sent in a step, counted %lld, planned %lld", r->name,
-          comm->rank, comm->size, (long long)sent, (long long)planned);
+    check(!s && sent == planned && planned > 0, "%s%s rank %d of %d: bytes sent in a step, counted %lld, planned %lld", r->name,
+          how, comm->rank, comm->size, (long long)sent, (long long)planned);
     vp_plan_exec_free(px);
     vp_plan_free(&plan);
     vp_exec_free(rx);
@@ -293,8 +367,10 @@ int main(void) {
     check(!s, "MPI communicator%s%s", s ? ": " : "", s ? err.msg : "");
     for (size_t k = 0; !s && k < sizeof models / sizeof models[0]; k++) {
         if (models[k].heads % comm->size) continue;
-        check_gradients(&models[k], comm);
-        check_training(&models[k], comm);
+        for (int sp = 0; sp <= 1; sp++) {
+            check_gradients(&models[k], comm, sp);
+            check_training(&models[k], comm, sp);
+        }
     }
     int rc = check_summary();
     vp_comm_free(comm);

@@ -37,6 +37,14 @@ enum {
     VP_OP_COLLECTIVE = 1u << 4,      /* communicates across tensor-parallel ranks: a backend with a
                                         communicator (runtime/comm.h) runs it there; the CPU
                                         kernel is the one-rank case */
+    VP_OP_COLLECTIVE_MAX = 1u << 5,  /* with VP_OP_COLLECTIVE: the all-reduce takes the maximum
+                                        across ranks, not the sum */
+    VP_OP_COLLECTIVE_GATHER = 1u << 7,  /* with VP_OP_COLLECTIVE: an all-gather along attribute
+                                           `axis` (sequence parallelism), not an all-reduce */
+    VP_OP_COLLECTIVE_SCATTER = 1u << 8, /* with VP_OP_COLLECTIVE: a reduce-scatter along `axis` */
+    VP_OP_STOP_GRADIENT = 1u << 6,   /* its outputs carry no gradient (autodiff treats them as
+                                        constants): a value the result does not depend on, as
+                                        the shift of a softmax */
 };
 
 struct vp_grad_ctx;

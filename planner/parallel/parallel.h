@@ -15,9 +15,12 @@
  * Q/K/V, Reshape and Transpose to and from heads, attention over whole heads, the
  * attention products and softmax of a plain core) and ends at products by a weight
  * along the split axis (row-parallel).  A region that reaches anything else (a graph
- * output, the loss, a LayerNorm) is left replicated, so the LM head and embeddings stay
- * whole.  Everything outside the regions is replicated: every rank computes it alike,
- * and its gradients agree on every rank with no further communication.
+ * output, a LayerNorm) is left replicated.  The exceptions are vocabulary-parallel
+ * (tp_vocab.c): a token embedding (Gather of a trainable table by a graph input) keeps
+ * V/n rows and all-reduces its masked rows, and an LM head whose columns reach the
+ * cross-entropy's logits alone keeps V/n columns, the loss computed across ranks.
+ * Everything else is replicated: every rank computes it alike, and its gradients agree
+ * on every rank with no further communication.
  *
  * Where a region would split but n does not divide what it splits (the heads of a
  * Reshape, the output features of a weight, the Q/K/V sizes of a Split), the pass
@@ -30,6 +33,10 @@
 typedef struct vp_tp_opts {
     int n;    /* ranks (tensor-parallel degree), 1 or more */
     int rank; /* this graph's rank, in [0, n) */
+    /* the cross-entropy's logits (NULL: none): an LM head may end there split by
+     * vocabulary, the loss then computed across ranks (tp_vocab.c) */
+    const char *logits;
+    int sp;   /* sequence parallelism between the regions (Korthikanti et al.) */
 } vp_tp_opts;
 
 /* A weight this rank holds 1/n of: along axis, of each of `blocks` equal blocks (the
@@ -44,6 +51,11 @@ typedef struct vp_tp_result {
     int n, rank;
     int n_column, n_row;          /* products split by columns, by rows */
     int n_copy, n_allreduce;      /* TPCopy and TPAllReduce nodes inserted */
+    int n_embedding;              /* embeddings split by vocabulary rows */
+    int n_gather, n_scatter;      /* --sp: TPCopy made all-gathers, TPAllReduce reduce-scatters */
+    int n_param_copy;             /* --sp: parameters read through a TPCopy (gradient all-reduced) */
+    int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
+    int64_t vocab;                /* their full vocabulary */
     int n_sliced;                 /* weights and biases sliced */
     vp_tp_sliced *sliced;         /* heap: vp_tp_result_free */
     int64_t sliced_elems_full;    /* their elements before slicing (all ranks together) */
@@ -60,9 +72,22 @@ vp_status vp_tp_unslice_tensor(const vp_tensor *part, const void *parts, int axi
 vp_status vp_tp_slice_tensor(const vp_tensor *full, int axis, int blocks, int n, int rank, vp_tensor *out,
                              vp_error *err);
 
+/* The vocabulary-parallel cross-entropy of logits [N, V/n] (this rank's columns,
+ * tp->vocab_logits flattened) against int64 labels [N] of the whole vocabulary: the
+ * mean over N, equal on every rank, in *loss.  Nodes of phase LOSS. */
+vp_status vp_tp_vocab_ce(vp_graph *g, int logits, int labels, const vp_tp_result *tp, int *loss, vp_error *err);
+/* The vocabulary an integer graph input indexes where a vocabulary-parallel embedding
+ * or cross-entropy reads it (each rank's tables hold only a slice); 0 otherwise. */
+int64_t vp_tp_index_bound(const vp_graph *g, int value);
+
 /* Bytes one rank sends in a ring all-reduce of `bytes` among n ranks: 2 (n - 1) / n of
  * them (reduce-scatter then all-gather).  The planner's figure and the runtime's count. */
 static inline int64_t vp_tp_ring_bytes(int64_t bytes, int n) { return n > 1 ? 2 * (int64_t)(n - 1) * bytes / n : 0; }
+/* Bytes one rank sends in a ring all-gather or reduce-scatter of a `bytes` whole:
+ * (n - 1) / n of it (half an all-reduce). */
+static inline int64_t vp_tp_gather_bytes(int64_t bytes, int n) { return n > 1 ? (int64_t)(n - 1) * bytes / n : 0; }
+/* The bytes one rank sends running this collective (0 for any other node). */
+int64_t vp_tp_node_bytes(const vp_graph *g, const vp_node *nd, int n);
 /* The bytes one rank sends running these nodes once (the collectives among them). */
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n);
 

@@ -28,6 +28,8 @@ typedef struct walk {
     state *st;          /* per value */
     vp_tp_find *f;      /* rows, blocks, slices, edits found */
     int cap_slices, cap_edits;
+    int logits;         /* the loss's logits, or -1 */
+    int allow_logits;   /* a split may end there (an LM head's vocabulary columns) */
     vp_error div_err;   /* the first place n does not divide */
     int div_failed;
     int nomem;
@@ -288,6 +290,10 @@ static int step(walk *w, int id) {
     vp_graph *g = w->g;
     const vp_node *n = &g->nodes[id];
     if (w->column[id]) return column(w, id);
+    if (w->f->is_embedding[id]) { /* its output replicated once all-reduced */
+        add_slice(w, n->inputs[0], 0, -1);
+        return 1;
+    }
     state first = {-1, -1};
     int any = 0;
     for (int k = 0; k < n->n_inputs; k++)
@@ -322,22 +328,52 @@ static int walk_graph(walk *w) {
     w->div_failed = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (!step(w, i) || w->nomem) return 0;
-    for (int k = 0; k < g->n_outputs; k++)
-        if (w->st[g->outputs[k]].axis >= 0) return 0;
+    f->logits_split = 0;
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        state s = w->st[v];
+        if (s.axis < 0) continue;
+        /* vocabulary columns reaching the loss's logits: the loss is computed across ranks */
+        if (!w->allow_logits || v != w->logits || s.axis != g->values[v].rank - 1 ||
+            (s.origin >= 0 && f->blocks[s.origin] > 1))
+            return 0;
+        f->logits_split = 1;
+    }
     return 1;
 }
 
-vp_status vp_tp_find_regions(vp_graph *g, int n, vp_tp_find *f, vp_error *err) {
+/* After the Megatron regions: a product whose columns reach the loss's logits (the LM
+ * head) splits by vocabulary, where n divides it; where not it stays replicated, as in
+ * Megatron-LM before the vocabulary is padded. */
+static void lm_head(walk *w, char *column) {
+    vp_graph *g = w->g;
+    w->allow_logits = 1;
+    for (int i = 0; i < g->n_nodes && !w->f->logits_split; i++) {
+        int wi, oa, ia;
+        if (!vp_tp_product(g, &g->nodes[i], &wi, &oa, &ia) || column[i] || w->f->is_row[i]) continue;
+        column[i] = 1;
+        if (walk_graph(w) && !w->div_failed && w->f->logits_split) break;
+        column[i] = 0;
+        w->f->logits_split = 0;
+    }
+    w->div_failed = 0;
+}
+
+vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_error *err) {
     memset(f, 0, sizeof *f);
-    walk w = {.g = g, .n = n, .f = f};
+    walk w = {.g = g, .n = n, .f = f, .logits = logits};
     size_t nn = (size_t)g->n_nodes + 1;
     char *column = calloc(nn, 1);
     w.st = malloc(((size_t)g->n_values + 1) * sizeof *w.st);
     f->is_column = calloc(nn, 1);
     f->is_row = calloc(nn, 1);
+    f->is_embedding = calloc(nn, 1);
     f->blocks = malloc(nn * sizeof *f->blocks);
     w.column = column;
-    vp_status s = column && w.st && f->is_column && f->is_row && f->blocks ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks
+                      ? VP_OK
+                      : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; !s && i < g->n_nodes; i++) f->is_embedding[i] = (char)vp_tp_vocab_gather(g, &g->nodes[i], n);
     for (int i = 0; !s && i < g->n_nodes; i++) {
         int wi, oa, ia;
         if (!vp_tp_product(g, &g->nodes[i], &wi, &oa, &ia)) continue;
@@ -364,6 +400,7 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, vp_tp_find *f, vp_error *err) {
             if (ok || n_group == 1) break;
         }
     }
+    if (!s && logits >= 0 && walk_graph(&w)) lm_head(&w, column);
     if (!s && w.nomem) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (!s && !walk_graph(&w)) s = vp_fail(err, VP_ERR_INVALID, "tensor-parallel regions inconsistent (a bug)");
     if (!s) memcpy(f->is_column, column, (size_t)g->n_nodes);
@@ -376,6 +413,7 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, vp_tp_find *f, vp_error *err) {
 void vp_tp_find_free(vp_tp_find *f) {
     free(f->is_column);
     free(f->is_row);
+    free(f->is_embedding);
     free(f->blocks);
     free(f->slices);
     free(f->edits);

@@ -5,9 +5,11 @@
  * holds), new shape constants where a Reshape or Split carried a full size, a TPCopy in
  * front of each column-parallel product's input (one per input value, shared by the
  * products that read it: Q, K and V projections of one LayerNorm) and a TPAllReduce
- * after each row-parallel product, in graph order, every shape inferred again.  Value
- * ids of the original values stay; a row product's output becomes "<name>_partial" and
- * the all-reduce writes the original value, so its readers are untouched. */
+ * after each row-parallel product, a vocabulary-parallel embedding's masked lookup and
+ * all-reduce (tp_vocab.c), in graph order, every shape inferred again.  Value ids of the
+ * original values stay; a row product's output becomes "<name>_partial" (an embedding's
+ * "<name>_rows") and the all-reduce writes the original value, so its readers are
+ * untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +19,17 @@
 #include "parallel/tp_internal.h"
 
 
+int64_t vp_tp_node_bytes(const vp_graph *g, const vp_node *nd, int n) {
+    if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0 || nd->inputs[0] < 0) return 0;
+    const vp_value *y = &g->values[nd->outputs[0]], *x = &g->values[nd->inputs[0]];
+    if (nd->op->flags & VP_OP_COLLECTIVE_GATHER) return vp_tp_gather_bytes(vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype), n);
+    if (nd->op->flags & VP_OP_COLLECTIVE_SCATTER) return vp_tp_gather_bytes(vp_value_numel(x) * (int64_t)vp_dtype_size(x->dtype), n);
+    return vp_tp_ring_bytes(vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype), n);
+}
+
 int64_t vp_tp_step_bytes(const vp_graph *g, const int *steps, int n_steps, int n) {
     int64_t total = 0;
-    for (int i = 0; i < n_steps; i++) {
-        const vp_node *nd = &g->nodes[steps ? steps[i] : i];
-        if (!nd->op || !(nd->op->flags & VP_OP_COLLECTIVE) || nd->outputs[0] < 0) continue;
-        const vp_value *v = &g->values[nd->outputs[0]];
-        total += vp_tp_ring_bytes(vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype), n);
-    }
+    for (int i = 0; i < n_steps; i++) total += vp_tp_node_bytes(g, &g->nodes[steps ? steps[i] : i], n);
     return total;
 }
 
@@ -131,11 +136,17 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
     memset(r, 0, sizeof *r);
     r->n = o->n > 1 ? o->n : 1;
     r->rank = o->rank;
+    r->vocab_logits = -1;
     if (o->n <= 1) return VP_OK;
     if (o->rank < 0 || o->rank >= o->n) return vp_fail(err, VP_ERR_USAGE, "rank %d is not in [0, %d)", o->rank, o->n);
     vp_tp_find f;
-    vp_status s = vp_tp_find_regions(g, o->n, &f, err);
+    int logits = o->logits ? vp_graph_find_value(g, o->logits) : -1;
+    vp_status s = vp_tp_find_regions(g, o->n, logits, &f, err);
     if (s) return s;
+    if (f.logits_split) { /* its full width, before shapes are inferred again */
+        r->vocab_logits = logits;
+        r->vocab = g->values[logits].dims[g->values[logits].rank - 1];
+    }
     r->sliced = calloc((size_t)f.n_slices + 1, sizeof *r->sliced);
     if (!r->sliced) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     int n0 = g->n_nodes;
@@ -154,15 +165,19 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
         if (id < 0) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
         else g->nodes[e->node].inputs[e->input] = id;
     }
-    /* the communication nodes, appended; placed in order below */
+    /* the communication nodes, appended; each appended node goes before or after an
+     * original one (place: 2 * node + after), in the order appended; ordered below */
     int *copy_of = malloc(((size_t)g->n_values + 1) * sizeof *copy_of); /* value -> its TPCopy node */
-    int *after = malloc(((size_t)n0 + 1) * sizeof *after), *before = malloc(((size_t)n0 + 1) * sizeof *before);
-    if (!s && (!copy_of || !after || !before)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int cap = 16 * n0 + 64, *place = malloc((size_t)cap * sizeof *place);
+    if (!s && (!copy_of || !place)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     int nv = g->n_values;
     for (int v = 0; !s && v < nv; v++) copy_of[v] = -1;
     for (int i = 0; !s && i < n0; i++) {
-        after[i] = before[i] = -1;
-        if (f.is_column[i]) {
+        int first = g->n_nodes, n_before = 0;
+        if (f.is_embedding[i]) {
+            s = vp_tp_vocab_embedding(g, i, o->n, o->rank, &n_before, err);
+            r->n_embedding++;
+        } else if (f.is_column[i]) {
             int x = g->nodes[i].inputs[0];
             if (copy_of[x] < 0) {
                 int y = vp_graph_add_unique_value(g, stem_of(g, x, "_tpcopy", stem, sizeof stem));
@@ -172,7 +187,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
                     break;
                 }
                 copy_of[x] = c;
-                before[i] = c;
+                n_before = 1;
                 r->n_copy++;
             }
             g->nodes[i].inputs[0] = g->nodes[copy_of[x]].outputs[0];
@@ -186,31 +201,32 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
                 break;
             }
             g->nodes[i].outputs[0] = p;
-            after[i] = c;
             r->n_row++;
             r->n_allreduce++;
         }
+        if (!s && g->n_nodes - n0 > cap) s = vp_fail(err, VP_ERR_INVALID, "tensor-parallel split: too many nodes added (a bug)");
+        for (int k = first; !s && k < g->n_nodes; k++) place[k - n0] = 2 * i + (k - first >= n_before);
     }
     int *order = s ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *order);
     if (!s && !order) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    if (!s) {
-        int k = 0;
+    if (!s) { /* appended nodes come in the order of their anchors: one pass */
+        int k = 0, a = n0;
         for (int i = 0; i < n0; i++) {
-            if (before[i] >= 0) order[k++] = before[i];
+            for (; a < g->n_nodes && place[a - n0] == 2 * i; a++) order[k++] = a;
             order[k++] = i;
-            if (after[i] >= 0) order[k++] = after[i];
+            for (; a < g->n_nodes && place[a - n0] == 2 * i + 1; a++) order[k++] = a;
         }
-        s = vp_graph_reorder(g, order, err);
+        s = k == g->n_nodes ? vp_graph_reorder(g, order, err) : vp_fail(err, VP_ERR_INVALID, "tensor-parallel split: nodes out of place (a bug)");
     }
     for (int i = 0; !s && i < g->n_nodes; i++) {
         if (g->nodes[i].folded) continue;
         s = vp_infer_node(g, i, 0, NULL, err);
     }
     if (!s) s = vp_graph_link(g, err);
+    if (!s && o->sp) s = vp_tp_sequence(g, o->n, o->rank, r, err);
     free(order);
     free(copy_of);
-    free(after);
-    free(before);
+    free(place);
     vp_tp_find_free(&f);
     return s;
 }

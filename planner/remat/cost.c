@@ -107,8 +107,10 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     else if (is_rnn(n, &rnn_grad)) c.flops = rnn_flops(g, n, rnn_grad);
     else if (n->op && (n->op->flags & VP_OP_COLLECTIVE) && n->outputs[0] >= 0) {
         int ranks = (int)vp_attr_int(n, "ranks", 1);
-        c.comm_bytes = (double)vp_tp_ring_bytes((int64_t)out * (int64_t)vp_dtype_size(g->values[n->outputs[0]].dtype), ranks);
-        c.comm_hops = ranks > 1 ? 2 * (ranks - 1) : 0;
+        c.comm_bytes = (double)vp_tp_node_bytes(g, n, ranks);
+        /* a ring all-reduce is a reduce-scatter then an all-gather: n - 1 hops each */
+        int half = (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER)) != 0;
+        c.comm_hops = ranks > 1 ? (half ? 1 : 2) * (ranks - 1) : 0;
     } else c.flops = out;
     return c;
 }

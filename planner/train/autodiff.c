@@ -129,7 +129,7 @@ vp_status vp_grad_sum_to(vp_grad_ctx *c, int node, int gv, int like, int *out, v
 static void propagate_requires(vp_graph *g, char *req) {
     for (int i = 0; i < g->n_nodes; i++) {
         const vp_node *n = &g->nodes[i];
-        if (n->folded) continue;
+        if (n->folded || (n->op && (n->op->flags & VP_OP_STOP_GRADIENT))) continue;
         int any = 0;
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && req[n->inputs[k]]) any = 1;

@@ -2,7 +2,9 @@
  *
  * ce:LOGITS    logits [..., C] -> Reshape [N, C]; a new int64 input "labels" of the
  *              leading shape -> Reshape [N]; SoftmaxCrossEntropyLoss(mean): exactly
- *              PyTorch's cross_entropy on logits flattened to [N, C].
+ *              PyTorch's cross_entropy on logits flattened to [N, C].  Logits split
+ *              by vocabulary among tensor-parallel ranks: the cross-entropy across
+ *              ranks instead (planner/parallel/tp_vocab.c).
  * mse:OUTPUT   a new input "target" of the output's shape; ReduceMean((y - t)^2).
  * output:NAME  the model's own scalar. */
 #include <stdio.h>
@@ -54,7 +56,9 @@ static vp_status build_ce(vp_graph *g, int logits, int opset, vp_training *t, vp
     vp_status s = vp_build_input(g, "labels", VP_I64, rank, lead, &labels, err);
     if (s) return s;
     t->added_inputs[t->n_added_inputs++] = labels;
-    t->label_classes = classes;
+    /* logits split by vocabulary (planner/parallel): labels range over the whole of it */
+    int vocab = t->tp.n > 1 && t->tp.vocab_logits == logits;
+    t->label_classes = vocab ? t->tp.vocab : classes;
     int x = logits, y = labels;
     if (rank > 1) {
         int64_t s2[2] = {-1, classes}, s1[1] = {-1};
@@ -62,6 +66,7 @@ static vp_status build_ce(vp_graph *g, int logits, int opset, vp_training *t, vp
         if (!s) y = reshape(g, labels, s1, 1, "loss/flatten_labels", opset, err, &s);
         if (s) return s;
     }
+    if (vocab) return vp_tp_vocab_ce(g, x, y, &t->tp, &t->loss, err);
     int in[2] = {x, y};
     int n = vp_build_node(g, "SoftmaxCrossEntropyLoss", "", "loss/softmax_cross_entropy", 2, in, 2, VP_PHASE_LOSS, opset);
     if (n < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");

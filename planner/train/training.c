@@ -69,7 +69,11 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         s = vp_fuse_attention(g, &fo, &t->n_attention, err);
     }
     /* on the forward graph, so that autodiff makes the conjugate all-reduces */
-    if (!s && spec->tp.n > 1) s = vp_tp_split(g, &spec->tp, &t->tp, err);
+    if (!s && spec->tp.n > 1) {
+        vp_tp_opts tp = spec->tp; /* an LM head may split by vocabulary into the cross-entropy */
+        if (spec->loss.kind == VP_LOSS_CE) tp.logits = spec->loss.value;
+        s = vp_tp_split(g, &tp, &t->tp, err);
+    }
     /* QAT on the forward graph: autodiff then builds the straight-through gradients,
      * and precision keeps the fake quantisation in float32 */
     char qat_warning[512] = "";

@@ -23,7 +23,7 @@ static vp_status nccl_check(ncclResult_t r, const char *what, vp_error *err) {
     return vp_fail(err, VP_ERR_RUNTIME, "%s: %s", what, ncclGetErrorString(r));
 }
 
-static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_error *err) {
+static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_comm_op op, vp_error *err) {
     nccl_ctx *x = c->ctx;
     ncclDataType_t t;
     switch (dt) {
@@ -33,7 +33,7 @@ static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype d
     case VP_BF16: t = ncclBfloat16; break;
     default: return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL all-reduce of %s", vp_dtype_name(dt));
     }
-    return nccl_check(ncclAllReduce(buf, buf, (size_t)count, t, ncclSum, x->comm, x->stream), "ncclAllReduce", err);
+    return nccl_check(ncclAllReduce(buf, buf, (size_t)count, t, op == VP_COMM_MAX ? ncclMax : ncclSum, x->comm, x->stream), "ncclAllReduce", err);
 }
 
 static vp_status nccl_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err) {
@@ -50,6 +50,19 @@ static vp_status nccl_allgather(vp_comm *c, const void *send, void *recv, int64_
     return s;
 }
 
+static vp_status nccl_reduce_scatter(vp_comm *c, const void *send, void *recv, int64_t count, vp_dtype dt, vp_error *err) {
+    nccl_ctx *x = c->ctx;
+    ncclDataType_t t;
+    switch (dt) {
+    case VP_F32: t = ncclFloat32; break;
+    case VP_F64: t = ncclFloat64; break;
+    case VP_F16: t = ncclFloat16; break;
+    case VP_BF16: t = ncclBfloat16; break;
+    default: return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL reduce-scatter of %s", vp_dtype_name(dt));
+    }
+    return nccl_check(ncclReduceScatter(send, recv, (size_t)count, t, ncclSum, x->comm, x->stream), "ncclReduceScatter", err);
+}
+
 static void nccl_destroy(vp_comm *c) {
     nccl_ctx *x = c->ctx;
     if (x) {
@@ -60,7 +73,8 @@ static void nccl_destroy(vp_comm *c) {
     free(c);
 }
 
-static const vp_comm_iface nccl_iface = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_destroy};
+static const vp_comm_iface nccl_iface = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_reduce_scatter,
+                                         nccl_destroy};
 
 vp_status vp_comm_nccl_new(vp_comm *mpi, int device, void *stream, vp_comm **out, vp_error *err) {
     *out = NULL;

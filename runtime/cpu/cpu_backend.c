@@ -37,6 +37,35 @@ static vp_status cpu_copy(vp_backend *b, void *dst, const void *src, size_t byte
     return VP_OK;
 }
 
+/* Sequence parallelism's collectives along `axis` of host tensors.  The ranks' chunks
+ * of the axis are interleaved with the dims before it ([outer][rank][chunk]), the
+ * collectives move rank-major blocks ([rank][outer][chunk]): reordered on the way. */
+static vp_status cpu_axis_collective(vp_comm *c, const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_error *err) {
+    int gather = (n->op->flags & VP_OP_COLLECTIVE_GATHER) != 0;
+    const vp_tensor *whole = gather ? y : x;
+    int axis = (int)vp_attr_int(n, "axis", 0);
+    if (axis < 0) axis += whole->rank;
+    int64_t outer = 1, es = (int64_t)vp_dtype_size(x->dtype);
+    for (int d = 0; d < axis; d++) outer *= whole->dims[d];
+    int64_t part = vp_tensor_numel(whole) / c->size, chunk = part / outer * es; /* one rank's bytes of one outer row */
+    char *tmp = outer > 1 ? malloc((size_t)(part * c->size * es) + 1) : NULL;
+    if (outer > 1 && !tmp) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s;
+    if (gather) {
+        s = vp_comm_gather_counted(c, x->data, tmp ? tmp : y->data, part * es, err);
+        for (int64_t o = 0; tmp && !s && o < outer; o++)
+            for (int r = 0; r < c->size; r++)
+                memcpy((char *)y->data + (o * c->size + r) * chunk, tmp + ((int64_t)r * outer + o) * chunk, (size_t)chunk);
+    } else {
+        for (int64_t o = 0; tmp && o < outer; o++)
+            for (int r = 0; r < c->size; r++)
+                memcpy(tmp + ((int64_t)r * outer + o) * chunk, (const char *)x->data + (o * c->size + r) * chunk, (size_t)chunk);
+        s = vp_comm_reduce_scatter(c, tmp ? tmp : x->data, y->data, part, x->dtype, err);
+    }
+    free(tmp);
+    return s;
+}
+
 static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     cpu_ctx *c = b->ctx;
@@ -49,8 +78,14 @@ static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *
     if (!n->op || !n->op->cpu)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
     if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) return n->op->cpu(n, in, out, err);
+    if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER)) {
+        vp_status s = cpu_axis_collective(b->comm, n, in[0], out[0], err);
+        if (s) vp_error_prefix(err, "node '%s': ", n->name);
+        return s;
+    }
     if (out[0]->data != in[0]->data) memcpy(out[0]->data, in[0]->data, vp_tensor_nbytes(in[0]));
-    vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
+    vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype,
+                                                (n->op->flags & VP_OP_COLLECTIVE_MAX) ? VP_COMM_MAX : VP_COMM_SUM, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);
     return s;
 }

@@ -91,9 +91,12 @@ static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const
     if (n->n_inputs > 0 && !in[0] && strcmp(n->op_type, "Concat") && strcmp(n->op_type, "Sum"))
         return vp_node_fail(err, VP_ERR_INVALID, n, "input 0 is missing");
     if (!b->comm || !n->op || !(n->op->flags & VP_OP_COLLECTIVE)) return e->fn(c, n, in, out, err);
+    if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "sequence parallelism (--sp) runs on the CPU backend only");
     /* a tensor-parallel all-reduce, queued on this stream by the communicator (NCCL) */
     vp_status s = out[0]->data != in[0]->data ? e->fn(c, n, in, out, err) : VP_OK;
-    if (!s) s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype, err);
+    if (!s) s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype,
+                                                (n->op->flags & VP_OP_COLLECTIVE_MAX) ? VP_COMM_MAX : VP_COMM_SUM, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);
     return s;
 }

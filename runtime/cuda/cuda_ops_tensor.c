@@ -179,5 +179,6 @@ const cuda_op vp_cuda_ops_tensor[] = {
     {"GatherGrad", "com.microsoft", op_gather_grad},
     /* tensor-parallel: the one-rank case; with a communicator the backend all-reduces */
     {"TPCopy", "vplan", op_copy}, {"TPAllReduce", "vplan", op_copy},
+    {"TPAllReduceMax", "vplan", op_copy},
     {NULL, NULL, NULL},
 };

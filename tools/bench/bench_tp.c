@@ -2,15 +2,18 @@
  *
  * 1. Memory by category of one rank's plan for t = 1, 2, 3, 4 on a GPT built in the IR
  *    (tools/bench/gpt_graph.c: 3 layers, s = 1024, b = 8, h = 768, a = 12, AdamW),
- *    against the formulas: parameters P_replicated + P_split / t (gradients and AdamW's
- *    two moments follow), and the saved activations of a middle layer against Korthikanti
+ *    against the formulas: parameters P_replicated + P_split / t, the token embedding and
+ *    the LM head among the split (vocabulary-parallel, where t divides the vocabulary;
+ *    gradients and AdamW's two moments follow), and the saved activations of a middle layer against Korthikanti
  *    et al. 2022's sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, in float32 without
  *    dropout 2sbh(8 + 24/t + 2as/(ht)) (attention plain), and 2sbh(8 + 24/t) when the
  *    attention core is fused (its probabilities are never kept).
  * 2. Bytes each rank sends a step, planned (plan --tp) against counted by the runtime
  *    (mpirun -np t onnx-vplan run) on models/gpt and the torch.onnx export
  *    tests/data/tp/gpt_qkv, beside Megatron's count: 4 all-reduces of s*b*h values per
- *    layer, 2(t-1)/t of them sent by each rank in a ring. */
+ *    layer, 2 more for the vocabulary-parallel embedding (forward) and LM head (its
+ *    input's gradient), 3 of s*b for the cross-entropy across ranks (maximum, sum of
+ *    exponentials, label logit), 2(t-1)/t of them sent by each rank in a ring. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,7 @@ typedef struct rank_plan {
     int64_t cat[VP_CAT_COUNT];
 } rank_plan;
 
-static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_error *err) {
+static vp_status plan_one(int t, vp_attention_form form, int sp, rank_plan *out, vp_error *err) {
     gpt_config c = {LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB};
     vp_graph *g = NULL;
     vp_training tr;
@@ -38,7 +41,7 @@ static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_erro
     vp_loss_parse("ce:logits", &spec.loss, err);
     vp_opt_parse("adamw", &spec.opt, err);
     spec.attention = form;
-    spec.tp = (vp_tp_opts){t, 0};
+    spec.tp = (vp_tp_opts){t, 0, NULL, sp && t > 1};
     vp_status s = gpt_graph_build(&c, &g, err);
     if (!s) s = vp_training_build(g, &spec, &tr, err);
     if (!s) s = vp_plan_build(&p, g, &tr, vp_device_find("h100"), 1, err);
@@ -59,40 +62,48 @@ static vp_status plan_one(int t, vp_attention_form form, rank_plan *out, vp_erro
 static void memory_table(void) {
     double s = SEQ, b = BATCH, h = HIDDEN, a = HEADS, sbh = s * b * h;
     /* per layer: QKV 3h^2 + 3h, attention output h^2, MLP 4h^2 + 4h and 4h^2 split; two
-     * LayerNorms (4h) and the two row products' biases (2h) replicated; embeddings, the
-     * final LayerNorm and the LM head replicated */
-    double p_split = LAYERS * (12 * h * h + 7 * h), p_rep = LAYERS * 6 * h + VOCAB * h + s * h + 2 * h + h * VOCAB;
+     * LayerNorms (4h) and the two row products' biases (2h) replicated; the token
+     * embedding and the LM head split by vocabulary; the position embedding and the
+     * final LayerNorm replicated */
+    double p_split = LAYERS * (12 * h * h + 7 * h) + 2 * VOCAB * h, p_rep = LAYERS * 6 * h + s * h + 2 * h;
     printf("GPT built in the IR: %d layers, s=%d, b=%d, h=%d, a=%d, vocab %d, float32, AdamW, device h100; one rank's plan.\n"
            "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements); activations of /blocks.1/ in float32 without\n"
            "dropout, Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less the dropout terms: 2sbh(8 + 24/t + 2as/(ht)) with\n"
            "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
            LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
     printf("| t | parameters (elements) | formula | ratio | parameters | gradients | optimizer state | activations, plain | "
-           "formula | ratio | activations, fused | formula | ratio | communication | arena, fused | sent a step |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "formula | ratio | activations, fused | formula | ratio | activations, fused, --sp | formula | ratio | "
+           "communication | arena, fused | arena, fused, --sp | sent a step | sent, --sp |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int t = 1; t <= 4; t++) {
-        rank_plan pl, fu;
+        rank_plan pl, fu, sq;
         vp_error err;
-        vp_status st = plan_one(t, VP_ATTENTION_PLAIN, &pl, &err);
-        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, &fu, &err);
+        vp_status st = plan_one(t, VP_ATTENTION_PLAIN, 0, &pl, &err);
+        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 0, &fu, &err);
+        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 1, &sq, &err);
         if (st) {
             printf("| %d | error: %s |\n", t, err.msg);
             continue;
         }
-        double fp = p_rep + p_split / t;
-        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t);
+        /* 3 does not divide the vocabulary (1024): the embedding and the LM head stay whole */
+        double pv = 2.0 * VOCAB * h, fp = VOCAB % t ? p_rep + pv + (p_split - pv) / t : p_rep + p_split / t;
+        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * 32.0 / t;
         double mib = 1024.0 * 1024.0;
         printf("| %d | %lld | %.0f | %.4f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | "
-               "%.3f | %.1f MiB | %.1f MiB | %.1f MiB |\n",
+               "%.3f | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n",
                t, (long long)pl.params, fp, pl.params / fp, pl.cat[VP_CAT_PARAMETERS] / mib, pl.cat[VP_CAT_GRADIENTS] / mib,
                pl.cat[VP_CAT_OPTIMIZER_STATE] / mib, pl.saved / mib, fa / mib, pl.saved / fa, fu.saved / mib, ff / mib,
-               fu.saved / ff, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib, fu.sent / mib);
+               fu.saved / ff, sq.saved / mib, fs / mib, sq.saved / fs, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib,
+               sq.arena / mib, fu.sent / mib, sq.sent / mib);
     }
     printf("\nCategories are summed buffer sizes (each buffer once): gradients one per parameter, AdamW's two\n"
            "moments twice the parameters. The replicated 8 of 8 + 24/t are the two LayerNorm inputs and outputs (the\n"
            "outputs are the column products' shared input); fused attention keeps its row log-sum-exp (4asb/t bytes)\n"
            "and LayerNorm its statistics beyond the formula. Communication buffers (the row products' partial sums,\n"
-           "all-reduced in place) are full s*b*h activations whatever t; each rank sends 4 L sbh*4 * 2(t-1)/t a step.\n");
+           "all-reduced in place, and the embedding's) are full s*b*h activations whatever t; each rank sends\n"
+           "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the replicated 8 is split too:\n"
+           "2sbh(8/t + 24/t) = 2sbh * 32/t with the core fused (Korthikanti et al.'s sbh(34/t + 5as/(ht)) less dropout and\n"
+           "the scores), for the same bytes on the wire plus the all-reduces of the LayerNorm and bias gradients.\n");
 }
 
 /* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */
@@ -118,8 +129,9 @@ static void traffic_table(const char *tool) {
         {"tests/data/tp/gpt_qkv", VP_SOURCE_DIR "/tests/data/tp/gpt_qkv/model.onnx", "--dim batch=2 --freeze '^mask$'", 2, 8, 2, 32},
     };
     printf("\nBytes each rank sends a step: the plan's figure (plan --tp t), what the runtime counted on every rank\n"
-           "(mpirun -np t onnx-vplan run, 2 steps, MPI_Allreduce), and Megatron's count 4 L s b h 4 bytes 2(t-1)/t.\n\n"
-           "| model | t | planned | counted (every rank) | 4Lsbh*4*2(t-1)/t |\n|---|---|---|---|---|\n");
+           "(mpirun -np t onnx-vplan run, 2 steps, MPI_Allreduce), and Megatron's count with a vocabulary-parallel\n"
+           "embedding, LM head and cross-entropy: ((4 L + 2) s b h + 3 s b) 4 bytes 2(t-1)/t.\n\n"
+           "| model | t | planned | counted (every rank) | ((4L+2)sbh+3sb)*4*2(t-1)/t |\n|---|---|---|---|---|\n");
     char dir[] = "/tmp/bench_tp_XXXXXX";
     if (!mkdtemp(dir)) return;
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
@@ -127,7 +139,8 @@ static void traffic_table(const char *tool) {
             char cmd[8192], line[1024];
             snprintf(cmd, sizeof cmd, "%s plan %s %s --loss ce:logits --optimizer adamw --tp %d -o %s/p.vplan 2>&1", tool,
                      models[k].path, models[k].opts, t, dir);
-            double megatron = 4.0 * models[k].layers * models[k].s * models[k].b * models[k].h * 4 * 2 * (t - 1) / t;
+            double sb = (double)models[k].s * models[k].b;
+            double megatron = ((4.0 * models[k].layers + 2) * sb * models[k].h + 3 * sb) * 4 * 2 * (t - 1) / t;
             if (!run_line(cmd, "rank 0: arena", line, sizeof line)) {
                 printf("| %s | %d | refused (%s) | | %.0f |\n", models[k].name, t, "n does not divide the heads", megatron);
                 continue;

@@ -7,12 +7,15 @@
 #include <string.h>
 
 #include "cpu_util.h"
+#include "parallel/parallel.h"
 #include "rng.h"
 #include "onnx/tensor_proto.h"
 
 /* Exclusive upper bound for an integer input: the size of what it indexes. */
 static int64_t index_bound(const vp_graph *g, int id, int64_t label_classes) {
     if (!strcmp(g->values[id].name, "labels") && label_classes > 0) return label_classes;
+    int64_t vocab = vp_tp_index_bound(g, id); /* a tensor-parallel rank holds a slice of the table */
+    if (vocab > 0) return vocab;
     const vp_value *v = &g->values[id];
     for (int c = 0; c < v->n_consumers; c++) {
         const vp_node *n = &g->nodes[v->consumers[c]];

@@ -43,7 +43,13 @@ void cli_train_init(cli_train_opts *o) {
         {"--tp", CLI_INT, &o->tp, "N",
          "tensor parallelism over N ranks: Megatron column/row splits found\n"
          "in the graph (MLP pairs, attention by whole heads), each rank's\n"
-         "slice of the weights, all-reduces where the splits meet (default 1)"},
+         "slice of the weights, all-reduces where the splits meet; the token\n"
+         "embedding and LM head split by vocabulary, the cross-entropy across\n"
+         "ranks (default 1)"},
+        {"--sp", CLI_SET, &o->spec.tp.sp, NULL,
+         "sequence parallelism with --tp: between the regions (LayerNorms,\n"
+         "residuals) each rank holds 1/N of the sequence; reduce-scatter and\n"
+         "all-gather instead of all-reduce (CPU backend)"},
         {"--qat", CLI_STR, &o->qat, "int8[:per-channel|per-tensor][:asym|sym][:lsq]",
          "quantisation-aware training: fake int8 quantisation of every input\n"
          "of Conv, ConvTranspose, Gemm, MatMul (weights symmetric, per output\n"
@@ -101,6 +107,7 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     }
     if (o->tp < 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
     o->spec.tp.n = o->tp ? (int)o->tp : 1;
+    if (o->spec.tp.sp && o->spec.tp.n < 2) return vp_fail(err, VP_ERR_USAGE, "--sp needs --tp 2 or more");
     if (o->qat && (s = vp_qat_parse(o->qat, &o->spec.qat, err))) return s;
     if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after))
         return vp_fail(err, VP_ERR_USAGE, "--%s applies to --qat only", o->spec.qat.exclude ? "qat-exclude" : "qat-freeze-after");

@@ -76,31 +76,52 @@ static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const
 }
 
 /* What the tensor-parallel split made of this rank: regions, all-reduces, the bytes it
- * sends a step and their estimated time. */
-static void tp_summary(const vp_plan *p, const vp_training *t, int64_t sent, const vp_remat_result *rr) {
-    int fwd = 0, bwd = 0;
-    double secs = 0;
-    int64_t payload = 0;
+ * sends a step and their estimated time (the forward's and the loss's all-reduces count
+ * as forward). */
+static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sent) {
+    vp_report_tp r = {.ranks = t->tp.n, .rank = t->tp.rank, .n_column = t->tp.n_column, .n_row = t->tp.n_row,
+                      .n_sliced = t->tp.n_sliced, .n_embedding = t->tp.n_embedding,
+                      .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent,
+                      .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy};
+    r.vocab = r.vocab_parallel_loss || r.n_embedding ? t->tp.vocab : 0;
     for (int i = 0; i < p->n_steps; i++) {
         const vp_node *n = &p->g->nodes[p->steps[i]];
         if (!n->op || !(n->op->flags & VP_OP_COLLECTIVE)) continue;
         vp_node_cost c = vp_cost_node(p->g, n);
-        secs += vp_cost_seconds(&c, &p->device, 0);
-        payload += vp_value_numel(&p->g->values[n->outputs[0]]) * (int64_t)vp_dtype_size(p->g->values[n->outputs[0]].dtype);
-        if (n->phase == VP_PHASE_FORWARD) fwd++;
-        else bwd++;
+        r.comm_seconds += vp_cost_seconds(&c, &p->device, 0);
+        const vp_value *x = &p->g->values[n->inputs[0]], *y = &p->g->values[n->outputs[0]];
+        int64_t bx = vp_value_numel(x) * (int64_t)vp_dtype_size(x->dtype), by = vp_value_numel(y) * (int64_t)vp_dtype_size(y->dtype);
+        r.payload_bytes += bx > by ? bx : by; /* a reduce-scatter's or all-gather's whole */
+        if (n->phase == VP_PHASE_FORWARD || n->phase == VP_PHASE_LOSS) r.allreduces_forward++;
+        else r.allreduces_backward++;
     }
+    return r;
+}
+
+static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_result *rr) {
     char b1[32], b2[32], b3[32];
-    if (t->tp.rank == 0)
-        printf("tensor parallel over %d ranks: %d column- and %d row-parallel products, %d weights sliced; %d all-reduces a\n"
-               "  step (%d forward, %d backward); each rank sends %s a step (ring: 2(n-1)/n of %s), about %.3f ms over\n"
-               "  the %s link (%.0f GB/s) of an estimated %.3f ms step\n",
-               t->tp.n, t->tp.n_column, t->tp.n_row, t->tp.n_sliced, fwd + bwd, fwd, bwd,
-               vp_human_bytes(sent, b1, sizeof b1), vp_human_bytes(payload, b2, sizeof b2), 1e3 * secs, p->device.name,
+    if (r->rank == 0) {
+        printf("tensor parallel over %d ranks: %d column- and %d row-parallel products, %d weights sliced; %d collectives a\n"
+               "  step (%d forward, %d backward); each rank sends %s a step (ring: 2(n-1)/n of an all-reduce, (n-1)/n of\n"
+               "  an all-gather or reduce-scatter, of %s), about %.3f ms over the %s link (%.0f GB/s) of an estimated\n"
+               "  %.3f ms step\n",
+               r->ranks, r->n_column, r->n_row, r->n_sliced, r->allreduces_forward + r->allreduces_backward,
+               r->allreduces_forward, r->allreduces_backward, vp_human_bytes(r->bytes_sent, b1, sizeof b1),
+               vp_human_bytes(r->payload_bytes, b2, sizeof b2), 1e3 * r->comm_seconds, p->device.name,
                p->device.link_bandwidth / 1e9, 1e3 * rr->step_seconds);
-    printf("rank %d: arena %s, parameters %s, communication %s, sends %lld bytes a step\n", t->tp.rank,
+        if (r->n_gather)
+            printf("  sequence-parallel: between the regions each rank holds 1/%d of the sequence; %d all-gathers and %d\n"
+                   "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced\n",
+                   r->ranks, r->n_gather, r->n_scatter, r->n_param_copy);
+        if (r->vocab)
+            printf("  vocabulary-parallel (%lld tokens, %lld a rank): %d embedding%s split by rows%s\n", (long long)r->vocab,
+                   (long long)(r->vocab / r->ranks), r->n_embedding, r->n_embedding == 1 ? "" : "s",
+                   r->vocab_parallel_loss ? ", the LM head by columns, the\n  cross-entropy computed across ranks (no rank holds the full logits)"
+                                          : "; the LM head replicated");
+    }
+    printf("rank %d: arena %s, parameters %s, communication %s, sends %lld bytes a step\n", r->rank,
            vp_human_bytes(p->arena_bytes, b1, sizeof b1), vp_human_bytes(p->category_bytes[VP_CAT_PARAMETERS], b2, sizeof b2),
-           vp_human_bytes(p->category_bytes[VP_CAT_COMM], b3, sizeof b3), (long long)sent);
+           vp_human_bytes(p->category_bytes[VP_CAT_COMM], b3, sizeof b3), (long long)r->bytes_sent);
 }
 
 /* Plans rank `rank` of o->spec.tp.n (the whole step when 1): the report for rank 0,
@@ -132,17 +153,21 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
              fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat);
-    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
     int64_t sent = s ? 0 : vp_tp_step_bytes(p.g, p.steps, p.n_steps, ranks);
+    vp_report_tp tpr;
+    if (!s && ranks > 1) tpr = tp_facts(&p, &t, sent);
+    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr, !s && ranks > 1 ? &tpr : NULL};
     if (!s) p.budget_bytes = budget;
     if (!s && rank == 0) vp_report_text(stdout, &p, &ctx);
-    if (!s && ranks > 1) tp_summary(&p, &t, sent, &rr);
-    if (!s && json) {
-        FILE *f = fopen(json, "w");
-        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
+    if (!s && ranks > 1) tp_summary(&p, &tpr, &rr);
+    if (!s && json) { /* one report a rank, as one plan a rank: JSON.<rank> */
+        char jpath[4096];
+        snprintf(jpath, sizeof jpath, ranks > 1 ? "%s.%d" : "%s", json, rank);
+        FILE *f = fopen(jpath, "w");
+        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", jpath, strerror(errno));
         else {
             vp_report_json(f, &p, &ctx);
-            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
+            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", jpath);
         }
     }
     if (!s && dot) {
@@ -220,7 +245,8 @@ static int run_plan(int argc, char **argv) {
          "budget and arena lines, and the arena layout beneath"},
         {"--json", CLI_STR, &json, "FILE",
          "write the report as JSON (arena_bytes, lower_bound_bytes,\n"
-         "budget_bytes, fits, categories, steps, buffers, planning_seconds)"},
+         "budget_bytes, fits, categories, steps, buffers, planning_seconds;\n"
+         "under --tp N one file a rank, FILE.<rank>, with tensor_parallel)"},
         {0}};
     int rc = cli_parse(&cli_cmd_plan, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -254,7 +280,7 @@ static int run_plan(int argc, char **argv) {
     int ranks = o.spec.tp.n, over = 0;
     for (int rank = 0; rank < ranks && !s; rank++) {
         o.spec.tp.rank = rank;
-        s = plan_rank(model, &dims, &o, dev, fused, budget, remat, &ro, rank ? NULL : json, rank ? NULL : dot,
+        s = plan_rank(model, &dims, &o, dev, fused, budget, remat, &ro, json, rank ? NULL : dot,
                       rank ? NULL : timeline, out, &over, &err);
     }
     if (s) return cli_report(s, &err);

@@ -259,7 +259,7 @@ static int run_run(int argc, char **argv) {
         if (!s && !quiet) printf("step %lld  loss %.6f  (%.6f s)\n", (long long)it + 1, losses[it], seconds[it]);
     }
     if (!s && coll)
-        printf("rank %d of %d: sent %lld bytes a step in %lld all-reduces (counted over %lld steps, %s); planned %s\n",
+        printf("rank %d of %d: sent %lld bytes a step in %lld collectives (counted over %lld steps, %s); planned %s\n",
                coll->rank, coll->size, (long long)(coll->bytes_sent / steps), (long long)(coll->calls / steps), (long long)steps,
                coll->iface->name, planned_sent ? planned_sent : "?");
     if (!s && !quiet) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),

@@ -252,7 +252,7 @@ static int run_train(int argc, char **argv) {
         fflush(stdout);
     }
     if (!s && comm)
-        printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld all-reduces\n", comm->size,
+        printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld collectives\n", comm->size,
                (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
     vp_tensor ref = {0};
     if (!s && save) {
