@@ -122,16 +122,17 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    char knobs[1400], fusion[160] = "", prec[256] = "", qat[320] = "";
+    char knobs[1700], fusion[160] = "", prec[256] = "", qat[320] = "", lora[200] = "";
     if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
     if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
     if (!s) cli_qat_summary(&o.spec, &t, qat, sizeof qat);
+    if (!s) cli_lora_summary(&o.spec, &t, g, lora, sizeof lora);
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
-    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
-             fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat);
+             fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat, lora[0] ? "; " : "", lora);
     vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr};
     int64_t sent = s ? 0 : vp_tp_step_bytes(p.g, p.steps, p.n_steps, ranks);
     if (!s) p.budget_bytes = budget;
