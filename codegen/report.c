@@ -308,6 +308,7 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_key(&j, "forward_fraction");
         vp_json_double(&j, base > 0 ? r->forward_seconds / base : 0.0);
     }
+    if (c->extra) c->extra(&j, c->extra_arg);
     vp_json_end_object(&j);
     vp_json_finish(&j);
 }

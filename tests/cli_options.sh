@@ -17,7 +17,7 @@ declare -A options=(
     [eval]="--dim --input --output-dir --seed"
     [train]="$train_opts --steps --data --dim --seed --json --save --merge --qdq --reference"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
-    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
+    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
     [run]="--backend --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
@@ -123,5 +123,15 @@ expect 0 "lora r=4 scale 2: 3 adapted weights, 1192 adapter parameters" -- "$too
     --lora r=4,alpha=8 --lora-load "$tmp/ad.onnx"
 expect 2 "is not float32 \\[2, 32\\] (another rank" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --lora r=2 --lora-load "$tmp/ad.onnx"
 expect 0 "step 1" -- "$tool" train "$tmp/merged.onnx" --loss ce:logits --dim batch=4
+
+# plan --auto: the candidates weighed, the winner and why, the table in the JSON report
+expect 2 "--auto needs --budget" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --auto
+expect 2 "--max-tp applies to --auto only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --max-tp 2
+expect 2 "it does not take --remat" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --remat dp
+expect 0 "won: the least estimated step time" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto \
+    --optimizer adam --json "$tmp/auto.json"
+expect 0 "" -- grep -q '"candidates"' "$tmp/auto.json"
+expect 0 "  2   2  fp32  fused" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --precision fp32 --max-tp 2
+expect 0 "max batch under the budget" -- "$tool" plan "$mlp" --loss ce:logits --budget 100KiB --auto --max-batch batch
 
 expect_summary
