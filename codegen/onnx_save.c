@@ -112,3 +112,72 @@ vp_status vp_onnx_save_model(const char *src, const char *dst, int n, const char
     onnx__model_proto__free_unpacked(mp, NULL);
     return s;
 }
+
+vp_status vp_onnx_save_tensors(const char *dst, int n, const char *const *names, const vp_tensor *t, int n_meta,
+                               const char *const *keys, const char *const *values, vp_error *err) {
+    /* every field points at the caller's data or at these arrays: nothing to free but them */
+    Onnx__ModelProto mp;
+    Onnx__GraphProto gp;
+    Onnx__OperatorSetIdProto opset, *opsets[1] = {&opset};
+    onnx__model_proto__init(&mp);
+    onnx__graph_proto__init(&gp);
+    onnx__operator_set_id_proto__init(&opset);
+    opset.domain = "";
+    opset.has_version = 1;
+    opset.version = 17;
+    Onnx__TensorProto *tps = calloc((size_t)n + 1, sizeof *tps), **tpp = calloc((size_t)n + 1, sizeof *tpp);
+    int64_t *dims = calloc((size_t)n * VP_MAX_RANK + 1, sizeof *dims);
+    Onnx__StringStringEntryProto *meta = calloc((size_t)n_meta + 1, sizeof *meta), **metap = calloc((size_t)n_meta + 1, sizeof *metap);
+    vp_status s = tps && tpp && dims && meta && metap ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n && !s; i++) {
+        Onnx__TensorProto *tp = &tps[i];
+        onnx__tensor_proto__init(tp);
+        tp->name = (char *)names[i];
+        tp->has_data_type = 1;
+        tp->data_type = (int32_t)t[i].dtype;
+        tp->n_dims = (size_t)t[i].rank;
+        tp->dims = dims + (size_t)i * VP_MAX_RANK;
+        for (int d = 0; d < t[i].rank; d++) tp->dims[d] = t[i].dims[d];
+        tp->has_raw_data = 1;
+        tp->raw_data.len = vp_tensor_nbytes(&t[i]);
+        tp->raw_data.data = t[i].data;
+        tpp[i] = tp;
+    }
+    for (int i = 0; i < n_meta && !s; i++) {
+        onnx__string_string_entry_proto__init(&meta[i]);
+        meta[i].key = (char *)keys[i];
+        meta[i].value = (char *)values[i];
+        metap[i] = &meta[i];
+    }
+    if (!s) {
+        gp.name = "adapters";
+        gp.n_initializer = (size_t)n;
+        gp.initializer = tpp;
+        mp.has_ir_version = 1;
+        mp.ir_version = 8;
+        mp.producer_name = "onnx-vplan";
+        mp.graph = &gp;
+        mp.n_opset_import = 1;
+        mp.opset_import = opsets;
+        mp.n_metadata_props = (size_t)n_meta;
+        mp.metadata_props = metap;
+        size_t size = onnx__model_proto__get_packed_size(&mp);
+        uint8_t *out = malloc(size ? size : 1);
+        FILE *f = out ? fopen(dst, "wb") : NULL;
+        if (!out) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        else if (!f) s = vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
+        else {
+            onnx__model_proto__pack(&mp, out);
+            int ok = fwrite(out, 1, size, f) == size;
+            ok &= fclose(f) == 0;
+            if (!ok) s = vp_fail(err, VP_ERR_IO, "%s: write failed", dst);
+        }
+        free(out);
+    }
+    free(tps);
+    free(tpp);
+    free(dims);
+    free(meta);
+    free(metap);
+    return s;
+}

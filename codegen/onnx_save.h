@@ -15,4 +15,10 @@ vp_status vp_onnx_save_initializers(const char *src, const char *dst, int n, con
 vp_status vp_onnx_save_model(const char *src, const char *dst, int n, const char *const *names, const vp_tensor *t,
                              int n_meta, const char *const *keys, const char *const *values, vp_error *err);
 
+/* Writes a model of initializers only (no nodes): names[i] holding t[i], and the
+ * metadata_props keys[i] = values[i].  LoRA's adapters are written so, apart from the
+ * base model, and load back with vp_onnx_load. */
+vp_status vp_onnx_save_tensors(const char *dst, int n, const char *const *names, const vp_tensor *t, int n_meta,
+                               const char *const *keys, const char *const *values, vp_error *err);
+
 #endif

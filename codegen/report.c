@@ -385,6 +385,7 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_int(&j, p->category_bytes[VP_CAT_COMM]);
         vp_json_end_object(&j);
     }
+    if (c->extra) c->extra(&j, c->extra_arg);
     vp_json_end_object(&j);
     vp_json_finish(&j);
 }

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "json_writer.h"
 #include "memory/plan.h"
 #include "remat/remat.h"
 
@@ -31,6 +32,9 @@ typedef struct vp_report_ctx {
     int top_live;            /* how many of the largest live buffers to list at the peak */
     const vp_remat_result *remat; /* checkpointing decisions, or NULL */
     const vp_report_tp *tp;  /* tensor parallelism, or NULL */
+    /* more keys for the JSON report's top object (the joint search's table), or NULL */
+    void (*extra)(vp_json *j, const void *arg);
+    const void *extra_arg;
 } vp_report_ctx;
 
 void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c);

@@ -11,13 +11,13 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --no-fuse"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --no-fuse"
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
-    [train]="$train_opts --steps --data --dim --seed --json --save --qdq --reference"
+    [train]="$train_opts --steps --data --dim --seed --json --save --merge --qdq --reference"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
-    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --max-batch -o --dot --timeline --json"
+    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
     [run]="--backend --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
@@ -114,5 +114,27 @@ expect 2 "unknown option '--frobnicate' (see" -- "$tool" plan "$mlp" --frobnicat
 expect 0 "arena / bound" -- "$tool" plan "$mlp" --dim=batch=4 --loss=ce:logits --budget=200KiB --optimizer=adamw --json="$tmp/b.json"
 expect 0 "" -- cmp <(grep -v planning_seconds "$tmp/a.json") <(grep -v planning_seconds "$tmp/b.json")
 expect 0 "wrote $tmp/g.onnx" -- "$tool" train-graph "$mlp" --dim batch=4 --loss ce:logits --output="$tmp/g.onnx"
+
+# LoRA: bad specs, the adapters saved apart, reloaded, the merged model written
+expect 2 "--lora expects r=RANK" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --lora 8
+expect 2 "--merge needs --lora" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --merge "$tmp/m.onnx"
+expect 2 "--lora-load applies to --lora only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --lora-load "$tmp/a.onnx"
+expect 2 "matches no float32 weight" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --lora 'r=2:nothing'
+expect 0 "saved 3 adapter pairs to $tmp/ad.onnx" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --optimizer adam \
+    --lr 0.05 --steps 3 --lora r=4,alpha=8 --save "$tmp/ad.onnx" --merge "$tmp/merged.onnx"
+expect 0 "lora r=4 scale 2: 3 adapted weights, 1192 adapter parameters" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 \
+    --lora r=4,alpha=8 --lora-load "$tmp/ad.onnx"
+expect 2 "is not float32 \\[2, 32\\] (another rank" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --lora r=2 --lora-load "$tmp/ad.onnx"
+expect 0 "step 1" -- "$tool" train "$tmp/merged.onnx" --loss ce:logits --dim batch=4
+
+# plan --auto: the candidates weighed, the winner and why, the table in the JSON report
+expect 2 "--auto needs --budget" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --auto
+expect 2 "--max-tp applies to --auto only" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --max-tp 2
+expect 2 "it does not take --remat" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --remat dp
+expect 0 "won: the least estimated step time" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto \
+    --optimizer adam --json "$tmp/auto.json"
+expect 0 "" -- grep -q '"candidates"' "$tmp/auto.json"
+expect 0 "  2   2  fp32  fused" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --precision fp32 --max-tp 2
+expect 0 "max batch under the budget" -- "$tool" plan "$mlp" --loss ce:logits --budget 100KiB --auto --max-batch batch
 
 expect_summary

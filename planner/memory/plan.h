@@ -51,6 +51,7 @@ typedef struct vp_device_profile {
     double launch_overhead;  /* seconds per kernel */
     double link_bandwidth;   /* bytes/s one rank sends to the next (tensor-parallel all-reduces) */
     double link_latency;     /* seconds per all-reduce step */
+    const char *precisions;  /* "fp32,bf16,fp16": what its kernels run fast (the joint search's choices) */
 } vp_device_profile;
 
 /* "cpu", "a100", "h100", "h200"; NULL when unknown. */

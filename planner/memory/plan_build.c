@@ -8,11 +8,12 @@
 static const vp_device_profile profiles[] = {
     /* name, alignment, fp32 FLOP/s, fp16 FLOP/s, bytes/s, launch s, link bytes/s, link s:
      * the link is shared memory between processes on the CPU, NVLink one way on the GPUs
-     * (A100 NVLink 3: 300 GB/s; H100, H200 NVLink 4: 450 GB/s) */
-    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6},
-    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6},
-    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6},
-    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6},
+     * (A100 NVLink 3: 300 GB/s; H100, H200 NVLink 4: 450 GB/s); the precisions the
+     * device computes natively (x86 CPUs: bf16 by AVX512-BF16 and AMX, not fp16) */
+    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16"},
+    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16"},
+    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16"},
+    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16"},
 };
 
 const vp_device_profile *vp_device_find(const char *name) {

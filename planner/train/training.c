@@ -19,6 +19,8 @@
 #include <string.h>
 
 static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, vp_error *err) {
+    /* with adapters, the base model is frozen whole (train/lora.h) */
+    int lora = t->lora.n > 0;
     regex_t re;
     if (freeze) {
         int rc = regcomp(&re, freeze, REG_EXTENDED | REG_NOSUB);
@@ -37,7 +39,7 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
         vp_value *val = &g->values[v];
         if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST))) continue;
         if (!vp_dtype_is_float(val->dtype)) continue;
-        if (freeze && regexec(&re, val->name, 0, NULL, 0) == 0) {
+        if ((lora && !vp_lora_is_adapter(&t->lora, v)) || (freeze && regexec(&re, val->name, 0, NULL, 0) == 0)) {
             t->n_frozen++;
             continue;
         }
@@ -46,7 +48,7 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
     }
     if (freeze) {
         regfree(&re);
-        if (!t->n_frozen)
+        if (!t->n_frozen && !lora)
             snprintf(t->warning, sizeof t->warning, "--freeze '%s' matches no parameter", freeze);
     }
     if (!t->n_params)
@@ -59,6 +61,8 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     memset(t, 0, sizeof *t);
     t->loss = -1;
     vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
+    /* after fusion, so a Linear's product reads its weight directly (FusedMatMul) */
+    if (!s && spec->lora.rank > 0) s = vp_lora_apply(g, &spec->lora, &t->lora, err);
     /* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
     if (!s && !spec->no_fuse && !spec->qat.enabled) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
     if (!s) s = vp_train_mode_apply(g, t, err);
@@ -113,5 +117,6 @@ void vp_training_free(vp_training *t) {
     free(t->grads);
     free(t->carry);
     vp_tp_result_free(&t->tp);
+    vp_lora_result_free(&t->lora);
     memset(t, 0, sizeof *t);
 }

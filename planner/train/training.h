@@ -14,6 +14,7 @@
 #include "precision/precision.h"
 #include "quant/qat.h"
 #include "train/fuse.h"
+#include "train/lora.h"
 
 typedef enum vp_loss_kind {
     VP_LOSS_CE = 1, /* softmax cross-entropy over the last axis, mean over leading positions */
@@ -65,6 +66,7 @@ typedef struct vp_train_spec {
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
     vp_tp_opts tp;          /* tensor parallelism: n ranks (0 or 1: none), this graph's rank */
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
+    vp_lora_opts lora;      /* low-rank adapters (train/lora.h); off unless lora.rank */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -92,6 +94,7 @@ typedef struct vp_training {
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
     vp_tp_result tp;     /* what the tensor-parallel split did (planner/parallel) */
     vp_qat_counts qat;   /* fake-quantised weights and activations, observers */
+    vp_lora_result lora; /* the adapters, the only trainable parameters when there are any */
     int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
     vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

@@ -58,6 +58,13 @@ void cli_train_init(cli_train_opts *o) {
          "moving-average min/max observers, or learned scales (lsq)"},
         {"--qat-exclude", CLI_STR, &o->spec.qat.exclude, "REGEX", "nodes whose names match stay float under --qat (default: none)"},
         {"--qat-freeze-after", CLI_INT, &o->qat_freeze_after, "N", "observers keep their range after N steps (default: never)"},
+        {"--lora", CLI_STR, &o->lora, "r=R[,alpha=X][:REGEX]",
+         "low-rank adapters (LoRA): beside each float weight of a MatMul,\n"
+         "FusedMatMul or Gemm whose name matches REGEX (default: all), A and B\n"
+         "of rank R, B zero at the start, added as (X A^T) B^T * alpha/R\n"
+         "(alpha default R); only the adapters train, the model is frozen"},
+        {"--lora-load", CLI_STR, &o->spec.lora.load, "ADAPTERS.onnx",
+         "with --lora: start the adapters from a file written by train --save"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them),\n"
@@ -112,6 +119,14 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after))
         return vp_fail(err, VP_ERR_USAGE, "--%s applies to --qat only", o->spec.qat.exclude ? "qat-exclude" : "qat-freeze-after");
     o->spec.qat.freeze_after = o->qat_freeze_after;
+    if (o->lora) {
+        const char *load = o->spec.lora.load;
+        if ((s = vp_lora_parse(o->lora, &o->spec.lora, err))) return s;
+        o->spec.lora.load = load;
+        if (o->spec.tp.n > 1) return vp_fail(err, VP_ERR_USAGE, "--lora does not take --tp (the adapters are not split)");
+    } else if (o->spec.lora.load) {
+        return vp_fail(err, VP_ERR_USAGE, "--lora-load applies to --lora only");
+    }
     vp_opt_spec *opt = &o->spec.opt;
     if (!isnan(o->lr)) opt->lr = o->lr;
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
@@ -169,6 +184,20 @@ void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf,
     snprintf(buf, len, "qat %s: %d nodes, %d weights, %d activations (%d residual), %d excluded, %d learned scales, "
              "%lld bytes of observer state, %d byte masks (%lld bytes)", name, c->nodes, c->weights, c->activations,
              c->residuals, c->excluded, c->learned, (long long)c->state_bytes, c->masks, (long long)c->mask_bytes);
+}
+
+void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!t->lora.n) return;
+    int64_t frozen = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if ((val->flags & VP_VAL_INITIALIZER) && !(val->flags & (VP_VAL_PARAM | VP_VAL_STATE | VP_VAL_CONST)) &&
+            vp_dtype_is_float(val->dtype))
+            frozen += vp_value_numel(val);
+    }
+    snprintf(buf, len, "lora r=%d scale %g: %d adapted weights, %lld adapter parameters beside %lld frozen", spec->lora.rank,
+             t->lora.scale, t->lora.n, (long long)t->lora.params, (long long)frozen);
 }
 
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {

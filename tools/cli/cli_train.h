@@ -16,7 +16,8 @@ typedef struct cli_train_opts {
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
     double loss_scale;                      /* --loss-scale, NAN when not given */
     int64_t tp;                             /* --tp, 0 when not given */
-    cli_opt table[19];                      /* points into this struct: do not copy it */
+    const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
+    cli_opt table[21];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -40,6 +41,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 /* "qat int8:per-channel:asym: 7 nodes, 7 weights, 9 activations (2 residual), 144 bytes of
  * observer state", or "" without --qat. */
 void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
+/* "lora r=8 alpha 8: 6 adapters (1,536 parameters) beside 30,080 frozen", or "" without --lora. */
+void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len);
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif

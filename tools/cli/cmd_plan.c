@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_search.h"
 #include "cli_train.h"
 #include "plan_artifacts.h"
 #include "plan_file.h"
@@ -14,10 +15,20 @@
 #include "remat/remat.h"
 #include "report.h"
 
-/* Plans the model at the given dims; *fits and *arena report the outcome. */
+/* Plans the model at the given dims; *fits and *arena report the outcome.  With a
+ * search space (--auto) any knobs may serve: the smallest arena of the candidates. */
 static vp_status try_plan(const char *model, const cli_pairs *dims, const cli_train_opts *o, const vp_device_profile *dev,
-                          int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, int *fits,
-                          int64_t *arena, vp_error *err) {
+                          int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, const vp_search_space *sp,
+                          int *fits, int64_t *arena, vp_error *err) {
+    if (sp) {
+        static vp_search_result r; /* 30 KiB: not on the stack */
+        vp_status s = cli_search(model, dims, &o->spec, sp, dev, budget, 1, &r, err);
+        *fits = !s && r.best >= 0;
+        *arena = INT64_MAX;
+        for (int i = 0; !s && i < r.n; i++)
+            if (!r.c[i].status && r.c[i].arena_bytes < *arena) *arena = r.c[i].arena_bytes;
+        return s;
+    }
     vp_graph *g = NULL, *planned = NULL;
     vp_training t;
     memset(&t, 0, sizeof t);
@@ -39,13 +50,14 @@ static vp_status try_plan(const char *model, const cli_pairs *dims, const cli_tr
 
 /* Doubling then bisection on the value of dims->b[k]; leaves the largest that fits. */
 static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const cli_train_opts *o, const vp_device_profile *dev,
-                                int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro, vp_error *err) {
+                                int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro,
+                                const vp_search_space *sp, vp_error *err) {
     int64_t lo = 0, hi = 0, arena = 0, lo_arena = 0, hi_arena = 0;
     int fits = 0;
     vp_status s = VP_OK;
     for (int64_t v = 1; v <= (1 << 24); v *= 2) {
         dims->b[k].value = v;
-        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, sp, &fits, &arena, err);
         if (s) return s;
         fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)v, (long long)arena, fits ? "fits" : "over");
         if (!fits) {
@@ -63,7 +75,7 @@ static vp_status search_max_dim(const char *model, cli_pairs *dims, int k, const
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         dims->b[k].value = mid;
-        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, &fits, &arena, err);
+        s = try_plan(model, dims, o, dev, fused, budget, remat, ro, sp, &fits, &arena, err);
         if (s) return s;
         fprintf(stderr, "  %s=%lld: arena %lld bytes, %s\n", dims->b[k].name, (long long)mid, (long long)arena, fits ? "fits" : "over");
         if (fits) lo = mid, lo_arena = arena;
@@ -128,7 +140,8 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
  * one line for the others, the plan file (PLAN, or PLAN.<rank> for several ranks). */
 static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_opts *o_, const vp_device_profile *dev,
                            int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro_, const char *json,
-                           const char *dot, const char *timeline, const char *out, int *over_, vp_error *err_) {
+                           const char *dot, const char *timeline, const char *out, const vp_search_result *search,
+                           int *over_, vp_error *err_) {
     cli_train_opts o = *o_; /* its table points into o_: only spec and the strings are read here */
     const vp_remat_opts ro = *ro_;
     vp_error err;
@@ -143,20 +156,22 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    char knobs[1400], fusion[160] = "", prec[256] = "", qat[320] = "";
+    char knobs[1700], fusion[160] = "", prec[256] = "", qat[320] = "", lora[200] = "";
     if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
     if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
     if (!s) cli_qat_summary(&o.spec, &t, qat, sizeof qat);
+    if (!s) cli_lora_summary(&o.spec, &t, g, lora, sizeof lora);
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
-    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
+    snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
-             fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat);
+             fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat, lora[0] ? "; " : "", lora);
     int64_t sent = s ? 0 : vp_tp_step_bytes(p.g, p.steps, p.n_steps, ranks);
     vp_report_tp tpr;
     if (!s && ranks > 1) tpr = tp_facts(&p, &t, sent);
-    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr, !s && ranks > 1 ? &tpr : NULL};
+    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr, !s && ranks > 1 ? &tpr : NULL,
+                         search ? cli_search_json : NULL, search};
     if (!s) p.budget_bytes = budget;
     if (!s && rank == 0) vp_report_text(stdout, &p, &ctx);
     if (!s && ranks > 1) tp_summary(&p, &tpr, &rr);
@@ -207,8 +222,8 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
 static int run_plan(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *remat_arg = NULL;
     const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
-    int fused = 1;
-    int64_t budget = 0;
+    int fused = -1, automatic = 0;
+    int64_t budget = 0, max_tp = 0;
     double ilp_limit = NAN;
     cli_pairs dims = {0};
     cli_train_opts o;
@@ -235,9 +250,16 @@ static int run_plan(int argc, char **argv) {
          "run every optimizer update after the whole backward pass\n"
          "(default: each update right after its gradient is final)"},
         {"--fused-update", CLI_SET, &fused, NULL, "each update right after its gradient is final (the default)"},
+        {"--auto", CLI_SET, &automatic, NULL,
+         "with --budget: choose the knobs left free (--tp up to --max-tp,\n"
+         "--precision among the device's, fused or separate updates) and\n"
+         "checkpointing together: every combination planned and costed,\n"
+         "the fastest that fits kept; prints the candidates and why"},
+        {"--max-tp", CLI_INT, &max_tp, "N", "with --auto: the largest tensor-parallel degree tried (default 1)"},
         {"--max-batch", CLI_STR, &max_dim, "DIM",
          "with --budget: find the largest value of the symbolic dim DIM\n"
-         "(a batch size) whose plan fits, then plan at that value"},
+         "(a batch size) whose plan fits, then plan at that value (with\n"
+         "--auto: whose plan fits with any knobs)"},
         {"-o", CLI_STR, &out, "PLAN", "write the plan file (run it with 'onnx-vplan run PLAN')"},
         {"--dot", CLI_STR, &dot, "FILE", "the plan as a Graphviz graph (render: dot -Tsvg FILE -o plan.svg)"},
         {"--timeline", CLI_STR, &timeline, "FILE",
@@ -264,6 +286,13 @@ static int run_plan(int argc, char **argv) {
         else if (remat != VP_REMAT_ILP)
             s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
     }
+    vp_search_space sp = {(int)max_tp, o.tp != 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1};
+    if (fused < 0) fused = 1;
+    if (!s && automatic && budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--auto needs --budget");
+    if (!s && automatic && remat_arg) s = vp_fail(&err, VP_ERR_USAGE, "--auto chooses the checkpointing: it does not take --remat");
+    if (!s && max_tp && !automatic) s = vp_fail(&err, VP_ERR_USAGE, "--max-tp applies to --auto only");
+    if (!s && (max_tp < 0 || max_tp > 64)) s = vp_fail(&err, VP_ERR_USAGE, "--max-tp must be between 1 and 64");
+    if (!s && max_tp > 1 && o.lora) s = vp_fail(&err, VP_ERR_USAGE, "--lora does not take tensor parallelism (--max-tp)");
     if (!s && max_dim) {
         if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
         int k = -1;
@@ -273,7 +302,22 @@ static int run_plan(int argc, char **argv) {
             if (dims.n == CLI_MAX_PAIRS) s = vp_fail(&err, VP_ERR_USAGE, "too many dims");
             else dims.b[k = dims.n++] = (vp_dim_binding){max_dim, 1};
         }
-        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, &err);
+        if (!s) s = search_max_dim(model, &dims, k, &o, dev, fused, budget, remat, &ro, automatic ? &sp : NULL, &err);
+    }
+    static vp_search_result search; /* 30 KiB: not on the stack */
+    if (!s && automatic) {
+        s = cli_search(model, &dims, &o.spec, &sp, dev, budget, 0, &search, &err);
+        if (!s && search.best < 0) {
+            printf("nothing fits: the plan below is the smallest candidate's\n");
+            int small = -1;
+            for (int i = 0; i < search.n; i++)
+                if (!search.c[i].status && (small < 0 || search.c[i].arena_bytes < search.c[small].arena_bytes)) small = i;
+            search.best = small;
+        }
+        if (!s) {
+            vp_search_apply(&search.c[search.best], &o.spec, &fused);
+            remat = search.c[search.best].remat;
+        }
     }
     if (s) return cli_report(s, &err);
 
@@ -281,7 +325,7 @@ static int run_plan(int argc, char **argv) {
     for (int rank = 0; rank < ranks && !s; rank++) {
         o.spec.tp.rank = rank;
         s = plan_rank(model, &dims, &o, dev, fused, budget, remat, &ro, json, rank ? NULL : dot,
-                      rank ? NULL : timeline, out, &over, &err);
+                      rank ? NULL : timeline, out, automatic ? &search : NULL, &over, &err);
     }
     if (s) return cli_report(s, &err);
     return over ? 3 : 0;

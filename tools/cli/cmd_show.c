@@ -41,7 +41,7 @@ static int run_show(int argc, char **argv) {
     size_t used = 0;
     for (int k = 0; k < lp.n_knobs && used < sizeof knobs; k++)
         used += (size_t)snprintf(knobs + used, sizeof knobs - used, "%s%s %s", k ? ", " : "", lp.knob_names[k], lp.knob_values[k]);
-    vp_report_ctx ctx = {lp.model, knobs, 8, NULL, NULL};
+    vp_report_ctx ctx = {.model = lp.model, .knobs = knobs, .top_live = 8};
     if (json) vp_report_json(stdout, &lp.plan, &ctx);
     else vp_report_text(stdout, &lp.plan, &ctx);
     if (steps && !json) list_steps(&lp.plan);

@@ -141,13 +141,61 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     return s;
 }
 
+/* --lora --save: the adapters alone, apart from the base model, with their rank and scale. */
+static vp_status save_adapters(const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t, const vp_train_spec *spec,
+                               vp_error *err) {
+    int n = 2 * t->lora.n;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    vp_tensor *vals = calloc((size_t)n + 1, sizeof *vals);
+    vp_status s = names && vals ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n && !s; i++) {
+        int v = i % 2 ? t->lora.adapters[i / 2].b : t->lora.adapters[i / 2].a;
+        names[i] = g->values[v].name;
+        s = vp_exec_get(x, v, &vals[i], err);
+    }
+    char r[32], alpha[32];
+    snprintf(r, sizeof r, "%d", spec->lora.rank);
+    snprintf(alpha, sizeof alpha, "%g", t->lora.scale * spec->lora.rank);
+    const char *keys[] = {"vplan.lora.r", "vplan.lora.alpha", "vplan.lora.base"}, *values[] = {r, alpha, g->path};
+    if (!s) s = vp_onnx_save_tensors(dst, n, names, vals, 3, keys, values, err);
+    for (int i = 0; i < n && vals; i++) free(vals[i].data);
+    free(vals);
+    free(names);
+    return s;
+}
+
+/* --merge: the base model with each adapted weight replaced by W + scale * B A. */
+static vp_status save_merged(const char *src, const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t,
+                             const vp_train_spec *spec, vp_error *err) {
+    int n = t->lora.n;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    vp_tensor *vals = calloc((size_t)n + 1, sizeof *vals);
+    vp_status s = names && vals ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n && !s; i++) {
+        const vp_lora_adapter *ad = &t->lora.adapters[i];
+        vp_tensor a = {0}, b = {0};
+        s = vp_exec_get(x, ad->weight, &vals[i], err);
+        if (!s) s = vp_exec_get(x, ad->a, &a, err);
+        if (!s) s = vp_exec_get(x, ad->b, &b, err);
+        if (!s) vp_lora_merge(ad, spec->lora.rank, t->lora.scale, vals[i].data, a.data, b.data, vals[i].data);
+        free(a.data);
+        free(b.data);
+        names[i] = g->values[ad->weight].name;
+    }
+    if (!s) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
+    for (int i = 0; i < n && vals; i++) free(vals[i].data);
+    free(vals);
+    free(names);
+    return s;
+}
+
 /* Ranks other than 0 compute what rank 0 prints: their stdout goes nowhere. */
 static void quiet_stdout(void) {
     if (!freopen("/dev/null", "w", stdout)) fprintf(stderr, "onnx-vplan: warning: cannot silence this rank's output\n");
 }
 
 static int run_train(int argc, char **argv) {
-    const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL;
+    const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL, *merge = NULL;
     int qdq = 0;
     int64_t steps = 1, seed = 0;
     int reference = 0;
@@ -167,7 +215,9 @@ static int run_train(int argc, char **argv) {
         {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], ...}"},
         {"--save", CLI_STR, &save, "OUT.onnx",
          "write the model with the trained weights (and BatchNorm\n"
-         "running statistics)"},
+         "running statistics); with --lora, the adapters alone (an ONNX\n"
+         "file of initializers that --lora-load reads back)"},
+        {"--merge", CLI_STR, &merge, "OUT.onnx", "with --lora: write the model with each adapted weight merged, W + scale B A"},
         {"--qdq", CLI_SET, &qdq, NULL,
          "with --qat and --save: write a QDQ model (QuantizeLinear and\n"
          "DequantizeLinear pairs, int8 weights, int32 biases) that ONNX\n"
@@ -182,6 +232,8 @@ static int run_train(int argc, char **argv) {
     vp_status s = cli_train_finish(&o, &err);
     if (!s && (steps < 1 || steps > 10000000)) s = vp_fail(&err, VP_ERR_USAGE, "--steps must be between 1 and 10000000");
     if (!s && qdq && (!save || !o.spec.qat.enabled)) s = vp_fail(&err, VP_ERR_USAGE, "--qdq needs --save and --qat");
+    if (!s && merge && !o.lora) s = vp_fail(&err, VP_ERR_USAGE, "--merge needs --lora");
+    if (!s && qdq && o.lora) s = vp_fail(&err, VP_ERR_USAGE, "--qdq writes a whole model: with --lora, merge first");
     if (!s && qdq && o.spec.tp.n > 1) s = vp_fail(&err, VP_ERR_USAGE, "--qdq writes one whole model: it does not take --tp");
     /* --tp N: one process per rank under mpirun -np N; rank 0 reports */
     vp_comm *comm = NULL;
@@ -225,6 +277,8 @@ static int run_train(int argc, char **argv) {
         char qat[320];
         cli_qat_summary(&o.spec, &t, qat, sizeof qat);
         if (qat[0]) printf("%s\n", qat);
+        cli_lora_summary(&o.spec, &t, g, qat, sizeof qat);
+        if (qat[0]) printf("%s\n", qat);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new_with(reference || vp_backend_cpu_reference_env());
         if (b) b->comm = comm;
@@ -255,7 +309,14 @@ static int run_train(int argc, char **argv) {
         printf("tensor parallel over %d ranks: rank 0 sent %lld bytes a step in %lld collectives\n", comm->size,
                (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
     vp_tensor ref = {0};
-    if (!s && save) {
+    if (!s && merge) {
+        s = save_merged(model, merge, x, g, &t, &o.spec, &err);
+        if (!s) printf("saved the merged model to %s\n", merge);
+    }
+    if (!s && save && t.lora.n) {
+        s = save_adapters(save, x, g, &t, &o.spec, &err);
+        if (!s) printf("saved %d adapter pairs to %s\n", t.lora.n, save);
+    } else if (!s && save) {
         s = save_model(model, save, x, g, &t, comm, &err);
         if (!s && qdq) {
             int out = -1;

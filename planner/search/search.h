@@ -1,0 +1,67 @@
+/* The joint choice: one memory budget, every knob the user left free.
+ *
+ * In: a training spec (what the user fixed), a device profile, a budget, the knobs
+ * left free (tensor-parallel degree up to a maximum, precision among those the device
+ * computes natively, fused or separate optimizer updates) and a builder that makes the
+ * training step of any spec.  Out: every candidate weighed, each planned with
+ * checkpointing by dp under the budget and costed by the cost model (compute,
+ * recompute, casts, all-reduces: vp_remat_result.step_seconds over the planned graph),
+ * and the index of the fastest that fits, with the reason it won.
+ *
+ * Keeps true: a candidate "fits" only when its real arena (rank 0's, ranks being
+ * symmetric) is within the budget; the winner is the least estimated step time among
+ * those, ties to the smaller arena.  Since a candidate's un-checkpointed plan is weighed
+ * beside its dp plan, and dp plans are tightened on the real arena, a larger budget never
+ * loses a candidate a smaller one had: the winner's time does not rise with the budget
+ * (tests/test_search.c checks it on a GPT from 10% to 100% of the un-checkpointed step). */
+#ifndef VP_SEARCH_H
+#define VP_SEARCH_H
+
+#include "memory/plan.h"
+#include "remat/remat.h"
+#include "train/training.h"
+
+#define VP_SEARCH_MAX 64
+
+/* Makes the training step of spec (loads, binds dims, infers, builds). */
+typedef vp_status (*vp_search_build_fn)(void *ctx, const vp_train_spec *spec, vp_graph **g, vp_training *t, vp_error *err);
+
+typedef struct vp_search_space {
+    int max_tp;          /* tensor-parallel degrees 1, 2, 4, ... up to this; 0 or 1: none */
+    int tp_fixed;        /* the user gave --tp: spec's degree only */
+    int precision_fixed; /* the user gave --precision: spec's only */
+    int fused_fixed;     /* the user gave --fused-update or --no-fused-update */
+    int fused;           /* that choice when fixed */
+} vp_search_space;
+
+typedef struct vp_candidate {
+    int tp;
+    vp_precision precision;
+    int fused;
+    vp_remat_kind remat;       /* none or dp: what the plan weighed used */
+    vp_status status;          /* VP_OK, or why the candidate could not be built (note) */
+    int64_t arena_bytes;
+    double step_seconds;       /* estimated, the whole step on the profile */
+    double recompute_seconds, comm_seconds, cast_seconds;
+    int n_recompute;
+    int fits;
+    char note[200];
+} vp_candidate;
+
+typedef struct vp_search_result {
+    int n;
+    vp_candidate c[VP_SEARCH_MAX];
+    int best;       /* index into c, -1 when nothing fits */
+    char why[600];  /* one paragraph: why the winner won */
+} vp_search_result;
+
+vp_status vp_search_run(const vp_search_space *sp, const vp_train_spec *spec, const vp_device_profile *dev, int64_t budget,
+                        vp_search_build_fn build, void *ctx, vp_search_result *out, vp_error *err);
+
+/* The spec and fused flag of candidate c (the user's spec with its knobs set). */
+void vp_search_apply(const vp_candidate *c, vp_train_spec *spec, int *fused);
+
+/* "tp 2, bf16, fused, dp" */
+void vp_search_knobs(const vp_candidate *c, char *buf, size_t len);
+
+#endif

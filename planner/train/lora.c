@@ -1,0 +1,242 @@
+/* LoRA adapters beside the matching product weights (train/lora.h says what and why).
+ * Each adapted product gains four nodes right after it, in its phase:
+ *     H = X op(A);  U = H op(B);  S = U * scale;  Y = Y0 + S
+ * where Y0 is the product's output renamed and Y the value its readers already read. */
+#include "train/lora.h"
+
+#include <errno.h>
+#include <math.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph_build.h"
+#include "onnx/onnx_load.h"
+
+vp_status vp_lora_parse(const char *arg, vp_lora_opts *out, vp_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *colon = strchr(arg, ':');
+    char head[64];
+    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (n >= sizeof head) n = sizeof head - 1;
+    memcpy(head, arg, n);
+    head[n] = 0;
+    char *end;
+    errno = 0;
+    long r = strncmp(head, "r=", 2) ? -1 : strtol(head + 2, &end, 10);
+    if (r < 1 || r > 65536 || errno) return vp_fail(err, VP_ERR_USAGE, "--lora expects r=RANK[,alpha=X][:REGEX] with RANK in 1..65536, got '%s'", arg);
+    out->rank = (int)r;
+    if (*end == ',') {
+        if (strncmp(end, ",alpha=", 7)) return vp_fail(err, VP_ERR_USAGE, "--lora '%s': after the rank only ',alpha=X' may come", arg);
+        out->alpha = strtod(end + 7, &end);
+        if (!(out->alpha > 0) || !isfinite(out->alpha))
+            return vp_fail(err, VP_ERR_USAGE, "--lora '%s': alpha must be a positive number", arg);
+    }
+    if (*end) return vp_fail(err, VP_ERR_USAGE, "--lora expects r=RANK[,alpha=X][:REGEX], got '%s'", arg);
+    if (colon && colon[1]) out->regex = colon + 1;
+    return VP_OK;
+}
+
+/* splitmix64: a small generator whose stream is fixed by its seed. */
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_seed(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The product node n reads its weight as input 1: -1 when it is no product we adapt, else
+ * whether the weight is read transposed. */
+static int product_layout(const vp_graph *g, const vp_node *n) {
+    if (n->folded || n->n_inputs < 2 || n->n_outputs < 1 || n->outputs[0] < 0 || n->inputs[0] < 0 || n->inputs[1] < 0)
+        return -1;
+    if (!strcmp(n->domain, "") && !strcmp(n->op_type, "MatMul")) return 0;
+    if (!strcmp(n->domain, "") && !strcmp(n->op_type, "Gemm")) {
+        if (vp_attr_int(n, "transA", 0) || vp_attr_float(n, "alpha", 1.0f) != 1.0f) return -1;
+        return vp_attr_int(n, "transB", 0) != 0;
+    }
+    if (!strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "FusedMatMul")) {
+        if (vp_attr_int(n, "transA", 0) || vp_attr_float(n, "alpha", 1.0f) != 1.0f || vp_attr_int(n, "transBatchA", 0) ||
+            vp_attr_int(n, "transBatchB", 0))
+            return -1;
+        return vp_attr_int(n, "transB", 0) != 0;
+    }
+    (void)g;
+    return -1;
+}
+
+static int new_initializer(vp_graph *g, const char *name, int64_t d0, int64_t d1, float *data) {
+    int id = vp_graph_add_value(g, name);
+    if (id < 0) return -1;
+    vp_value *v = &g->values[id];
+    v->dtype = VP_F32;
+    v->rank = 2;
+    v->dims[0] = d0;
+    v->dims[1] = d1;
+    v->flags |= VP_VAL_INITIALIZER;
+    vp_value_set_data(g, id, data, VP_DATA_HEAP);
+    return id;
+}
+
+/* The adapter's start: from the loaded file when it has it (shape checked), else A uniform
+ * in +-1/sqrt(in) and B zero. */
+static vp_status init_values(const vp_graph *from, const char *name, int64_t d0, int64_t d1, int is_a, int64_t in,
+                             float *data, vp_error *err) {
+    int64_t n = d0 * d1;
+    if (from) {
+        int v = vp_graph_find_value(from, name);
+        if (v < 0) return vp_fail(err, VP_ERR_INVALID, "%s: no adapter named '%s'", from->path, name);
+        const vp_value *val = &from->values[v];
+        if (val->dtype != VP_F32 || val->rank != 2 || val->dims[0] != d0 || val->dims[1] != d1 || !val->data)
+            return vp_fail(err, VP_ERR_INVALID, "%s: adapter '%s' is not float32 [%lld, %lld] (another rank or model?)", from->path,
+                           name, (long long)d0, (long long)d1);
+        memcpy(data, val->data, (size_t)n * sizeof *data);
+        return VP_OK;
+    }
+    if (!is_a) {
+        memset(data, 0, (size_t)n * sizeof *data);
+        return VP_OK;
+    }
+    uint64_t s = name_seed(name);
+    double bound = 1.0 / sqrt((double)in);
+    for (int64_t i = 0; i < n; i++) data[i] = (float)(bound * (2.0 * (double)(next_u64(&s) >> 11) * 0x1.0p-53 - 1.0));
+    return VP_OK;
+}
+
+/* Builds the four adapter nodes after product p (appended; the caller orders them). */
+static vp_status adapt(vp_graph *g, int p, int transposed, const vp_lora_opts *o, double scale, const vp_graph *from,
+                       vp_lora_adapter *ad, vp_error *err) {
+    int w = g->nodes[p].inputs[1], x = g->nodes[p].inputs[0], y = g->nodes[p].outputs[0];
+    int64_t in = g->values[w].dims[transposed ? 1 : 0], out = g->values[w].dims[transposed ? 0 : 1], r = o->rank;
+    char name[600], pname[520];
+    snprintf(pname, sizeof pname, "%s", g->nodes[p].name);
+    int64_t ad0 = transposed ? r : in, ad1 = transposed ? in : r, bd0 = transposed ? out : r, bd1 = transposed ? r : out;
+    float *adata = malloc((size_t)(ad0 * ad1) * sizeof *adata), *bdata = malloc((size_t)(bd0 * bd1) * sizeof *bdata);
+    if (!adata || !bdata) {
+        free(adata);
+        free(bdata);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    }
+    snprintf(name, sizeof name, "%s.lora_A", g->values[w].name);
+    vp_status s = init_values(from, name, ad0, ad1, 1, in, adata, err);
+    int a = s ? -1 : new_initializer(g, name, ad0, ad1, adata);
+    snprintf(name, sizeof name, "%s.lora_B", g->values[w].name);
+    if (!s) s = init_values(from, name, bd0, bd1, 0, in, bdata, err);
+    int b = s ? -1 : new_initializer(g, name, bd0, bd1, bdata);
+    if (a < 0) free(adata);
+    if (b < 0) free(bdata);
+    if (s) return s;
+    if (a < 0 || b < 0) return vp_fail(err, VP_ERR_INVALID, "%s: cannot add adapters for '%s' (name taken?)", g->path, g->values[w].name);
+    *ad = (vp_lora_adapter){w, a, b, transposed, in, out};
+    const char *op = transposed ? "FusedMatMul" : "MatMul", *dom = transposed ? "com.microsoft" : "";
+    vp_phase ph = g->nodes[p].phase;
+    int ids[4], v[2];
+    float sc = (float)scale;
+    int64_t none[1] = {0};
+    int k = vp_build_const(g, "lora_scale", VP_F32, 0, none, &sc);
+    snprintf(name, sizeof name, "%s/lora_A", pname);
+    ids[0] = k < 0 ? -1 : vp_build_node(g, op, dom, name, 2, (int[]){x, a}, 1, ph, 0);
+    if (ids[0] >= 0 && transposed && vp_node_add_attr_int(g, ids[0], "transB", 1)) ids[0] = -1;
+    if (ids[0] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    if ((s = vp_build_finish(g, ids[0], v, err))) return s;
+    snprintf(name, sizeof name, "%s/lora_B", pname);
+    ids[1] = vp_build_node(g, op, dom, name, 2, (int[]){v[0], b}, 1, ph, 0);
+    if (ids[1] >= 0 && transposed && vp_node_add_attr_int(g, ids[1], "transB", 1)) ids[1] = -1;
+    if (ids[1] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    if ((s = vp_build_finish(g, ids[1], v, err))) return s;
+    snprintf(name, sizeof name, "%s/lora_scale", pname);
+    ids[2] = vp_build_node(g, "Mul", "", name, 2, (int[]){v[0], k}, 1, ph, 0);
+    if (ids[2] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    if ((s = vp_build_finish(g, ids[2], v, err))) return s;
+    snprintf(name, sizeof name, "%s/lora_add", pname);
+    ids[3] = vp_build_node(g, "Add", "", name, 2, (int[]){y, v[0]}, 1, ph, 0);
+    if (ids[3] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    if ((s = vp_build_finish(g, ids[3], v, err))) return s;
+    /* the product now writes the new value and the sum takes Y's id: readers, graph
+     * outputs and the loss's name stay as they were */
+    g->nodes[p].outputs[0] = v[0];
+    g->nodes[ids[3]].inputs[0] = v[0];
+    g->nodes[ids[3]].outputs[0] = y;
+    return VP_OK;
+}
+
+vp_status vp_lora_apply(vp_graph *g, const vp_lora_opts *o, vp_lora_result *r, vp_error *err) {
+    memset(r, 0, sizeof *r);
+    if (o->rank <= 0) return VP_OK;
+    r->scale = (o->alpha > 0 ? o->alpha : o->rank) / (double)o->rank;
+    regex_t re;
+    if (o->regex) {
+        int rc = regcomp(&re, o->regex, REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char msg[256];
+            regerror(rc, &re, msg, sizeof msg);
+            return vp_fail(err, VP_ERR_USAGE, "--lora regex '%s' is not valid: %s", o->regex, msg);
+        }
+    }
+    vp_graph *from = NULL;
+    vp_status s = o->load ? vp_onnx_load(o->load, &from, err) : VP_OK;
+    if (!s) s = vp_graph_link(g, err);
+    int n0 = g->n_nodes, nv0 = g->n_values;
+    int *order = malloc(((size_t)n0 * 5 + 1) * sizeof *order), n = 0;
+    int *done = calloc((size_t)nv0 + 1, sizeof *done); /* a weight shared by products gets one pair */
+    r->adapters = malloc(((size_t)n0 + 1) * sizeof *r->adapters);
+    if (!s && (!order || !done || !r->adapters)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory adding LoRA adapters");
+    for (int i = 0; i < n0 && !s; i++) {
+        order[n++] = i;
+        int tr = product_layout(g, &g->nodes[i]);
+        if (tr < 0) continue;
+        int w = g->nodes[i].inputs[1];
+        const vp_value *wv = &g->values[w];
+        if (!(wv->flags & VP_VAL_INITIALIZER) || (wv->flags & VP_VAL_CONST) || wv->dtype != VP_F32 || wv->rank != 2 ||
+            w >= nv0 || done[w])
+            continue;
+        if (o->regex && regexec(&re, wv->name, 0, NULL, 0)) continue;
+        done[w] = 1;
+        int first = g->n_nodes;
+        s = adapt(g, i, tr, o, r->scale, from, &r->adapters[r->n], err);
+        if (s) break;
+        for (int k = first; k < g->n_nodes; k++) order[n++] = k;
+        const vp_lora_adapter *ad = &r->adapters[r->n++];
+        r->params += (int64_t)o->rank * (ad->in + ad->out);
+    }
+    if (!s && !r->n)
+        s = vp_fail(err, VP_ERR_INVALID, "%s: --lora%s%s matches no float32 weight of a MatMul, FusedMatMul or Gemm", g->path,
+                    o->regex ? " " : "", o->regex ? o->regex : "");
+    if (!s) s = vp_graph_keep_nodes(g, order, n, err);
+    if (o->regex) regfree(&re);
+    free(order);
+    free(done);
+    vp_graph_free(from);
+    return s;
+}
+
+int vp_lora_is_adapter(const vp_lora_result *r, int value) {
+    for (int i = 0; i < r->n; i++)
+        if (r->adapters[i].a == value || r->adapters[i].b == value) return 1;
+    return 0;
+}
+
+void vp_lora_result_free(vp_lora_result *r) {
+    free(r->adapters);
+    memset(r, 0, sizeof *r);
+}
+
+void vp_lora_merge(const vp_lora_adapter *ad, int rank, double scale, const float *w, const float *a, const float *b,
+                   float *merged) {
+    /* transposed: W [out, in] += s B[out, r] A[r, in]; else W [in, out] += s A[in, r] B[r, out] */
+    int64_t rows = ad->transposed ? ad->out : ad->in, cols = ad->transposed ? ad->in : ad->out;
+    const float *left = ad->transposed ? b : a, *right = ad->transposed ? a : b;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            double acc = 0;
+            for (int k = 0; k < rank; k++) acc += (double)left[i * rank + k] * right[(int64_t)k * cols + j];
+            merged[i * cols + j] = (float)((double)w[i * cols + j] + scale * acc);
+        }
+}

@@ -1,0 +1,171 @@
+/* The joint search (planner/search) on the bundled GPT with Adam, at budgets from 10%
+ * to 100% of the un-checkpointed float32 step's arena: the chosen plan's estimated step
+ * time never rises as the budget grows; every chosen plan fits; planned, it runs bit for
+ * bit as its own graph does naively; and its losses over three steps stay within its
+ * precision's tolerance of the float32 naive step's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "cpu_util.h"
+#include "exec.h"
+#include "model_util.h"
+#include "remat/remat.h"
+#include "onnx/tensor_proto.h"
+#include "search/search.h"
+
+#define STEPS 3
+#define BATCH 16
+static char dir[4096];
+
+/* The bundled GPT at batch BATCH, as a models/-style folder (meta.json, model.onnx,
+ * fixtures/) in the build tree: seeded tokens and next-token labels, so activations
+ * outweigh the weights and state, as in real training. */
+static vp_status make_model_dir(vp_error *err) {
+    char path[3 * sizeof dir + 64];
+    snprintf(dir, sizeof dir, "%s/test_search_models", VP_BINARY_DIR);
+    snprintf(path, sizeof path, "mkdir -p %s/gpt/fixtures && cp %s/models/gpt/model.onnx %s/gpt/", dir, VP_SOURCE_DIR, dir);
+    if (system(path)) return vp_fail(err, VP_ERR_IO, "cannot make %s", dir);
+    snprintf(path, sizeof path, "%s/gpt/meta.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create", path);
+    fprintf(f, "{\"buffers\": [\"causal_mask\"], \"input\": \"tokens\", \"dims\": {\"batch\": %d}, \"loss\": \"ce:logits\"}\n", BATCH);
+    fclose(f);
+    int64_t tok[BATCH * 17];
+    uint64_t r = 12345;
+    for (int i = 0; i < BATCH * 17; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int64_t)((r >> 33) % 64);
+    }
+    int64_t x[BATCH * 16], y[BATCH * 16];
+    for (int b = 0; b < BATCH; b++)
+        for (int k = 0; k < 16; k++) x[b * 16 + k] = tok[b * 17 + k], y[b * 16 + k] = tok[b * 17 + k + 1];
+    vp_tensor tx = {VP_I64, 2, {BATCH, 16}, x}, ty = {VP_I64, 2, {BATCH, 16}, y};
+    snprintf(path, sizeof path, "%s/gpt/fixtures/x.pb", dir);
+    vp_status s = vp_tensor_write_pb(path, &tx, "tokens", err);
+    snprintf(path, sizeof path, "%s/gpt/fixtures/labels.pb", dir);
+    if (!s) s = vp_tensor_write_pb(path, &ty, "labels", err);
+    return s;
+}
+
+static vp_train_spec base_spec(void) {
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_error err;
+    if (vp_loss_parse("ce:logits", &spec.loss, &err) || vp_opt_parse("adam", &spec.opt, &err)) abort();
+    return spec;
+}
+
+static vp_status build(void *ctx, const vp_train_spec *spec0, vp_graph **g, vp_training *t, vp_error *err) {
+    test_model m;
+    vp_train_spec spec = *spec0;
+    vp_status s = test_model_load_in(&m, dir, (const char *)ctx, &spec, err);
+    if (!s) {
+        *g = m.g;
+        *t = m.t;
+        m.g = NULL;
+        memset(&m.t, 0, sizeof m.t);
+    }
+    test_model_free(&m);
+    return s;
+}
+
+/* The naive step's losses over STEPS steps on the fixture batch. */
+static vp_status naive_losses(test_model *m, double *losses, vp_error *err) {
+    vp_backend *b = vp_backend_cpu_new_with(1);
+    vp_exec *x = NULL;
+    vp_status s = vp_exec_new(m->g, b, &x, err);
+    if (!s) s = test_model_feed(x, m, err);
+    for (int k = 0; k < STEPS && !s; k++) {
+        s = vp_exec_run(x, err);
+        vp_tensor l = {0};
+        if (!s) s = vp_exec_get(x, m->t.loss, &l, err);
+        if (!s) losses[k] = vp_load(l.data, l.dtype, 0);
+        free(l.data);
+        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
+    }
+    vp_exec_free(x);
+    vp_backend_free(b);
+    return s;
+}
+
+/* Builds the winner, plans it as the search did, checks it against naive and fp32. */
+static void check_chosen(const vp_candidate *c, int64_t budget, const double *ref, int pct) {
+    vp_train_spec spec = base_spec();
+    int fused;
+    vp_search_apply(c, &spec, &fused);
+    test_model m;
+    vp_error err;
+    vp_graph *planned = NULL;
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_remat_result rr;
+    double losses[STEPS];
+    vp_status s = test_model_load_in(&m, dir, "gpt", &spec, &err);
+    if (!s) s = vp_plan_with_remat(m.g, &m.t, vp_device_find("cpu"), fused, c->remat == VP_REMAT_NONE ? 0 : budget, c->remat,
+                                   &planned, &p, &rr, &err);
+    if (!s) s = naive_losses(&m, losses, &err);
+    char why[512] = "";
+    int same = s ? -1 : test_compare_planned(&m, &p, STEPS, NULL, 0, why, sizeof why);
+    double tol = c->precision == VP_PRECISION_FP32 ? 1e-6 : 2e-2, worst = 0;
+    for (int k = 0; !s && k < STEPS; k++) worst = fmax(worst, fabs(losses[k] - ref[k]) / fabs(ref[k]));
+    char knobs[128];
+    vp_search_knobs(c, knobs, sizeof knobs);
+    check(!s && p.arena_bytes == c->arena_bytes && p.arena_bytes <= budget && same == 1 && worst <= tol,
+          "%3d%%: %s: arena %lld <= %lld, planned = naive over %d steps%s%s, losses within %.2g of fp32 (tolerance %.0g)", pct,
+          knobs, (long long)p.arena_bytes, (long long)budget, STEPS, why[0] ? ": " : "", why, worst, tol);
+    if (s) printf("  %s\n", err.msg);
+    vp_plan_free(&p);
+    if (planned && planned != m.g) vp_graph_free(planned);
+    test_model_free(&m);
+}
+
+int main(void) {
+    vp_error err;
+    const vp_device_profile *dev = vp_device_find("cpu");
+    vp_train_spec spec = base_spec();
+    test_model m;
+    vp_plan p;
+    memset(&p, 0, sizeof p);
+    vp_graph *planned = NULL;
+    vp_remat_result rr;
+    double ref[STEPS];
+    vp_status s = make_model_dir(&err);
+    if (!s) s = test_model_load_in(&m, dir, "gpt", &spec, &err);
+    if (!s) s = vp_plan_with_remat(m.g, &m.t, dev, 1, 0, VP_REMAT_NONE, &planned, &p, &rr, &err);
+    if (!s) s = naive_losses(&m, ref, &err);
+    int64_t full = p.arena_bytes;
+    vp_plan_free(&p);
+    if (planned && planned != m.g) vp_graph_free(planned);
+    test_model_free(&m);
+    if (s) {
+        check(0, "gpt: the un-checkpointed step: %s", err.msg);
+        return check_summary();
+    }
+    printf("gpt, adam, batch %d: un", BATCH); printf("-checkpointed fp32 arena %lld bytes\n", (long long)full);
+    static vp_search_result r;
+    vp_search_space sp = {1, 0, 0, 0, 1};
+    double last = INFINITY;
+    int monotone = 1, fitted = 0;
+    for (int pct = 10; pct <= 100; pct += 10) {
+        int64_t budget = full * pct / 100;
+        s = vp_search_run(&sp, &spec, dev, budget, build, "gpt", &r, &err);
+        if (s) {
+            check(0, "%d%%: search: %s", pct, err.msg);
+            break;
+        }
+        double t = r.best >= 0 ? r.c[r.best].step_seconds : INFINITY;
+        printf("  %3d%% (%lld bytes): %s\n", pct, (long long)budget, r.why);
+        monotone &= t <= last;
+        last = t;
+        if (r.best >= 0) {
+            fitted++;
+            check_chosen(&r.c[r.best], budget, ref, pct);
+        }
+    }
+    check(monotone && fitted >= 5, "the chosen plan's estimated step time never rises with the budget (%d of 10 budgets fit)", fitted);
+    return check_summary();
+}
