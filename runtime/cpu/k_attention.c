@@ -12,14 +12,21 @@
  * every row of it), so the causal forward and backward do about half the work.
  *
  * The results depend only on the inputs and the block size, never on timing: the
- * planned and the naive executor agree bit for bit. */
+ * planned and the naive executor agree bit for bit.  On the fast path (oneDNN's sgemm
+ * selected) the (batch, head) pairs are split among the threads: each pair writes only
+ * its own rows of Y, LSE, dQ, dK and dV, so no sum crosses pairs, and every product of
+ * a pair runs on the thread that owns it (oneDNN's sgemm inside a parallel region is
+ * sequential).  The reference path keeps one pair at a time, OpenBLAS's threads inside. */
 #include "k_attention.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
+#include "dn.h"
 #include "k_linalg.h"
 
 enum { ROWS = 64 };
@@ -104,82 +111,123 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
     return VP_OK;
 }
 
+/* One kernel call: its tensors, and the first failure of any thread. */
+typedef struct job {
+    const vp_node *n;
+    geom g;
+    const vp_tensor *q, *k, *v, *dy, *y, *lse;
+    vp_tensor *out0, *dk, *dv, *lse_out; /* forward: out0 is Y; backward: dQ */
+    int fast;                            /* oneDNN's sgemm, selected on this thread by the caller */
+    atomic_int failed;
+    vp_error *err;
+} job;
+
+static void job_fail(job *j, vp_status s, const vp_error *e) {
+    int none = 0;
+    if (atomic_compare_exchange_strong(&j->failed, &none, (int)s) && j->err) *j->err = *e;
+}
+
+/* Runs pairs [0, B*H) through body: split among the threads on the fast path, in order
+ * on this thread on the reference path.  Returns the first failure. */
+static vp_status job_run(job *j, vp_par_body body) {
+    int64_t pairs = j->g.B * j->g.H;
+    int64_t cost = (j->g.S * j->g.T + 1) * (j->g.D + j->g.Dv + 1);
+    if (j->fast) vp_par_for(pairs, cost, body, j);
+    else body(0, pairs, j);
+    return (vp_status)atomic_load(&j->failed);
+}
+
+static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
+    job *j = ctx;
+    const geom *g = &j->g;
+    vp_dn_gemm_select(j->fast); /* the selection is per thread */
+    vp_error e;
+    void *sc = vp_lin_alloc(ROWS * (g->T ? g->T : 1), g->es), *own_lse = NULL;
+    if (!j->lse_out) own_lse = vp_lin_alloc(g->S ? g->S : 1, sizeof(double)); /* one pair's rows at a time */
+    vp_status s = !sc || (!j->lse_out && !own_lse) ? vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch")
+                                                   : VP_OK;
+    for (int64_t bh = lo; bh < hi && !s && !atomic_load(&j->failed); bh++) {
+        int64_t b = bh / g->H, h = bh % g->H;
+        size_t lsz = g->dt == VP_F64 ? 8 : 4;
+        void *lse_out = j->lse_out ? (char *)j->lse_out->data + (size_t)(bh * g->S) * lsz : own_lse;
+        for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
+            int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
+            s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, lse_out, &e);
+            if (!s)
+                s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T, at(j->v->data, g, bh * g->T * g->Dv), g->Dv,
+                                0.0, (char *)j->out0->data + (size_t)y_row(g, b, h, i0) * g->es, g->yld, &e);
+        }
+    }
+    if (s) job_fail(j, s, &e);
+    free(sc);
+    free(own_lse);
+}
+
 vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *q = in[0], *k = in[1], *v = in[2], *mask = n->n_inputs > 3 ? in[3] : NULL;
     if (vp_lin_is_narrow(q->dtype)) return vp_lin_run_widened(vp_cpu_attention, n, in, out, err);
-    geom g;
-    geom_of(n, q, k, v, mask, &g);
-    vp_tensor *y = out[0], *lse = n->n_outputs > 1 ? out[1] : NULL;
-    void *sc = vp_lin_alloc(ROWS * (g.T ? g.T : 1), g.es), *own_lse = NULL;
-    if (!lse) own_lse = vp_lin_alloc(g.S ? g.S : 1, sizeof(double)); /* one pair's rows at a time */
-    if (!sc || (!lse && !own_lse)) {
-        free(sc);
-        free(own_lse);
-        return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for attention scratch");
-    }
-    vp_status s = VP_OK;
-    for (int64_t b = 0; b < g.B && !s; b++)
-        for (int64_t h = 0; h < g.H && !s; h++) {
-            int64_t bh = b * g.H + h;
-            size_t lsz = g.dt == VP_F64 ? 8 : 4;
-            void *lse_out = lse ? (char *)lse->data + (size_t)(bh * g.S) * lsz : own_lse;
-            for (int64_t i0 = 0; i0 < g.S && !s; i0 += ROWS) {
-                int64_t r = g.S - i0 < ROWS ? g.S - i0 : ROWS, cols = block_cols(&g, i0, r);
-                s = block_probs(n, &g, b, h, i0, r, cols, q->data, k->data, sc, NULL, lse_out, err);
-                if (!s)
-                    s = vp_lin_gemm(n, g.dt, 0, 0, r, g.Dv, cols, 1.0, sc, g.T, at(v->data, &g, bh * g.T * g.Dv), g.Dv, 0.0,
-                                    (char *)y->data + (size_t)y_row(&g, b, h, i0) * g.es, g.yld, err);
+    job j = {.n = n, .q = q, .k = k, .v = v, .out0 = out[0], .lse_out = n->n_outputs > 1 ? out[1] : NULL, .err = err};
+    geom_of(n, q, k, v, mask, &j.g);
+    j.fast = vp_dn_gemm_selected();
+    atomic_init(&j.failed, 0);
+    return job_run(&j, forward_pairs);
+}
+
+static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
+    job *j = ctx;
+    const geom *g = &j->g;
+    vp_dn_gemm_select(j->fast);
+    vp_error e;
+    int64_t cells = ROWS * (g->T ? g->T : 1);
+    char *p = vp_lin_alloc(2 * cells, g->es);
+    vp_status s = p ? VP_OK : vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch");
+    char *ds = p ? p + (size_t)cells * g->es : NULL;
+    const vp_node *n = j->n;
+    const void *dyd = j->dy->data, *yd = j->y->data;
+    vp_tensor *dq = j->out0, *dk = j->dk, *dv = j->dv;
+    for (int64_t bh = lo; bh < hi && !s && !atomic_load(&j->failed); bh++) {
+        int64_t b = bh / g->H, h = bh % g->H;
+        const void *kb = at(j->k->data, g, bh * g->T * g->D), *vb = at(j->v->data, g, bh * g->T * g->Dv);
+        const void *lse_in = (const char *)j->lse->data + (size_t)(bh * g->S) * vp_dtype_size(j->lse->dtype);
+        for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
+            int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
+            int64_t qo = (bh * g->S + i0) * g->D, yo = y_row(g, b, h, i0);
+            s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, lse_in, NULL, &e);
+            if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->Dv, 0.0, ds, g->T, &e);
+            for (int64_t ii = 0; ii < r && !s; ii++) {
+                double d = 0;
+                for (int64_t c = 0; c < g->Dv; c++)
+                    d += vp_load_wide(dyd, g->dt, yo + ii * g->yld + c) * vp_load_wide(yd, g->dt, yo + ii * g->yld + c);
+                for (int64_t jj = 0; jj < cols; jj++) {
+                    int64_t el = ii * g->T + jj;
+                    vp_store_wide(ds, g->dt, el, vp_load_wide(p, g->dt, el) * (vp_load_wide(ds, g->dt, el) - d));
+                }
             }
+            if (!s && dq)
+                s = vp_lin_gemm(n, g->dt, 0, 0, r, g->D, cols, g->scale, ds, g->T, kb, g->D, 0.0,
+                                (char *)dq->data + (size_t)qo * g->es, g->D, &e);
+            if (!s && dk)
+                s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->D, r, g->scale, ds, g->T, at(j->q->data, g, qo), g->D, 1.0,
+                                (char *)dk->data + (size_t)(bh * g->T * g->D) * g->es, g->D, &e);
+            if (!s && dv)
+                s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->Dv, r, 1.0, p, g->T, at(dyd, g, yo), g->yld, 1.0,
+                                (char *)dv->data + (size_t)(bh * g->T * g->Dv) * g->es, g->Dv, &e);
         }
-    free(sc);
-    free(own_lse);
-    return s;
+    }
+    if (s) job_fail(j, s, &e);
+    free(p);
 }
 
 vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *dy = in[0], *q = in[1], *k = in[2], *v = in[3], *y = in[4], *lse = in[5];
     const vp_tensor *mask = n->n_inputs > 6 ? in[6] : NULL;
     if (vp_lin_is_narrow(q->dtype)) return vp_lin_run_widened(vp_cpu_attention_grad, n, in, out, err);
-    geom g;
-    geom_of(n, q, k, v, mask, &g);
-    vp_tensor *dq = out[0], *dk = n->n_outputs > 1 ? out[1] : NULL, *dv = n->n_outputs > 2 ? out[2] : NULL;
-    if (dk) memset(dk->data, 0, vp_tensor_nbytes(dk));
-    if (dv) memset(dv->data, 0, vp_tensor_nbytes(dv));
-    int64_t cells = ROWS * (g.T ? g.T : 1);
-    char *p = vp_lin_alloc(2 * cells, g.es);
-    if (!p) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for attention scratch");
-    char *ds = p + (size_t)cells * g.es;
-    vp_status s = VP_OK;
-    for (int64_t b = 0; b < g.B && !s; b++)
-        for (int64_t h = 0; h < g.H && !s; h++) {
-            int64_t bh = b * g.H + h;
-            const void *kb = at(k->data, &g, bh * g.T * g.D), *vb = at(v->data, &g, bh * g.T * g.Dv);
-            const void *lse_in = (const char *)lse->data + (size_t)(bh * g.S) * vp_dtype_size(lse->dtype);
-            for (int64_t i0 = 0; i0 < g.S && !s; i0 += ROWS) {
-                int64_t r = g.S - i0 < ROWS ? g.S - i0 : ROWS, cols = block_cols(&g, i0, r);
-                int64_t qo = (bh * g.S + i0) * g.D, yo = y_row(&g, b, h, i0);
-                s = block_probs(n, &g, b, h, i0, r, cols, q->data, k->data, p, lse_in, NULL, err);
-                if (!s) s = vp_lin_gemm(n, g.dt, 0, 1, r, cols, g.Dv, 1.0, at(dy->data, &g, yo), g.yld, vb, g.Dv, 0.0, ds, g.T, err);
-                for (int64_t ii = 0; ii < r && !s; ii++) {
-                    double d = 0;
-                    for (int64_t c = 0; c < g.Dv; c++)
-                        d += vp_load_wide(dy->data, g.dt, yo + ii * g.yld + c) * vp_load_wide(y->data, g.dt, yo + ii * g.yld + c);
-                    for (int64_t j = 0; j < cols; j++) {
-                        int64_t e = ii * g.T + j;
-                        vp_store_wide(ds, g.dt, e, vp_load_wide(p, g.dt, e) * (vp_load_wide(ds, g.dt, e) - d));
-                    }
-                }
-                if (!s && dq)
-                    s = vp_lin_gemm(n, g.dt, 0, 0, r, g.D, cols, g.scale, ds, g.T, kb, g.D, 0.0,
-                                    (char *)dq->data + (size_t)qo * g.es, g.D, err);
-                if (!s && dk)
-                    s = vp_lin_gemm(n, g.dt, 1, 0, cols, g.D, r, g.scale, ds, g.T, at(q->data, &g, qo), g.D, 1.0,
-                                    (char *)dk->data + (size_t)(bh * g.T * g.D) * g.es, g.D, err);
-                if (!s && dv)
-                    s = vp_lin_gemm(n, g.dt, 1, 0, cols, g.Dv, r, 1.0, p, g.T, at(dy->data, &g, yo), g.yld, 1.0,
-                                    (char *)dv->data + (size_t)(bh * g.T * g.Dv) * g.es, g.Dv, err);
-            }
-        }
-    free(p);
-    return s;
+    job j = {.n = n, .q = q, .k = k, .v = v, .dy = dy, .y = y, .lse = lse, .out0 = out[0],
+             .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL, .err = err};
+    geom_of(n, q, k, v, mask, &j.g);
+    j.fast = vp_dn_gemm_selected();
+    atomic_init(&j.failed, 0);
+    if (j.dk) memset(j.dk->data, 0, vp_tensor_nbytes(j.dk));
+    if (j.dv) memset(j.dv->data, 0, vp_tensor_nbytes(j.dv));
+    return job_run(&j, backward_pairs);
 }
