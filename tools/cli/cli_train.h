@@ -17,7 +17,7 @@ typedef struct cli_train_opts {
     double loss_scale;                      /* --loss-scale, NAN when not given */
     int64_t tp;                             /* --tp, 0 when not given */
     const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
-    cli_opt table[21];                      /* points into this struct: do not copy it */
+    cli_opt table[24];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
