@@ -99,6 +99,17 @@ def main():
     save(model([helper.make_node("Loop", ["three", "", "x"], ["y"], name="while_negative", body=body)],
                [vi("x", [2, 3])], [vi("y", [2, 3])], [w, three, zero], opset=13), "loop_data_cond.onnx")
 
+    # not bad but out of order: the Loop comes before the node making the weight its body
+    # reads (no input of the Loop says so); the loader orders it after
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    body = helper.make_graph([helper.make_node("MatMul", ["h_in", "w2"], ["h_out"], name="step"),
+                              helper.make_node("Identity", ["cond_in"], ["cond_out"], name="go_on")], "body",
+                             [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [2, 3])],
+                             [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [2, 3])])
+    save(model([helper.make_node("Loop", ["three", "", "x"], ["y"], name="repeat_3", body=body),
+                helper.make_node("Mul", ["w", "two"], ["w2"], name="double_w")],
+               [vi("x", [2, 3])], [vi("y", [2, 3])], [w, three, two], opset=13), "loop_out_of_order.onnx")
+
     # run-time data errors: an index past the end of the table it gathers from
     table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
     save(model([helper.make_node("Gather", ["table", "ids"], ["y"], name="lookup")],
