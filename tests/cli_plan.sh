@@ -36,6 +36,9 @@ expect 0 "step 1  loss 1.178219" -- "$tool" train "$bag/model.onnx" --dim batch=
 expect 0 "^  Loop (1): repeat_n" -- "$tool" inspect "$bad/loop_data_trip.onnx"
 expect 0 "its trip count 'n' depends on the input data" -- "$tool" inspect "$bad/loop_data_trip.onnx"
 expect 2 "node 'repeat_n' (Loop): its trip count 'n' depends on the input data" -- "$tool" train "$bad/loop_data_trip.onnx" --loss mse:y
+expect 0 "step 2  loss" -- "$tool" train "$bad/loop_out_of_order.onnx" --loss mse:y --steps 2
+expect 0 "^  Loop (1): while_negative" -- "$tool" inspect "$bad/loop_data_cond.onnx"
+expect 2 "node 'while_negative' (Loop): the condition .* of iteration 1 depends on the input data" -- "$tool" train "$bad/loop_data_cond.onnx" --loss mse:y
 expect 0 "warning: --freeze 'nothing_matches' matches no parameter" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --freeze nothing_matches
 expect 2 "--optimizer expects sgd, momentum, adam or adamw" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer lion
 expect 2 "--loss is required" -- "$tool" plan "$mlp" --dim batch=4

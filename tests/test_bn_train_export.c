@@ -121,7 +121,43 @@ static void check_opset(const char *opset) {
     mj_free(meta);
 }
 
-int main(void) {
+/* `train --save` wrote saved after the fixture's steps: every running statistic in it
+ * is torch's buffer after those steps (tests/CMakeLists.txt: bn_train_save). */
+static void check_saved(const char *saved, const char *opset) {
+    char dir[4096], path[4300];
+    snprintf(dir, sizeof dir, "%s/%s", DATA, opset);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    mj *meta = mj_parse_file(path);
+    vp_error err = {{0}};
+    vp_graph *g = NULL;
+    vp_status s = meta ? vp_onnx_load(saved, &g, &err) : vp_fail(&err, VP_ERR_INVALID, "cannot read %s", path);
+    const mj *bufs = meta ? mj_get(meta, "buffers") : NULL;
+    double worst = 0;
+    for (int i = 0; !s && bufs && i < bufs->n; i++) {
+        char file[128];
+        snprintf(file, sizeof file, "stats/%s.pb", bufs->items[i].str);
+        vp_tensor want = {0};
+        int v = find_value(g, bufs->items[i].str);
+        if (v < 0 || !g->values[v].data) s = vp_fail(&err, VP_ERR_INVALID, "%s holds no '%s'", saved, bufs->items[i].str);
+        if (!s) s = read_pb(dir, file, &want, &err);
+        for (int64_t e = 0; !s && e < vp_tensor_numel(&want); e++) {
+            double w = ((float *)want.data)[e], d = fabs(vp_load(g->values[v].data, g->values[v].dtype, e) - w);
+            worst = fmax(worst, d / (1e-6 + 1e-5 * fabs(w)));
+        }
+        free(want.data);
+    }
+    if (s) check(0, "%s: %s", saved, err.msg);
+    else check(worst <= 1, "%s: the %d running statistics train --save wrote are torch's (worst error %.2g of 1e-6 + 1e-5|want|)",
+               opset, bufs ? bufs->n : 0, worst);
+    vp_graph_free(g);
+    mj_free(meta);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--saved")) {
+        check_saved(argv[2], argv[3]);
+        return check_summary();
+    }
     check_opset("opset14");
     check_opset("opset15");
     return check_summary();

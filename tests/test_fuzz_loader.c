@@ -64,6 +64,10 @@ int main(int argc, char **argv) {
         VP_ONNX_TESTS "/node/test_slice/model.onnx",
         VP_ONNX_TESTS "/simple/test_expand_shape_model1/model.onnx",
         VP_SOURCE_DIR "/models/mlp/model.onnx",
+        /* subgraphs: a Loop unrolled (nn.EmbeddingBag), one refused at its second iteration, an If */
+        VP_SOURCE_DIR "/tests/data/arch/embbag_mean_op13/model.onnx",
+        VP_SOURCE_DIR "/tests/data/bad/loop_data_cond.onnx",
+        VP_ONNX_TESTS "/node/test_if/model.onnx",
     };
     const char **seeds = argc > 2 ? (const char **)argv + 2 : dflt;
     int n_seeds = argc > 2 ? argc - 2 : (int)(sizeof dflt / sizeof dflt[0]);

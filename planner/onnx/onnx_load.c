@@ -50,6 +50,38 @@ static vp_status read_value_info(const Onnx__ValueInfoProto *vi, vp_value *v, co
     return VP_OK;
 }
 
+/* Edges into node `self` from the producers of what its graph attributes read (a Loop
+ * body's values of the enclosing scope): dependencies its inputs do not list.  Names
+ * defined inside a body match no producer of the enclosing graph. */
+typedef struct sub_edges_ctx {
+    vp_graph *names;
+    const int *producer;
+    int self, pass;
+    int *adj_start, *indeg, *adj, *fill;
+} sub_edges_ctx;
+
+static void sub_edges(const Onnx__NodeProto *np, sub_edges_ctx *c) {
+    for (size_t a = 0; a < np->n_attribute; a++) {
+        const Onnx__GraphProto *sg = np->attribute[a]->g;
+        for (size_t j = 0; sg && j < sg->n_node; j++) {
+            const Onnx__NodeProto *sn = sg->node[j];
+            for (size_t k = 0; k < sn->n_input; k++) {
+                const char *in = sn->input[k];
+                int id = in && *in ? vp_graph_find_value(c->names, in) : -1;
+                if (id < 0 || c->producer[id] == c->self) continue;
+                int p = c->producer[id];
+                if (!c->pass) {
+                    c->adj_start[p + 1]++;
+                    c->indeg[c->self]++;
+                } else {
+                    c->adj[c->adj_start[p] + c->fill[p]++] = c->self;
+                }
+            }
+            sub_edges(sn, c);
+        }
+    }
+}
+
 typedef struct name_def {
     const char *name;
     int node; /* defining node, -1 for inputs/initializers */
@@ -64,17 +96,13 @@ static vp_status topo_order(const Onnx__GraphProto *gp, vp_graph *g, int *order,
     int *producer = NULL, *indeg = NULL, *heap = NULL, *adj_start = NULL, *adj = NULL;
     vp_status s = VP_OK;
     if (!names) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    size_t total_out = 0, total_in = 0;
-    for (int i = 0; i < n; i++) {
-        total_out += gp->node[i]->n_output;
-        total_in += gp->node[i]->n_input;
-    }
+    size_t total_out = 0;
+    for (int i = 0; i < n; i++) total_out += gp->node[i]->n_output;
     producer = malloc((total_out + 1) * sizeof *producer);
     indeg = calloc((size_t)n + 1, sizeof *indeg);
     adj_start = calloc((size_t)n + 2, sizeof *adj_start);
-    adj = malloc((total_in + 1) * sizeof *adj);
     heap = malloc(((size_t)n + 1) * sizeof *heap);
-    if (!producer || !indeg || !adj_start || !adj || !heap) {
+    if (!producer || !indeg || !adj_start || !heap) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -107,7 +135,9 @@ static vp_status topo_order(const Onnx__GraphProto *gp, vp_graph *g, int *order,
     /* edges producer -> consumer, counted then filled (CSR) */
     for (int pass = 0; pass < 2; pass++) {
         int *fill = pass ? calloc((size_t)n + 1, sizeof *fill) : NULL;
-        if (pass && !fill) {
+        if (pass) adj = malloc(((size_t)adj_start[n] + 1) * sizeof *adj); /* the edges pass 0 counted */
+        if (pass && (!fill || !adj)) {
+            free(fill);
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
             goto done;
         }
@@ -135,6 +165,8 @@ static vp_status topo_order(const Onnx__GraphProto *gp, vp_graph *g, int *order,
                     adj[adj_start[p] + fill[p]++] = i;
                 }
             }
+            sub_edges_ctx c = {names, producer, i, pass, adj_start, indeg, adj, fill};
+            sub_edges(np, &c);
         }
         if (!pass)
             for (int i = 0; i < n; i++) adj_start[i + 1] += adj_start[i];

@@ -87,6 +87,28 @@ def main():
     save(model([helper.make_node("Loop", ["n", "", "x"], ["y"], name="repeat_n", body=body)],
                [vi("x", [2, 3]), vi("n", [], TensorProto.INT64)], [vi("y", [2, 3])], [w], opset=13),
          "loop_data_trip.onnx")
+    # three iterations at most, but whether the second runs depends on the first's result:
+    # the first is unrolled, then refused and taken back
+    three = numpy_helper.from_array(np.array(3, np.int64), "three")
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    body = helper.make_graph([helper.make_node("MatMul", ["h_in", "w"], ["h_out"], name="step"),
+                              helper.make_node("ReduceSum", ["h_out"], ["total"], name="total", keepdims=0),
+                              helper.make_node("Less", ["total", "zero"], ["cond_out"], name="still_negative")], "body",
+                             [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [2, 3])],
+                             [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [2, 3])])
+    save(model([helper.make_node("Loop", ["three", "", "x"], ["y"], name="while_negative", body=body)],
+               [vi("x", [2, 3])], [vi("y", [2, 3])], [w, three, zero], opset=13), "loop_data_cond.onnx")
+
+    # not bad but out of order: the Loop comes before the node making the weight its body
+    # reads (no input of the Loop says so); the loader orders it after
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    body = helper.make_graph([helper.make_node("MatMul", ["h_in", "w2"], ["h_out"], name="step"),
+                              helper.make_node("Identity", ["cond_in"], ["cond_out"], name="go_on")], "body",
+                             [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("h_in", [2, 3])],
+                             [vi("cond_out", [], TensorProto.BOOL), vi("h_out", [2, 3])])
+    save(model([helper.make_node("Loop", ["three", "", "x"], ["y"], name="repeat_3", body=body),
+                helper.make_node("Mul", ["w", "two"], ["w2"], name="double_w")],
+               [vi("x", [2, 3])], [vi("y", [2, 3])], [w, three, two], opset=13), "loop_out_of_order.onnx")
 
     # run-time data errors: an index past the end of the table it gathers from
     table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "table")
