@@ -3,7 +3,8 @@
  * whose names or inputs do not tie them to forward nodes; the render time is printed,
  * and a 300 s timeout only guards against a hang: how fast dot runs belongs to a
  * benchmark, not to a test on a shared machine), the timeline must be well-formed SVG
- * (checked here, and by xmllint when it is installed), and an unwritable path must fail with VP_ERR_IO naming it.
+ * (checked here, and by xmllint when it is installed), and an unwritable path must fail
+ * with VP_ERR_IO naming it.
  *
  * The plan imitates a torch-exported transformer: blocks of forward nodes named
  * "/blocks.N/attn/MatMul", their backward nodes "<forward>_grad/<Op>_<k>", AdamW
