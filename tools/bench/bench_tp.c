@@ -67,7 +67,8 @@ static void memory_table(void) {
      * final LayerNorm replicated */
     double p_split = LAYERS * (12 * h * h + 7 * h) + 2 * VOCAB * h, p_rep = LAYERS * 6 * h + s * h + 2 * h;
     printf("GPT built in the IR: %d layers, s=%d, b=%d, h=%d, a=%d, vocab %d, float32, AdamW, device h100; one rank's plan.\n"
-           "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements); activations of /blocks.1/ in float32 without\n"
+           "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements; the token embedding and the LM head, 2 V h,\n"
+           "among P_split where t divides the vocabulary, else replicated); activations of /blocks.1/ in float32 without\n"
            "dropout, Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less the dropout terms: 2sbh(8 + 24/t + 2as/(ht)) with\n"
            "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
            LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
