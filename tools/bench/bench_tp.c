@@ -67,7 +67,8 @@ static void memory_table(void) {
      * final LayerNorm replicated */
     double p_split = LAYERS * (12 * h * h + 7 * h) + 2 * VOCAB * h, p_rep = LAYERS * 6 * h + s * h + 2 * h;
     printf("GPT built in the IR: %d layers, s=%d, b=%d, h=%d, a=%d, vocab %d, float32, AdamW, device h100; one rank's plan.\n"
-           "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements); activations of /blocks.1/ in float32 without\n"
+           "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements; the token embedding and the LM head, 2 V h,\n"
+           "among P_split where t divides the vocabulary, else replicated); activations of /blocks.1/ in float32 without\n"
            "dropout, Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less the dropout terms: 2sbh(8 + 24/t + 2as/(ht)) with\n"
            "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
            LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
@@ -80,14 +81,17 @@ static void memory_table(void) {
         vp_error err;
         vp_status st = plan_one(t, VP_ATTENTION_PLAIN, 0, &pl, &err);
         if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 0, &fu, &err);
-        if (!st) st = plan_one(t, VP_ATTENTION_FUSED, 1, &sq, &err);
+        /* --sp needs t to divide the sequence (1024: not 3) */
+        int sp = SEQ % t == 0;
+        if (!st) st = sp ? plan_one(t, VP_ATTENTION_FUSED, 1, &sq, &err) : VP_OK;
+        if (!sp) memset(&sq, 0, sizeof sq);
         if (st) {
             printf("| %d | error: %s |\n", t, err.msg);
             continue;
         }
         /* 3 does not divide the vocabulary (1024): the embedding and the LM head stay whole */
         double pv = 2.0 * VOCAB * h, fp = VOCAB % t ? p_rep + pv + (p_split - pv) / t : p_rep + p_split / t;
-        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * 32.0 / t;
+        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * (4 + 24.0 / t);
         double mib = 1024.0 * 1024.0;
         printf("| %d | %lld | %.0f | %.4f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | "
                "%.3f | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n",
@@ -101,9 +105,11 @@ static void memory_table(void) {
            "outputs are the column products' shared input); fused attention keeps its row log-sum-exp (4asb/t bytes)\n"
            "and LayerNorm its statistics beyond the formula. Communication buffers (the row products' partial sums,\n"
            "all-reduced in place, and the embedding's) are full s*b*h activations whatever t; each rank sends\n"
-           "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the replicated 8 is split too:\n"
-           "2sbh(8/t + 24/t) = 2sbh * 32/t with the core fused (Korthikanti et al.'s sbh(34/t + 5as/(ht)) less dropout and\n"
-           "the scores), for the same bytes on the wire plus the all-reduces of the LayerNorm and bias gradients.\n");
+           "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the LayerNorm inputs and outputs are split\n"
+           "(the inputs, reduce-scatter outputs, count as communication), but the two all-gathered LayerNorm outputs are\n"
+           "kept whole for the column products' weight gradients: 2sbh(4 + 24/t) fused. Korthikanti et al.'s\n"
+           "sbh(34/t + 5as/(ht)) gathers them again in the backward instead, not done here. The same bytes on the wire,\n"
+           "plus the all-reduces of the LayerNorm and bias gradients.\n");
 }
 
 /* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */
