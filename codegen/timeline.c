@@ -36,6 +36,7 @@
 static const vp_category stack_order[VP_CAT_COUNT] = {
     VP_CAT_PARAMETERS, VP_CAT_OPTIMIZER_STATE, VP_CAT_CONSTANTS,   VP_CAT_INPUTS,       VP_CAT_WEIGHT_COPIES,
     VP_CAT_GRADIENTS,  VP_CAT_ACTIVATIONS,     VP_CAT_WORKSPACE,   VP_CAT_COMM,         VP_CAT_TEMPORARIES,
+    VP_CAT_HOST, /* not in the arena: drawn only if a host buffer ever is */
 };
 /* Tableau 10: distinct in print and for the common colour-vision deficiencies. */
 static const char *const cat_color[VP_CAT_COUNT] = {
@@ -49,6 +50,7 @@ static const char *const cat_color[VP_CAT_COUNT] = {
     "#9c755f", /* constants */
     "#ff9da7", /* weight_copies */
     "#bab0ac", /* communication */
+    "#d7b5a6", /* host */
 };
 static const char *const phase_color[] = {"#a0cbe8", "#ffbe7d", "#ff9d9a", "#8cd17d", "#d4a6c8", "#bab0ac"};
 static const char *const phase_label[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};

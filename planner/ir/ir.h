@@ -64,6 +64,7 @@ enum {
     VP_VAL_FED = 1u << 4,         /* data bound by the caller for shape inference (eval, tests) */
     VP_VAL_PARAM = 1u << 5,       /* a trainable parameter of a training step */
     VP_VAL_STATE = 1u << 6,       /* state carried across steps: optimizer moments, running statistics */
+    VP_VAL_HOST = 1u << 7,        /* kept in host memory, outside the device arena (planner/train/offload.h) */
 };
 
 typedef enum vp_data_owner {

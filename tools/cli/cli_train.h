@@ -16,7 +16,7 @@ typedef struct cli_train_opts {
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
     int64_t tp;                             /* --tp, 0 when not given */
     const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
-    cli_opt table[20];                      /* points into this struct: do not copy it */
+    cli_opt table[21];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -40,6 +40,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 /* "lora r=8 alpha 8: 6 adapters (1,536 parameters) beside 30,080 frozen", or "" without --lora. */
 void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len);
+/* "offload: 6 Adam updates on the host, 55,400 bytes of optimizer state there", or "". */
+void cli_offload_summary(const vp_training *t, char *buf, size_t len);
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif
