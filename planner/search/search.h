@@ -10,10 +10,12 @@
  *
  * Keeps true: a candidate "fits" only when its real arena (rank 0's, ranks being
  * symmetric) is within the budget; the winner is the least estimated step time among
- * those, ties to the smaller arena.  Since a candidate's un-checkpointed plan is weighed
- * beside its dp plan, and dp plans are tightened on the real arena, a larger budget never
- * loses a candidate a smaller one had: the winner's time does not rise with the budget
- * (tests/test_search.c checks it on a GPT from 10% to 100% of the un-checkpointed step). */
+ * those, ties to the smaller arena.  A candidate's un-checkpointed plan is weighed
+ * before its dp plan, so once a knob set fits without checkpointing it stays at its best
+ * time for every larger budget; below that, dp (a heuristic on the real arena, not an
+ * exact optimum) decides, so that the winner's time does not rise with the budget is
+ * checked rather than proven: tests/test_search.c, on a GPT from 10% to 100% of the
+ * un-checkpointed step. */
 #ifndef VP_SEARCH_H
 #define VP_SEARCH_H
 
