@@ -88,7 +88,8 @@ static vp_status live_compute(tl_ctx *c) {
     if (!c->live) return VP_ERR_NOMEM;
     for (int b = 0; b < c->p->n_buffers; b++) {
         const vp_buffer *buf = &c->p->buffers[b];
-        if (!is_root(buf) || buf->first < 0 || buf->first >= c->n) continue;
+        /* the host block (offload) is not the arena's: neither its live bytes nor its layout */
+        if (!is_root(buf) || buf->cat == VP_CAT_HOST || buf->first < 0 || buf->first >= c->n) continue;
         int64_t *row = c->live + (size_t)cat_index(buf) * stride;
         row[buf->first] += buf->size;
         row[buf->last + 1 < c->n ? buf->last + 1 : c->n] -= buf->size;
@@ -451,7 +452,7 @@ static vp_status write_layout(tl_ctx *c) {
     if (!g.cover) return VP_ERR_NOMEM;
     for (int i = 0; i < c->p->n_buffers; i++) {
         const vp_buffer *b = &c->p->buffers[i];
-        if (!is_root(b)) continue;
+        if (!is_root(b) || b->cat == VP_CAT_HOST) continue;
         if (b->first < 0 || b->first >= c->n) continue;
         double x = x_of(c, b->first), w = x_of(c, b->last < c->n ? b->last + 1 : c->n) - x;
         double y = y2_of(c, (double)(b->offset + b->size)), h = y2_of(c, (double)b->offset) - y;
