@@ -41,6 +41,8 @@ static void builder_free(builder *b) {
 vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knobs, int n_knobs, const char *path,
                         vp_error *err) {
     const vp_graph *g = p->g;
+    if (p->host_bytes > 0)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: plan files do not carry the host block of optimizer-state offload yet", path);
     builder b = {0};
     vp_status s = VP_OK;
     size_t n_io = 0, n_attr = 0;

@@ -164,6 +164,9 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
                "their own)\n", sc.views, sc.in_place, sc.updates, vp_human_bytes(sc.bytes, b1, sizeof b1));
     double ratio = p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0;
     fprintf(f, "arena:       %s (%lld bytes)\n", vp_human_bytes(p->arena_bytes, b1, sizeof b1), (long long)p->arena_bytes);
+    if (p->host_bytes)
+        fprintf(f, "host:        %s (%lld bytes) beside the arena: the offloaded optimizer state and its update\n",
+                vp_human_bytes(p->host_bytes, b1, sizeof b1), (long long)p->host_bytes);
     fprintf(f, "lower bound: %s (%lld bytes); arena / bound = %.4f, kept %s over %d piece%s\n",
             vp_human_bytes(p->lower_bound_bytes, b2, sizeof b2), (long long)p->lower_bound_bytes, ratio, p->arena.kept,
             p->arena.n_pieces, p->arena.n_pieces == 1 ? "" : "s");
@@ -240,6 +243,8 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     vp_json_bool(&j, p->fused_update);
     vp_json_key(&j, "arena_bytes");
     vp_json_int(&j, p->arena_bytes);
+    vp_json_key(&j, "host_bytes");
+    vp_json_int(&j, p->host_bytes);
     vp_json_key(&j, "lower_bound_bytes");
     vp_json_int(&j, p->lower_bound_bytes);
     vp_json_key(&j, "arena_over_bound");

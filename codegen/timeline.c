@@ -36,6 +36,7 @@
 static const vp_category stack_order[VP_CAT_COUNT] = {
     VP_CAT_PARAMETERS, VP_CAT_OPTIMIZER_STATE, VP_CAT_CONSTANTS,   VP_CAT_INPUTS,       VP_CAT_WEIGHT_COPIES,
     VP_CAT_GRADIENTS,  VP_CAT_ACTIVATIONS,     VP_CAT_WORKSPACE,   VP_CAT_COMM,         VP_CAT_TEMPORARIES,
+    VP_CAT_HOST, /* not in the arena: drawn only if a host buffer ever is */
 };
 /* Tableau 10: distinct in print and for the common colour-vision deficiencies. */
 static const char *const cat_color[VP_CAT_COUNT] = {
@@ -49,6 +50,7 @@ static const char *const cat_color[VP_CAT_COUNT] = {
     "#9c755f", /* constants */
     "#ff9da7", /* weight_copies */
     "#bab0ac", /* communication */
+    "#d7b5a6", /* host */
 };
 static const char *const phase_color[] = {"#a0cbe8", "#ffbe7d", "#ff9d9a", "#8cd17d", "#d4a6c8", "#bab0ac"};
 static const char *const phase_label[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
@@ -86,7 +88,8 @@ static vp_status live_compute(tl_ctx *c) {
     if (!c->live) return VP_ERR_NOMEM;
     for (int b = 0; b < c->p->n_buffers; b++) {
         const vp_buffer *buf = &c->p->buffers[b];
-        if (!is_root(buf) || buf->first < 0 || buf->first >= c->n) continue;
+        /* the host block (offload) is not the arena's: neither its live bytes nor its layout */
+        if (!is_root(buf) || buf->cat == VP_CAT_HOST || buf->first < 0 || buf->first >= c->n) continue;
         int64_t *row = c->live + (size_t)cat_index(buf) * stride;
         row[buf->first] += buf->size;
         row[buf->last + 1 < c->n ? buf->last + 1 : c->n] -= buf->size;
@@ -449,7 +452,7 @@ static vp_status write_layout(tl_ctx *c) {
     if (!g.cover) return VP_ERR_NOMEM;
     for (int i = 0; i < c->p->n_buffers; i++) {
         const vp_buffer *b = &c->p->buffers[i];
-        if (!is_root(b)) continue;
+        if (!is_root(b) || b->cat == VP_CAT_HOST) continue;
         if (b->first < 0 || b->first >= c->n) continue;
         double x = x_of(c, b->first), w = x_of(c, b->last < c->n ? b->last + 1 : c->n) - x;
         double y = y2_of(c, (double)(b->offset + b->size)), h = y2_of(c, (double)b->offset) - y;

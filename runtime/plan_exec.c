@@ -8,10 +8,12 @@ struct vp_plan_exec {
     vp_backend *b;
     void *arena;
     int64_t arena_bytes;
+    void *host; /* the host block (optimizer-state offload), or NULL */
 };
 
 static void *ptr_of(const vp_plan_exec *x, int buffer) {
-    return (char *)x->arena + x->p->buffers[buffer].offset;
+    const vp_buffer *b = &x->p->buffers[buffer];
+    return (char *)(b->cat == VP_CAT_HOST ? x->host : x->arena) + b->offset;
 }
 
 vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, vp_error *err) {
@@ -27,6 +29,14 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
         vp_error_prefix(err, "allocating the %lld-byte arena: ", (long long)p->arena_bytes);
         return s;
     }
+    /* the host block: on a backend whose memory is the host's (the CPU, which emulates
+     * offload exactly) one more allocation; the CUDA backend's pinned buffers and copy
+     * streams are not built, so it refuses */
+    if (p->host_bytes > 0 && !b->iface->host_memory)
+        s = vp_fail(err, VP_ERR_UNSUPPORTED, "the plan keeps %lld bytes on the host (optimizer-state offload), which the %s backend does not run",
+                    (long long)p->host_bytes, b->iface->name);
+    else if (p->host_bytes > 0)
+        s = b->iface->alloc(b, (size_t)p->host_bytes, &x->host, err);
     for (int i = 0; i < p->n_buffers && !s; i++) {
         const vp_buffer *buf = &p->buffers[i];
         const vp_value *v = &p->g->values[buf->value];
@@ -45,6 +55,7 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
 void vp_plan_exec_free(vp_plan_exec *x) {
     if (!x) return;
     if (x->arena) x->b->iface->free(x->b, x->arena);
+    if (x->host) x->b->iface->free(x->b, x->host);
     free(x);
 }
 

@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --no-fuse"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --offload --no-fuse"
 declare -A options=(
     [inspect]="--dim --json"
     [eval]="--dim --input --output-dir --seed"
@@ -136,5 +136,11 @@ expect 0 "won: the least estimated step time" -- "$tool" plan "$mlp" --loss ce:l
 expect 0 "" -- grep -q '"candidates"' "$tmp/auto.json"
 expect 0 "  2   2  fp32  fused" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --precision fp32 --max-tp 2
 expect 0 "max batch under the budget" -- "$tool" plan "$mlp" --loss ce:logits --budget 100KiB --auto --max-batch batch
+
+# --offload: Adam's state on the host, the same losses; plan files refuse the host block
+expect 2 "--offload applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --offload
+expect 0 "offload: 6 Adam updates on the host, 55400 bytes" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload
+expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload
+expect 2 "plan files do not carry the host block" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload -o "$tmp/o.vplan"
 
 expect_summary

@@ -147,7 +147,7 @@ int main(void) {
     }
     printf("gpt, adam, batch %d: un", BATCH); printf("-checkpointed fp32 arena %lld bytes\n", (long long)full);
     static vp_search_result r;
-    vp_search_space sp = {1, 0, 0, 0, 1};
+    vp_search_space sp = {1, 0, 0, 0, 1, 1};
     double last = INFINITY;
     int monotone = 1, fitted = 0;
     for (int pct = 10; pct <= 100; pct += 10) {

@@ -65,6 +65,7 @@ enum {
     VP_VAL_PARAM = 1u << 5,       /* a trainable parameter of a training step */
     VP_VAL_STATE = 1u << 6,       /* state carried across steps: optimizer moments, running statistics */
     VP_VAL_OUTER = 1u << 7,       /* in a subgraph (a Loop body, an If branch): a value of the enclosing scope */
+    VP_VAL_HOST = 1u << 8,        /* kept in host memory, outside the device arena (planner/train/offload.h) */
 };
 
 typedef enum vp_data_owner {

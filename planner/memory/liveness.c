@@ -22,7 +22,7 @@
 const char *vp_category_name(vp_category c) {
     static const char *const names[VP_CAT_COUNT] = {"parameters", "gradients", "optimizer_state", "activations",
                                                     "temporaries", "workspace", "inputs", "constants",
-                                                    "weight_copies", "communication"};
+                                                    "weight_copies", "communication", "host"};
     return (int)c >= 0 && c < VP_CAT_COUNT ? names[c] : "?";
 }
 
@@ -58,6 +58,7 @@ static int is_weight_copy(const vp_graph *g, int v) {
 /* What a value is by its flags; a computed value is a temporary until categorize()
  * knows whether it is saved for the backward pass. */
 static vp_category category_by_flags(const vp_plan *p, int v, const char *is_grad) {
+    if (p->g->values[v].flags & VP_VAL_HOST) return VP_CAT_HOST;
     const vp_graph *g = p->g;
     const vp_value *val = &g->values[v];
     if (val->flags & VP_VAL_INPUT) return VP_CAT_INPUTS;
@@ -111,6 +112,7 @@ static void share_views(vp_plan *p, groups *gs) {
         const vp_value *out = &g->values[n->outputs[0]];
         if (out->data || (out->flags & (VP_VAL_INPUT | VP_VAL_INITIALIZER | VP_VAL_PARAM | VP_VAL_STATE))) continue;
         if (p->buffers[ob].bytes != p->buffers[ib].bytes) continue;
+        if ((out->flags ^ g->values[n->inputs[0]].flags) & VP_VAL_HOST) continue; /* host and device never share */
         int r = root_of(p, ib);
         int w = gs->next_write[r];
         if (w > s && w != INT_MAX && p->buffers[ob].last >= w) continue;
@@ -141,6 +143,7 @@ static void share_in_place(vp_plan *p, const vp_training *t, groups *gs) {
             /* only storage some step wrote this time, read for the last time here */
             if (gs->pinned[root] || p->buffers[root].last != s) continue;
             if (in->dtype != out->dtype || p->buffers[ib].bytes != p->buffers[ob].bytes) continue;
+            if ((in->flags ^ out->flags) & VP_VAL_HOST) continue; /* host and device never share */
             /* another input read from the same storage must be read element for element
              * (its own shape is the output's), or the write would clobber what it reads;
              * and in-place kernels read only inputs 0 and 1 before writing: a variadic

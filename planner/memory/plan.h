@@ -27,6 +27,8 @@ typedef enum vp_category {
                              or its fake-quantised copy (planner/quant), a FakeQuant of it */
     VP_CAT_COMM,        /* communication buffers: what a tensor-parallel all-reduce reads or
                            writes (planner/parallel), unless it is an activation or a gradient */
+    VP_CAT_HOST,        /* host memory (optimizer-state offload): Adam's state, its host master
+                           weights and the update's buffers; in the host block, not the arena */
     VP_CAT_COUNT,
 } vp_category;
 
@@ -52,6 +54,8 @@ typedef struct vp_device_profile {
     double link_bandwidth;   /* bytes/s one rank sends to the next (tensor-parallel all-reduces) */
     double link_latency;     /* seconds per all-reduce step */
     const char *precisions;  /* "fp32,bf16,fp16": what its kernels run fast (the joint search's choices) */
+    double host_link_bandwidth; /* bytes/s between device and host memory (PCIe; offload's transfers) */
+    double host_bandwidth;      /* bytes/s of host memory (offload's update, bandwidth-bound, runs there) */
 } vp_device_profile;
 
 /* "cpu", "a100", "h100", "h200"; NULL when unknown. */
@@ -67,6 +71,7 @@ typedef struct vp_plan {
     vp_buffer *buffers;
     int *buffer_of;          /* value id -> buffer index, -1 when the value needs none */
     int64_t arena_bytes;
+    int64_t host_bytes;      /* the host block (VP_CAT_HOST buffers, offsets in it): 0 without offload */
     int64_t lower_bound_bytes;
     int peak_step;           /* a step where live bytes reach the lower bound */
     int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes of alias groups, each by its root's category */

@@ -9,11 +9,13 @@ static const vp_device_profile profiles[] = {
     /* name, alignment, fp32 FLOP/s, fp16 FLOP/s, bytes/s, launch s, link bytes/s, link s:
      * the link is shared memory between processes on the CPU, NVLink one way on the GPUs
      * (A100 NVLink 3: 300 GB/s; H100, H200 NVLink 4: 450 GB/s); the precisions the
-     * device computes natively (x86 CPUs: bf16 by AVX512-BF16 and AMX, not fp16) */
-    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16"},
-    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16"},
-    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16"},
-    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16"},
+     * device computes natively (x86 CPUs: bf16 by AVX512-BF16 and AMX, not fp16); the
+     * host link (PCIe 4 x16 on A100 boards, PCIe 5 on H100/H200; the CPU's own memory on
+     * the CPU) and the host memory's bandwidth, for optimizer-state offload */
+    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16", 2.0e10, 2.0e10},
+    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16", 25e9, 1.0e11},
+    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11},
+    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11},
 };
 
 const vp_device_profile *vp_device_find(const char *name) {
@@ -31,10 +33,16 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
     int n = 0;
+    p->host_bytes = 0;
     for (int b = 0; b < p->n_buffers; b++) {
         item_of[b] = -1;
-        const vp_buffer *buf = &p->buffers[b];
+        vp_buffer *buf = &p->buffers[b];
         if (buf->alias_of >= 0) continue;
+        if (buf->cat == VP_CAT_HOST) { /* the host block: each its own bytes, allocated once */
+            buf->offset = p->host_bytes;
+            p->host_bytes += buf->size;
+            continue;
+        }
         items[n] = (vp_arena_item){buf->size, buf->first, (int64_t)buf->last + 1, 0};
         item_of[b] = n++;
     }
@@ -45,7 +53,7 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
             vp_buffer *buf = &p->buffers[b];
             int root = b;
             while (p->buffers[root].alias_of >= 0) root = p->buffers[root].alias_of;
-            buf->offset = items[item_of[root]].offset;
+            buf->offset = item_of[root] >= 0 ? items[item_of[root]].offset : p->buffers[root].offset;
             if (buf->alias_of < 0) p->category_bytes[buf->cat] += buf->size;
         }
         p->arena_bytes = p->arena.arena;

@@ -123,9 +123,11 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             s = vp_fail(err, VP_ERR_INVALID, "buffer '%s': its alias chain has a cycle", name_of(p, b));
             goto done;
         }
-        if (buf->size < buf->bytes || buf->offset < 0 || buf->offset + buf->size > p->arena_bytes) {
-            s = vp_fail(err, VP_ERR_INVALID, "buffer '%s' (%lld bytes at offset %lld) does not fit the %lld-byte arena",
-                        name_of(p, b), (long long)buf->bytes, (long long)buf->offset, (long long)p->arena_bytes);
+        int64_t limit = buf->cat == VP_CAT_HOST ? p->host_bytes : p->arena_bytes;
+        if (buf->size < buf->bytes || buf->offset < 0 || buf->offset + buf->size > limit) {
+            s = vp_fail(err, VP_ERR_INVALID, "buffer '%s' (%lld bytes at offset %lld) does not fit the %lld-byte %s",
+                        name_of(p, b), (long long)buf->bytes, (long long)buf->offset, (long long)limit,
+                        buf->cat == VP_CAT_HOST ? "host block" : "arena");
             goto done;
         }
         if (r != b && (buf->offset != p->buffers[r].offset || buf->bytes > p->buffers[r].size)) {
@@ -139,7 +141,9 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
         int r = root_of(p, b);
         if (gid[r] < 0) {
             gid[r] = ng;
-            gr[ng] = (group){r, p->buffers[r].offset, p->buffers[r].size, -1, -1};
+            /* the host block checked in the same sweep, past the arena's addresses */
+            int64_t base = p->buffers[r].cat == VP_CAT_HOST ? p->arena_bytes : 0;
+            gr[ng] = (group){r, base + p->buffers[r].offset, p->buffers[r].size, -1, -1};
             ng++;
         }
         gid[b] = gid[r];

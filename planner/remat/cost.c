@@ -55,7 +55,7 @@ static int is_rnn(const vp_node *n, int *grad) {
 }
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
-    vp_node_cost c = {0, 0, 0, 0, 0};
+    vp_node_cost c = {0};
     for (int k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] >= 0) {
             vp_dtype t = g->values[n->inputs[k]].dtype;
@@ -112,10 +112,21 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
         int half = (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER)) != 0;
         c.comm_hops = ranks > 1 ? (half ? 1 : 2) * (ranks - 1) : 0;
     } else c.flops = out;
+    /* offload (planner/train/offload.h): a copy between the spaces crosses the host link;
+     * the update whose every operand is on the host runs there */
+    if (n->n_outputs > 0 && n->outputs[0] >= 0) {
+        unsigned yh = g->values[n->outputs[0]].flags & VP_VAL_HOST;
+        unsigned xh = n->n_inputs > 0 && n->inputs[0] >= 0 ? g->values[n->inputs[0]].flags & VP_VAL_HOST : yh;
+        if (xh != yh) c.host_link_bytes = numel(g, n->outputs[0]) * (double)vp_dtype_size(g->values[n->outputs[0]].dtype);
+        else c.on_host = yh != 0;
+    }
     return c;
 }
 
 double vp_cost_seconds(const vp_node_cost *c, const vp_device_profile *dev, int half_precision) {
+    if (c->host_link_bytes > 0)
+        return (dev->host_link_bandwidth > 0 ? c->host_link_bytes / dev->host_link_bandwidth : 0) + dev->launch_overhead;
+    if (c->on_host) return dev->host_bandwidth > 0 ? c->bytes / dev->host_bandwidth : 0;
     double peak = half_precision || c->half ? dev->peak_flops_fp16 : dev->peak_flops_fp32;
     double t_compute = peak > 0 ? c->flops / peak : 0, t_mem = dev->mem_bandwidth > 0 ? c->bytes / dev->mem_bandwidth : 0;
     double t_link = c->comm_bytes > 0 && dev->link_bandwidth > 0 ? c->comm_bytes / dev->link_bandwidth : 0;

@@ -12,6 +12,8 @@ typedef struct vp_node_cost {
     int half;      /* reads float16 or bfloat16 (mixed precision): the device's half-precision peak */
     double comm_bytes; /* a tensor-parallel all-reduce: the bytes one rank sends (ring, 2(n-1)/n) */
     int comm_hops;     /* and its 2(n-1) steps, each paying the link's latency */
+    double host_link_bytes; /* optimizer-state offload: bytes moved between device and host memory */
+    int on_host;            /* reads and writes host memory only: runs at the host's bandwidth */
 } vp_node_cost;
 
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n);

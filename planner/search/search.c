@@ -10,26 +10,30 @@
 #include "remat/cost.h"
 
 void vp_search_knobs(const vp_candidate *c, char *buf, size_t len) {
-    snprintf(buf, len, "tp %d, %s, %s, %s", c->tp, vp_precision_name(c->precision), c->fused ? "fused update" : "separate update",
-             c->remat == VP_REMAT_NONE ? "no recompute" : "dp checkpointing");
+    snprintf(buf, len, "tp %d, %s, %s%s, %s", c->tp, vp_precision_name(c->precision), c->fused ? "fused update" : "separate update",
+             c->offload ? " on the host" : "", c->remat == VP_REMAT_NONE ? "no recompute" : "dp checkpointing");
 }
 
 void vp_search_apply(const vp_candidate *c, vp_train_spec *spec, int *fused) {
     spec->precision = c->precision;
     spec->tp.n = c->tp;
     spec->tp.rank = 0;
+    spec->offload = c->offload;
     *fused = c->fused;
 }
 
-/* Seconds the planned step spends in all-reduces and in casts, by the cost model. */
+/* Seconds the planned step spends in all-reduces, in casts and on the host (offload's
+ * copies and update), by the cost model. */
 static void split_seconds(const vp_plan *p, const vp_device_profile *dev, vp_candidate *c) {
     for (int i = 0; i < p->n_steps; i++) {
         const vp_node *n = &p->g->nodes[p->steps[i]];
-        int comm = n->op && (n->op->flags & VP_OP_COLLECTIVE), cast = !strcmp(n->op_type, "Cast");
-        if (!comm && !cast) continue;
         vp_node_cost k = vp_cost_node(p->g, n);
+        int comm = n->op && (n->op->flags & VP_OP_COLLECTIVE), host = k.host_link_bytes > 0 || k.on_host;
+        int cast = !host && !strcmp(n->op_type, "Cast");
+        if (!comm && !cast && !host) continue;
         double s = vp_cost_seconds(&k, dev, 0);
         if (comm) c->comm_seconds += s;
+        else if (host) c->host_seconds += s;
         else c->cast_seconds += s;
     }
 }
@@ -55,7 +59,8 @@ static vp_status plan_one(vp_candidate *c, const vp_train_spec *spec0, const vp_
         c->step_seconds = rr.step_seconds;
         c->recompute_seconds = rr.recompute_seconds;
         c->n_recompute = rr.n_recompute;
-        c->comm_seconds = c->cast_seconds = 0;
+        c->comm_seconds = c->cast_seconds = c->host_seconds = 0;
+        c->host_bytes = p.host_bytes;
         split_seconds(&p, dev, c);
         c->fits = p.arena_bytes <= budget;
     }
@@ -133,17 +138,22 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_train_spec *spec, co
         }
     int fuseds[2] = {1, 0}, n_fused = sp->fused_fixed ? 1 : 2;
     if (sp->fused_fixed) fuseds[0] = sp->fused;
+    int offs[2] = {spec->offload, 1}, n_off = sp->offload_free ? 2 : 1;
+    if (sp->offload_free) offs[0] = 0;
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
-            for (int f = 0; f < n_fused && out->n < VP_SEARCH_MAX; f++) {
-                vp_candidate *c = &out->c[out->n++];
-                memset(c, 0, sizeof *c);
-                c->tp = tps[a];
-                c->precision = precs[b];
-                c->fused = fuseds[f];
-                weigh(c, spec, dev, budget, build, ctx);
-                if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = (int)(c - out->c);
-            }
+            for (int o = 0; o < n_off; o++)
+                for (int f = 0; f < n_fused && out->n < VP_SEARCH_MAX; f++) {
+                    vp_candidate *c = &out->c[out->n++];
+                    memset(c, 0, sizeof *c);
+                    c->tp = tps[a];
+                    c->precision = precs[b];
+                    c->fused = fuseds[f];
+                    c->offload = offs[o];
+                    weigh(c, spec, dev, budget, build, ctx);
+                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best])))
+                        out->best = (int)(c - out->c);
+                }
     int built = 0;
     for (int i = 0; i < out->n; i++) built += !out->c[i].status;
     if (!built) return vp_fail(err, out->c[0].status, "no candidate could be built: %s", out->c[0].note);

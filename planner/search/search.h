@@ -2,18 +2,20 @@
  *
  * In: a training spec (what the user fixed), a device profile, a budget, the knobs
  * left free (tensor-parallel degree up to a maximum, precision among those the device
- * computes natively, fused or separate optimizer updates) and a builder that makes the
+ * computes natively, fused or separate optimizer updates, optimizer-state offload) and a builder that makes the
  * training step of any spec.  Out: every candidate weighed, each planned with
  * checkpointing by dp under the budget and costed by the cost model (compute,
- * recompute, casts, all-reduces: vp_remat_result.step_seconds over the planned graph),
+ * recompute, casts, all-reduces, host transfers: vp_remat_result.step_seconds over the planned graph),
  * and the index of the fastest that fits, with the reason it won.
  *
  * Keeps true: a candidate "fits" only when its real arena (rank 0's, ranks being
  * symmetric) is within the budget; the winner is the least estimated step time among
- * those, ties to the smaller arena.  Since a candidate's un-checkpointed plan is weighed
- * beside its dp plan, and dp plans are tightened on the real arena, a larger budget never
- * loses a candidate a smaller one had: the winner's time does not rise with the budget
- * (tests/test_search.c checks it on a GPT from 10% to 100% of the un-checkpointed step). */
+ * those, ties to the smaller arena.  A candidate's un-checkpointed plan is weighed
+ * before its dp plan, so once a knob set fits without checkpointing it stays at its best
+ * time for every larger budget; below that, dp (a heuristic on the real arena, not an
+ * exact optimum) decides, so that the winner's time does not rise with the budget is
+ * checked rather than proven: tests/test_search.c, on a GPT from 10% to 100% of the
+ * un-checkpointed step. */
 #ifndef VP_SEARCH_H
 #define VP_SEARCH_H
 
@@ -32,17 +34,21 @@ typedef struct vp_search_space {
     int precision_fixed; /* the user gave --precision: spec's only */
     int fused_fixed;     /* the user gave --fused-update or --no-fused-update */
     int fused;           /* that choice when fixed */
+    int offload_free;    /* try optimizer-state offload on and off (Adam, the user gave no --offload) */
 } vp_search_space;
 
 typedef struct vp_candidate {
     int tp;
     vp_precision precision;
     int fused;
+    int offload;               /* Adam's state on the host (train/offload.h) */
     vp_remat_kind remat;       /* none or dp: what the plan weighed used */
     vp_status status;          /* VP_OK, or why the candidate could not be built (note) */
     int64_t arena_bytes;
     double step_seconds;       /* estimated, the whole step on the profile */
     double recompute_seconds, comm_seconds, cast_seconds;
+    double host_seconds;       /* offload: the copies over the host link and the update on the host */
+    int64_t host_bytes;        /* offload: the host block beside the arena */
     int n_recompute;
     int fits;
     char note[200];

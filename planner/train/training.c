@@ -1,7 +1,7 @@
 /* Builds the training step from an inferred forward graph:
  *   fusion -> training mode -> trainable set -> attention fusion -> tensor-parallel split
  *   -> fake quantisation
- *   -> loss -> precision -> autodiff -> optimizer.
+ *   -> loss -> precision -> autodiff -> optimizer -> optimizer-state offload.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
  * Precision comes after the loss (which it keeps in float32, casting the logits up) and
  * before autodiff, which then differentiates through its Casts: each gradient op runs in
@@ -12,6 +12,7 @@
 #include "train/fuse_attention.h"
 #include "train/fuse_gelu_matmul.h"
 #include "train/fuse_pool_grad.h"
+#include "train/offload.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -103,6 +104,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
             s = vp_optimizer_build(g, &spec->opt, t, err);
             if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
             if (!s) s = vp_qat_finish(g, &spec->qat, t, err);
+            if (!s && spec->offload) s = vp_offload_apply(g, t, &t->n_offloaded, &t->offloaded_state_bytes, err);
         } else { /* gradients are the step's results: the caller reads them */
             for (int i = 0; i < t->n_params; i++)
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;

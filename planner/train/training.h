@@ -67,6 +67,7 @@ typedef struct vp_train_spec {
     vp_tp_opts tp;          /* tensor parallelism: n ranks (0 or 1: none), this graph's rank */
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
     vp_lora_opts lora;      /* low-rank adapters (train/lora.h); off unless lora.rank */
+    int offload;            /* Adam's state and update on the host (train/offload.h) */
 } vp_train_spec;
 
 typedef struct vp_carry {
@@ -95,6 +96,8 @@ typedef struct vp_training {
     vp_tp_result tp;     /* what the tensor-parallel split did (planner/parallel) */
     vp_qat_counts qat;   /* fake-quantised weights and activations, observers */
     vp_lora_result lora; /* the adapters, the only trainable parameters when there are any */
+    int n_offloaded;     /* updates moved to the host (train/offload.h) */
+    int64_t offloaded_state_bytes; /* the optimizer state they keep there */
     int loss_scaled;     /* fp16: dynamic loss scaling built, its values in scaling */
     vp_loss_scale scaling;
     char warning[512];   /* something the user should know (a --freeze matching nothing) */

@@ -6,8 +6,8 @@
  * Adam on the h100 profile: every candidate the search weighs under a budget of 60% of
  * the un-checkpointed float32 step's arena (80% for the mlp, whose weights and state
  * leave checkpointing little to save) (tensor-parallel degree up to 2, the
- * profile's precisions, fused or separate updates; dp checkpointing where a candidate
- * is over), and the reason the winner won.  Then that GPT's plan with full fine-tuning
+ * profile's precisions, fused or separate updates, Adam's state on the device or the
+ * host; dp checkpointing where a candidate is over), and the reason the winner won.  Then that GPT's plan with full fine-tuning
  * and with LoRA adapters of rank 8 (every product weight; the attention's only).
  * Prints markdown tables for tools/bench/RESULTS.md. */
 #include <stdio.h>
@@ -94,7 +94,7 @@ static void search_table(const char *title, const model *m, int pct) {
     }
     int64_t budget = p.arena_bytes * pct / 100;
     static vp_search_result r;
-    vp_search_space sp = {2, 0, 0, 0, 1};
+    vp_search_space sp = {2, 0, 0, 0, 1, 1};
     char b[32];
     printf("### %s\n\nun-checkpointed fp32 arena %s; budget (%d%%) %lld bytes\n\n", title,
            vp_human_bytes(p.arena_bytes, b, sizeof b), pct, (long long)budget);
@@ -102,19 +102,22 @@ static void search_table(const char *title, const model *m, int pct) {
         printf("search failed: %s\n\n", err.msg);
         return;
     }
-    printf("| # | tp | precision | update | remat | arena | est. step (ms) | recompute (ms) | comm (ms) | casts (ms) | fits |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| # | tp | precision | update | offload | remat | arena | host | est. step (ms) | recompute (ms) | comm (ms) | casts (ms) | "
+           "host (ms) | fits |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < r.n; i++) {
         const vp_candidate *c = &r.c[i];
-        printf("| %d%s | %d | %s | %s | ", i, i == r.best ? " (chosen)" : "", c->tp, vp_precision_name(c->precision),
-               c->fused ? "fused" : "separate");
+        printf("| %d%s | %d | %s | %s | %s | ", i, i == r.best ? " (chosen)" : "", c->tp, vp_precision_name(c->precision),
+               c->fused ? "fused" : "separate", c->offload ? "host" : "no");
         if (c->status) {
-            printf("not built: %s | | | | | | |\n", c->note);
+            printf("not built: %s | | | | | | | | |\n", c->note);
             continue;
         }
-        printf("%s | %s | %.4f | %.4f | %.4f | %.4f | %s |\n", c->remat == VP_REMAT_NONE ? "none" : "dp",
-               vp_human_bytes(c->arena_bytes, b, sizeof b), 1e3 * c->step_seconds, 1e3 * c->recompute_seconds,
-               1e3 * c->comm_seconds, 1e3 * c->cast_seconds, c->fits ? "yes" : "no");
+        char h[32];
+        printf("%s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f | %s |\n", c->remat == VP_REMAT_NONE ? "none" : "dp",
+               vp_human_bytes(c->arena_bytes, b, sizeof b), c->host_bytes ? vp_human_bytes(c->host_bytes, h, sizeof h) : "-",
+               1e3 * c->step_seconds, 1e3 * c->recompute_seconds, 1e3 * c->comm_seconds, 1e3 * c->cast_seconds,
+               1e3 * c->host_seconds, c->fits ? "yes" : "no");
     }
     printf("\n%s\n\n", r.why);
 }

@@ -18,17 +18,20 @@ static vp_status build(void *ctx, const vp_train_spec *spec, vp_graph **g, vp_tr
 static void print_table(const vp_search_result *r, const vp_device_profile *dev, int64_t budget) {
     char b1[32], b2[32];
     printf("joint search under %s on %s: %d candidates\n", vp_human_bytes(budget, b1, sizeof b1), dev->name, r->n);
-    printf("   #  tp  prec  update    remat   arena        est. step  recompute    comm       casts      fits\n");
+    printf("   #  tp  prec  update    offload  remat   arena        host         est. step  recompute    comm       casts      host       fits\n");
     for (int i = 0; i < r->n; i++) {
         const vp_candidate *c = &r->c[i];
-        printf("  %2d  %2d  %-4s  %-8s  ", i, c->tp, vp_precision_name(c->precision), c->fused ? "fused" : "separate");
+        printf("  %2d  %2d  %-4s  %-8s  %-7s  ", i, c->tp, vp_precision_name(c->precision), c->fused ? "fused" : "separate",
+               c->offload ? "host" : "no");
         if (c->status) {
             printf("not built: %s\n", c->note);
             continue;
         }
-        printf("%-6s  %-11s  %7.4f ms %8.4f ms %8.4f ms %8.4f ms  %s%s\n", c->remat == VP_REMAT_NONE ? "none" : "dp",
-               vp_human_bytes(c->arena_bytes, b2, sizeof b2), 1e3 * c->step_seconds, 1e3 * c->recompute_seconds,
-               1e3 * c->comm_seconds, 1e3 * c->cast_seconds, c->fits ? "yes" : "no", i == r->best ? "  <- chosen" : "");
+        char b3[32];
+        printf("%-6s  %-11s  %-11s  %7.4f ms %8.4f ms %8.4f ms %8.4f ms %8.4f ms  %s%s\n", c->remat == VP_REMAT_NONE ? "none" : "dp",
+               vp_human_bytes(c->arena_bytes, b2, sizeof b2), c->host_bytes ? vp_human_bytes(c->host_bytes, b3, sizeof b3) : "-",
+               1e3 * c->step_seconds, 1e3 * c->recompute_seconds, 1e3 * c->comm_seconds, 1e3 * c->cast_seconds,
+               1e3 * c->host_seconds, c->fits ? "yes" : "no", i == r->best ? "  <- chosen" : "");
     }
     printf("%s\n", r->why);
 }
@@ -60,6 +63,8 @@ void cli_search_json(vp_json *j, const void *arg) {
         vp_json_string(j, vp_precision_name(c->precision));
         vp_json_key(j, "fused_update");
         vp_json_bool(j, c->fused);
+        vp_json_key(j, "offload");
+        vp_json_bool(j, c->offload);
         vp_json_key(j, "built");
         vp_json_bool(j, !c->status);
         if (c->status) {
@@ -78,6 +83,10 @@ void cli_search_json(vp_json *j, const void *arg) {
             vp_json_double(j, c->comm_seconds);
             vp_json_key(j, "cast_seconds");
             vp_json_double(j, c->cast_seconds);
+            vp_json_key(j, "host_seconds");
+            vp_json_double(j, c->host_seconds);
+            vp_json_key(j, "host_bytes");
+            vp_json_int(j, c->host_bytes);
             vp_json_key(j, "recompute_nodes");
             vp_json_int(j, c->n_recompute);
             vp_json_key(j, "fits");

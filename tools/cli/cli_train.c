@@ -65,6 +65,10 @@ void cli_train_init(cli_train_opts *o) {
          "(alpha default R); only the adapters train, the model is frozen"},
         {"--lora-load", CLI_STR, &o->spec.lora.load, "ADAPTERS.onnx",
          "with --lora: start the adapters from a file written by train --save"},
+        {"--offload", CLI_SET, &o->spec.offload, NULL,
+         "optimizer-state offload (ZeRO-Offload): Adam's moments, float32\n"
+         "master weights and update on the host, each gradient copied out when\n"
+         "final and each updated weight copied back; the CPU backend emulates it"},
         {"--no-fuse", CLI_SET, &o->spec.no_fuse, NULL,
          "differentiate GELU and LayerNorm piece by piece as the exporter\n"
          "decomposed them (default: one op each, as ONNX Runtime fuses them),\n"
@@ -119,6 +123,8 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after))
         return vp_fail(err, VP_ERR_USAGE, "--%s applies to --qat only", o->spec.qat.exclude ? "qat-exclude" : "qat-freeze-after");
     o->spec.qat.freeze_after = o->qat_freeze_after;
+    if (o->spec.offload && o->spec.opt.kind != VP_OPT_ADAM && o->spec.opt.kind != VP_OPT_ADAMW)
+        return vp_fail(err, VP_ERR_USAGE, "--offload applies to --optimizer adam or adamw only");
     if (o->lora) {
         const char *load = o->spec.lora.load;
         if ((s = vp_lora_parse(o->lora, &o->spec.lora, err))) return s;
@@ -184,6 +190,13 @@ void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf,
     snprintf(buf, len, "qat %s: %d nodes, %d weights, %d activations (%d residual), %d excluded, %d learned scales, "
              "%lld bytes of observer state, %d byte masks (%lld bytes)", name, c->nodes, c->weights, c->activations,
              c->residuals, c->excluded, c->learned, (long long)c->state_bytes, c->masks, (long long)c->mask_bytes);
+}
+
+void cli_offload_summary(const vp_training *t, char *buf, size_t len) {
+    buf[0] = 0;
+    if (t->n_offloaded)
+        snprintf(buf, len, "offload: %d Adam updates on the host, %lld bytes of optimizer state there", t->n_offloaded,
+                 (long long)t->offloaded_state_bytes);
 }
 
 void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len) {

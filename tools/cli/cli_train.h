@@ -43,6 +43,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 /* "lora r=8 alpha 8: 6 adapters (1,536 parameters) beside 30,080 frozen", or "" without --lora. */
 void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len);
+/* "offload: 6 Adam updates on the host, 55,400 bytes of optimizer state there", or "". */
+void cli_offload_summary(const vp_training *t, char *buf, size_t len);
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif

@@ -156,11 +156,16 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    char knobs[1700], fusion[160] = "", prec[256] = "", qat[320] = "", lora[200] = "";
+    char knobs[1800], fusion[160] = "", prec[256] = "", qat[320] = "", lora[300] = "";
     if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
     if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
     if (!s) cli_qat_summary(&o.spec, &t, qat, sizeof qat);
     if (!s) cli_lora_summary(&o.spec, &t, g, lora, sizeof lora);
+    if (!s && t.n_offloaded) {
+        size_t used = strlen(lora);
+        cli_offload_summary(&t, lora + used + (used ? 2 : 0), sizeof lora - used - 2);
+        if (used) memcpy(lora + used, "; ", 2);
+    }
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
     char loss_arg[300];
     snprintf(loss_arg, sizeof loss_arg, "%s:%s", loss_kinds[o.spec.loss.kind], o.spec.loss.value);
@@ -252,7 +257,8 @@ static int run_plan(int argc, char **argv) {
         {"--fused-update", CLI_SET, &fused, NULL, "each update right after its gradient is final (the default)"},
         {"--auto", CLI_SET, &automatic, NULL,
          "with --budget: choose the knobs left free (--tp up to --max-tp,\n"
-         "--precision among the device's, fused or separate updates) and\n"
+         "--precision among the device's, fused or separate updates,\n"
+         "--offload with Adam) and\n"
          "checkpointing together: every combination planned and costed,\n"
          "the fastest that fits kept; prints the candidates and why"},
         {"--max-tp", CLI_INT, &max_tp, "N", "with --auto: the largest tensor-parallel degree tried (default 1)"},
@@ -286,7 +292,9 @@ static int run_plan(int argc, char **argv) {
         else if (remat != VP_REMAT_ILP)
             s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
     }
-    vp_search_space sp = {(int)max_tp, o.tp != 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1};
+    int adam = o.spec.opt.kind == VP_OPT_ADAM || o.spec.opt.kind == VP_OPT_ADAMW;
+    vp_search_space sp = {(int)max_tp, o.tp != 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1,
+                          adam && !o.spec.offload};
     if (fused < 0) fused = 1;
     if (!s && automatic && budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--auto needs --budget");
     if (!s && automatic && remat_arg) s = vp_fail(&err, VP_ERR_USAGE, "--auto chooses the checkpointing: it does not take --remat");

@@ -279,6 +279,8 @@ static int run_train(int argc, char **argv) {
         if (qat[0]) printf("%s\n", qat);
         cli_lora_summary(&o.spec, &t, g, qat, sizeof qat);
         if (qat[0]) printf("%s\n", qat);
+        cli_offload_summary(&t, qat, sizeof qat);
+        if (qat[0]) printf("%s\n", qat);
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         b = vp_backend_cpu_new_with(reference || vp_backend_cpu_reference_env());
         if (b) b->comm = comm;
