@@ -34,6 +34,8 @@ static int is_f32(const vp_plan *p, int value, int64_t numel) {
 
 static int adam_f32(const vp_plan *p, const vp_node *n) {
     if (!n->op || n->op->cpu != vp_cpu_adam || n->n_inputs < 5) return 0;
+    /* an fp16 step's update reads do_update (input 5): the library kernel honours it */
+    if (n->n_inputs > 5 && n->inputs[5] >= 0) return 0;
     for (int k = 0; k < 5; k++)
         if (n->inputs[k] < 0) return 0;
     int64_t count = vp_value_numel(&p->g->values[n->inputs[0]]);

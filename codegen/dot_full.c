@@ -63,8 +63,11 @@ static void write_step(const dot_ctx *c, int s, const char *indent) {
     if (low) fprintf(c->f, "\\n%s", low == VP_BF16 ? "bf16" : "fp16");
     fprintf(c->f, "\", tooltip=\"");
     vp_dot_put_esc(c->f, n->name);
-    fprintf(c->f, "\", fillcolor=\"%s\", color=\"%s\"", vp_dot_phase_fill[ph], vp_dot_phase_line[ph]);
-    if (low) fprintf(c->f, ", style=\"rounded,filled,dashed\""); /* low precision: dashed outline */
+    /* low precision: shaded (the phase's fill darkening to its outline colour) and dashed */
+    if (low)
+        fprintf(c->f, "\", fillcolor=\"%s;0.6:%s\", gradientangle=270, color=\"%s\", style=\"rounded,filled,dashed\"",
+                vp_dot_phase_fill[ph], vp_dot_phase_line[ph], vp_dot_phase_line[ph]);
+    else fprintf(c->f, "\", fillcolor=\"%s\", color=\"%s\"", vp_dot_phase_fill[ph], vp_dot_phase_line[ph]);
     if (s == c->p->peak_step) fprintf(c->f, ", color=\"#d62728\", penwidth=3, fontcolor=\"#d62728\"");
     fprintf(c->f, "];\n");
 }

@@ -80,7 +80,7 @@ typedef struct shared_counts {
 
 /* Bytes of storage by the dtype of the value owning it (each alias group once, by its
  * root, as the categories count): what mixed precision moved to 2-byte types. */
-static void dtype_bytes(const vp_plan *p, int64_t by[VP_DTYPE_COUNT_]) {
+void vp_report_dtype_bytes(const vp_plan *p, int64_t by[VP_DTYPE_COUNT_]) {
     memset(by, 0, sizeof(int64_t) * VP_DTYPE_COUNT_);
     for (int b = 0; b < p->n_buffers; b++) {
         const vp_buffer *buf = &p->buffers[b];
@@ -154,7 +154,7 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         fprintf(f, "per trainable parameter (%lld): parameters %.2f B, weight copies %.2f B, gradients %.2f B, optimizer "
                    "state %.2f B; %.2f B in all\n", (long long)elems, pp[0], pp[1], pp[2], pp[3], pp[0] + pp[1] + pp[2] + pp[3]);
     int64_t by[VP_DTYPE_COUNT_];
-    dtype_bytes(p, by);
+    vp_report_dtype_bytes(p, by);
     fprintf(f, "memory by dtype:");
     for (int t = 0; t < VP_DTYPE_COUNT_; t++)
         if (by[t]) fprintf(f, " %s %s", vp_dtype_name((vp_dtype)t), vp_human_bytes(by[t], b1, sizeof b1));
@@ -272,7 +272,7 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_end_object(&j);
     }
     int64_t by[VP_DTYPE_COUNT_];
-    dtype_bytes(p, by);
+    vp_report_dtype_bytes(p, by);
     vp_json_key(&j, "dtype_bytes");
     vp_json_begin_object(&j);
     for (int t = 0; t < VP_DTYPE_COUNT_; t++)

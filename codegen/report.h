@@ -39,6 +39,9 @@ typedef struct vp_report_ctx {
 
 void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c);
 void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c);
+/* The arena's bytes by dtype, each buffer with storage of its own counted once (the
+ * report's "memory by dtype", the JSON's dtype_bytes, the timeline's legend). */
+void vp_report_dtype_bytes(const vp_plan *p, int64_t by[VP_DTYPE_COUNT_]);
 
 /* "16GiB", "800MB", "1.5G", "123456" (bytes) -> bytes.  KB, MB, GB, TB are powers of
  * 1000; KiB, MiB, GiB, TiB and the bare K, M, G, T are powers of 1024. */

@@ -367,6 +367,17 @@ static void write_legend(const tl_ctx *c) {
                 phase_color[i]);
         text(c->f, x + 18, y, "lbl", "start", phase_label[i]);
     }
+    /* mixed precision's effect at a glance: what the low dtypes hold */
+    int64_t by[VP_DTYPE_COUNT_];
+    vp_report_dtype_bytes(c->p, by);
+    y += 30;
+    text(c->f, x, y, "h", "start", "bytes by dtype");
+    for (int t = 0; t < VP_DTYPE_COUNT_; t++) {
+        if (!by[t]) continue;
+        y += 17;
+        text(c->f, x + 18, y, "lbl", "start", vp_dtype_name((vp_dtype)t));
+        text(c->f, x + 172, y, "lbl", "end", vp_human_bytes(by[t], b, sizeof b));
+    }
 }
 
 static void write_live_chart(tl_ctx *c) {

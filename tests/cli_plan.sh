@@ -61,7 +61,10 @@ expect 0 "precision bf16: .* weight copies" -- "$tool" plan "$gpt" --dim batch=8
 expect 0 '"weight_copies": [1-9]' -- cat "$tmp/gpt16.json"
 expect 0 '"bfloat16": [1-9]' -- cat "$tmp/gpt16.json"
 expect 0 "weight_copies" -- cat "$tmp/gpt16.svg"
-expect 0 "bf16\", .*dashed" -- cat "$tmp/gpt16.dot"
+expect 0 ">bfloat16</text>" -- cat "$tmp/gpt16.svg"
+expect 0 ">bytes by dtype</text>" -- cat "$tmp/gpt16.svg"
+expect 0 "bf16\", tooltip=.*fillcolor=\"#[0-9a-f]*;0.6:#[0-9a-f]*\", gradientangle=270, .*dashed" -- cat "$tmp/gpt16.dot"
+expect 0 "" -- dot -Tsvg "$tmp/gpt16.dot" -o "$tmp/gpt16_dot.svg"
 expect 0 "sound: " -- "$tool" verify "$tmp/gpt16.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/gpt16.vplan" --steps 2
 # model states per parameter, Adam with fp16 copies: the literature's 16 bytes (master 4, copy 2,

@@ -166,6 +166,13 @@ const op_case vp_cuda_op_cases[] = {
      "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0"},
     {"adamw", "Adam", "vplan", 17, {"f32:300", "f32:300", "zero:300", "zero:300", "step:"}, 4,
      "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
+    /* do_update (fp16 loss scaling's check): true updates, false leaves every output its input */
+    {"sgd_do_update", "SGD", "vplan", 17, {"f32:300", "f32:300", "cbool:1"}, 1, "lr=f:0.1;weight_decay=f:0.01"},
+    {"momentum_skipped", "Momentum", "vplan", 17, {"f32:300", "f32:300", "f32:300", "cbool:0"}, 2, "lr=f:0.1;momentum=f:0.9"},
+    {"adam_skipped", "Adam", "vplan", 17, {"f32:300", "f32:300", "f32:300", "pos:300", "step:", "cbool:0"}, 4,
+     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0"},
+    {"adamw_do_update", "Adam", "vplan", 17, {"f32:300", "f32:300", "zero:300", "zero:300", "step:", "cbool:1"}, 4,
+     "lr=f:0.001;beta1=f:0.9;beta2=f:0.999;eps=f:1e-8;weight_decay=f:0.01;decoupled=i:1"},
     /* float16 and bfloat16, where mixed precision puts them: against the CPU kernels of the
      * same precision (which widen to float32 and round on store) */
     {"add_bcast_bf16", "Add", "", 17, {"bf16:2,3,4", "bf16:3,1"}, 1, ""},

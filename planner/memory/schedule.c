@@ -6,8 +6,8 @@
  * after the last step that writes one of its inputs (the gradient) or reads the value
  * it updates in place, directly or through a view (which shares its storage), so the
  * gradient dies at once; without it all updates run last (the classic order, for
- * comparison).  An optimizer node may read another's output (loss scaling's skip reads
- * the update it guards): it is placed no earlier than that node, and after it among
+ * comparison).  An optimizer node may read another's output (loss scaling's scale
+ * update reads the check the updates read): it is placed no earlier than that node, and after it among
  * those placed at the same step (the builder appends nodes in a valid order). */
 #include <stdlib.h>
 #include <string.h>

@@ -31,6 +31,11 @@
  *       denom     = sqrt(V') / sqrt(1 - beta2^t) + eps
  *       W' = W - step_size * M' / denom       (torch.optim.Adam / AdamW, amsgrad off)
  *
+ *   Each takes an optional last input, do_update (a bool scalar, as ONNX Runtime's
+ *   AdamOptimizer has): false leaves every output equal to its input (W' = W, B' = B,
+ *   M' = M, V' = V, T' = T), so fp16 loss scaling skips an overflowing step in place,
+ *   without a second copy of the updated values (planner/precision/loss_scale.c).
+ *
  *   Scalars (lr, 1 - beta1, step_size, ...) are computed in double from the attribute
  *   values and rounded to the parameter's dtype where torch rounds them, and the
  *   elementwise ops are evaluated as ATen evaluates them (runtime/cpu/k_train_optim.c),
@@ -503,22 +508,35 @@ static vp_status check_param_inputs(vp_graph *g, const vp_node *n, int n_like, v
     return s;
 }
 
+/* The optional do_update input k: a bool scalar. */
+static vp_status check_do_update(vp_graph *g, const vp_node *n, int k, vp_error *err) {
+    if (n->n_inputs <= k || n->inputs[k] < 0) return VP_OK;
+    const vp_value *f = vp_shape_in(g, n, k);
+    if (f->dtype != VP_BOOL || vp_value_numel(f) != 1)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "do_update (input %d) must be a bool scalar, got %s", k,
+                            vp_dtype_name(f->dtype));
+    return VP_OK;
+}
+
 static vp_status shape_sgd(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 2, 2, 1, 1, err);
+    vp_status s = vp_shape_check_arity(n, 2, 3, 1, 1, err);
     if (!s) s = check_param_inputs(g, n, 1, err);
+    if (!s) s = check_do_update(g, n, 2, err);
     return s;
 }
 
 static vp_status shape_momentum(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 3, 3, 1, 2, err);
+    vp_status s = vp_shape_check_arity(n, 3, 4, 1, 2, err);
     if (!s) s = check_param_inputs(g, n, 2, err);
+    if (!s) s = check_do_update(g, n, 3, err);
     if (!s) s = check_hyper(n, "momentum", 0, 0, 1e30f, 0, err);
     return s;
 }
 
 static vp_status shape_adam(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 4, err);
+    vp_status s = vp_shape_check_arity(n, 5, 6, 1, 4, err);
     if (!s) s = check_param_inputs(g, n, 3, err);
+    if (!s) s = check_do_update(g, n, 5, err);
     if (s) return s;
     const vp_value *t = vp_shape_in(g, n, 4);
     if (t->dtype != VP_F32 || vp_value_numel(t) != 1)

@@ -63,10 +63,9 @@ vp_status vp_loss_scale_unscale(vp_graph *g, vp_training *t, vp_loss_scale *ls, 
     vp_status s = n ? VP_OK : vp_fail(err, VP_ERR_INVALID, "loss scaling: no gradient to check");
     if (!s) s = node1(g, "IsAllFinite", "com.microsoft", "loss_scale/all_finite", n, grads, VP_PHASE_BACKWARD, &ls->finite, err);
     free(grads);
-    /* 1/S where the step is kept, 0 where it is skipped (the update's result is thrown
-     * away then): the unscaled gradients, and so the updates, come after the check, and
-     * a fused update runs each parameter's update and its skip together, so one
-     * parameter's updated values wait for the skip at a time, not all of them */
+    /* 1/S where the step is kept, 0 where it is skipped (the update then skips itself
+     * and reads no gradient): the unscaled gradients, and so the updates, come after
+     * the check */
     int inv = -1, zero = scalar_f32(g, "loss_scale/zero_f32", 0.0);
     if (!s && zero < 0) s = nomem(err);
     if (!s) s = node1(g, "Reciprocal", "", "loss_scale/inverse", 1, &ls->scale, VP_PHASE_BACKWARD, &inv, err);
@@ -93,13 +92,8 @@ static vp_status add_carry(vp_training *t, int from, int to, vp_error *err) {
 vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, vp_training *t, vp_loss_scale *ls,
                                vp_error *err) {
     vp_status s = VP_OK;
-    /* the skip: every value the optimizer carries keeps its old contents unless finite */
-    for (int c = ls->n_opt_carry0; c < t->n_carry && !s; c++) {
-        char name[600];
-        snprintf(name, sizeof name, "%s/unless_overflow", g->values[t->carry[c].to].name);
-        int in[3] = {ls->finite, t->carry[c].to, t->carry[c].from};
-        s = node1(g, "Where", "", name, 3, in, VP_PHASE_OPTIMIZER, &t->carry[c].to, err);
-    }
+    /* the skip is the updates' own: each reads the check as its do_update input
+     * (planner/train/optimizer.c) and leaves what it carries as it was, in place */
     double growth = o && o->growth > 0 ? o->growth : 2.0, backoff = o && o->backoff > 0 ? o->backoff : 0.5;
     int64_t interval = o && o->interval > 0 ? o->interval : 2000;
     int one = scalar_i32(g, "loss_scale/one", 1), zero = scalar_i32(g, "loss_scale/zero", 0);

@@ -5,9 +5,9 @@
  * carried across steps, the scale S (float32, starts at init, 65536 by default) and the
  * count of clean steps C (int32, starts at 0); autodiff differentiates loss * S; the
  * gradients are checked once, all together (com.microsoft.IsAllFinite), and multiplied
- * by 1/S before the optimizer reads them; every value the optimizer carries (parameters,
- * moments, Adam's step) is replaced by Where(finite, updated, old), so a step whose
- * gradients overflowed leaves them bit-identical; then
+ * by 1/S before the optimizer reads them; every update node takes the check as its
+ * do_update input (planner/ops/train.c) and, false, leaves what it carries (parameters,
+ * moments, Adam's step) bit-identical, in place; then
  *   finite, C + 1 == interval:  S' = 2 S, C' = 0
  *   finite otherwise:           S' = S,   C' = C + 1
  *   not finite:                 S' = S/2, C' = 0
@@ -57,7 +57,7 @@ vp_status vp_loss_scale_begin(vp_graph *g, const vp_loss_scale_opts *o, const st
                               vp_error *err);
 /* After autodiff: the check over t->grads and their unscaling (t->grads replaced). */
 vp_status vp_loss_scale_unscale(vp_graph *g, struct vp_training *t, vp_loss_scale *ls, vp_error *err);
-/* After the optimizer: the skip and the scale's update, carried. */
+/* After the optimizer (whose updates read ls->finite): the scale's update, carried. */
 vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, struct vp_training *t, vp_loss_scale *ls,
                                vp_error *err);
 

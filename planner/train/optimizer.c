@@ -66,7 +66,7 @@ static vp_status update_one(vp_graph *g, const vp_opt_spec *o, vp_training *t, i
     int64_t dims[VP_MAX_RANK];
     memcpy(dims, g->values[p].dims, sizeof dims);
     char name[600];
-    int in[5] = {p, gr, -1, -1, -1}, n_in = 2, n_out = 1;
+    int in[6] = {p, gr, -1, -1, -1, -1}, n_in = 2, n_out = 1;
     const char *op = "SGD";
     if (o->kind == VP_OPT_MOMENTUM) {
         op = "Momentum";
@@ -83,6 +83,8 @@ static vp_status update_one(vp_graph *g, const vp_opt_spec *o, vp_training *t, i
         in[n_in++] = vp_build_state(g, name, VP_F32, 0, dims);
         n_out = 4;
     }
+    /* fp16 loss scaling: the update skips itself where a gradient overflowed, in place */
+    if (t->loss_scaled) in[n_in++] = t->scaling.finite;
     for (int k = 0; k < n_in; k++)
         if (in[k] < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     snprintf(name, sizeof name, "%s_update/%s", g->values[p].name, op);

@@ -60,7 +60,18 @@ vp_opt_hyper vp_train_opt_hyper(const vp_node *n) {
 DEFINE_SGD(float)
 DEFINE_SGD(double)
 
+/* do_update (input k) false: each output j is its input from[j], unchanged (nothing to
+ * do where the plan gave them one storage).  Returns whether the update is skipped. */
+static int skipped(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int k, const int *from) {
+    if (n->n_inputs <= k || !in[k] || ((const uint8_t *)in[k]->data)[0]) return 0;
+    for (int j = 0; j < n->n_outputs; j++)
+        if (out[j] && out[j]->data != in[from[j]]->data) memcpy(out[j]->data, in[from[j]]->data, vp_tensor_nbytes(in[from[j]]));
+    return 1;
+}
+
 static vp_status run_sgd(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int momentum) {
+    static const int from[] = {0, 2};
+    if (skipped(n, in, out, momentum ? 3 : 2, from)) return VP_OK;
     opt_hyper h = vp_train_opt_hyper(n);
     const vp_tensor *b = momentum ? in[2] : NULL;
     vp_tensor *w_out = out[0], *b_out = momentum && n->n_outputs > 1 ? out[1] : NULL;
@@ -109,6 +120,8 @@ static void adam_body(int64_t lo, int64_t hi, void *ctx) {
 
 VP_TRAIN_KERNEL(vp_cpu_adam) {
     (void)err;
+    static const int from[] = {0, 2, 3, 4};
+    if (skipped(n, in, out, 5, from)) return VP_OK;
     opt_hyper h = vp_train_opt_hyper(n);
     /* the step count is a float32 tensor, incremented first, then read as a double */
     float t = ((const float *)in[4]->data)[0] + 1.0f;

@@ -380,8 +380,14 @@ extern "C" cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void 
 /* ---- optimizer updates (float32; torch.optim's order, fma where ATen fuses) ---- */
 
 __global__ void k_sgd(int64_t n, float wd, int has_wd, float neg_lr, float mom, const float *w, const float *g,
-                      const float *b, float *w_out, float *b_out) {
+                      const float *b, float *w_out, float *b_out, const uint8_t *do_update) {
+    int skip = do_update && !do_update[0]; /* every output its input, unchanged */
     CU_FOR(i, n) {
+        if (skip) {
+            if (w_out) w_out[i] = w[i];
+            if (b && b_out) b_out[i] = b[i];
+            continue;
+        }
         float d = g[i];
         if (has_wd) d = fmaf(wd, w[i], d);
         if (b) {
@@ -393,15 +399,23 @@ __global__ void k_sgd(int64_t n, float wd, int has_wd, float neg_lr, float mom, 
 }
 
 extern "C" cudaError_t cu_sgd(int64_t n, const cu_opt *h, const float *w, const float *g, const float *b, float *w_out,
-                              float *b_out, cudaStream_t st) {
+                              float *b_out, const uint8_t *do_update, cudaStream_t st) {
     if (n == 0) return cudaSuccess;
     k_sgd<<<cu_blocks(n), CU_THREADS, 0, st>>>(n, (float)h->weight_decay, h->weight_decay != 0, (float)-h->lr,
-                                               (float)h->momentum, w, g, b, w_out, b_out);
+                                               (float)h->momentum, w, g, b, w_out, b_out, do_update);
     return cudaGetLastError();
 }
 
 __global__ void k_adam(int64_t n, cu_opt h, const float *w, const float *g, const float *m, const float *v,
-                       const float *tp, float *w_out, float *m_out, float *v_out) {
+                       const float *tp, float *w_out, float *m_out, float *v_out, const uint8_t *do_update) {
+    if (do_update && !do_update[0]) { /* skipped: every output its input, unchanged */
+        CU_FOR(i, n) {
+            if (m_out) m_out[i] = m[i];
+            if (v_out) v_out[i] = v[i];
+            if (w_out) w_out[i] = w[i];
+        }
+        return;
+    }
     /* scalars as the CPU kernel computes them: in double, from t = T + 1 */
     __shared__ float s_decay, s_bias2_sqrt, s_neg_step;
     if (threadIdx.x == 0) {
@@ -426,15 +440,17 @@ __global__ void k_adam(int64_t n, cu_opt h, const float *w, const float *g, cons
     }
 }
 
-__global__ void k_adam_step(const float *t, float *t_out) { t_out[0] = t[0] + 1.0f; }
+__global__ void k_adam_step(const float *t, float *t_out, const uint8_t *do_update) {
+    t_out[0] = do_update && !do_update[0] ? t[0] : t[0] + 1.0f;
+}
 
 extern "C" cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, const float *m,
                                const float *v, const float *t, float *w_out, float *m_out, float *v_out, float *t_out,
-                               cudaStream_t st) {
-    if (n > 0) k_adam<<<cu_blocks(n), CU_THREADS, 0, st>>>(n, *h, w, g, m, v, t, w_out, m_out, v_out);
+                               const uint8_t *do_update, cudaStream_t st) {
+    if (n > 0) k_adam<<<cu_blocks(n), CU_THREADS, 0, st>>>(n, *h, w, g, m, v, t, w_out, m_out, v_out, do_update);
     cudaError_t e = cudaGetLastError();
     if (e) return e;
     /* after the update, which reads T in every block: T' may share T's storage */
-    if (t_out) k_adam_step<<<1, 1, 0, st>>>(t, t_out);
+    if (t_out) k_adam_step<<<1, 1, 0, st>>>(t, t_out, do_update);
     return cudaGetLastError();
 }

@@ -146,12 +146,15 @@ typedef struct cu_opt {
     double lr, weight_decay, momentum, beta1, beta2, eps;
     int decoupled;
 } cu_opt;
-/* b, b_out NULL: plain SGD. */
+/* b, b_out NULL: plain SGD.  do_update (a device bool, or NULL: update): false copies
+ * each input to its output (fp16 loss scaling's skipped step). */
 cudaError_t cu_sgd(int64_t n, const cu_opt *h, const float *w, const float *g, const float *b, float *w_out,
-                   float *b_out, cudaStream_t st);
-/* t: the float32 step count before this step; t_out (may alias t) gets t + 1. */
+                   float *b_out, const uint8_t *do_update, cudaStream_t st);
+/* t: the float32 step count before this step; t_out (may alias t) gets t + 1 (t where
+ * do_update is false). */
 cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, const float *m, const float *v,
-                    const float *t, float *w_out, float *m_out, float *v_out, float *t_out, cudaStream_t st);
+                    const float *t, float *w_out, float *m_out, float *v_out, float *t_out, const uint8_t *do_update,
+                    cudaStream_t st);
 
 /* ---- training ops (cu_train.cu); dtype 1, 10, 16 or 11 ---- */
 

@@ -168,6 +168,11 @@ static cu_opt hyper_of(const vp_node *n) {
     return h;
 }
 
+/* The optional do_update input k (a device bool), or NULL. */
+static const uint8_t *do_update(const vp_node *n, const vp_tensor *const *in, int k) {
+    return n->n_inputs > k && in[k] ? (const uint8_t *)in[k]->data : NULL;
+}
+
 static vp_status op_sgd(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                         vp_error *err) {
     int momentum = !strcmp(n->op_type, "Momentum");
@@ -177,7 +182,8 @@ static vp_status op_sgd(cuda_ctx *c, const vp_node *n, const vp_tensor *const *i
     if (s) return s;
     cu_opt h = hyper_of(n);
     return LAUNCH(cu_sgd(vp_tensor_numel(in[0]), &h, in[0]->data, in[1]->data, momentum ? fptr(in[2]) : NULL,
-                         fptr(out[0]), momentum ? fptr(opt_out(n, out, 1)) : NULL, c->stream));
+                         fptr(out[0]), momentum ? fptr(opt_out(n, out, 1)) : NULL, do_update(n, in, momentum ? 3 : 2),
+                         c->stream));
 }
 
 static vp_status op_adam(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
@@ -188,7 +194,7 @@ static vp_status op_adam(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
     cu_opt h = hyper_of(n);
     return LAUNCH(cu_adam(vp_tensor_numel(in[0]), &h, in[0]->data, in[1]->data, in[2]->data, in[3]->data, in[4]->data,
                           fptr(out[0]), fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), fptr(opt_out(n, out, 3)),
-                          c->stream));
+                          do_update(n, in, 5), c->stream));
 }
 
 const cuda_op vp_cuda_ops_elementwise[] = {
