@@ -27,7 +27,6 @@
 #include "cpu_par.h"
 #include "cpu_util.h"
 #include "dn.h"
-#include "k_vmath.h"
 #include "k_linalg.h"
 
 enum { ROWS = 64 };
@@ -42,7 +41,6 @@ typedef struct geom {
     int64_t yld;             /* their row stride: Dv, or H * Dv under bshd */
     const void *mask;        /* NULL when none */
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
-    int fast;                /* float32 on the fast path: probabilities in float (below) */
 } geom;
 
 static const void *at(const void *base, const geom *g, int64_t elems) {
@@ -77,38 +75,6 @@ static int64_t block_cols(const geom *g, int64_t i0, int64_t r) {
     return g->causal && i0 + r < g->T ? i0 + r : g->T;
 }
 
-/* block_probs' rows on the fast path, float32: the scores with the mask added (the
- * float sum, as the reference stores it) and their row maximum, the exponentials in
- * float by k_vmath.c's vectorised exp (within 1 ulp of libm's) with their row sum in
- * double, in order.  sc has one row past the block's ROWS rows for exp(A - max). */
-static vp_status probs_f32(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols, float *sc,
-                           const float *lse_in, float *lse_out) {
-    const float *mask = g->mask;
-    float *tmp = sc + ROWS * g->T;
-    for (int64_t ii = 0; ii < r; ii++) {
-        int64_t i = i0 + ii, seen = g->causal ? (i + 1 < cols ? i + 1 : cols) : cols;
-        int64_t moff = b * g->mstr[0] + h * g->mstr[1] + i * g->mstr[2];
-        float *row = sc + ii * g->T, m = -INFINITY;
-        if (mask)
-            for (int64_t j = 0; j < seen; j++) row[j] += mask[moff + j * g->mstr[3]];
-        for (int64_t j = 0; j < seen; j++)
-            if (row[j] > m) m = row[j];
-        float lse;
-        if (lse_in) {
-            lse = lse_in[i];
-        } else {
-            double sum = 0;
-            vp_vm_exp_sub_f32(row, m, tmp, seen);
-            for (int64_t j = 0; j < seen; j++) sum += tmp[j];
-            lse = (float)(m + log(sum)); /* -inf for a row masked everywhere, NaN below: as Softmax */
-            lse_out[i] = lse;
-        }
-        vp_vm_exp_sub_f32(row, lse, row, seen);
-        for (int64_t j = seen; j < cols; j++) row[j] = 0.0f;
-    }
-    return VP_OK;
-}
-
 /* Scores of rows i0..i0+r of pair (b, h) into sc ([r, T], row stride T), turned into
  * probabilities.  With lse_in (the pair's S entries) the row log-sum-exp is read from
  * it; otherwise it is computed and stored into lse_out (the same).  Masked entries get
@@ -120,7 +86,6 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
                               at(k, g, bh * g->T * g->D), g->D, 0.0, sc, g->T, err);
     if (s) return s;
     vp_dtype lt = g->dt == VP_F64 ? VP_F64 : VP_F32;
-    if (g->fast) return probs_f32(g, b, h, i0, r, cols, sc, lse_in, lse_out);
     for (int64_t ii = 0; ii < r; ii++) {
         int64_t i = i0 + ii, seen = g->causal ? (i + 1 < cols ? i + 1 : cols) : cols;
         int64_t row = ii * g->T, moff = b * g->mstr[0] + h * g->mstr[1] + i * g->mstr[2];
@@ -177,7 +142,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
     const geom *g = &j->g;
     vp_dn_gemm_select(j->fast); /* the selection is per thread */
     vp_error e;
-    void *sc = vp_lin_alloc((ROWS + 1) * (g->T ? g->T : 1), g->es), *own_lse = NULL;
+    void *sc = vp_lin_alloc(ROWS * (g->T ? g->T : 1), g->es), *own_lse = NULL;
     if (!j->lse_out) own_lse = vp_lin_alloc(g->S ? g->S : 1, sizeof(double)); /* one pair's rows at a time */
     vp_status s = !sc || (!j->lse_out && !own_lse) ? vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch")
                                                    : VP_OK;
@@ -204,7 +169,6 @@ vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tens
     job j = {.n = n, .q = q, .k = k, .v = v, .out0 = out[0], .lse_out = n->n_outputs > 1 ? out[1] : NULL, .err = err};
     geom_of(n, q, k, v, mask, &j.g);
     j.fast = vp_dn_gemm_selected();
-    j.g.fast = j.fast && q->dtype == VP_F32;
     atomic_init(&j.failed, 0);
     return job_run(&j, forward_pairs);
 }
@@ -214,7 +178,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     const geom *g = &j->g;
     vp_dn_gemm_select(j->fast);
     vp_error e;
-    int64_t cells = (ROWS + 1) * (g->T ? g->T : 1); /* probs_f32's extra row */
+    int64_t cells = ROWS * (g->T ? g->T : 1);
     char *p = vp_lin_alloc(2 * cells, g->es);
     vp_status s = p ? VP_OK : vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch");
     char *ds = p ? p + (size_t)cells * g->es : NULL;
@@ -262,7 +226,6 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
              .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL, .err = err};
     geom_of(n, q, k, v, mask, &j.g);
     j.fast = vp_dn_gemm_selected();
-    j.g.fast = j.fast && q->dtype == VP_F32;
     atomic_init(&j.failed, 0);
     if (j.dk) memset(j.dk->data, 0, vp_tensor_nbytes(j.dk));
     if (j.dv) memset(j.dv->data, 0, vp_tensor_nbytes(j.dv));

@@ -5,8 +5,7 @@
  * the batch, heads and sequence.  Products go through BLAS (vp_lin_gemm), the row
  * log-sum-exp and the row sums of dY * Y are taken in double.  float32 and float64
  * natively; float16 and bfloat16 are widened to float32 scratch.  On the fast path
- * (oneDNN's sgemm) the pairs run on all threads and float32 probabilities are
- * exponentiated in float (k_vmath.c); the reference path is unchanged. */
+ * (oneDNN's sgemm) the pairs run on all threads; the reference path takes one at a time. */
 #ifndef VP_K_ATTENTION_H
 #define VP_K_ATTENTION_H
 

@@ -143,6 +143,3 @@ VM_INLINE float vm_gelu_dx(float d, float x) {
 
 #define VM_BODY_vp_vm_gelu_grad_f32 VM_ROWS(n, dx, vm_gelu_dx(dy[i], x[i]))
 VM_DISPATCH(vp_vm_gelu_grad_f32, (const float *dy, const float *x, float *dx, int64_t n), (dy, x, dx, n))
-
-#define VM_BODY_vp_vm_exp_sub_f32 VM_ROWS(n, y, vm_exp(x[i] - c))
-VM_DISPATCH(vp_vm_exp_sub_f32, (const float *x, float c, float *y, int64_t n), (x, c, y, n))
