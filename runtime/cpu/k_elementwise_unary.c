@@ -11,6 +11,7 @@
 
 #include "cpu_par.h"
 #include "k_elementwise_rows.h"
+#include "k_vmath.h"
 
 /* Shared pieces of the expressions below; C is the compute type in scope. */
 #define EW_CLAMP01(v) ((v) < 0 ? (C)0 : (v) > 1 ? (C)1 : (v))          /* NaN stays NaN */
@@ -25,10 +26,23 @@
     EW_FLOAT_ROWS(EW_UNARY_ROW, name)                                                       \
     static const ew_unary_table name##_rows = {{EW_FLOAT_SLOTS(name)}};
 
+/* The same with the float32 row from k_vmath.c (vectorised erf); the 16-bit rows widen
+ * to float and call libm. */
+#define EW_VM_UNARY_OP(name, expr, vm_row)                                                  \
+    EW_FLOAT_UNARY_FN(name, expr)                                                           \
+    static void name##_f32(const void *x, void *y, int64_t n, const ew_params *p) {         \
+        (void)p;                                                                            \
+        vm_row(x, y, n);                                                                    \
+    }                                                                                       \
+    EW_UNARY_ROW(name##_f64, double, double, double, EW_SAME, EW_SAME, name##_d)            \
+    EW_UNARY_ROW(name##_f16, uint16_t, uint16_t, float, vp_f16_to_f32, vp_f32_to_f16, name##_f) \
+    EW_UNARY_ROW(name##_bf16, uint16_t, uint16_t, float, vp_bf16_to_f32, vp_f32_to_bf16, name##_f) \
+    static const ew_unary_table name##_rows = {{EW_FLOAT_SLOTS(name)}};
+
 EW_FLOAT_UNARY_OP(sqrt, sqrt(x))
 EW_FLOAT_UNARY_OP(exp, exp(x))
 EW_FLOAT_UNARY_OP(log, log(x))
-EW_FLOAT_UNARY_OP(erf, erf(x))
+EW_VM_UNARY_OP(erf, erf(x), vp_vm_erf_f32)
 EW_FLOAT_UNARY_OP(reciprocal, (C)1 / x)
 EW_FLOAT_UNARY_OP(sin, sin(x))
 EW_FLOAT_UNARY_OP(cos, cos(x))
@@ -50,7 +64,7 @@ EW_FLOAT_UNARY_OP(softplus, EW_SOFTPLUS(x))
 EW_FLOAT_UNARY_OP(softsign, x / ((C)1 + fabs(x)))
 EW_FLOAT_UNARY_OP(mish, x * tanh(EW_SOFTPLUS(x)))
 EW_FLOAT_UNARY_OP(hard_swish, x * EW_CLAMP01(x / (C)6 + (C)0.5))
-EW_FLOAT_UNARY_OP(gelu_erf, EW_GELU_ERF(x))
+EW_VM_UNARY_OP(gelu_erf, EW_GELU_ERF(x), vp_vm_gelu_f32)
 EW_FLOAT_UNARY_OP(gelu_tanh, EW_GELU_TANH(x))
 /* ops with attributes, read into ew_params by the kernels below (Shrink: alpha is lambd,
  * beta is bias) */

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_reduce.h"
 
@@ -252,13 +253,15 @@ static double fold_run_f64(reduce_kind k, const double *x, int64_t n, double a, 
     return a;
 }
 
-static void walk_f64(reduce_kind k, const vp_tensor *x, const reduce_walk *w, double *acc, const double *shift) {
+/* Folds columns [c_lo, c_hi) of every line into acc, lines in order. */
+static void walk_f64(reduce_kind k, const vp_tensor *x, const reduce_walk *w, double *acc, const double *shift,
+                     int64_t c_lo, int64_t c_hi) {
     double buf[LINE_CHUNK];
     vp_nd_iter it;
     reduce_walk_iter(w, &it);
     for (int64_t l = 0; l < w->n_lines; l++, vp_nd_iter_next(&it)) {
-        for (int64_t c = 0; c < w->line_len; c += LINE_CHUNK) {
-            int64_t m = w->line_len - c < LINE_CHUNK ? w->line_len - c : LINE_CHUNK, o = it.off[0];
+        for (int64_t c = c_lo; c < c_hi; c += LINE_CHUNK) {
+            int64_t m = c_hi - c < LINE_CHUNK ? c_hi - c : LINE_CHUNK, o = it.off[0];
             vp_red_load_f64(x->data, x->dtype, l * w->line_len + c, 1, m, buf);
             if (w->line_reduced)
                 acc[o] = fold_run_f64(k, buf, m, acc[o], shift ? shift[o] : 0);
@@ -266,6 +269,29 @@ static void walk_f64(reduce_kind k, const vp_tensor *x, const reduce_walk *w, do
                 fold_row_f64(k, buf, m, acc + o + c, shift ? shift + o + c : NULL);
         }
     }
+}
+
+typedef struct walk_job {
+    reduce_kind k;
+    const vp_tensor *x;
+    const reduce_walk *w;
+    double *acc;
+    const double *shift;
+} walk_job;
+
+static void walk_cols(int64_t lo, int64_t hi, void *ctx) {
+    const walk_job *j = ctx;
+    walk_f64(j->k, j->x, j->w, j->acc, j->shift, lo, hi);
+}
+
+/* The whole walk.  Where the line is kept (a bias gradient: rows summed into one row)
+ * its columns are split among the threads: each output still folds its inputs in line
+ * order, so the bits do not depend on the threads.  A reduced line folds into one
+ * accumulator in order, on one thread. */
+static void walk_all(reduce_kind k, const vp_tensor *x, const reduce_walk *w, double *acc, const double *shift) {
+    walk_job j = {k, x, w, acc, shift};
+    if (w->line_reduced) walk_f64(k, x, w, acc, shift, 0, w->line_len);
+    else vp_par_for(w->line_len, w->n_lines, walk_cols, &j);
 }
 
 static double finish_f64(reduce_kind k, double acc, int64_t count, double shift) {
@@ -291,12 +317,12 @@ static vp_status reduce_floats(const vp_node *n, const vp_tensor *x, vp_tensor *
     if (shift) {
         /* subtracting the max keeps exp from overflowing; an infinite max is no use as a shift */
         for (int64_t i = 0; i < n_out; i++) shift[i] = -INFINITY;
-        walk_f64(RED_MAX, x, w, shift, NULL);
+        walk_all(RED_MAX, x, w, shift, NULL);
         for (int64_t i = 0; i < n_out; i++)
             if (!isfinite(shift[i])) shift[i] = 0;
     }
     for (int64_t i = 0; i < n_out; i++) acc[i] = identity_f64(k);
-    walk_f64(k, x, w, acc, shift);
+    walk_all(k, x, w, acc, shift);
     for (int64_t i = 0; i < n_out; i++) acc[i] = finish_f64(k, acc[i], w->n_reduced, shift ? shift[i] : 0);
     vp_red_store_f64(y->data, y->dtype, 0, 1, n_out, acc);
     free(acc);

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -84,6 +85,34 @@ static vp_status sce_total(const vp_node *n, const sce_job *j, const vp_tensor *
     return VP_OK;
 }
 
+/* Positions [lo, hi) (each b * inner + i) of the gradient: every position writes only
+ * its own classes, so the threads split positions and the bits stay the same. */
+typedef struct sce_grad_job {
+    const sce_job *j;
+    const vp_tensor *dy, *lp, *label, *weight, *bias;
+    vp_tensor *dl;
+    int none, mean;
+    double total;
+} sce_grad_job;
+
+static void sce_grad_rows(int64_t lo, int64_t hi, void *ctx) {
+    const sce_grad_job *g = ctx;
+    const sce_job *j = g->j;
+    for (int64_t pos = lo; pos < hi; pos++) {
+        int64_t b = pos / j->inner, i = pos % j->inner;
+        int64_t c = load_index(g->label, pos), base = b * j->classes * j->inner + i;
+        int ignored = c == j->ignore;
+        double scale = ignored ? 0 : vp_train_scalar(g->dy, g->none ? pos : 0) * (g->weight ? vp_train_scalar(g->weight, c) : 1);
+        if (g->mean && !ignored) scale /= g->total;
+        for (int64_t k = 0; k < j->classes; k++) {
+            int64_t at = base + k * j->inner;
+            double v = ignored ? 0 : scale * (exp(vp_train_scalar(g->lp, at)) - (k == c));
+            if (g->bias) v += vp_train_scalar(g->bias, at);
+            vp_store(g->dl->data, g->dl->dtype, at, v);
+        }
+    }
+}
+
 VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad) {
     if (!out[0]) return VP_OK;
     const vp_tensor *dy = in[0], *lp = in[1], *label = in[2];
@@ -97,19 +126,8 @@ VP_TRAIN_KERNEL(vp_cpu_sce_loss_grad) {
     double total;
     vp_status s = sce_total(n, &j, label, weight, &total, err);
     if (s) return s;
-    for (int64_t b = 0; b < j.batch; b++)
-        for (int64_t i = 0; i < j.inner; i++) {
-            int64_t pos = b * j.inner + i, c = load_index(label, pos), base = b * j.classes * j.inner + i;
-            int ignored = c == j.ignore;
-            double scale = ignored ? 0 : vp_train_scalar(dy, none ? pos : 0) * (weight ? vp_train_scalar(weight, c) : 1);
-            if (mean && !ignored) scale /= total;
-            for (int64_t k = 0; k < j.classes; k++) {
-                int64_t at = base + k * j.inner;
-                double g = ignored ? 0 : scale * (exp(vp_train_scalar(lp, at)) - (k == c));
-                if (bias) g += vp_train_scalar(bias, at);
-                vp_store(dl->data, dl->dtype, at, g);
-            }
-        }
+    sce_grad_job g = {&j, dy, lp, label, weight, bias, dl, none, mean, total};
+    vp_par_for(j.batch * j.inner, j.classes * 8, sce_grad_rows, &g);
     return VP_OK;
 }
 

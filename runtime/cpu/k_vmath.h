@@ -1,0 +1,19 @@
+/* Vectorised float32 erf, GELU and GELU's derivative (k_vmath.c says how and how
+ * accurate): the float32 rows of Erf, Gelu (erf form) and GeluGrad. */
+#ifndef VP_K_VMATH_H
+#define VP_K_VMATH_H
+
+#include <stdint.h>
+
+/* y[i] = erf(x[i]) */
+void vp_vm_erf_f32(const float *x, float *y, int64_t n);
+/* y[i] = 0.5 x[i] (1 + erf(x[i] / sqrt 2)) */
+void vp_vm_gelu_f32(const float *x, float *y, int64_t n);
+/* dx[i] = dy[i] gelu'(x[i]) */
+void vp_vm_gelu_grad_f32(const float *dy, const float *x, float *dx, int64_t n);
+
+/* One element of the same functions (tests). */
+float vp_vm_erff(float x);
+float vp_vm_expf(float x);
+
+#endif
