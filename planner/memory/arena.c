@@ -1,5 +1,6 @@
 /* The arena solver.  See arena.h for the contract. */
 #include "memory/arena.h"
+#include "memory/arena_exact.h"
 #include "memory/arena_place.h"
 
 #include <errno.h>
@@ -349,7 +350,7 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
 }
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err) {
-    vp_arena_opts dflt = {0, 0, -1};
+    vp_arena_opts dflt = {.only = -1};
     if (!opts) opts = &dflt;
     memset(res, 0, sizeof *res);
     double t_start = now_seconds();
@@ -409,6 +410,17 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             idx[rest++] = idx[i];
         }
     }
+    /* pieces the portfolio left above their bound, for the complete search after it */
+    int n_open = 0;
+    int (*open)[2] = malloc((size_t)(rest + 1) * sizeof *open);
+    int64_t *open_bound = malloc((size_t)(rest + 1) * sizeof *open_bound);
+    if (!open || !open_bound) {
+        free(open);
+        free(open_bound);
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
+        goto done;
+    }
+    int64_t proven = 0;
     for (int lo = 0; lo < rest;) {
         /* a piece ends where no item spans the boundary */
         int hi = lo + 1;
@@ -425,6 +437,13 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
             goto done;
         }
+        if (arena > bound) {
+            open[n_open][0] = lo;
+            open[n_open][1] = hi;
+            open_bound[n_open++] = bound;
+        } else if (bound > proven) {
+            proven = bound;
+        }
         if (arena > res->arena) res->arena = arena;
         for (int a = 0; a < N_ORDERS * 2; a++) {
             /* an algorithm skipped on a piece (stopped early) is charged the kept result */
@@ -437,6 +456,34 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         res->n_pieces++;
         lo = hi;
     }
+    /* the complete search on what is left above its bound, the budget shared evenly */
+    double exact_s = opts->exact_seconds > 0 ? opts->exact_seconds : opts->exact_seconds < 0 ? 0 : 1.0;
+    int64_t nodes_total = (int64_t)(exact_s * VP_ARENA_EXACT_NODES_PER_SECOND);
+    for (int k = 0; k < n_open && !s; k++) {
+        vp_arena_exact_result er = {0};
+        int plo = open[k][0], phi = open[k][1];
+        int64_t before = 0;
+        for (int i = plo; i < phi; i++)
+            if (items[idx[i]].offset + items[idx[i]].size > before) before = items[idx[i]].offset + items[idx[i]].size;
+        if (nodes_total > 0) s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k], nodes_total / (n_open - k), &er, err);
+        else er.arena = before, er.proven_lower = open_bound[k];
+        if (s) break;
+        nodes_total -= er.nodes;
+        res->exact_nodes += er.nodes;
+        if (er.arena < before) snprintf(res->kept, sizeof res->kept, "exact");
+        if (er.proven_lower > proven) proven = er.proven_lower;
+    }
+    free(open);
+    free(open_bound);
+    if (s) goto done;
+    if (n_open) { /* the widest piece decides: recompute the arena over all pieces */
+        int64_t top = 0;
+        for (int i = 0; i < rest; i++)
+            if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
+        res->arena = top;
+    }
+    res->proven_lower = proven + pinned_bytes > res->lower_bound ? proven + pinned_bytes : res->lower_bound;
+    if (res->proven_lower > res->arena) res->proven_lower = res->arena;
     /* the pieces sit on top of the whole-step items */
     for (int i = 0; i < rest; i++) items[idx[i]].offset += pinned_bytes;
     res->arena += pinned_bytes;
@@ -444,7 +491,7 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         if (res->algos[a].arena) res->algos[a].arena += pinned_bytes;
         else if (!rest && (opts->only < 0 || opts->only == a)) res->algos[a].arena = pinned_bytes; /* every order stacks them */
     }
-    snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
+    if (strcmp(res->kept, "exact")) snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
 done:
     free(idx);
     free(st.order);

@@ -42,6 +42,8 @@ typedef struct vp_arena_result {
     int n_pieces;
     double seconds;
     char kept[48];           /* the algorithm whose result was kept ("mixed" when pieces differ) */
+    int64_t proven_lower;    /* no assignment is smaller: the bound, or more where the search proved it */
+    int64_t exact_nodes;     /* nodes the complete search spent (0: every piece met its bound greedily) */
     int n_algos;
     vp_arena_algo_result algos[VP_ARENA_MAX_ALGOS];
 } vp_arena_result;
@@ -50,6 +52,8 @@ typedef struct vp_arena_opts {
     int run_all;            /* run every algorithm on every piece (benchmarks), not stop at the bound */
     double search_seconds;  /* budget of the improving search (0: default 0.2 s, <0: none) */
     int only;               /* -1 all algorithms; otherwise only this index (benchmarks) */
+    double exact_seconds;   /* limit of the complete search on pieces left above their bound
+                               (0: default 1 s, <0: none); see arena_exact.c */
 } vp_arena_opts;
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err);

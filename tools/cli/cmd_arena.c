@@ -11,7 +11,7 @@
 
 static int run_arena(int argc, char **argv) {
     const char *path = NULL, *out = NULL;
-    vp_arena_opts opts = {0, 0, -1};
+    vp_arena_opts opts = {.only = -1};
     double search = NAN;
     const cli_opt table[] = {
         {"FILE.csv", CLI_POS, &path, NULL, NULL},
