@@ -184,7 +184,7 @@ static void test_random_instances(void) {
                 check(vp_arena_lower_bound(orig, n) == bound, what, "vp_arena_lower_bound differs from brute force");
                 /* the default solver, a short search */
                 memcpy(it, orig, (size_t)n * sizeof *it);
-                vp_arena_opts o = {0, 0.002, -1};
+                vp_arena_opts o = {.search_seconds = 0.002, .only = -1, .exact_seconds = 0.01};
                 vp_arena_result res;
                 vp_error err;
                 vp_status s = vp_arena_solve(it, n, &o, &res, &err);
@@ -193,7 +193,7 @@ static void test_random_instances(void) {
                 /* each algorithm alone */
                 for (int a = 0; a < vp_arena_algo_count() && !s; a++) {
                     memcpy(it, orig, (size_t)n * sizeof *it);
-                    vp_arena_opts oa = {0, -1, a};
+                    vp_arena_opts oa = {.search_seconds = -1, .only = a};
                     char w2[220];
                     snprintf(w2, sizeof w2, "%s, %s", what, vp_arena_algo_name(a));
                     vp_status sa = vp_arena_solve(it, n, &oa, &res, &err);
@@ -212,7 +212,7 @@ static void test_run_all(void) {
     int n = 800;
     vp_arena_item *it = malloc((size_t)n * sizeof *it);
     make_instance(&r, K_MIXED, n, it);
-    vp_arena_opts o = {1, -1, -1};
+    vp_arena_opts o = {.run_all = 1, .search_seconds = -1, .only = -1, .exact_seconds = -1};
     vp_arena_result res;
     vp_error err;
     vp_status s = vp_arena_solve(it, n, &o, &res, &err);

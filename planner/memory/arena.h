@@ -53,10 +53,16 @@ typedef struct vp_arena_opts {
     double search_seconds;  /* budget of the improving search (0: default 0.2 s, <0: none) */
     int only;               /* -1 all algorithms; otherwise only this index (benchmarks) */
     double exact_seconds;   /* limit of the complete search on pieces left above their bound
-                               (0: default 1 s, <0: none); see arena_exact.c */
+                               (0: default 1 s, <0: none), turned into a count of search
+                               nodes so a limit gives the same result anywhere; see
+                               arena_exact.c */
 } vp_arena_opts;
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err);
+
+/* What is known of the arena kept: "reached the lower bound", "proven optimal" (above
+ * the bound, the complete search proved nothing smaller fits) or "best found". */
+const char *vp_arena_outcome(const vp_arena_result *r);
 
 /* Max over steps of the live bytes (for verifiers and reports). */
 int64_t vp_arena_lower_bound(const vp_arena_item *items, int n);

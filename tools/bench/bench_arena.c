@@ -62,7 +62,7 @@ static vp_status plan_row(vp_graph *g, vp_training *t, model_row *r, vp_error *e
         snprintf(r->kept, sizeof r->kept, "%s", p.arena.kept);
         r->plan_seconds = p.planning_seconds;
         for (int a = 0; !s && a < vp_arena_algo_count(); a++) {
-            vp_arena_opts o = {0, -1, a};
+            vp_arena_opts o = {.search_seconds = -1, .only = a};
             s = vp_assign_offsets(&p, &o, err);
             r->algo[a] = ratio(p.arena.arena, p.arena.lower_bound);
         }
@@ -263,7 +263,7 @@ static void instance_row(const char *shape, int n, const char *csv_dir) {
     vp_arena_result res;
     for (int a = 0; a < vp_arena_algo_count(); a++) {
         memcpy(work, items, (size_t)n * sizeof *items);
-        vp_arena_opts o = {0, -1, a};
+        vp_arena_opts o = {.search_seconds = -1, .only = a};
         if (vp_arena_solve(work, n, &o, &res, &err)) printf(" %s |", err.msg);
         else printf(" %.4f / %.2f s |", ratio(res.arena, res.lower_bound), res.seconds);
         fflush(stdout);

@@ -184,7 +184,7 @@ static int run_plan(int argc, char **argv) {
     const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
     int fused = 1;
     int64_t budget = 0;
-    double ilp_limit = NAN;
+    double ilp_limit = NAN, arena_limit = NAN;
     cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
@@ -206,6 +206,10 @@ static int run_plan(int argc, char **argv) {
         {"--ilp-time-limit", CLI_NUM, &ilp_limit, "S",
          "seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
          "out the best schedule found is used and the report says so"},
+        {"--arena-time-limit", CLI_NUM, &arena_limit, "S",
+         "limit of the arena's complete search where the greedy offsets\n"
+         "miss the lower bound (default 1; 0: none); counted in search\n"
+         "nodes, so a limit gives the same plan on any machine"},
         {"--no-fused-update", CLI_CLEAR, &fused, NULL,
          "run every optimizer update after the whole backward pass\n"
          "(default: each update right after its gradient is final)"},
@@ -238,6 +242,7 @@ static int run_plan(int argc, char **argv) {
         else if (remat != VP_REMAT_ILP)
             s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
     }
+    if (!s && !isnan(arena_limit)) ro.arena_time_limit = arena_limit == 0 ? -1 : arena_limit;
     if (!s && max_dim) {
         if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
         int k = -1;
