@@ -487,7 +487,7 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
      * it is (it cannot lower the total); the widest pieces go first.  Not run when one
      * algorithm was asked for alone (comparisons, the remat's quick plans). */
     double exact_s = opts->exact_seconds > 0 ? opts->exact_seconds : opts->exact_seconds < 0 ? 0 : 1.0;
-    int64_t nodes_total = opts->only < 0 ? (int64_t)(exact_s * VP_ARENA_EXACT_NODES_PER_SECOND) : 0;
+    int64_t work_total = opts->only < 0 ? (int64_t)(exact_s * VP_ARENA_EXACT_WORK_PER_SECOND) : 0;
     for (int k = 0; k < n_open; k++) { /* widest first: insertion sort by arena */
         for (int q = k; q > 0; q--) {
             int64_t a = piece_top(items, idx, open[q][0], open[q][1]), b = piece_top(items, idx, open[q - 1][0], open[q - 1][1]);
@@ -502,12 +502,12 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         vp_arena_exact_result er = {0};
         int plo = open[k][0], phi = open[k][1];
         int64_t before = piece_top(items, idx, plo, phi);
-        if (nodes_total > 0 && before > proven)
-            s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k], proven, nodes_total / (n_open - k), &er, err);
+        if (work_total > 0 && before > proven)
+            s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k], proven, work_total / (n_open - k), &er, err);
         else er.arena = before, er.proven_lower = open_bound[k];
         if (s) break;
-        nodes_total -= er.nodes;
-        res->exact_nodes += er.nodes;
+        work_total -= er.work;
+        res->exact_work += er.work;
         if (er.arena < before) snprintf(res->kept, sizeof res->kept, "exact");
         if (er.proven_lower > proven) proven = er.proven_lower;
     }
@@ -520,11 +520,11 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
         res->arena = top;
     }
-    res->proven_lower = proven + pinned_bytes > res->lower_bound ? proven + pinned_bytes : res->lower_bound;
-    if (res->proven_lower > res->arena) res->proven_lower = res->arena;
     /* the pieces sit on top of the whole-step items */
     for (int i = 0; i < rest; i++) items[idx[i]].offset += pinned_bytes;
     res->arena += pinned_bytes;
+    res->proven_lower = proven + pinned_bytes > res->lower_bound ? proven + pinned_bytes : res->lower_bound;
+    if (res->proven_lower > res->arena) res->proven_lower = res->arena;
     for (int a = 0; a < N_ORDERS * 2; a++) {
         if (res->algos[a].arena) res->algos[a].arena += pinned_bytes;
         else if (!rest && (opts->only < 0 || opts->only == a)) res->algos[a].arena = pinned_bytes; /* every order stacks them */

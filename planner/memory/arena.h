@@ -43,7 +43,7 @@ typedef struct vp_arena_result {
     double seconds;
     char kept[48];           /* the algorithm whose result was kept ("mixed" when pieces differ) */
     int64_t proven_lower;    /* no assignment is smaller: the bound, or more where the search proved it */
-    int64_t exact_nodes;     /* nodes the complete search spent (0: every piece met its bound greedily) */
+    int64_t exact_work;     /* work the complete search spent (0: none ran), see arena_exact.h */
     int n_algos;
     vp_arena_algo_result algos[VP_ARENA_MAX_ALGOS];
 } vp_arena_result;

@@ -67,8 +67,8 @@ typedef struct exact {
     undo_rec *undo;
     int64_t undo_top, undo_cap;
     int64_t capacity;
-    int64_t nodes, node_limit;
-    int out_of_nodes;
+    int64_t work, work_limit;    /* about one unit per item or section visited */
+    int out_of_work;
     int64_t found_arena;
 } exact;
 
@@ -104,6 +104,7 @@ static int place(exact *x, int i, int *hatless) {
     x->off[i] = o;
     *hatless = 1;
     int nt = 0;
+    int64_t work = x->m + (x->ov_at[i + 1] - x->ov_at[i]) + (x->hi[i] - x->lo[i]);
     x->stamp_now++;
     for (int k = x->ov_at[i]; k < x->ov_at[i + 1]; k++) {
         int j = x->ov[k];
@@ -112,6 +113,7 @@ static int place(exact *x, int i, int *hatless) {
         if (x->minoff[j] >= top) continue;
         if (!undo_push(x, j, x->minoff[j])) return -1;
         x->minoff[j] = top;
+        work += x->hi[j] - x->lo[j];
         for (int s = x->lo[j]; s < x->hi[j]; s++)
             if (x->stamp[s] != x->stamp_now) {
                 x->stamp[s] = x->stamp_now;
@@ -135,13 +137,16 @@ static int place(exact *x, int i, int *hatless) {
         int s = x->touched[t];
         if (x->floor_[s] >= top) continue; /* its raised items are no higher than the floor */
         int64_t low = INT64_MAX, f = x->floor_[s];
-        for (int k = x->sec_at[s], e = k + x->sec_left[s]; k < e && low > f; k++)
+        int k = x->sec_at[s];
+        for (int e = k + x->sec_left[s]; k < e && low > f; k++)
             if (x->minoff[x->sec[k]] < low) low = x->minoff[x->sec[k]];
+        work += k - x->sec_at[s];
         if (low != INT64_MAX && low > x->floor_[s]) {
             if (!undo_push(x, -1 - s, x->floor_[s])) return -1;
             x->floor_[s] = low;
         }
     }
+    x->work += work;
     for (int s = 0; s < x->m; s++) {
         if (!x->total[s]) continue;
         int64_t base = x->floor_[s] > o ? x->floor_[s] : o;
@@ -171,8 +176,9 @@ static int search(exact *x, const int *prev, int pu, int *cur, int u, int64_t la
         x->found_arena = top;
         return 1;
     }
-    if (++x->nodes > x->node_limit) {
-        x->out_of_nodes = 1;
+    x->work += pu;
+    if (x->work > x->work_limit) {
+        x->out_of_work = 1;
         return 0;
     }
     int c = 0;
@@ -205,7 +211,7 @@ static int search(exact *x, const int *prev, int pu, int *cur, int u, int64_t la
         int ok = place(x, i, &hatless);
         int r = ok < 0 ? -1 : ok ? search(x, cur, u, next, u - 1, o, x->rank[i]) : 0;
         unplace(x, i, mark);
-        if (r || x->out_of_nodes) return r;
+        if (r || x->out_of_work) return r;
         if (hatless) break;
     }
     return 0;
@@ -254,11 +260,11 @@ static void set_ranks(exact *x, int h, int *tmp) {
 
 /* One decision at capacity c with ranks h: 1 found (best_off, found_arena), 0 proved
  * none, 2 undecided (nodes ran out), -1 out of memory. */
-static int decide(exact *x, int h, int64_t c, int64_t nodes, int *scratch) {
+static int decide(exact *x, int h, int64_t c, int64_t work, int *scratch) {
     x->capacity = c;
-    x->nodes = 0;
-    x->node_limit = nodes;
-    x->out_of_nodes = 0;
+    x->work = 0;
+    x->work_limit = work;
+    x->out_of_work = 0;
     x->undo_top = 0;
     set_ranks(x, h, scratch);
     memset(x->floor_, 0, (size_t)x->m * sizeof *x->floor_);
@@ -277,7 +283,7 @@ static int decide(exact *x, int h, int64_t c, int64_t nodes, int *scratch) {
     int r = search(x, root, x->n, root + x->n, x->n, 0, -1);
     if (r < 0) return -1;
     if (r == 1) return 1;
-    return x->out_of_nodes ? 2 : 0;
+    return x->out_of_work ? 2 : 0;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -423,14 +429,14 @@ static int exact_build(exact *x, const vp_arena_item *items, const int *idx, con
 }
 
 vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int64_t lower, int64_t enough,
-                               int64_t node_budget, vp_arena_exact_result *res, vp_error *err) {
+                               int64_t work_budget, vp_arena_exact_result *res, vp_error *err) {
     memset(res, 0, sizeof *res);
     int64_t incumbent = 0;
     for (int i = 0; i < n; i++)
         if (items[idx[i]].offset + items[idx[i]].size > incumbent) incumbent = items[idx[i]].offset + items[idx[i]].size;
     res->arena = incumbent;
     res->proven_lower = lower < incumbent ? lower : incumbent;
-    if (incumbent <= lower || n == 0 || n > VP_ARENA_EXACT_MAX_ITEMS || node_budget <= 0) return VP_OK;
+    if (incumbent <= lower || n == 0 || n > VP_ARENA_EXACT_MAX_ITEMS || work_budget <= 0) return VP_OK;
     /* items without bytes or steps sit at 0 and take no part */
     int *loc = malloc((size_t)n * sizeof *loc), *scratch = malloc((size_t)n * sizeof *scratch);
     /* Items of no bytes sit at 0 and take no part.  An item of no steps [a, a) still
@@ -454,8 +460,8 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
         goto done;
     }
     /* Every top is a sum of sizes, so capacities need only be multiples of their gcd. */
-    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = node_budget;
-    int64_t limit = 4 * (int64_t)ns + 64;
+    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget;
+    int64_t limit = 4 * (int64_t)ns * (ns + x.m); /* about 4n nodes */
     int h = 0;
     while (lo < hi && hi > enough && left > 0) {
         /* a round: the bound with every rank, then one bisection step, at this limit */
@@ -464,8 +470,8 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
             if (a == 3 && c <= lo) break;
             int64_t lim = limit < left ? limit : left;
             int r = decide(&x, a < 3 ? a : h, c, lim, scratch);
-            left -= x.nodes;
-            res->nodes += x.nodes;
+            left -= x.work;
+            res->work += x.work;
             res->attempts++;
             if (r < 0) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
@@ -484,8 +490,8 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
         limit *= 2;
     }
     if (getenv("VP_EXACT_DEBUG"))
-        fprintf(stderr, "exact: %d items, bound %lld, proven %lld, arena %lld (from %lld), %lld nodes, %d attempts\n", ns,
-                (long long)lower, (long long)lo, (long long)hi, (long long)incumbent, (long long)res->nodes, res->attempts);
+        fprintf(stderr, "exact: %d items, bound %lld, proven %lld, arena %lld (from %lld), %lld work, %d attempts\n", ns,
+                (long long)lower, (long long)lo, (long long)hi, (long long)incumbent, (long long)res->work, res->attempts);
     if (lo > hi) lo = hi;
     res->arena = hi;
     res->proven_lower = lo > lower ? lo : lower;

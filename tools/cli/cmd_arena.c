@@ -41,10 +41,10 @@ static int run_arena(int argc, char **argv) {
         printf("ratio:       %.5f, kept %s, %.3f s\n", res.lower_bound ? (double)res.arena / (double)res.lower_bound : 1.0,
                res.kept, res.seconds);
         printf("outcome:     %s", vp_arena_outcome(&res));
-        if (res.proven_lower < res.arena)
+        if (res.arena > res.lower_bound && res.proven_lower < res.arena)
             printf(" (no assignment below %lld bytes, ratio %.5f)", (long long)res.proven_lower,
                    res.lower_bound ? (double)res.proven_lower / (double)res.lower_bound : 1.0);
-        printf("; complete search: %lld nodes\n", (long long)res.exact_nodes);
+        printf("; complete search: %lld units of work\n", (long long)res.exact_work);
         printf("algorithms%s:\n", opts.run_all ? "" : " (stopped early once one reached the bound; --all runs every one)");
         for (int a = 0; a < res.n_algos; a++)
             if (res.algos[a].arena)
