@@ -20,7 +20,7 @@ static int run_arena(int argc, char **argv) {
         {"--search-seconds", CLI_NUM, &search, "S", "budget of the improving search (default 0.2; 0: no search)"},
         {"--time-limit", CLI_NUM, &limit, "S",
          "limit of the complete search on pieces the portfolio left above\n"
-         "their bound (default 1; 0: none); counted in search nodes, so a\n"
+         "their bound (default 1; 0: none); counted in units of work, so a\n"
          "limit gives the same arena on any machine"},
         {0}};
     int rc = cli_parse(&cli_cmd_arena, table, argc, argv);

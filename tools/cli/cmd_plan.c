@@ -208,8 +208,8 @@ static int run_plan(int argc, char **argv) {
          "out the best schedule found is used and the report says so"},
         {"--arena-time-limit", CLI_NUM, &arena_limit, "S",
          "limit of the arena's complete search where the greedy offsets\n"
-         "miss the lower bound (default 1; 0: none); counted in search\n"
-         "nodes, so a limit gives the same plan on any machine"},
+         "miss the lower bound (default 1; 0: none); counted in units of\n"
+         "work, so a limit gives the same plan on any machine"},
         {"--no-fused-update", CLI_CLEAR, &fused, NULL,
          "run every optimizer update after the whole backward pass\n"
          "(default: each update right after its gradient is final)"},
