@@ -224,7 +224,8 @@ static int run_plan(int argc, char **argv) {
          "budget and arena lines, and the arena layout beneath"},
         {"--json", CLI_STR, &json, "FILE",
          "write the report as JSON (arena_bytes, lower_bound_bytes,\n"
-         "budget_bytes, fits, categories, steps, buffers, planning_seconds)"},
+         "arena_outcome, budget_bytes, fits, categories, steps, buffers,\n"
+         "planning_seconds)"},
         {0}};
     int rc = cli_parse(&cli_cmd_plan, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
