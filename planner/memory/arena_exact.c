@@ -36,9 +36,9 @@
  * a node limit that doubles every round, so a rank that thrashes is left for another
  * (restarts); whatever is best when the work runs out is kept (anytime).
  *
- * Measured (tools/bench/RESULTS.md, bench_arena): at 5 s it reaches the bound on
- * MiniMalloc's C and improves A, B, D, G, I, J, K on the portfolio by 4 to 21%, but
- * stays 5 to 25% above the best known on most of them: the goal of 1% is not met.
+ * Measured (tools/bench/RESULTS.md, bench_arena --hard): at 5 s it reaches the bound
+ * on MiniMalloc's A, B and C in about 1 s and improves D, E, G, I, J, K on the
+ * portfolio, but stays 3.5 to 17% above the best known there (F, H: no better).
  * What MiniMalloc has and this lacks: splitting the search where no unplaced item spans
  * a section boundary (dynamic decomposition). */
 #include "memory/arena_exact.h"
@@ -468,10 +468,14 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     /* Every top is a sum of sizes, so capacities need only be multiples of their gcd. */
     int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget;
     int64_t limit = 4 * (int64_t)ns * (ns + x.m); /* about 4n nodes' work */
-    int h = 0;
+    int h = 0, round = 0;
     while (lo < hi && hi > enough && left > 0) {
-        /* a round: the bound with every rank, then one bisection step, at this limit */
-        for (int a = 0; a < 4 && lo < hi && hi > enough && left > 0; a++) {
+        /* a round: the bound with every rank, then on every second round one bisection
+         * step (which lowers the incumbent where the bound is out of reach, but costs
+         * the bound's attempts their budget: with it in every round, MiniMalloc's A and
+         * B stay 7 to 10% above the bound at 5 s; without it at all they reach it) */
+        int attempts = round++ & 1 ? 4 : 3;
+        for (int a = 0; a < attempts && lo < hi && hi > enough && left > 0; a++) {
             int64_t c = a < 3 ? lo : lo + (hi - lo) / 2 / g * g;
             if (a == 3 && c <= lo) break;
             int64_t lim = limit < left ? limit : left;

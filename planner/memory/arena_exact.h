@@ -25,6 +25,6 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
 /* Units of search work per second of the time limit on one core (calibrated on
  * MiniMalloc's challenging instances); the limit is turned into work so a result does
  * not vary by machine or load. */
-#define VP_ARENA_EXACT_WORK_PER_SECOND 80000000
+#define VP_ARENA_EXACT_WORK_PER_SECOND 250000000
 
 #endif
