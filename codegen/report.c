@@ -167,9 +167,9 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     if (p->host_bytes)
         fprintf(f, "host:        %s (%lld bytes) beside the arena: the offloaded optimizer state and its update\n",
                 vp_human_bytes(p->host_bytes, b1, sizeof b1), (long long)p->host_bytes);
-    fprintf(f, "lower bound: %s (%lld bytes); arena / bound = %.4f, kept %s over %d piece%s\n",
+    fprintf(f, "lower bound: %s (%lld bytes); arena / bound = %.4f, kept %s over %d piece%s; %s\n",
             vp_human_bytes(p->lower_bound_bytes, b2, sizeof b2), (long long)p->lower_bound_bytes, ratio, p->arena.kept,
-            p->arena.n_pieces, p->arena.n_pieces == 1 ? "" : "s");
+            p->arena.n_pieces, p->arena.n_pieces == 1 ? "" : "s", vp_arena_outcome(&p->arena));
     if (p->n_steps) {
         const vp_node *n = &p->g->nodes[p->steps[p->peak_step]];
         live_item *it;
@@ -249,6 +249,8 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     vp_json_int(&j, p->lower_bound_bytes);
     vp_json_key(&j, "arena_over_bound");
     vp_json_double(&j, p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0);
+    vp_json_key(&j, "arena_outcome");
+    vp_json_string(&j, vp_arena_outcome(&p->arena));
     vp_json_key(&j, "budget_bytes");
     if (p->budget_bytes > 0) vp_json_int(&j, p->budget_bytes);
     else vp_json_null(&j);

@@ -17,13 +17,13 @@ declare -A options=(
     [eval]="--dim --input --output-dir --seed"
     [train]="$train_opts --steps --data --dim --seed --json --save --merge --qdq --reference"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
-    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"
+    [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --arena-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
     [run]="--backend --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
     [codegen]="-o --output --target --prefix --embed-weights --reference"
     [export]="--weights -o --output --model"
-    [arena]="-o --all --search-seconds"
+    [arena]="-o --all --search-seconds --time-limit"
 )
 declare -A operand=([inspect]=MODEL [eval]=MODEL [train]=MODEL [train-graph]=MODEL [plan]=MODEL [show]=PLAN
     [verify]=PLAN [run]=PLAN [codegen]=PLAN [export]=PLAN [arena]=FILE.csv)
@@ -99,6 +99,8 @@ expect 2 "plan: --remat expects none, sqrtn, dp or ilp, got 'magic'" -- "$tool" 
 expect 2 "show: --json takes no value, got '--json=yes'" -- "$tool" show x.vplan --json=yes
 expect 2 "run: --backend expects cpu or cuda, got 'tpu'" -- "$tool" run x.vplan --backend tpu
 expect 2 "arena: --search-seconds expects a non-negative number, got '-1'" -- "$tool" arena x.csv --search-seconds -1
+expect 2 "arena: --time-limit expects a non-negative number, got '-1'" -- "$tool" arena x.csv --time-limit -1
+expect 2 "plan: --arena-time-limit expects a non-negative number, got 'x'" -- "$tool" plan "$mlp" --arena-time-limit x
 expect 2 "verify: unknown option '--json'" -- "$tool" verify x.vplan --json
 
 # a missing value; a misspelt option gets the near one suggested

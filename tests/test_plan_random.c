@@ -235,7 +235,7 @@ int main(int argc, char **argv) {
         vp_graph *planned = NULL;
         vp_remat_result rr;
         vp_remat_kind kind = (vp_remat_kind)rnd(&r, 4);
-        const vp_remat_opts ilp_quick = {0.5};
+        const vp_remat_opts ilp_quick = {.ilp_time_limit = 0.5};
         if (!s) s = vp_plan_with_remat_opts(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &ilp_quick, &planned, &p,
                                             &rr, &err);
         /* ilp may prove the budget infeasible in its model, or run out of time */

@@ -15,7 +15,7 @@
 
 /* ilp's solves are capped so the suite stays quick; where GLPK does not finish in
  * time, the schedule it holds is checked all the same, and none at all is reported */
-static const vp_remat_opts ilp_opts = {5.0};
+static const vp_remat_opts ilp_opts = {.ilp_time_limit = 5.0};
 
 /* The un-checkpointed arena of the model under test: a plan that recomputes must be
  * smaller, or its recompute only costs time. */

@@ -1,5 +1,6 @@
 /* The arena solver.  See arena.h for the contract. */
 #include "memory/arena.h"
+#include "memory/arena_exact.h"
 #include "memory/arena_place.h"
 
 #include <errno.h>
@@ -48,6 +49,11 @@ static int64_t bound_of(const vp_arena_item *items, const int *idx, int n) {
 }
 
 int64_t vp_arena_lower_bound(const vp_arena_item *items, int n) { return bound_of(items, NULL, n); }
+
+const char *vp_arena_outcome(const vp_arena_result *r) {
+    if (r->arena <= r->lower_bound) return "reached the lower bound";
+    return r->proven_lower >= r->arena ? "proven optimal" : "best found";
+}
 
 /* ---- orders ---- */
 
@@ -208,6 +214,10 @@ static int64_t place(solve_state *st, const int *order, int n, int best_fit) {
     return vp_place_scan(st->items, order, n, best_fit, st->placed);
 }
 
+/* Work (items plus overlapping pairs) placements get through per second, by placer
+ * (scan, blocks, tree), measured on 150 to 3,000 random and MiniMalloc items. */
+static const double place_work_per_second[3] = {1e8, 1.5e8, 1e7};
+
 #ifndef VP_ARENA_FORCE
 #define VP_ARENA_FORCE -1
 #endif
@@ -217,16 +227,11 @@ static int64_t place(solve_state *st, const int *order, int n, int best_fit) {
  * quarter of the piece or more (the tree's lists then hold about as many runs as there
  * are items and merging them costs more than reading the blocks in order; measured at
  * 100,000 items: an eighth, the tree twice as fast; a half, the blocks four times). */
-/* tmp: room for 2n values. */
-static int choose_placer(const vp_arena_item *items, const int *idx, int n, int64_t *tmp) {
-    int zero_life = 0;
-    for (int i = 0; i < n; i++)
-        if (items[idx[i]].start == items[idx[i]].end) zero_life = 1;
-    if (VP_ARENA_FORCE >= 0) return VP_ARENA_FORCE == PLACE_TREE && zero_life ? PLACE_BLOCKS : VP_ARENA_FORCE;
-    if (n < VP_ARENA_SCAN_BELOW) return PLACE_SCAN;
-    if (zero_life) return PLACE_BLOCKS;
-    /* overlapping pairs: item i overlaps the items that neither start at or after its
-     * end nor end at or before its start */
+/* Pairs of items live at once (counted twice), the measure of a placement's work.
+ * tmp: room for 2n values. */
+static double overlap_pairs(const vp_arena_item *items, const int *idx, int n, int64_t *tmp) {
+    /* item i overlaps the items that neither start at or after its end nor end at or
+     * before its start */
     int64_t *starts = tmp, *ends = tmp + n;
     for (int i = 0; i < n; i++) {
         starts[i] = items[idx[i]].start;
@@ -240,6 +245,16 @@ static int choose_placer(const vp_arena_item *items, const int *idx, int n, int6
         int end_before = vp_upper_index(ends, n, items[idx[i]].start);
         pairs += n - start_after - end_before;
     }
+    return pairs;
+}
+
+static int choose_placer(const vp_arena_item *items, const int *idx, int n, double pairs) {
+    int zero_life = 0;
+    for (int i = 0; i < n; i++)
+        if (items[idx[i]].start == items[idx[i]].end) zero_life = 1;
+    if (VP_ARENA_FORCE >= 0) return VP_ARENA_FORCE == PLACE_TREE && zero_life ? PLACE_BLOCKS : VP_ARENA_FORCE;
+    if (n < VP_ARENA_SCAN_BELOW) return PLACE_SCAN;
+    if (zero_life) return PLACE_BLOCKS;
     return pairs > (double)n * n / 4 ? PLACE_BLOCKS : PLACE_TREE;
 }
 
@@ -262,6 +277,14 @@ static int top_positions(const solve_state *st, int n, int64_t arena) {
     return k;
 }
 
+/* The highest end offset of the items idx[lo..hi). */
+static int64_t piece_top(const vp_arena_item *items, const int *idx, int lo, int hi) {
+    int64_t top = 0;
+    for (int i = lo; i < hi; i++)
+        if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
+    return top;
+}
+
 /* Solves one piece (items idx[0..n)); returns its arena, or -1 when out of memory. */
 static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound, int64_t *piece_algo_arena,
                            const char **kept, double search_budget) {
@@ -269,7 +292,8 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
     int64_t best = INT64_MAX;
     int best_algo = -1;
     int have_crowd = 0;
-    st->placer = choose_placer(items, idx, n, st->tree.times);
+    double pairs = overlap_pairs(items, idx, n, st->tree.times);
+    st->placer = choose_placer(items, idx, n, pairs);
     if (st->placer == PLACE_TREE && !vp_slot_tree_prepare(&st->tree, items, idx, n)) return -1;
     if (st->placer == PLACE_BLOCKS && !vp_block_list_prepare(&st->blocks, n)) return -1;
     int large = n > VP_ARENA_LARGE_PIECE && !st->opts->run_all;
@@ -308,13 +332,16 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
      * the moves take an item that reaches the top (those decide the arena) to an
      * earlier place in the order, the rest move a random item anywhere.  Together the
      * two cut the gap left after 0.3 s from 2.7% to 2.0% on average over 24 random
-     * instances of 300 to 1,700 buffers (either alone: 2.7%).  No placement starts
-     * that would not finish within the budget. */
-    double per_place = placed_runs ? placing / placed_runs : 0;
-    double deadline = now_seconds() + search_budget;
+     * instances of 300 to 1,700 buffers (either alone: 2.7%).  The budget is a count
+     * of placements, not the clock, so a given budget gives the same result anywhere:
+     * a placement's work is taken as its items plus their overlapping pairs, at
+     * place_work_per_second (calibrated on one machine; elsewhere the time spent
+     * follows the machine's speed, the result does not). */
+    (void)placing;
+    int64_t placements = (int64_t)(search_budget * place_work_per_second[st->placer] / ((double)n + pairs));
     int fit = best_algo % 2 == 0;
     int n_top = best > bound && n > 2 ? top_positions(st, n, best) : 0;
-    while (best > bound && n > 2 && now_seconds() + per_place < deadline) {
+    while (best > bound && n > 2 && placements-- > 0) {
         memcpy(st->order, st->best_order, (size_t)n * sizeof *st->order);
         int i, j;
         uint64_t r = vp_rng_next(&st->rng);
@@ -349,7 +376,7 @@ static int64_t solve_piece(solve_state *st, const int *idx, int n, int64_t bound
 }
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err) {
-    vp_arena_opts dflt = {0, 0, -1};
+    vp_arena_opts dflt = {.only = -1};
     if (!opts) opts = &dflt;
     memset(res, 0, sizeof *res);
     double t_start = now_seconds();
@@ -409,6 +436,17 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             idx[rest++] = idx[i];
         }
     }
+    /* pieces the portfolio left above their bound, for the complete search after it */
+    int n_open = 0;
+    int (*open)[2] = malloc((size_t)(rest + 1) * sizeof *open);
+    int64_t *open_bound = malloc((size_t)(rest + 1) * sizeof *open_bound);
+    if (!open || !open_bound) {
+        free(open);
+        free(open_bound);
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
+        goto done;
+    }
+    int64_t proven = 0;
     for (int lo = 0; lo < rest;) {
         /* a piece ends where no item spans the boundary */
         int hi = lo + 1;
@@ -425,6 +463,13 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
             goto done;
         }
+        if (arena > bound) {
+            open[n_open][0] = lo;
+            open[n_open][1] = hi;
+            open_bound[n_open++] = bound;
+        } else if (bound > proven) {
+            proven = bound;
+        }
         if (arena > res->arena) res->arena = arena;
         for (int a = 0; a < N_ORDERS * 2; a++) {
             /* an algorithm skipped on a piece (stopped early) is charged the kept result */
@@ -437,14 +482,54 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         res->n_pieces++;
         lo = hi;
     }
+    /* The complete search on what is left above its bound, the budget shared evenly.  A
+     * piece whose arena is no more than what another piece is proved to need is left as
+     * it is (it cannot lower the total); the widest pieces go first.  Not run when one
+     * algorithm was asked for alone (comparisons, the remat's quick plans). */
+    double exact_s = opts->exact_seconds > 0 ? opts->exact_seconds : opts->exact_seconds < 0 ? 0 : 1.0;
+    int64_t work_total = opts->only < 0 ? (int64_t)(exact_s * VP_ARENA_EXACT_WORK_PER_SECOND) : 0;
+    for (int k = 0; k < n_open; k++) { /* widest first: insertion sort by arena */
+        for (int q = k; q > 0; q--) {
+            int64_t a = piece_top(items, idx, open[q][0], open[q][1]), b = piece_top(items, idx, open[q - 1][0], open[q - 1][1]);
+            if (a <= b) break;
+            int t0 = open[q][0], t1 = open[q][1];
+            int64_t tb = open_bound[q];
+            open[q][0] = open[q - 1][0], open[q][1] = open[q - 1][1], open_bound[q] = open_bound[q - 1];
+            open[q - 1][0] = t0, open[q - 1][1] = t1, open_bound[q - 1] = tb;
+        }
+    }
+    for (int k = 0; k < n_open && !s; k++) {
+        vp_arena_exact_result er = {0};
+        int plo = open[k][0], phi = open[k][1];
+        int64_t before = piece_top(items, idx, plo, phi);
+        if (work_total > 0 && before > proven)
+            s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k], proven, work_total / (n_open - k), &er, err);
+        else er.arena = before, er.proven_lower = open_bound[k];
+        if (s) break;
+        work_total -= er.work;
+        res->exact_work += er.work;
+        if (er.arena < before) snprintf(res->kept, sizeof res->kept, "exact");
+        if (er.proven_lower > proven) proven = er.proven_lower;
+    }
+    free(open);
+    free(open_bound);
+    if (s) goto done;
+    if (n_open) { /* the widest piece decides: recompute the arena over all pieces */
+        int64_t top = 0;
+        for (int i = 0; i < rest; i++)
+            if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
+        res->arena = top;
+    }
     /* the pieces sit on top of the whole-step items */
     for (int i = 0; i < rest; i++) items[idx[i]].offset += pinned_bytes;
     res->arena += pinned_bytes;
+    res->proven_lower = proven + pinned_bytes > res->lower_bound ? proven + pinned_bytes : res->lower_bound;
+    if (res->proven_lower > res->arena) res->proven_lower = res->arena;
     for (int a = 0; a < N_ORDERS * 2; a++) {
         if (res->algos[a].arena) res->algos[a].arena += pinned_bytes;
         else if (!rest && (opts->only < 0 || opts->only == a)) res->algos[a].arena = pinned_bytes; /* every order stacks them */
     }
-    snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
+    if (strcmp(res->kept, "exact")) snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
 done:
     free(idx);
     free(st.order);

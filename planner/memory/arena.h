@@ -7,7 +7,10 @@
  * solves each piece with a portfolio of greedy orders (size, lifetime, area,
  * conflicts, start) and placements (best fit, first fit), stops a piece as soon as one
  * reaches its bound, and then spends a bounded search on what gap remains (moving
- * items, most often those that reach the top, earlier in the best order).
+ * items, most often those that reach the top, earlier in the best order).  A piece
+ * still above its bound then gets the complete search of arena_exact.c (up to 2,048
+ * items), which keeps the best found and may prove the result optimal.  Both budgets
+ * are counts of work, not the clock: the same options give the same offsets anywhere.
  *
  * Speed: a placement visits only what overlaps the item in time, kept as unions of
  * byte ranges in a segment tree over time (or, where most items overlap most others,
@@ -42,17 +45,27 @@ typedef struct vp_arena_result {
     int n_pieces;
     double seconds;
     char kept[48];           /* the algorithm whose result was kept ("mixed" when pieces differ) */
+    int64_t proven_lower;    /* no assignment is smaller: the bound, or more where the search proved it */
+    int64_t exact_work;     /* work the complete search spent (0: none ran), see arena_exact.h */
     int n_algos;
     vp_arena_algo_result algos[VP_ARENA_MAX_ALGOS];
 } vp_arena_result;
 
 typedef struct vp_arena_opts {
     int run_all;            /* run every algorithm on every piece (benchmarks), not stop at the bound */
-    double search_seconds;  /* budget of the improving search (0: default 0.2 s, <0: none) */
+    double search_seconds;  /* budget of the improving search (0: default 0.2 s, <0: none), as placements */
     int only;               /* -1 all algorithms; otherwise only this index (benchmarks) */
+    double exact_seconds;   /* limit of the complete search on pieces left above their bound
+                               (0: default 1 s, <0: none), turned into a count of search
+                               work so a limit gives the same result anywhere; see
+                               arena_exact.c */
 } vp_arena_opts;
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err);
+
+/* What is known of the arena kept: "reached the lower bound", "proven optimal" (above
+ * the bound, the complete search proved nothing smaller fits) or "best found". */
+const char *vp_arena_outcome(const vp_arena_result *r);
 
 /* Max over steps of the live bytes (for verifiers and reports). */
 int64_t vp_arena_lower_bound(const vp_arena_item *items, int n);

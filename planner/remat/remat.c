@@ -127,13 +127,14 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
                                   vp_plan *p, vp_remat_result *r, vp_error *err) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    vp_arena_opts arena_opts = {.only = -1, .exact_seconds = opts ? opts->arena_time_limit : 0};
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     r->forward_seconds = vp_remat_step_seconds(g, dev, VP_PHASE_FORWARD, 0);
     *planned = g;
     vp_status s;
     if (kind == VP_REMAT_NONE) {
-        s = vp_plan_build(p, g, t, dev, fused, err);
+        s = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
         r->step_seconds = vp_remat_step_seconds(g, dev, 0, 1);
         r->fits = !budget || p->arena_bytes <= budget;
         return s;
@@ -158,7 +159,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     int nc = 0;
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
     vp_status full = VP_ERR_INVALID;
-    if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build(p, g, t, dev, fused, err);
+    if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
     int64_t full_arena = full ? -1 : p->arena_bytes;
     if (!s && kind == VP_REMAT_SQRTN) {
         vp_remat_sqrtn_keep(g, &ch, keep);
@@ -184,14 +185,14 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     /* Recompute that does not lower the arena only costs time: when nothing fits and
      * the best candidate is no smaller than keeping everything, keep everything. */
     if (w >= 0 && !cands[w].fits && full_arena >= 0 && cands[w].p.arena_bytes >= full_arena) {
-        s = vp_plan_build(p, g, t, dev, fused, err);
+        s = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
         best_g = g;
         for (int k = 0; k < nb && k + 1 < (int)sizeof r->choice; k++) r->choice[k] = 'A';
         w = -1;
     }
     if (w >= 0) {
         /* polish the plan kept: the arena's improving search, only when it can help */
-        if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, NULL, err);
+        if (cands[w].p.arena_bytes > cands[w].p.lower_bound_bytes) s = vp_assign_offsets(&cands[w].p, &arena_opts, err);
         else snprintf(cands[w].p.arena.kept, sizeof cands[w].p.arena.kept, "%s", vp_arena_algo_name(0));
         if (budget) cands[w].fits = cands[w].p.arena_bytes <= budget;
         *p = cands[w].p;

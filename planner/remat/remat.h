@@ -98,6 +98,7 @@ typedef struct vp_remat_result {
 
 typedef struct vp_remat_opts {
     double ilp_time_limit; /* seconds for all of ilp's solves; 0: 60 */
+    double arena_time_limit; /* the arena's complete search (vp_arena_opts.exact_seconds; 0: its default, <0: none) */
 } vp_remat_opts;
 
 /* Chooses what to keep for the training step t of g and builds the plan over *planned:

@@ -27,7 +27,7 @@ vp_status vp_remat_plan_copy(vp_graph *g, const vp_training *t, const vp_device_
     vp_status s = rs ? vp_remat_apply_schedule(c, t, rs, n_recompute, err) : vp_remat_apply(c, t, keep, n_recompute, err);
     /* candidates are weighed with one order (size, best fit: the one that lands on the
      * bound most often) and no improving search; the plan kept gets the full solver */
-    vp_arena_opts quick = {0, -1, 0};
+    vp_arena_opts quick = {.search_seconds = -1, .only = 0};
     if (!s) s = vp_plan_build_opts(p, c, t, dev, fused, &quick, err);
     if (s) {
         vp_plan_free(p);

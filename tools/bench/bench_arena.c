@@ -11,7 +11,15 @@
  *    live until their mirrored backward step.  Written beside this program as
  *    arena_instances/<shape>_<n>.csv ("id,lower,upper,size") for `onnx-vplan arena`.
  *
- * usage: bench_arena [--quick]   (--quick: instances up to 10,000 buffers) */
+ * 3. Hard instances for the complete search (arena_exact.c): generated perfect
+ *    packings (a time x bytes rectangle cut at random into n buffers, so the optimum is
+ *    the lower bound, with mixed sizes and heavy overlap) and MiniMalloc's challenging
+ *    A to K (read at run time from a git mirror of google/minimalloc, Apache-2.0, at
+ *    $VP_MINIMALLOC_GIT, default /work/.mirror/google+minimalloc/repo; skipped with a
+ *    line when absent): the portfolio alone against portfolio and search at 5 s.
+ *
+ * usage: bench_arena [--quick | --hard]   (--quick: instances up to 10,000 buffers;
+ *                                          --hard: section 3 only) */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -62,7 +70,7 @@ static vp_status plan_row(vp_graph *g, vp_training *t, model_row *r, vp_error *e
         snprintf(r->kept, sizeof r->kept, "%s", p.arena.kept);
         r->plan_seconds = p.planning_seconds;
         for (int a = 0; !s && a < vp_arena_algo_count(); a++) {
-            vp_arena_opts o = {0, -1, a};
+            vp_arena_opts o = {.search_seconds = -1, .only = a};
             s = vp_assign_offsets(&p, &o, err);
             r->algo[a] = ratio(p.arena.arena, p.arena.lower_bound);
         }
@@ -263,7 +271,7 @@ static void instance_row(const char *shape, int n, const char *csv_dir) {
     vp_arena_result res;
     for (int a = 0; a < vp_arena_algo_count(); a++) {
         memcpy(work, items, (size_t)n * sizeof *items);
-        vp_arena_opts o = {0, -1, a};
+        vp_arena_opts o = {.search_seconds = -1, .only = a};
         if (vp_arena_solve(work, n, &o, &res, &err)) printf(" %s |", err.msg);
         else printf(" %.4f / %.2f s |", ratio(res.arena, res.lower_bound), res.seconds);
         fflush(stdout);
@@ -278,8 +286,117 @@ static void instance_row(const char *shape, int n, const char *csv_dir) {
     free(work);
 }
 
+/* ---- 3. hard instances for the complete search ---- */
+
+/* A perfect packing: the rectangle [0, steps) x [0, cap) cut in two, the larger
+ * piece again, until n rectangles; each is a buffer (bytes in KiB units). */
+static void gen_perfect(vp_arena_item *it, int n, int64_t steps, int64_t cap_kib, uint64_t seed) {
+    vp_rng r = {seed};
+    int64_t (*rect)[4] = malloc((size_t)n * sizeof *rect); /* t0, t1, b0, b1 */
+    int m = 1;
+    rect[0][0] = 0, rect[0][1] = steps, rect[0][2] = 0, rect[0][3] = cap_kib;
+    while (m < n) {
+        int big = 0;
+        for (int k = 1; k < m; k++)
+            if ((rect[k][1] - rect[k][0]) * (rect[k][3] - rect[k][2]) > (rect[big][1] - rect[big][0]) * (rect[big][3] - rect[big][2]))
+                big = k;
+        int64_t *b = rect[big], w = b[1] - b[0], h = b[3] - b[2];
+        int in_time = (vp_rng_next(&r) & 1) ? w > 1 : h <= 1;
+        if (w <= 1 && h <= 1) break;
+        int64_t len = in_time ? w : h, cut = 1 + (int64_t)(vp_rng_next(&r) % (uint64_t)(len - 1));
+        rect[m][0] = b[0], rect[m][1] = b[1], rect[m][2] = b[2], rect[m][3] = b[3];
+        if (in_time) b[1] = b[0] + cut, rect[m][0] = b[1];
+        else b[3] = b[2] + cut, rect[m][2] = b[3];
+        m++;
+    }
+    for (int k = 0; k < n; k++)
+        it[k] = k < m ? (vp_arena_item){(rect[k][3] - rect[k][2]) * 1024, rect[k][0], rect[k][1], 0} : (vp_arena_item){0, 0, 1, 0};
+    free(rect);
+}
+
+/* One row: the portfolio alone (default 0.2 s improving search), then with the
+ * complete search at a 5 s limit; best: the best known arena (0: unknown). */
+static void hard_row(const char *name, vp_arena_item *items, int n, int64_t best) {
+    vp_arena_item *work = malloc((size_t)n * sizeof *work);
+    vp_arena_result port, full;
+    vp_error err;
+    memcpy(work, items, (size_t)n * sizeof *items);
+    vp_arena_opts po = {.only = -1, .exact_seconds = -1};
+    vp_status s = vp_arena_solve(work, n, &po, &port, &err);
+    memcpy(work, items, (size_t)n * sizeof *items);
+    vp_arena_opts fo = {.only = -1, .exact_seconds = 5};
+    if (!s) s = vp_arena_solve(work, n, &fo, &full, &err);
+    if (s) printf("| %s | %d | %s |\n", name, n, err.msg);
+    else {
+        if (!best || full.arena < best) best = full.arena;
+        printf("| %s | %d | %lld | %lld | %.4f / %.2f s | **%.4f** / %.2f s | %.4f | %s | %.4f |\n", name, n,
+               (long long)full.lower_bound, (long long)best, ratio(port.arena, port.lower_bound), port.seconds,
+               ratio(full.arena, full.lower_bound), full.seconds, ratio(full.proven_lower, full.lower_bound),
+               vp_arena_outcome(&full), ratio(full.arena, best));
+    }
+    fflush(stdout);
+    fprintf(stderr, "bench_arena: %s done\n", name);
+    free(work);
+}
+
+static void hard_section(const char *csv_dir) {
+    printf("Hard instances for the complete search (arena_exact.c). *portfolio*: arena / lower bound and time of the\n"
+           "greedy portfolio with its 0.2 s improving search; *search*: the same followed by the complete search at\n"
+           "`--time-limit 5` (a budget of work, so the result is the same on any machine; the time is this machine's);\n"
+           "*proven*: no arena below this ratio exists; *best known*: for the perfect packings the lower bound (the\n"
+           "generator cuts a full rectangle), for MiniMalloc's instances 1048576 (its solutions fit that capacity)\n"
+           "or ours where lower.\n\n");
+    printf("| instance | buffers | lower bound | best known | portfolio | search (5 s) | proven | outcome | search / best known |\n"
+           "|---|---|---|---|---|---|---|---|---|\n");
+    int ns[] = {100, 200, 400};
+    for (int k = 0; k < 3; k++) {
+        vp_arena_item *it = malloc((size_t)ns[k] * sizeof *it);
+        gen_perfect(it, ns[k], 64, 1024, 0xfeed + (uint64_t)ns[k]);
+        char name[64];
+        snprintf(name, sizeof name, "perfect_%d", ns[k]);
+        if (csv_dir) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/%s.csv", csv_dir, name);
+            write_csv(path, it, ns[k]);
+        }
+        hard_row(name, it, ns[k], vp_arena_lower_bound(it, ns[k]));
+        free(it);
+    }
+    const char *git = getenv("VP_MINIMALLOC_GIT");
+    if (!git) git = "/work/.mirror/google+minimalloc/repo";
+    int shown = 0;
+    for (char c = 'A'; c <= 'K' && csv_dir; c++) {
+        char cmd[9000], path[4400];
+        snprintf(path, sizeof path, "%s/minimalloc_%c.csv", csv_dir, c);
+        snprintf(cmd, sizeof cmd, "git --git-dir='%s' show HEAD:benchmarks/challenging/%c.1048576.csv > '%s' 2>/dev/null", git, c,
+                 path);
+        if (system(cmd) != 0) break;
+        vp_arena_item *it = NULL;
+        int n = 0;
+        vp_error err;
+        if (vp_arena_read_csv(path, &it, &n, &err)) break;
+        char name[32];
+        snprintf(name, sizeof name, "minimalloc %c", c);
+        hard_row(name, it, n, 1048576);
+        free(it);
+        shown++;
+    }
+    if (!shown)
+        printf("\nMiniMalloc's challenging instances skipped: no git mirror of google/minimalloc at %s (set VP_MINIMALLOC_GIT).\n",
+               git);
+    printf("\n");
+}
+
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = argc > 1 && !strcmp(argv[1], "--quick"), hard_only = argc > 1 && !strcmp(argv[1], "--hard");
+    char csv_dir[4200];
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(csv_dir, sizeof csv_dir, "%.*sarena_instances", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
+    const char *dir = mkdir(csv_dir, 0755) == 0 || errno == EEXIST ? csv_dir : NULL;
+    if (hard_only) {
+        hard_section(dir);
+        return 0;
+    }
     model_row rows[64];
     int n_rows = 0;
     model_rows_from_models(rows, &n_rows, 64);
@@ -287,10 +404,6 @@ int main(int argc, char **argv) {
     print_model_table(rows, n_rows);
 
     /* instances go beside this program */
-    char csv_dir[4200];
-    const char *slash = strrchr(argv[0], '/');
-    snprintf(csv_dir, sizeof csv_dir, "%.*sarena_instances", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
-    const char *dir = mkdir(csv_dir, 0755) == 0 || errno == EEXIST ? csv_dir : NULL;
     printf("Generated instances (sizes log-uniform 64 B to 64 MiB; *random*: starts uniform over 2n steps, lengths\n"
            "log-uniform up to n/2; *training*: n/8 layers, each saving one activation until its mirrored backward\n"
            "step, with short temporaries and a weight gradient read by the fused update at the next step). Each cell: arena / lower bound and\n"
@@ -307,5 +420,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 2; s++)
         for (int k = 0; k < 4; k++)
             if (!quick || sizes[k] <= 10000) instance_row(shapes[s], sizes[k], dir);
+    printf("\n");
+    hard_section(dir);
     return 0; /* the goal line says how it went; run.sh records every benchmark */
 }

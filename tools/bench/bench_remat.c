@@ -46,7 +46,7 @@ static point run(vp_graph *g, const vp_training *t, vp_remat_kind kind, int64_t 
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
     vp_remat_result r;
-    vp_remat_opts o = {ilp_seconds};
+    vp_remat_opts o = {.ilp_time_limit = ilp_seconds};
     double t0 = now();
     vp_status s = vp_plan_with_remat_opts(g, t, vp_device_find(device), 1, budget, kind, &o, &planned, &p, &r, &err);
     pt.seconds = now() - t0;

@@ -229,7 +229,7 @@ static int run_plan(int argc, char **argv) {
     const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
     int fused = -1, automatic = 0;
     int64_t budget = 0, max_tp = 0;
-    double ilp_limit = NAN;
+    double ilp_limit = NAN, arena_limit = NAN;
     cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
@@ -251,6 +251,10 @@ static int run_plan(int argc, char **argv) {
         {"--ilp-time-limit", CLI_NUM, &ilp_limit, "S",
          "seconds GLPK may spend on --remat ilp (default 60); when it runs\n"
          "out the best schedule found is used and the report says so"},
+        {"--arena-time-limit", CLI_NUM, &arena_limit, "S",
+         "limit of the arena's complete search where the greedy offsets\n"
+         "miss the lower bound (default 1; 0: none); counted in units of\n"
+         "work, so a limit gives the same plan on any machine"},
         {"--no-fused-update", CLI_CLEAR, &fused, NULL,
          "run every optimizer update after the whole backward pass\n"
          "(default: each update right after its gradient is final)"},
@@ -273,8 +277,9 @@ static int run_plan(int argc, char **argv) {
          "budget and arena lines, and the arena layout beneath"},
         {"--json", CLI_STR, &json, "FILE",
          "write the report as JSON (arena_bytes, lower_bound_bytes,\n"
-         "budget_bytes, fits, categories, steps, buffers, planning_seconds;\n"
-         "under --tp N one file a rank, FILE.<rank>, with tensor_parallel)"},
+         "arena_outcome, budget_bytes, fits, categories, steps, buffers,\n"
+         "planning_seconds; under --tp N one file a rank, FILE.<rank>, with\n"
+         "tensor_parallel)"},
         {0}};
     int rc = cli_parse(&cli_cmd_plan, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;
@@ -301,6 +306,7 @@ static int run_plan(int argc, char **argv) {
     if (!s && max_tp && !automatic) s = vp_fail(&err, VP_ERR_USAGE, "--max-tp applies to --auto only");
     if (!s && (max_tp < 0 || max_tp > 64)) s = vp_fail(&err, VP_ERR_USAGE, "--max-tp must be between 1 and 64");
     if (!s && max_tp > 1 && o.lora) s = vp_fail(&err, VP_ERR_USAGE, "--lora does not take tensor parallelism (--max-tp)");
+    if (!s && !isnan(arena_limit)) ro.arena_time_limit = arena_limit == 0 ? -1 : arena_limit;
     if (!s && max_dim) {
         if (budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--max-batch needs --budget");
         int k = -1;
