@@ -270,3 +270,18 @@ void test_model_check_planned(test_model *m, int steps) {
           r == 1 ? "" : ": ", r == 1 ? "" : why);
     vp_plan_free(&p);
 }
+
+int test_model_each_fixture(const char *data_dir, int at_least, void (*each)(test_model *m)) {
+    char names[32][64];
+    int n = test_model_list_in(data_dir, names, 32);
+    check(n >= at_least, "%d exported models found in %s", n, data_dir);
+    for (int i = 0; i < n; i++) {
+        test_model m;
+        vp_error err = {{0}};
+        vp_status s = test_model_load_fixture_dir(&m, data_dir, names[i], &err);
+        if (s) check(0, "%s: %s", names[i], err.msg);
+        else each(&m);
+        test_model_free(&m);
+    }
+    return check_summary();
+}

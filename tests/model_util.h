@@ -51,6 +51,11 @@ int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, cons
  * "dims" and "lr", model.onnx, fixtures/): loads the model as an SGD training step with
  * the ce:logits loss. */
 vp_status test_model_load_fixture_dir(test_model *m, const char *data_dir, const char *name, vp_error *err);
+
+/* Loads each fixture model in data_dir (at least at_least of them, else a failed check),
+ * calls each(m) on it, frees it; a model that does not load is a failed check naming it.
+ * Returns check_summary(), the test's exit code. */
+int test_model_each_fixture(const char *data_dir, int at_least, void (*each)(test_model *m));
 /* Checks the step against the fixtures: logits.pb, grads/<param>.pb after the first
  * step, losses.pb over the steps (logits and losses within 1e-5 relative to each
  * tensor's scale, gradients within grad_tol). */

@@ -50,21 +50,10 @@ static void check_structure(test_model *m) {
     else check(resize == 2, "%s: %d Resize nodes trained through", m->name, resize);
 }
 
-int main(void) {
-    char names[32][64];
-    int n = test_model_list_in(DATA, names, 32);
-    check(n >= 12, "%d exported models found in %s", n, DATA);
-    for (int i = 0; i < n; i++) {
-        test_model m;
-        vp_error err = {{0}};
-        vp_status s = test_model_load_fixture_dir(&m, DATA, names[i], &err);
-        if (s) check(0, "%s: %s", names[i], err.msg);
-        else {
-            check_structure(&m);
-            test_model_check_torch(&m, 1e-5);
-            test_model_check_planned(&m, 2);
-        }
-        test_model_free(&m);
-    }
-    return check_summary();
+static void check_model(test_model *m) {
+    check_structure(m);
+    test_model_check_torch(m, 1e-5);
+    test_model_check_planned(m, 2);
 }
+
+int main(void) { return test_model_each_fixture(DATA, 12, check_model); }
