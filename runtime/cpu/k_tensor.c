@@ -278,8 +278,10 @@ vp_status vp_slice_resolve(int rank, const int64_t *dims, int n, const int64_t *
             snprintf(why, why_len, "step for axis %d is 0", a);
             return VP_ERR_INVALID;
         }
-        plan->step[a] = step;
         slice_axis(dims[a], starts[i], ends[i], step, &plan->start[a], &plan->count[a]);
+        /* At most one element taken: its step is never used, and a huge one (a file may say
+         * INT64_MAX) would overflow step * stride in the caller. */
+        plan->step[a] = plan->count[a] <= 1 ? (step > 0 ? 1 : -1) : step;
     }
     return VP_OK;
 }

@@ -37,7 +37,7 @@ const vp_attr *vp_constant_value_attr(const vp_node *n);
 
 typedef struct vp_slice_plan {
     int64_t start[VP_MAX_RANK]; /* first input index taken along each axis */
-    int64_t step[VP_MAX_RANK];  /* input index step, never 0 */
+    int64_t step[VP_MAX_RANK];  /* input index step, never 0; +-1 where at most one element is taken */
     int64_t count[VP_MAX_RANK]; /* elements taken: the output dim */
 } vp_slice_plan;
 
