@@ -285,3 +285,13 @@ int test_model_each_fixture(const char *data_dir, int at_least, void (*each)(tes
     }
     return check_summary();
 }
+
+void test_model_check_params(test_model *m) {
+    const mj *params = mj_get(m->meta, "params");
+    int named = 0;
+    for (int i = 0; i < params->n; i++)
+        for (int p = 0; p < m->t.n_params; p++) named += !strcmp(m->g->values[m->t.params[p]].name, params->items[i].str);
+    check(named == params->n && m->t.n_params == params->n && !m->t.warning[0],
+          "%s: trains torch's %d parameters (%d found, %d trainable) without warnings%s%s", m->name, params->n, named,
+          m->t.n_params, m->t.warning[0] ? ": " : "", m->t.warning);
+}

@@ -55,6 +55,9 @@ vp_status test_model_load_fixture_dir(test_model *m, const char *data_dir, const
 /* Loads each fixture model in data_dir (at least at_least of them, else a failed check),
  * calls each(m) on it, frees it; a model that does not load is a failed check naming it.
  * Returns check_summary(), the test's exit code. */
+/* Checks that the step trains exactly the parameters meta.json's "params" names (torch's
+ * named_parameters) and that training printed no warning. */
+void test_model_check_params(test_model *m);
 int test_model_each_fixture(const char *data_dir, int at_least, void (*each)(test_model *m));
 /* Checks the step against the fixtures: logits.pb, grads/<param>.pb after the first
  * step, losses.pb over the steps (logits and losses within 1e-5 relative to each

@@ -34,13 +34,7 @@
 #define DATA VP_SOURCE_DIR "/tests/data/rnn"
 
 static void check_structure(test_model *m) {
-    const mj *params = mj_get(m->meta, "params");
-    int named = 0;
-    for (int i = 0; i < params->n; i++)
-        for (int p = 0; p < m->t.n_params; p++) named += !strcmp(m->g->values[m->t.params[p]].name, params->items[i].str);
-    check(named == params->n && m->t.n_params == params->n && !m->t.warning[0],
-          "%s: trains torch's %d parameters (%d found, %d trainable) without warnings%s%s", m->name, params->n, named,
-          m->t.n_params, m->t.warning[0] ? ": " : "", m->t.warning);
+    test_model_check_params(m);
     const char *op = mj_get(m->meta, "op")->str;
     char training[32];
     snprintf(training, sizeof training, "%sTraining", op);

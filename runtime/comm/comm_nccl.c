@@ -23,16 +23,21 @@ static vp_status nccl_check(ncclResult_t r, const char *what, vp_error *err) {
     return vp_fail(err, VP_ERR_RUNTIME, "%s: %s", what, ncclGetErrorString(r));
 }
 
+/* NCCL's type for a float dtype; 0 for the others. */
+static int nccl_type(vp_dtype dt, ncclDataType_t *t) {
+    switch (dt) {
+    case VP_F32: *t = ncclFloat32; return 1;
+    case VP_F64: *t = ncclFloat64; return 1;
+    case VP_F16: *t = ncclFloat16; return 1;
+    case VP_BF16: *t = ncclBfloat16; return 1;
+    default: return 0;
+    }
+}
+
 static vp_status nccl_allreduce(vp_comm *c, void *buf, int64_t count, vp_dtype dt, vp_comm_op op, vp_error *err) {
     nccl_ctx *x = c->ctx;
     ncclDataType_t t;
-    switch (dt) {
-    case VP_F32: t = ncclFloat32; break;
-    case VP_F64: t = ncclFloat64; break;
-    case VP_F16: t = ncclFloat16; break;
-    case VP_BF16: t = ncclBfloat16; break;
-    default: return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL all-reduce of %s", vp_dtype_name(dt));
-    }
+    if (!nccl_type(dt, &t)) return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL all-reduce of %s", vp_dtype_name(dt));
     return nccl_check(ncclAllReduce(buf, buf, (size_t)count, t, op == VP_COMM_MAX ? ncclMax : ncclSum, x->comm, x->stream), "ncclAllReduce", err);
 }
 
@@ -53,13 +58,7 @@ static vp_status nccl_allgather(vp_comm *c, const void *send, void *recv, int64_
 static vp_status nccl_reduce_scatter(vp_comm *c, const void *send, void *recv, int64_t count, vp_dtype dt, vp_error *err) {
     nccl_ctx *x = c->ctx;
     ncclDataType_t t;
-    switch (dt) {
-    case VP_F32: t = ncclFloat32; break;
-    case VP_F64: t = ncclFloat64; break;
-    case VP_F16: t = ncclFloat16; break;
-    case VP_BF16: t = ncclBfloat16; break;
-    default: return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL reduce-scatter of %s", vp_dtype_name(dt));
-    }
+    if (!nccl_type(dt, &t)) return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL reduce-scatter of %s", vp_dtype_name(dt));
     return nccl_check(ncclReduceScatter(send, recv, (size_t)count, t, ncclSum, x->comm, x->stream), "ncclReduceScatter", err);
 }
 
