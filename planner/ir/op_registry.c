@@ -8,7 +8,7 @@ const vp_dtype vp_float_types[4] = {VP_F32, VP_F64, VP_F16, VP_BF16};
 const vp_dtype vp_numeric_types[6] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 
 static const vp_op_def *const families[] = {vp_ops_elementwise, vp_ops_tensor, vp_ops_linalg, vp_ops_reduce,
-                                            vp_ops_resample, vp_ops_train, vp_ops_attention, vp_ops_recurrent,
+                                            vp_ops_resample, vp_ops_train, vp_ops_update, vp_ops_attention, vp_ops_recurrent,
                                             vp_ops_gelu_matmul, vp_ops_collective,
                                             vp_ops_quant};
 
@@ -138,4 +138,36 @@ vp_status vp_shape_check_dtype(const vp_node *n, int input, vp_dtype dt, const v
         if (allowed[i] == dt) return VP_OK;
     return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "input %d has dtype %s, which this op does not support here",
                         input, vp_dtype_name(dt));
+}
+
+int vp_shape_equal(const vp_value *a, const vp_value *b) {
+    if (a->rank != b->rank) return 0;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d]) return 0;
+    return 1;
+}
+
+vp_status vp_shape_fail_like(const vp_node *n, int i, const vp_value *v, const vp_value *ref, int j, vp_error *err) {
+    char s1[128], s2[128];
+    return vp_node_fail(err, VP_ERR_INVALID, n, "input %d has shape %s, expected %s like input %d", i,
+                        vp_shape_str(v->rank, v->dims, s1, sizeof s1), vp_shape_str(ref->rank, ref->dims, s2, sizeof s2),
+                        j);
+}
+
+vp_status vp_shape_check_like(vp_graph *g, const vp_node *n, int i, int j, vp_error *err) {
+    const vp_value *v = vp_shape_in(g, n, i), *ref = vp_shape_in(g, n, j);
+    if (v->dtype != ref->dtype)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d is %s, expected %s like input %d", i,
+                            vp_dtype_name(v->dtype), vp_dtype_name(ref->dtype), j);
+    return vp_shape_equal(v, ref) ? VP_OK : vp_shape_fail_like(n, i, v, ref, j, err);
+}
+
+vp_status vp_shape_check_scalar(vp_graph *g, const vp_node *n, int i, const vp_dtype *types, int n_types,
+                                vp_error *err) {
+    const vp_value *v = vp_shape_in(g, n, i);
+    if (!v) return VP_OK;
+    vp_status s = vp_shape_check_dtype(n, i, v->dtype, types, n_types, err);
+    if (!s && vp_value_numel(v) != 1)
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "input %d must hold one element", i);
+    return s;
 }

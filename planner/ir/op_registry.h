@@ -68,7 +68,8 @@ extern const vp_op_def vp_ops_tensor[];   /* shape and data movement */
 extern const vp_op_def vp_ops_linalg[];   /* MatMul, Gemm, Conv, pooling, normalisation */
 extern const vp_op_def vp_ops_reduce[];   /* reductions, softmax, losses, quantisation */
 extern const vp_op_def vp_ops_resample[]; /* Resize, Upsample, ScatterND, GatherND and their adjoints */
-extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft), optimizer updates (vplan) */
+extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft) */
+extern const vp_op_def vp_ops_update[]; /* optimizer updates (vplan, ONNX preview), accumulation, finite check */
 extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (vplan) */
 extern const vp_op_def vp_ops_recurrent[]; /* LSTM, GRU, their training forms and gradients */
 extern const vp_op_def vp_ops_gelu_matmul[]; /* GELU and the product reading it, and its gradient (vplan) */
@@ -103,6 +104,16 @@ vp_status vp_shape_axis(const vp_node *n, int64_t axis, int rank, int *out, vp_e
 /* Fails unless dtype is one of the allowed, naming the node, the input and the dtype. */
 vp_status vp_shape_check_dtype(const vp_node *n, int input, vp_dtype dt, const vp_dtype *allowed,
                                int n_allowed, vp_error *err);
+
+/* Whether two values have the same shape. */
+int vp_shape_equal(const vp_value *a, const vp_value *b);
+/* Fails naming input i's shape and the shape of input j it should have had. */
+vp_status vp_shape_fail_like(const vp_node *n, int i, const vp_value *v, const vp_value *ref, int j, vp_error *err);
+/* Fails unless input i has input j's dtype and shape. */
+vp_status vp_shape_check_like(vp_graph *g, const vp_node *n, int i, int j, vp_error *err);
+/* Fails unless optional input i, when present, holds one element of one of the given dtypes. */
+vp_status vp_shape_check_scalar(vp_graph *g, const vp_node *n, int i, const vp_dtype *types, int n_types,
+                                vp_error *err);
 
 /* Common dtype sets. */
 extern const vp_dtype vp_float_types[4]; /* f32 f64 f16 bf16 */

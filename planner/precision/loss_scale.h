@@ -6,7 +6,7 @@
  * count of clean steps C (int32, starts at 0); autodiff differentiates loss * S; the
  * gradients are checked once, all together (com.microsoft.IsAllFinite), and multiplied
  * by 1/S before the optimizer reads them; every update node takes the check as its
- * do_update input (planner/ops/train.c) and, false, leaves what it carries (parameters,
+ * do_update input (planner/ops/update.c) and, false, leaves what it carries (parameters,
  * moments, Adam's step) bit-identical, in place; then
  *   finite, C + 1 == interval:  S' = 2 S, C' = 0
  *   finite otherwise:           S' = S,   C' = C + 1

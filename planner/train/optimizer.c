@@ -2,7 +2,7 @@
  * state (momentum buffer, Adam's moments and step) as ordinary zero-initialised values
  * carried across steps, so the planner sees optimizer memory like any other.
  *
- * Ops (domain "vplan", PyTorch semantics, documented in planner/ops/train.c):
+ * Ops (domain "vplan", PyTorch semantics, documented in planner/ops/update.c):
  *   SGD(W, G) -> W'                    attrs lr, weight_decay
  *   Momentum(W, G, B) -> W', B'        attrs lr, momentum, weight_decay
  *   Adam(W, G, M, V, T) -> W', M', V', T'   attrs lr, beta1, beta2, eps, weight_decay,
