@@ -38,4 +38,19 @@ typedef struct cuda_op_seen {
  * were built, notes on log what was not. */
 int vp_cuda_coverage_collect(cuda_op_seen *ops, int max_ops, int *n_ops, FILE *log);
 
+/* ---- the models group (cuda_ops_models.c) ---- */
+
+/* One result line, counted: result > 0 passed, 0 failed, < 0 skipped. */
+void cuda_ops_report(const char *group, const char *name, int result, const char *detail);
+
+#ifdef VP_HAVE_CUDA
+#include "backend.h"
+#include "precision/precision.h"
+/* One step of model `name` with the fixture's optimizer on both backends: every value. */
+void cuda_ops_check_model_values(const char *name, const char *fixture, vp_precision prec, vp_backend *cpu,
+                                 vp_backend *cuda);
+/* The fixture's loss curve on cuda against torch's. */
+void cuda_ops_check_model_curve(const char *name, const char *fixture, vp_backend *cuda);
+#endif
+
 #endif

@@ -9,7 +9,7 @@
  *            inputs as given, float64 and float16 ones rounded to float32;
  *   models/  the training step of every model in models/ (forward, loss, backward,
  *            optimizer): every value any node computes compared, then the five-step
- *            loss curves against the PyTorch fixtures, as test_training does on the CPU.
+ *            loss curves against the PyTorch fixtures (cuda_ops_models.c).
  * Tolerance: |cuda - cpu| <= tol * max(|cpu|, 1) with tol 1e-5 for float32, 1e-2 with
  * TF32, 1e-10 for float64, exact for integers and bools; model values 1e-4 of the
  * value's own scale (long chains; Adam's updates 2 lr), losses 1e-4 from torch.
@@ -52,9 +52,6 @@
 #endif
 
 #define MAX_IO 16
-/* bf16 and fp16 model values: one bfloat16 unit in the last place of the value's scale
- * (2^-8), where a product summed in another order rounds to the neighbour */
-#define LOWP_TOL 4e-3
 #define TRAIN_DIR VP_SOURCE_DIR "/tests/data/train_ops"
 
 static const char *filter;
@@ -265,7 +262,7 @@ static double compare(const vp_tensor *a, const vp_tensor *b, int64_t *where) {
     return worst;
 }
 
-static void report(const char *group, const char *name, int result, const char *detail) {
+void cuda_ops_report(const char *group, const char *name, int result, const char *detail) {
     const char *word = result > 0 ? "ok  " : result == 0 ? "FAIL" : "skip";
     printf("%s %s/%s: %s\n", word, group, name, detail);
     if (result > 0) passes++;
@@ -284,14 +281,14 @@ static void check_graph(const char *group, const char *name, graph_case *c, vp_b
     vp_status s = run_on(cpu, c, want, &err);
     if (s) {
         snprintf(detail, sizeof detail, "the CPU refuses: %.1000s", err.msg);
-        report(group, name, -1, detail);
+        cuda_ops_report(group, name, -1, detail);
         goto done;
     }
     vp_backend_cuda_set_graph(cuda, c->g);
     s = run_on(cuda, c, got, &err);
     if (s) {
         snprintf(detail, sizeof detail, "%s: %.1000s", s == VP_ERR_UNSUPPORTED ? "no CUDA kernel" : "CUDA failed", err.msg);
-        report(group, name, s == VP_ERR_UNSUPPORTED ? -1 : 0, detail);
+        cuda_ops_report(group, name, s == VP_ERR_UNSUPPORTED ? -1 : 0, detail);
         goto done;
     }
     double worst = 0;
@@ -312,7 +309,7 @@ static void check_graph(const char *group, const char *name, graph_case *c, vp_b
         if (e > worst) worst = e;
     }
     if (ok) snprintf(detail, sizeof detail, "largest error %.3g", worst);
-    report(group, name, ok, detail);
+    cuda_ops_report(group, name, ok, detail);
 done:
     vp_backend_cuda_set_graph(cuda, NULL);
     for (int k = 0; k < MAX_IO; k++) {
@@ -335,7 +332,7 @@ static void run_op_cases(vp_backend *cpu, vp_backend *cuda, vp_backend *cuda_tf3
         snprintf(label, sizeof label, "%s [%s]", oc->name, oc->op);
         int low = strstr(oc->inputs[0], "16:") != NULL; /* float16 or bfloat16 operands */
         if (s) {
-            report("ops", label, 0, err.msg);
+            cuda_ops_report("ops", label, 0, err.msg);
         } else {
             check_graph("ops", label, &c, cpu, cuda, 1e-5);
             if (cuda_tf32 && !low && (!strcmp(oc->op, "MatMul") || !strcmp(oc->op, "Gemm"))) {
@@ -448,8 +445,8 @@ static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
             memset(&c, 0, sizeof c);
             vp_error err = {{0}};
             vp_status s = build_train_case(dir, &c, &err);
-            if (s == VP_ERR_USAGE) report("train", names[i], -1, "a refusal case (the CPU test covers it)");
-            else if (s) report("train", names[i], -1, err.msg);
+            if (s == VP_ERR_USAGE) cuda_ops_report("train", names[i], -1, "a refusal case (the CPU test covers it)");
+            else if (s) cuda_ops_report("train", names[i], -1, err.msg);
             else check_graph("train", names[i], &c, cpu, cuda, 1e-5);
             graph_case_free(&c);
         }
@@ -458,163 +455,6 @@ static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
     free(names);
 }
 
-/* ---- models: every value of a training step, then the loss curves ---- */
-
-
-/* max |a - b| over the reference's largest magnitude. */
-static double scaled_error(const vp_tensor *a, const vp_tensor *b) {
-    int64_t n = vp_tensor_numel(b);
-    double scale = 0, worst = 0;
-    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(vp_load(b->data, b->dtype, i)));
-    for (int64_t i = 0; i < n; i++) {
-        double x = vp_load(a->data, a->dtype, i), y = vp_load(b->data, b->dtype, i);
-        double e = isnan(x) != isnan(y) ? INFINITY : fabs(x - y) / (scale > 1e-6 ? scale : 1e-6);
-        if (e > worst) worst = e;
-    }
-    return worst;
-}
-
-static vp_status load_for_curve(const char *name, const char *fixture, vp_precision prec, test_model *m, mj **curve,
-                                vp_error *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/models/%s/fixtures/%s", VP_SOURCE_DIR, name, fixture);
-    *curve = mj_parse_file(path);
-    if (!*curve) return vp_fail(err, VP_ERR_IO, "cannot read %s", path);
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.precision = prec;
-    vp_loss_parse("ce:logits", &spec.loss, err);
-    const mj *opt = mj_get(*curve, "optimizer"), *v;
-    vp_opt_parse(opt && !strcmp(opt->str, "adamw") ? "adamw" : "momentum", &spec.opt, err);
-    if ((v = mj_get(*curve, "lr"))) spec.opt.lr = v->num;
-    if ((v = mj_get(*curve, "momentum"))) spec.opt.momentum = v->num;
-    if ((v = mj_get(*curve, "weight_decay"))) spec.opt.weight_decay = v->num;
-    if ((v = mj_get(*curve, "eps"))) spec.opt.eps = v->num;
-    if ((v = mj_get(*curve, "betas")) && v->n == 2) {
-        spec.opt.beta1 = v->items[0].num;
-        spec.opt.beta2 = v->items[1].num;
-    }
-    return test_model_load(m, name, &spec, err);
-}
-
-/* One step on both backends; every value a node computed, in node order.  Under bf16 or
- * fp16 the CPU runs the same low-precision graph: its values are held to LOWP_TOL of
- * their scale (see the cases' table in main). */
-static void check_model_values(const char *name, const char *fixture, vp_precision prec, vp_backend *cpu,
-                               vp_backend *cuda) {
-    char label[160];
-    snprintf(label, sizeof label, "%.50s_%.50s_%s_values", name, fixture, vp_precision_name(prec));
-    test_model m;
-    mj *curve = NULL;
-    vp_error err = {{0}};
-    vp_exec *xc = NULL, *xg = NULL;
-    vp_status s = load_for_curve(name, fixture, prec, &m, &curve, &err);
-    int loaded = !s;
-    if (!s) s = vp_exec_new(m.g, cpu, &xc, &err);
-    if (!s) s = vp_exec_new(m.g, cuda, &xg, &err);
-    if (!s) s = test_model_feed(xc, &m, &err);
-    if (!s) s = test_model_feed(xg, &m, &err);
-    if (!s) s = vp_exec_run(xc, &err);
-    if (!s) {
-        vp_backend_cuda_set_graph(cuda, m.g);
-        s = vp_exec_run(xg, &err);
-        vp_backend_cuda_set_graph(cuda, NULL);
-    }
-    char detail[1400] = "";
-    int ok = !s, values = 0;
-    double worst = 0;
-    char worst_at[160] = "-";
-    if (s) snprintf(detail, sizeof detail, "%.1300s", err.msg);
-    for (int i = 0; ok && i < m.g->n_nodes; i++) {
-        const vp_node *n = &m.g->nodes[i];
-        if (n->folded) continue;
-        for (int k = 0; k < n->n_outputs && ok; k++) {
-            int v = n->outputs[k];
-            if (v < 0) continue;
-            vp_tensor a = {0}, b = {0};
-            s = vp_exec_get(xg, v, &a, &err);
-            if (!s) s = vp_exec_get(xc, v, &b, &err);
-            if (s) {
-                ok = 0;
-                snprintf(detail, sizeof detail, "%.1300s", err.msg);
-            } else {
-                int is_float = vp_dtype_is_float(b.dtype);
-                double e = is_float ? scaled_error(&a, &b) : 0;
-                if (!is_float)
-                    for (int64_t j = 0; j < vp_tensor_numel(&b); j++)
-                        if (vp_load(a.data, a.dtype, j) != vp_load(b.data, b.dtype, j)) e = INFINITY;
-                values++;
-                /* Adam divides by sqrt(v): a gradient that is zero up to rounding (an
-                 * attention key bias) moves its parameter by up to lr either way, so
-                 * its updates are held to lr, not to the parameter's scale (and so are
-                 * fp16's skips of them, a Where over an Adam output) */
-                double tol = prec == VP_PRECISION_FP32 ? 1e-4 : LOWP_TOL;
-                const vp_node *adam = n;
-                if (!strcmp(n->op_type, "Where") && n->n_inputs == 3 && n->inputs[1] >= 0 &&
-                    m.g->values[n->inputs[1]].producer >= 0)
-                    adam = &m.g->nodes[m.g->values[n->inputs[1]].producer];
-                if (!strcmp(adam->op_type, "Adam") && is_float) {
-                    double scale = 0;
-                    for (int64_t j = 0; j < vp_tensor_numel(&b); j++) scale = fmax(scale, fabs(vp_load(b.data, b.dtype, j)));
-                    tol = fmax(tol, 2.0 * vp_attr_float(adam, "lr", 0) / (scale > 1e-6 ? scale : 1e-6));
-                }
-                if (e > worst && e <= (prec == VP_PRECISION_FP32 ? 1e-4 : LOWP_TOL)) { /* Adam's aside */
-                    worst = e;
-                    snprintf(worst_at, sizeof worst_at, "%.100s (%s)", m.g->values[v].name, n->op_type);
-                }
-                if (e > tol) {
-                    ok = 0;
-                    snprintf(detail, sizeof detail, "node %d '%s' (%s) output %d '%s': error %.3g of its scale", i, n->name,
-                             n->op_type, k, m.g->values[v].name, e);
-                }
-            }
-            free(a.data);
-            free(b.data);
-        }
-    }
-    if (ok) snprintf(detail, sizeof detail, "%d values, largest error %.3g of their scale (%s)", values, worst, worst_at);
-    report("models", label, ok, detail);
-    vp_exec_free(xc);
-    vp_exec_free(xg);
-    if (loaded) test_model_free(&m);
-    mj_free(curve);
-}
-
-static void check_model_curve(const char *name, const char *fixture, vp_backend *cuda) {
-    char label[160];
-    snprintf(label, sizeof label, "%.60s_%.60s_curve", name, fixture);
-    test_model m;
-    mj *curve = NULL;
-    vp_error err = {{0}};
-    vp_exec *x = NULL;
-    vp_status s = load_for_curve(name, fixture, VP_PRECISION_FP32, &m, &curve, &err);
-    int loaded = !s;
-    if (!s) s = vp_exec_new(m.g, cuda, &x, &err);
-    if (!s) s = test_model_feed(x, &m, &err);
-    const mj *losses = curve ? mj_get(curve, "losses") : NULL;
-    int steps = losses ? losses->n : 0;
-    double worst = 0, got[16] = {0};
-    if (!s) vp_backend_cuda_set_graph(cuda, m.g);
-    for (int k = 0; k < steps && k < 16 && !s; k++) {
-        s = vp_exec_run(x, &err);
-        vp_tensor loss = {0};
-        if (!s) s = vp_exec_get(x, m.t.loss, &loss, &err);
-        if (!s) got[k] = vp_load(loss.data, loss.dtype, 0);
-        free(loss.data);
-        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
-        worst = fmax(worst, fabs(got[k] - losses->items[k].num));
-    }
-    vp_backend_cuda_set_graph(cuda, NULL);
-    char detail[1200];
-    if (s) snprintf(detail, sizeof detail, "%.1100s", err.msg);
-    else
-        snprintf(detail, sizeof detail, "%d steps, losses %.6f .. %.6f, worst difference from torch %.2g", steps, got[0],
-                 got[steps ? steps - 1 : 0], worst);
-    report("models", label, !s && steps > 0 && worst <= 1e-4, detail);
-    vp_exec_free(x);
-    if (loaded) test_model_free(&m);
-    mj_free(curve);
-}
 #endif
 
 int main(int argc, char **argv) {
@@ -672,12 +512,12 @@ int main(int argc, char **argv) {
             char label[160];
             snprintf(label, sizeof label, "%.60s_%.60s", names[i], fixtures[f]);
             if (!selected(label)) continue;
-            check_model_values(names[i], fixtures[f], VP_PRECISION_FP32, cpu, cuda);
+            cuda_ops_check_model_values(names[i], fixtures[f], VP_PRECISION_FP32, cpu, cuda);
             /* mixed precision: the AdamW step of every model in bf16 and fp16 */
-            if (f == 1) check_model_values(names[i], fixtures[f], VP_PRECISION_BF16, cpu, cuda);
-            if (f == 1) check_model_values(names[i], fixtures[f], VP_PRECISION_FP16, cpu, cuda);
-            if (!quick || !strcmp(names[i], "mlp")) check_model_curve(names[i], fixtures[f], cuda);
-            else report("models", label, -1, "loss curve left out (VP_CUDA_QUICK)");
+            if (f == 1) cuda_ops_check_model_values(names[i], fixtures[f], VP_PRECISION_BF16, cpu, cuda);
+            if (f == 1) cuda_ops_check_model_values(names[i], fixtures[f], VP_PRECISION_FP16, cpu, cuda);
+            if (!quick || !strcmp(names[i], "mlp")) cuda_ops_check_model_curve(names[i], fixtures[f], cuda);
+            else cuda_ops_report("models", label, -1, "loss curve left out (VP_CUDA_QUICK)");
         }
     }
     vp_backend_free(tf32);
