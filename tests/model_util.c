@@ -80,6 +80,30 @@ void test_model_free(test_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+vp_status test_model_carry(vp_exec *x, const test_model *m, vp_error *err) {
+    vp_status s = VP_OK;
+    for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
+    return s;
+}
+
+vp_status test_model_loss(vp_exec *x, const test_model *m, double *loss, vp_error *err) {
+    vp_tensor l = {0};
+    vp_status s = vp_exec_get(x, m->t.loss, &l, err);
+    if (!s) *loss = vp_load(l.data, l.dtype, 0);
+    free(l.data);
+    return s;
+}
+
+vp_status test_model_run_steps(vp_exec *x, const test_model *m, int steps, double *losses, vp_error *err) {
+    vp_status s = VP_OK;
+    for (int k = 0; k < steps && !s; k++) {
+        s = vp_exec_run(x, err);
+        if (!s) s = test_model_loss(x, m, &losses[k], err);
+        if (!s) s = test_model_carry(x, m, err);
+    }
+    return s;
+}
+
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/fixtures/%s", m->dir, file);
@@ -243,7 +267,7 @@ void test_model_check_torch(test_model *m, double grad_tol) {
                 s = compare_fixture(m, x, m->t.grads[p], file, &grad_err, &err);
             }
         }
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, &err);
+        if (!s) s = test_model_carry(x, m, &err);
     }
     if (s) check(0, "%s: %s", m->name, err.msg);
     else check(out_err <= 1e-5 && grad_err <= grad_tol && loss_err <= 1e-5,

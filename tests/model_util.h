@@ -36,6 +36,14 @@ vp_status test_model_load_step(test_model *m, const char *name, const char *opt,
 struct vp_exec;
 vp_status test_model_feed(struct vp_exec *x, const test_model *m, vp_error *err);
 
+/* Copies the state a step carries to the next (parameters, optimizer state, loss scale). */
+vp_status test_model_carry(struct vp_exec *x, const test_model *m, vp_error *err);
+/* The loss of the step x last ran. */
+vp_status test_model_loss(struct vp_exec *x, const test_model *m, double *loss, vp_error *err);
+/* Runs `steps` steps on x (already fed), each step's loss into losses[k], carrying the
+ * state from each step to the next. */
+vp_status test_model_run_steps(struct vp_exec *x, const test_model *m, int steps, double *losses, vp_error *err);
+
 /* Reads models/<name>/fixtures/<file> (a TensorProto). */
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);
 

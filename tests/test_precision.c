@@ -247,7 +247,7 @@ static vp_status run_curve(test_model *m, int steps, double *got, double *final_
     for (int k = 0; k < steps && !s; k++) {
         s = vp_exec_run(x, err);
         got[k] = get_scalar(x, m->t.loss, &s, err);
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
+        if (!s) s = test_model_carry(x, m, err);
     }
     if (final_scale) *final_scale = m->t.loss_scaled ? get_scalar(x, m->t.scaling.scale, &s, err) : 1;
     vp_exec_free(x);
@@ -306,17 +306,11 @@ static void curve_case(const char *name, int same_placement) {
     if (!s) s = vp_exec_new(m.g, b, &x, &err);
     if (!s) s = test_model_feed(x, &m, &err);
     double worst = 0, gap = 0, got[64] = {0};
-    int steps = losses->n;
+    int steps = losses->n < 64 ? losses->n : 64;
+    if (!s) s = test_model_run_steps(x, &m, steps, got, &err);
     for (int k = 0; k < steps && !s; k++) {
-        s = vp_exec_run(x, &err);
-        vp_tensor loss = {0};
-        if (!s) s = vp_exec_get(x, m.t.loss, &loss, &err);
-        if (!s) got[k] = vp_load(loss.data, loss.dtype, 0);
-        free(loss.data);
-        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
-        double d = fabs(got[k] - losses->items[k].num), g32 = fabs(ref32->items[k].num - losses->items[k].num);
-        if (d > worst) worst = d;
-        if (g32 > gap) gap = g32;
+        worst = fmax(worst, fabs(got[k] - losses->items[k].num));
+        gap = fmax(gap, fabs(ref32->items[k].num - losses->items[k].num));
     }
     double tol = fmin(3 * gap, 0.01 * losses->items[0].num);
     if (s) check(0, "%s bf16 curve: %s", name, err.msg);
@@ -405,7 +399,7 @@ static void loss_scale_case(const char *name) {
         /* a skipped step leaves every optimizer-carried value (parameters, moments, steps) as it was */
         for (int c = ls->n_opt_carry0; !finite && c < m.t.n_carry - 2 && !s; c++)
             skip_changed += !same_value(x, m.t.carry[c].from, m.t.carry[c].to, &s, &err);
-        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
+        if (!s) s = test_model_carry(x, &m, &err);
     }
     if (s) check(0, "%s fp16 loss scaling: %s", name, err.msg);
     else {

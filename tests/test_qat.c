@@ -152,7 +152,7 @@ static vp_status run_curve(test_model *m, int steps, double *got, int probe, int
     for (int k = 0; k < steps && !s; k++) {
         s = vp_exec_run(x, err);
         got[k] = get_scalar(x, m->t.loss, &s, err);
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
+        if (!s) s = test_model_carry(x, m, err);
         if (probe >= 0 && (k + 1 == at || k + 1 == steps)) probes[k + 1 != at] = get_scalar(x, probe, &s, err);
     }
     vp_exec_free(x);

@@ -79,14 +79,7 @@ static vp_status naive_losses(test_model *m, double *losses, vp_error *err) {
     vp_exec *x = NULL;
     vp_status s = vp_exec_new(m->g, b, &x, err);
     if (!s) s = test_model_feed(x, m, err);
-    for (int k = 0; k < STEPS && !s; k++) {
-        s = vp_exec_run(x, err);
-        vp_tensor l = {0};
-        if (!s) s = vp_exec_get(x, m->t.loss, &l, err);
-        if (!s) losses[k] = vp_load(l.data, l.dtype, 0);
-        free(l.data);
-        for (int c = 0; c < m->t.n_carry && !s; c++) s = vp_exec_copy_value(x, m->t.carry[c].from, m->t.carry[c].to, err);
-    }
+    if (!s) s = test_model_run_steps(x, m, STEPS, losses, err);
     vp_exec_free(x);
     vp_backend_free(b);
     return s;

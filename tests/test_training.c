@@ -127,17 +127,9 @@ static void check_curve(const char *name, const char *fixture) {
     if (!s) s = vp_exec_new(m.g, b, &x, &err);
     if (!s) s = test_model_feed(x, &m, &err);
     double worst = 0, got[16] = {0};
-    int steps = losses ? losses->n : 0;
-    for (int k = 0; k < steps && k < 16 && !s; k++) {
-        s = vp_exec_run(x, &err);
-        vp_tensor loss = {0};
-        if (!s) s = vp_exec_get(x, m.t.loss, &loss, &err);
-        if (!s) got[k] = vp_load(loss.data, loss.dtype, 0);
-        free(loss.data);
-        for (int c = 0; c < m.t.n_carry && !s; c++) s = vp_exec_copy_value(x, m.t.carry[c].from, m.t.carry[c].to, &err);
-        double d = fabs(got[k] - losses->items[k].num);
-        if (d > worst) worst = d;
-    }
+    int steps = losses ? (losses->n < 16 ? losses->n : 16) : 0;
+    if (!s) s = test_model_run_steps(x, &m, steps, got, &err);
+    for (int k = 0; k < steps && !s; k++) worst = fmax(worst, fabs(got[k] - losses->items[k].num));
     if (s) check(0, "%s %s: %s", name, fixture, err.msg);
     else
         check(worst <= 1e-4, "%s %s: %d steps, losses %.6f .. %.6f, worst difference from torch %.2g", name, fixture, steps,
