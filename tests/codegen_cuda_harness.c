@@ -4,27 +4,7 @@
  * usage: harness WEIGHTS DATA_DIR STEPS OUT.weights
  * As codegen_harness.c, on a device arena from the backend: a short arena refused,
  * then the steps' losses (%.17g) and the weights after them. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define F(x) CAT(PREFIX, x)
-#define U(x) CAT(UPREFIX, x)
-
-static void *read_all(const char *path, size_t want) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    void *buf = malloc(want + 1);
-    size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
-    fclose(f);
-    if (got != want) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
+#include "codegen_harness.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {
@@ -62,30 +42,14 @@ int main(int argc, char **argv) {
     }
     io.arena_bytes = U(_ARENA_BYTES);
     void *inputs[U(_N_INPUTS) + 1];
-    for (int i = 0; i < U(_N_INPUTS); i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s.bin", argv[2], F(_inputs)[i].name);
-        inputs[i] = read_all(path, F(_inputs)[i].bytes);
-        if (!inputs[i]) {
-            fprintf(stderr, "%s: missing or not %zu bytes\n", path, F(_inputs)[i].bytes);
-            return 1;
-        }
-        memcpy((char *)&io + F(_inputs)[i].io_offset, &inputs[i], sizeof inputs[i]);
-    }
     double loss = 0;
     io.loss = &loss;
-    for (int i = 0; i < atoi(argv[3]); i++) {
-        if (F(_step)(arena, &io)) {
-            fprintf(stderr, "step %d: %s\n", i + 1, msg);
-            return 1;
-        }
-        printf("loss %.17g\n", loss);
-    }
+    if (harness_feed(&io, argv[2], inputs) || harness_steps(arena, &io, atoi(argv[3]))) return 1;
     if (F(_save)(b, arena, U(_ARENA_BYTES), argv[4], msg, sizeof msg)) {
         fprintf(stderr, "save: %s\n", msg);
         return 1;
     }
-    for (int i = 0; i < U(_N_INPUTS); i++) free(inputs[i]);
+    for (int k = 0; k < U(_N_INPUTS); k++) free(inputs[k]);
     b->iface->free(b, arena);
     vp_backend_free(b);
     return 0;

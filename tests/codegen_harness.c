@@ -5,27 +5,7 @@
  * `run --json` writes them), saves the weights after the last step.  Before training it
  * checks the refusals: an arena one byte short, for init and for step, fails with a
  * message and leaves the arena's bytes past the short size untouched. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#define F(x) CAT(PREFIX, x)
-#define U(x) CAT(UPREFIX, x)
-
-static void *read_all(const char *path, size_t want) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    void *buf = malloc(want + 1);
-    size_t got = buf ? fread(buf, 1, want + 1, f) : 0;
-    fclose(f);
-    if (got != want) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
+#include "codegen_harness.h"
 
 int main(int argc, char **argv) {
     if (argc != 5) {
@@ -65,26 +45,9 @@ int main(int argc, char **argv) {
     }
     io.arena_bytes = U(_ARENA_BYTES);
     void *inputs[U(_N_INPUTS) + 1];
-    for (int k = 0; k < U(_N_INPUTS); k++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s.bin", argv[2], F(_inputs)[k].name);
-        inputs[k] = read_all(path, F(_inputs)[k].bytes);
-        if (!inputs[k]) {
-            fprintf(stderr, "%s: missing or not %zu bytes\n", path, F(_inputs)[k].bytes);
-            return 1;
-        }
-        memcpy((char *)&io + F(_inputs)[k].io_offset, &inputs[k], sizeof inputs[k]);
-    }
     double loss = 0;
     io.loss = &loss;
-    int steps = atoi(argv[3]);
-    for (int i = 0; i < steps; i++) {
-        if (F(_step)(arena, &io)) {
-            fprintf(stderr, "step %d: %s\n", i + 1, msg);
-            return 1;
-        }
-        printf("loss %.17g\n", loss);
-    }
+    if (harness_feed(&io, argv[2], inputs) || harness_steps(arena, &io, atoi(argv[3]))) return 1;
     if (F(_save)(arena, U(_ARENA_BYTES), argv[4], msg, sizeof msg)) {
         fprintf(stderr, "save: %s\n", msg);
         return 1;
