@@ -111,6 +111,14 @@ expect 0 "step 3  loss" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits -
 expect 0 "" -- same_losses "$tmp/off.json" "$tmp/on.json"
 expect 0 "" -- same_losses "$tmp/off.json" "$tmp/train_off.json"
 expect 2 "keeps [0-9]* bytes on the host (optimizer-state offload, --offload): codegen writes steps on one arena" -- "$tool" codegen "$tmp/off.vplan" -o "$tmp/off_c"
+# LoRA on convolutions (A a convolution to r channels, B 1x1 back), trained, saved, reloaded
+# and merged; with --tp, a rank --tp does not divide is refused naming the adapter (each pair
+# splits along its rank: cli_tp trains it under mpirun)
+expect 0 "lora r=2 scale 1: 7 adapted weights" -- "$tool" plan "$cnn" --dim batch=4 --loss ce:logits --lora r=2
+expect 0 "saved 7 adapter pairs" -- "$tool" train "$cnn" --dim batch=4 --loss ce:logits --optimizer adamw --lora r=2 --steps 2 --save "$tmp/cnn_lora.onnx" --merge "$tmp/cnn_merged.onnx"
+expect 0 "step 1" -- "$tool" train "$cnn" --dim batch=4 --loss ce:logits --lora r=2 --lora-load "$tmp/cnn_lora.onnx" --steps 1
+expect 0 "19994 trainable" -- "$tool" inspect "$tmp/cnn_merged.onnx" --dim batch=4
+expect 2 "node '.*/lora_A' (com.microsoft.FusedMatMul): --tp 2 does not divide the output features of its weight (3)" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --lora r=3 --tp 2
 # damaged plan files
 size=$(stat -c %s "$tmp/gpt.vplan")
 head -c $((size / 2)) "$tmp/gpt.vplan" >"$tmp/truncated.vplan"
