@@ -204,6 +204,15 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
 }
 
 static vp_status check_plan(const vp_plan *p, vp_error *err) {
+    /* the generated step owns one arena and calls the kernels on it; offload's host block,
+     * its copies and its host update (pinned memory and a copy stream on CUDA) are the
+     * runtime's, not written here yet */
+    if (p->host_bytes > 0)
+        return vp_fail(err, VP_ERR_UNSUPPORTED,
+                       "the plan keeps %lld bytes on the host (optimizer-state offload, --offload): codegen writes steps "
+                       "on one arena and does not generate the host block; run the plan with `onnx-vplan run`, or re-plan "
+                       "without --offload",
+                       (long long)p->host_bytes);
     for (int b = 0; b < p->n_buffers; b++) {
         const vp_value *v = &p->g->values[p->buffers[b].value];
         if (!vp_c_dtype(v->dtype))

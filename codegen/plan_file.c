@@ -41,8 +41,6 @@ static void builder_free(builder *b) {
 vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knobs, int n_knobs, const char *path,
                         vp_error *err) {
     const vp_graph *g = p->g;
-    if (p->host_bytes > 0)
-        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: plan files do not carry the host block of optimizer-state offload yet", path);
     builder b = {0};
     vp_status s = VP_OK;
     size_t n_io = 0, n_attr = 0;
@@ -137,6 +135,7 @@ vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knob
     sum.has_peak_step = 1, sum.peak_step = p->peak_step;
     sum.has_planning_seconds = 1, sum.planning_seconds = p->planning_seconds;
     sum.algorithm = (char *)p->arena.kept;
+    sum.has_host_bytes = p->host_bytes > 0, sum.host_bytes = p->host_bytes;
     Vplan__Plan plan = VPLAN__PLAN__INIT;
     plan.model = (char *)(model ? model : "");
     plan.producer = "onnx-vplan 0.1.0";

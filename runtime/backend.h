@@ -13,6 +13,15 @@
 
 typedef struct vp_backend vp_backend;
 
+/* The steps of optimizer-state offload (planner/train/offload.h), as a planned executor
+ * sees them by where their buffers live: a gradient copied out to the host block, the
+ * update on the host block, an updated weight copied back. */
+typedef enum vp_host_step {
+    VP_STEP_TO_HOST,   /* a same-dtype Cast, device input, host output */
+    VP_STEP_ON_HOST,   /* every input and output in the host block */
+    VP_STEP_TO_DEVICE, /* a same-dtype Cast, host input, device output */
+} vp_host_step;
+
 typedef struct vp_backend_iface {
     const char *name;
     size_t alignment;   /* bytes; offsets in an arena are multiples of this */
@@ -26,6 +35,14 @@ typedef struct vp_backend_iface {
                           vp_error *err);
     vp_status (*synchronize)(vp_backend *b, vp_error *err);
     void (*destroy)(vp_backend *b);
+    /* Offload on a backend whose memory is not the host's (NULL where host_memory is set,
+     * or where the backend does not run it): the host block in page-locked host memory
+     * (zeroed), and the steps that touch it, queued in order with the device's own; a
+     * host tensor's data is a host pointer into that block.  synchronize() waits for them. */
+    vp_status (*alloc_host)(vp_backend *b, size_t bytes, void **ptr, vp_error *err);
+    void (*free_host)(vp_backend *b, void *ptr);
+    vp_status (*run_host_step)(vp_backend *b, vp_host_step kind, const vp_node *n, const vp_tensor *const *in,
+                               vp_tensor *const *out, vp_error *err);
 } vp_backend_iface;
 
 struct vp_comm;

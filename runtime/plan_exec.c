@@ -16,6 +16,27 @@ static void *ptr_of(const vp_plan_exec *x, int buffer) {
     return (char *)(b->cat == VP_CAT_HOST ? x->host : x->arena) + b->offset;
 }
 
+/* A buffer of the host block on a backend whose own memory is not the host's. */
+static int on_host_block(const vp_plan_exec *x, int buffer) {
+    return x->p->buffers[buffer].cat == VP_CAT_HOST && !x->b->iface->host_memory;
+}
+
+/* Where a step's buffers live, on a backend that runs offload's steps itself: -1 for a
+ * device step, else its vp_host_step; a step that mixes them otherwise is refused. */
+static int host_step_kind(const vp_plan_exec *x, const vp_node *n, vp_error *err) {
+    int host_in = 0, dev_in = 0, host_out = 0, dev_out = 0;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0) on_host_block(x, x->p->buffer_of[n->inputs[k]]) ? host_in++ : dev_in++;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) on_host_block(x, x->p->buffer_of[n->outputs[k]]) ? host_out++ : dev_out++;
+    if (!host_in && !host_out) return -1;
+    if (!dev_in && !dev_out) return VP_STEP_ON_HOST;
+    if (host_out == 1 && dev_in == 1 && !host_in && !dev_out) return VP_STEP_TO_HOST;
+    if (host_in == 1 && dev_out == 1 && !dev_in && !host_out) return VP_STEP_TO_DEVICE;
+    vp_node_fail(err, VP_ERR_INVALID, n, "reads and writes both the host block and the device arena");
+    return -2;
+}
+
 vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, vp_error *err) {
     *out = NULL;
     vp_plan_exec *x = calloc(1, sizeof *x);
@@ -30,18 +51,23 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
         return s;
     }
     /* the host block: on a backend whose memory is the host's (the CPU, which emulates
-     * offload exactly) one more allocation; the CUDA backend's pinned buffers and copy
-     * streams are not built, so it refuses */
-    if (p->host_bytes > 0 && !b->iface->host_memory)
+     * offload exactly) one more allocation; elsewhere the backend's page-locked memory,
+     * its copies and its host update (run_host_step), or a refusal */
+    if (p->host_bytes > 0 && b->iface->host_memory)
+        s = b->iface->alloc(b, (size_t)p->host_bytes, &x->host, err);
+    else if (p->host_bytes > 0 && b->iface->alloc_host && b->iface->run_host_step)
+        s = b->iface->alloc_host(b, (size_t)p->host_bytes, &x->host, err);
+    else if (p->host_bytes > 0)
         s = vp_fail(err, VP_ERR_UNSUPPORTED, "the plan keeps %lld bytes on the host (optimizer-state offload), which the %s backend does not run",
                     (long long)p->host_bytes, b->iface->name);
-    else if (p->host_bytes > 0)
-        s = b->iface->alloc(b, (size_t)p->host_bytes, &x->host, err);
     for (int i = 0; i < p->n_buffers && !s; i++) {
         const vp_buffer *buf = &p->buffers[i];
         const vp_value *v = &p->g->values[buf->value];
         if (buf->alias_of >= 0 || (v->flags & VP_VAL_INPUT) || !buf->bytes) continue;
-        if (v->data) s = b->iface->copy_to_device(b, ptr_of(x, i), v->data, (size_t)buf->bytes, err);
+        if (on_host_block(x, i)) { /* host memory whatever the backend: filled here */
+            if (v->data) memcpy(ptr_of(x, i), v->data, (size_t)buf->bytes);
+            else memset(ptr_of(x, i), 0, (size_t)buf->bytes);
+        } else if (v->data) s = b->iface->copy_to_device(b, ptr_of(x, i), v->data, (size_t)buf->bytes, err);
         else if (v->flags & VP_VAL_STATE) s = vp_backend_zero(b, ptr_of(x, i), (size_t)buf->bytes, err);
     }
     if (s) {
@@ -55,7 +81,7 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
 void vp_plan_exec_free(vp_plan_exec *x) {
     if (!x) return;
     if (x->arena) x->b->iface->free(x->b, x->arena);
-    if (x->host) x->b->iface->free(x->b, x->host);
+    if (x->host) (x->b->iface->host_memory ? x->b->iface->free : x->b->iface->free_host)(x->b, x->host);
     free(x);
 }
 
@@ -107,7 +133,10 @@ vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
         int extra_out = 0;
         for (int k = 1; k < n->n_outputs; k++) extra_out |= pout[k] != NULL;
         if (vp_node_is_view(g, n) && !extra_out && pout[0] && pin[0] && pout[0]->data == pin[0]->data) continue;
-        st = x->b->iface->run_node(x->b, n, pin, pout, err);
+        int kind = x->host && !x->b->iface->host_memory ? host_step_kind(x, n, err) : -1;
+        if (kind == -2) st = VP_ERR_INVALID;
+        else if (kind >= 0) st = x->b->iface->run_host_step(x->b, (vp_host_step)kind, n, pin, pout, err);
+        else st = x->b->iface->run_node(x->b, n, pin, pout, err);
         if (st) vp_error_prefix(err, "step %d: ", s);
     }
     vp_io_args_free(&io);
@@ -122,7 +151,12 @@ vp_status vp_plan_exec_get(vp_plan_exec *x, int value_id, vp_tensor *out, vp_err
     size_t bytes = vp_tensor_nbytes(out);
     out->data = malloc(bytes ? bytes : 1);
     if (!out->data) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    vp_status s = x->b->iface->copy_to_host(x->b, out->data, ptr_of(x, b), bytes, err);
+    vp_status s = VP_OK;
+    if (on_host_block(x, b)) { /* written by the backend's queued host steps: wait for them */
+        s = x->b->iface->synchronize(x->b, err);
+        if (!s) memcpy(out->data, ptr_of(x, b), bytes);
+    } else
+        s = x->b->iface->copy_to_host(x->b, out->data, ptr_of(x, b), bytes, err);
     if (s) {
         free(out->data);
         out->data = NULL;

@@ -1,6 +1,8 @@
 /* Planned execution: the whole step inside one allocation of exactly the plan's arena
  * size; every buffer at its planned offset; steps in the planned order.  What the plan
- * predicts is what this uses. */
+ * predicts is what this uses.  An offloaded plan's host block (optimizer-state offload)
+ * is one more allocation in host memory: plain memory on the CPU backend, page-locked
+ * on CUDA, whose copies and host update run through the backend's run_host_step. */
 #ifndef VP_PLAN_EXEC_H
 #define VP_PLAN_EXEC_H
 

@@ -16,7 +16,7 @@ static uint64_t get_u64(const uint8_t *p) {
     return v;
 }
 
-static vp_status unpack(const char *path, Vplan__Plan **out, uint64_t *checksum, vp_error *err) {
+static vp_status unpack(const char *path, Vplan__Plan **out, uint64_t *checksum, unsigned *version_out, vp_error *err) {
     uint8_t *buf;
     size_t len;
     vp_status s = vp_read_file(path, &buf, &len, err);
@@ -26,11 +26,12 @@ static vp_status unpack(const char *path, Vplan__Plan **out, uint64_t *checksum,
         return vp_fail(err, VP_ERR_PARSE, "%s: not an onnx-vplan plan file (bad magic)", path);
     }
     unsigned version = buf[6] | (unsigned)buf[7] << 8;
-    if (version != VP_PLAN_VERSION) {
+    if (version < VP_PLAN_VERSION_OLDEST || version > VP_PLAN_VERSION) {
         free(buf);
-        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: plan format version %u, this onnx-vplan reads version %d (re-plan the model)",
-                       path, version, VP_PLAN_VERSION);
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: plan format version %u, this onnx-vplan reads versions %d to %d (re-plan the model)",
+                       path, version, VP_PLAN_VERSION_OLDEST, VP_PLAN_VERSION);
     }
+    *version_out = version;
     uint64_t n = get_u64(buf + 8), sum = get_u64(buf + 16);
     if (n != len - VP_PLAN_HEADER_BYTES) {
         free(buf);
@@ -94,6 +95,40 @@ static vp_status build_values(const char *path, const Vplan__Plan *m, vp_loaded_
         p->buffer_of[id] = (int)i;
     }
     p->n_buffers = (int)m->n_buffers;
+    return VP_OK;
+}
+
+/* The host block (version 2, optimizer-state offload): every host buffer inside it,
+ * every alias group wholly on one side, and a block only where a host buffer is.  What
+ * would otherwise fail later (a write past the host allocation, a device kernel handed a
+ * host pointer) is refused here, naming the buffer. */
+static vp_status check_host_block(const char *path, unsigned version, const vp_plan *p, vp_error *err) {
+    const vp_graph *g = p->g;
+    if (p->host_bytes < 0 || (version < 2 && p->host_bytes > 0))
+        return vp_fail(err, VP_ERR_INVALID, "%s: host block of %lld bytes in a version-%u plan (corrupt)", path,
+                       (long long)p->host_bytes, version);
+    int64_t used = 0;
+    for (int b = 0; b < p->n_buffers; b++) {
+        const vp_buffer *buf = &p->buffers[b];
+        const char *name = g->values[buf->value].name;
+        int host = buf->cat == VP_CAT_HOST, flagged = (g->values[buf->value].flags & VP_VAL_HOST) != 0;
+        int root = b, hops = 0;
+        while (p->buffers[root].alias_of >= 0 && hops++ <= p->n_buffers) root = p->buffers[root].alias_of;
+        if (hops > p->n_buffers) return vp_fail(err, VP_ERR_INVALID, "%s: buffer %d ('%s'): its alias chain has a cycle", path, b, name);
+        if (host != flagged || host != (p->buffers[root].cat == VP_CAT_HOST))
+            return vp_fail(err, VP_ERR_INVALID,
+                           "%s: buffer %d ('%s'): host block and arena disagree (category %s, %s value, storage of '%s' in the %s)",
+                           path, b, name, vp_category_name(buf->cat), flagged ? "a host" : "a device",
+                           g->values[p->buffers[root].value].name, p->buffers[root].cat == VP_CAT_HOST ? "host block" : "arena");
+        if (!host) continue;
+        if (buf->offset + buf->size > p->host_bytes)
+            return vp_fail(err, VP_ERR_INVALID,
+                           "%s: host buffer %d ('%s', %lld bytes at offset %lld) is past the end of the %lld-byte host block (truncated or corrupt)",
+                           path, b, name, (long long)buf->size, (long long)buf->offset, (long long)p->host_bytes);
+        used++;
+    }
+    if (p->host_bytes > 0 && !used)
+        return vp_fail(err, VP_ERR_INVALID, "%s: a %lld-byte host block but no buffer in it (corrupt)", path, (long long)p->host_bytes);
     return VP_OK;
 }
 
@@ -178,7 +213,8 @@ vp_status vp_plan_read(const char *path, vp_loaded_plan *lp, vp_error *err) {
     memset(lp, 0, sizeof *lp);
     Vplan__Plan *m;
     uint64_t checksum = 0;
-    vp_status s = unpack(path, &m, &checksum, err);
+    unsigned version = 0;
+    vp_status s = unpack(path, &m, &checksum, &version, err);
     if (s) return s;
     lp->checksum = checksum;
     vp_plan *p = &lp->plan;
@@ -205,6 +241,7 @@ vp_status vp_plan_read(const char *path, vp_loaded_plan *lp, vp_error *err) {
             p->budget_bytes = m->summary->budget_bytes;
             p->peak_step = m->summary->peak_step;
             p->planning_seconds = m->summary->planning_seconds;
+            p->host_bytes = m->summary->host_bytes;
             for (size_t c = 0; c < m->summary->n_category_bytes && c < VP_CAT_COUNT; c++)
                 p->category_bytes[c] = m->summary->category_bytes[c];
             snprintf(lp->algorithm, sizeof lp->algorithm, "%s", m->summary->algorithm ? m->summary->algorithm : "");
@@ -221,6 +258,7 @@ vp_status vp_plan_read(const char *path, vp_loaded_plan *lp, vp_error *err) {
             lp->knob_values[k] = strdup(m->knobs[k]->value ? m->knobs[k]->value : "");
         }
         if (!s) s = build_values(path, m, lp, err);
+        if (!s) s = check_host_block(path, version, p, err);
         if (!s) s = build_steps(path, m, lp, err);
         if (!s) s = check_steps(path, lp, err);
         for (int b = 0; !s && b < p->n_buffers; b++) {

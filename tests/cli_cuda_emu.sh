@@ -6,7 +6,8 @@
 # bfloat16 kernels; their losses are held to TOL=2e-3 relative: the first Adam step is
 # close to a sign step, so a gradient that rounds to the neighbouring bf16 value where it
 # is near zero moves its weight by up to lr, which the second loss sees (cnn bf16 measured
-# 5e-4 at step 2; gpt bf16 equal to the printed digits).
+# 5e-4 at step 2; gpt bf16 equal to the printed digits).  An offloaded plan (--offload)
+# runs with its host block in page-locked memory and the device arena still as planned.
 # usage: cli_cuda_emu.sh ONNX-VPLAN-CUDA-EMU SOURCE_DIR
 set -u
 tool=$1
@@ -48,6 +49,7 @@ check mlp_momentum mlp --dim batch=4 --loss ce:logits --optimizer momentum
 # VP_CUDA_QUICK (the sanitizer build): test_cuda_ops runs the CNN's kernels already
 [ "${VP_CUDA_QUICK:-0}" = 0 ] && check cnn_adamw cnn --dim batch=4 --loss ce:logits --optimizer adamw
 check gpt_adamw gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+check mlp_adamw_offload mlp --dim batch=4 --loss ce:logits --optimizer adamw --offload
 TOL=2e-3 check gpt_adamw_bf16 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision bf16
 TOL=2e-3 check gpt_adamw_fp16 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision fp16
 TOL=2e-3 check mlp_momentum_fp16 mlp --dim batch=4 --loss ce:logits --optimizer momentum --precision fp16

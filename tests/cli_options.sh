@@ -139,10 +139,11 @@ expect 0 "" -- grep -q '"candidates"' "$tmp/auto.json"
 expect 0 "  2   2  fp32  fused" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --precision fp32 --max-tp 2
 expect 0 "max batch under the budget" -- "$tool" plan "$mlp" --loss ce:logits --budget 100KiB --auto --max-batch batch
 
-# --offload: Adam's state on the host, the same losses; plan files refuse the host block
+# --offload: Adam's state on the host, the same losses; plan files carry the host block (version 2)
 expect 2 "--offload applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --offload
 expect 0 "offload: 6 Adam updates on the host, 55400 bytes" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload
 expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload
-expect 2 "plan files do not carry the host block" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload -o "$tmp/o.vplan"
+expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload -o "$tmp/o.vplan"
+expect 0 "step 1  loss" -- "$tool" run "$tmp/o.vplan"
 
 expect_summary

@@ -88,6 +88,37 @@ expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim ba
 expect 2 "--ilp-time-limit expects a non-negative number, got 'soon'" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon
 expect 2 "applies to --remat ilp only" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --ilp-time-limit 5
 expect 2 "--remat expects none, sqrtn, dp or ilp" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --remat magic
+# optimizer-state offload in a plan file (format version 2): the host block travels with
+# the plan, `run` trains to the losses of `train --offload` and of the plan without
+# offload bit for bit; codegen refuses it by name; a damaged plan's host block is
+# refused by test_offload
+losses() { tr -d ' \n' < "$1" | sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p'; }
+same_losses() { # FILE FILE: the same non-empty losses
+    local a b
+    a=$(losses "$1") b=$(losses "$2")
+    echo "$1: $a; $2: $b"
+    [[ -n $a && $a == "$b" ]]
+}
+fix=$src/models/mlp/fixtures
+expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --optimizer adamw --offload -o "$tmp/off.vplan"
+expect 0 "" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --optimizer adamw -o "$tmp/on.vplan"
+expect 0 "sound: " -- "$tool" verify "$tmp/off.vplan"
+expect 0 "host: .* beside the arena" -- "$tool" show "$tmp/off.vplan"
+expect 0 " host@[0-9]" -- "$tool" show "$tmp/off.vplan" --steps
+expect 0 "step 3  loss" -- "$tool" run "$tmp/off.vplan" --steps 3 --data "$fix" --json "$tmp/off.json"
+expect 0 "step 3  loss" -- "$tool" run "$tmp/on.vplan" --steps 3 --data "$fix" --json "$tmp/on.json"
+expect 0 "step 3  loss" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer adamw --offload --steps 3 --data "$fix" --json "$tmp/train_off.json"
+expect 0 "" -- same_losses "$tmp/off.json" "$tmp/on.json"
+expect 0 "" -- same_losses "$tmp/off.json" "$tmp/train_off.json"
+expect 2 "keeps [0-9]* bytes on the host (optimizer-state offload, --offload): codegen writes steps on one arena" -- "$tool" codegen "$tmp/off.vplan" -o "$tmp/off_c"
+# LoRA on convolutions (A a convolution to r channels, B 1x1 back), trained, saved, reloaded
+# and merged; with --tp, a rank --tp does not divide is refused naming the adapter (each pair
+# splits along its rank: cli_tp trains it under mpirun)
+expect 0 "lora r=2 scale 1: 7 adapted weights" -- "$tool" plan "$cnn" --dim batch=4 --loss ce:logits --lora r=2
+expect 0 "saved 7 adapter pairs" -- "$tool" train "$cnn" --dim batch=4 --loss ce:logits --optimizer adamw --lora r=2 --steps 2 --save "$tmp/cnn_lora.onnx" --merge "$tmp/cnn_merged.onnx"
+expect 0 "step 1" -- "$tool" train "$cnn" --dim batch=4 --loss ce:logits --lora r=2 --lora-load "$tmp/cnn_lora.onnx" --steps 1
+expect 0 "19994 trainable" -- "$tool" inspect "$tmp/cnn_merged.onnx" --dim batch=4
+expect 2 "node '.*/lora_A' (com.microsoft.FusedMatMul): --tp 2 does not divide the output features of its weight (3)" -- "$tool" plan "$gpt" --dim batch=8 --loss ce:logits --freeze '^causal_mask$' --lora r=3 --tp 2
 # damaged plan files
 size=$(stat -c %s "$tmp/gpt.vplan")
 head -c $((size / 2)) "$tmp/gpt.vplan" >"$tmp/truncated.vplan"
@@ -97,7 +128,7 @@ printf '\x5a' | dd of="$tmp/flipped.vplan" bs=1 seek=$((size - 100)) conv=notrun
 expect 2 "checksum mismatch" -- "$tool" run "$tmp/flipped.vplan"
 cp "$tmp/gpt.vplan" "$tmp/version.vplan"
 printf '\x09' | dd of="$tmp/version.vplan" bs=1 seek=6 conv=notrunc status=none
-expect 2 "plan format version 9" -- "$tool" show "$tmp/version.vplan"
+expect 2 "plan format version 9, this onnx-vplan reads versions 1 to 2" -- "$tool" show "$tmp/version.vplan"
 expect 2 "not an onnx-vplan plan file" -- "$tool" show "$mlp"
 # the arena alone
 printf 'id,lower,upper,size\n0,0,2,64\n1,1,3,64\n2,2,4,128\n' >"$tmp/a.csv"

@@ -94,6 +94,22 @@ if [[ -n $mpirun ]]; then
     expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
     expect 0 "params: " -- "$tool" inspect "$tmp/tp2.onnx" --dim batch=2
     echo "mpirun -np 2 train --save: the gathered model's loss within $w of the one-rank model's"
+    # --lora --tp: each adapter pair split along its rank as a column/row pair of its own (the
+    # base weights frozen and whole); losses as one rank's, the adapters gathered by --save
+    # and the merged model give the one-rank run's next loss
+    lopt=(--dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --lora r=4 --steps 3)
+    expect 0 "tensor parallel over 2 ranks: 9 column- and 9 row-parallel products" -- "$tool" plan "$gpt" "${lopt[@]:0:10}" --tp 2
+    "${mpi[@]}" -np 2 "$tool" train "$gpt" "${lopt[@]}" --tp 2 --save "$tmp/lora2.onnx" --merge "$tmp/merged2.onnx" | losses >"$tmp/lo2"
+    "$tool" train "$gpt" "${lopt[@]}" --save "$tmp/lora1.onnx" | losses >"$tmp/lo1"
+    w=$(worst "$tmp/lo2" "$tmp/lo1")
+    expect 0 "" -- awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'
+    "$tool" train "$gpt" "${lopt[@]:0:10}" --lora-load "$tmp/lora2.onnx" --steps 1 | losses >"$tmp/ll2"
+    "$tool" train "$gpt" "${lopt[@]:0:10}" --lora-load "$tmp/lora1.onnx" --steps 1 | losses >"$tmp/ll1"
+    "$tool" train "$tmp/merged2.onnx" "${lopt[@]:0:8}" --steps 1 | losses >"$tmp/lm2"
+    w=$(worst "$tmp/ll2" "$tmp/ll1")
+    wm=$(worst "$tmp/lm2" "$tmp/ll1")
+    expect 0 "" -- awk -v w="$w" -v m="$wm" 'BEGIN {exit !(w < 1e-5 && m < 1e-5)}'
+    echo "mpirun -np 2 train --lora --tp 2: losses, gathered adapters ($w) and merged model ($wm) as one rank's"
     # bf16: the all-reduce sums in float32 and rounds once, the one-rank product rounds
     # its own sum: within bf16's rounding of each other
     "$tool" plan "$gpt" "${gopt[@]}" --precision bf16 -o "$tmp/b1.vplan" >/dev/null

@@ -167,6 +167,32 @@ int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, cons
     return s ? -1 : identical;
 }
 
+int test_plan_losses(const test_model *m, const struct vp_plan *p, vp_backend *b, int steps, double *losses, char *why,
+                     size_t why_len) {
+    vp_error err;
+    const mj *in = mj_get(m->meta, "input");
+    vp_tensor x = {0}, labels = {0};
+    vp_plan_exec *px = NULL;
+    vp_status s = p->loss_buffer >= 0 ? VP_OK : vp_fail(&err, VP_ERR_USAGE, "the plan has no loss");
+    if (!s) s = test_model_fixture(m, "x.pb", &x, &err);
+    if (!s) s = test_model_fixture(m, "labels.pb", &labels, &err);
+    if (!s) s = vp_plan_exec_new(p, b, &px, &err);
+    for (int k = 0; k < steps && !s; k++) {
+        s = vp_plan_exec_set_input(px, in ? in->str : "x", &x, &err);
+        if (!s) s = vp_plan_exec_set_input(px, "labels", &labels, &err);
+        if (!s) s = vp_plan_exec_run(px, &err);
+        vp_tensor l = {0};
+        if (!s) s = vp_plan_exec_get(px, p->buffers[p->loss_buffer].value, &l, &err);
+        if (!s) losses[k] = l.dtype == VP_F64 ? *(double *)l.data : *(float *)l.data;
+        free(l.data);
+    }
+    if (s) snprintf(why, why_len, "%s", err.msg);
+    vp_plan_exec_free(px);
+    free(x.data);
+    free(labels.data);
+    return s ? -1 : 0;
+}
+
 vp_status test_model_load_step(test_model *m, const char *name, const char *opt, vp_error *err) {
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);

@@ -55,6 +55,13 @@ struct vp_plan;
 int test_compare_planned(test_model *m, const struct vp_plan *p, int steps, const int *ids, int n_ids, char *why,
                          size_t why_len);
 
+/* Runs `steps` steps of plan p (built in process or read from a file) on backend b,
+ * feeding m's fixture batch by input name, and writes each step's loss to losses (a
+ * float32 loss widened exactly).  Returns 0, or -1 with why. */
+struct vp_backend;
+int test_plan_losses(const test_model *m, const struct vp_plan *p, struct vp_backend *b, int steps, double *losses,
+                     char *why, size_t why_len);
+
 /* For torch.onnx exports committed with fixtures under DATA_DIR/NAME (meta.json with
  * "dims" and "lr", model.onnx, fixtures/): loads the model as an SGD training step with
  * the ce:logits loss. */

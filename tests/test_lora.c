@@ -1,5 +1,6 @@
-/* LoRA adapters (planner/train/lora.h) on the bundled mlp (Gemm, transB=1) and GPT
- * (FusedMatMul of a transposed weight): the trainable set is the adapters alone, r(in +
+/* LoRA adapters (planner/train/lora.h) on the bundled mlp (Gemm, transB=1), GPT
+ * (FusedMatMul of a transposed weight) and CNN (its Convs: A a convolution like the
+ * weight's to r channels, B a 1x1 one back; and its Gemm): the trainable set is the adapters alone, r(in +
  * out) parameters each; the gradients through them agree with central differences of
  * the loss; adapters written with vp_onnx_save_tensors load back to the same step; and
  * the base model with each weight replaced by W + scale B A (computed here, apart from
@@ -60,11 +61,26 @@ static void check_counts(const char *name) {
         got += vp_value_numel(&m.g->values[ad->a]) + vp_value_numel(&m.g->values[ad->b]);
         ok &= !(m.g->values[ad->weight].flags & VP_VAL_PARAM);
     }
-    /* Adam: each adapter carries itself and three state values; nothing else is carried */
-    int state_ok = m.t.n_carry == 4 * m.t.n_params;
+    /* Adam: each adapter carries itself and three state values; nothing else is carried
+     * but BatchNorm's running statistics (the CNN's), which train in any case */
+    int running = 0;
+    for (int c = 0; c < m.t.n_carry; c++) running += strstr(m.g->values[m.t.carry[c].from].name, ".running_") != NULL;
+    int state_ok = m.t.n_carry == 4 * m.t.n_params + running;
     check(ok && got == want && want == r->params && state_ok,
           "%s: %d adapted weights, %lld adapter parameters = sum r(in+out) = %lld; base weights frozen; %d carried values",
           name, r->n, (long long)got, (long long)want, m.t.n_carry);
+    /* a Conv's adapters: A [r, C, k...] with the weight's kernel, B [O, r, 1...] */
+    int convs = 0, conv_ok = 1;
+    for (int i = 0; i < r->n; i++) {
+        const vp_value *w = &m.g->values[r->adapters[i].weight], *a = &m.g->values[r->adapters[i].a],
+                       *b = &m.g->values[r->adapters[i].b];
+        if (w->rank < 3) continue;
+        convs++;
+        conv_ok &= a->rank == w->rank && b->rank == w->rank && a->dims[0] == 4 && b->dims[0] == w->dims[0] && b->dims[1] == 4;
+        for (int d = 1; d < w->rank; d++) conv_ok &= a->dims[d] == w->dims[d] && (d < 2 || b->dims[d] == 1);
+    }
+    if (!strcmp(name, "cnn"))
+        check(convs > 0 && conv_ok, "%s: %d Conv weights adapted, A [4, C, kh, kw] and B [O, 4, 1, 1]", name, convs);
     test_model_free(&m);
 }
 
@@ -212,8 +228,8 @@ static void check_save_merge(const char *name) {
 }
 
 int main(void) {
-    const char *models[] = {"mlp", "gpt"};
-    for (int i = 0; i < 2; i++) {
+    const char *models[] = {"mlp", "gpt", "cnn"};
+    for (int i = 0; i < 3; i++) {
         check_counts(models[i]);
         check_gradients(models[i]);
         check_save_merge(models[i]);

@@ -78,6 +78,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         vp_tp_opts tp = spec->tp; /* an LM head may split by vocabulary into the cross-entropy */
         if (spec->loss.kind == VP_LOSS_CE) tp.logits = spec->loss.value;
         s = vp_tp_split(g, &tp, &t->tp, err);
+        if (!s && t->lora.n) s = vp_lora_check_split(g, &t->lora, &t->tp, err);
     }
     /* QAT on the forward graph: autodiff then builds the straight-through gradients,
      * and precision keeps the fake quantisation in float32 */

@@ -57,6 +57,7 @@ static void cuda_free(vp_backend *b, void *ptr) {
     cuda_ctx *c = ctx_of(b);
     if (!ptr) return;
     cudaStreamSynchronize(c->stream);
+    if (c->copy_stream) cudaStreamSynchronize(c->copy_stream); /* offload's copies may still read it */
     cudaFree(ptr);
 }
 
@@ -90,6 +91,8 @@ static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "output %d has no device memory", k);
     if (n->n_inputs > 0 && !in[0] && strcmp(n->op_type, "Concat") && strcmp(n->op_type, "Sum"))
         return vp_node_fail(err, VP_ERR_INVALID, n, "input 0 is missing");
+    vp_status so = vp_cuda_offload_order(c, n, in, out, err);
+    if (so) return so;
     if (!b->comm || !n->op || !(n->op->flags & VP_OP_COLLECTIVE)) return e->fn(c, n, in, out, err);
     if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "sequence parallelism (--sp) runs on the CPU backend only");
@@ -113,13 +116,16 @@ static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor 
 
 static vp_status cuda_sync(vp_backend *b, vp_error *err) {
     cuda_ctx *c = ctx_of(b);
-    return vp_cuda_check(cudaStreamSynchronize(c->stream), NULL, "cudaStreamSynchronize", err);
+    vp_status s = vp_cuda_check(cudaStreamSynchronize(c->stream), NULL, "cudaStreamSynchronize", err);
+    vp_status so = vp_cuda_offload_sync(c, err);
+    return s ? s : so;
 }
 
 static void cuda_destroy(vp_backend *b) {
     cuda_ctx *c = ctx_of(b);
     if (c) {
         if (c->stream) cudaStreamSynchronize(c->stream);
+        vp_cuda_offload_free(c);
         if (c->blas) cublasDestroy(c->blas);
         if (c->workspace) cudaFree(c->workspace);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -139,6 +145,9 @@ static const vp_backend_iface cuda_iface = {
     .run_node = cuda_run_node,
     .synchronize = cuda_sync,
     .destroy = cuda_destroy,
+    .alloc_host = vp_cuda_offload_alloc_host,
+    .free_host = vp_cuda_offload_free_host,
+    .run_host_step = vp_cuda_offload_step,
 };
 
 int vp_cuda_device_count(char *why, size_t why_len) {

@@ -3,6 +3,7 @@
  *
  *   cuda_backend.c        the vtable: memory, copies, the constructor, op lookup
  *   cuda_common.c         error checks, host reads of small inputs, device copies
+ *   cuda_offload.c        optimizer-state offload: the host block, the copy stream
  *   cuda_ops_<family>.c   one op table each: reads a node's attributes and shapes on
  *                         the host and enqueues kernels (cu_*.cu) or cuBLAS calls
  *                         (elementwise, tensor, linalg, reduce, attention, resample,
@@ -32,7 +33,23 @@ typedef struct cuda_ctx {
     double *scratch;
     const vp_graph *g;
     char name[256];
+    cudaStream_t copy_stream;  /* offload's copies and host updates; NULL until the first */
+    struct cuda_offload *off;  /* offload's events and records (cuda_offload.c); NULL until then */
 } cuda_ctx;
+
+/* ---- optimizer-state offload (cuda_offload.c) ---- */
+
+vp_status vp_cuda_offload_alloc_host(vp_backend *b, size_t bytes, void **ptr, vp_error *err);
+void vp_cuda_offload_free_host(vp_backend *b, void *ptr);
+vp_status vp_cuda_offload_step(vp_backend *b, vp_host_step kind, const vp_node *n, const vp_tensor *const *in,
+                               vp_tensor *const *out, vp_error *err);
+/* Before a kernel of n on the compute stream: waits for each queued copy whose device
+ * memory n writes (or, for a copy back, reads). */
+vp_status vp_cuda_offload_order(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err);
+/* Waits for the copy stream; the first failed host update's error. */
+vp_status vp_cuda_offload_sync(cuda_ctx *c, vp_error *err);
+void vp_cuda_offload_free(cuda_ctx *c);
 
 typedef vp_status (*cuda_op_fn)(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                 vp_error *err);

@@ -60,9 +60,11 @@ void cli_train_init(cli_train_opts *o) {
         {"--qat-freeze-after", CLI_INT, &o->qat_freeze_after, "N", "observers keep their range after N steps (default: never)"},
         {"--lora", CLI_STR, &o->lora, "r=R[,alpha=X][:REGEX]",
          "low-rank adapters (LoRA): beside each float weight of a MatMul,\n"
-         "FusedMatMul or Gemm whose name matches REGEX (default: all), A and B\n"
-         "of rank R, B zero at the start, added as (X A^T) B^T * alpha/R\n"
-         "(alpha default R); only the adapters train, the model is frozen"},
+         "FusedMatMul, Gemm or ungrouped Conv whose name matches REGEX\n"
+         "(default: all), A and B of rank R, B zero at the start, added as\n"
+         "(X A^T) B^T * alpha/R (a Conv: A a convolution to R channels, B\n"
+         "1x1 back; alpha default R); only the adapters train, the model is\n"
+         "frozen; with --tp, adapters of split weights are refused"},
         {"--lora-load", CLI_STR, &o->spec.lora.load, "ADAPTERS.onnx",
          "with --lora: start the adapters from a file written by train --save"},
         {"--offload", CLI_SET, &o->spec.offload, NULL,
@@ -129,7 +131,6 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
         const char *load = o->spec.lora.load;
         if ((s = vp_lora_parse(o->lora, &o->spec.lora, err))) return s;
         o->spec.lora.load = load;
-        if (o->spec.tp.n > 1) return vp_fail(err, VP_ERR_USAGE, "--lora does not take --tp (the adapters are not split)");
     } else if (o->spec.lora.load) {
         return vp_fail(err, VP_ERR_USAGE, "--lora-load applies to --lora only");
     }

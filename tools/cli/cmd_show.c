@@ -17,8 +17,9 @@ static void list_steps(const vp_plan *p) {
                 int v = io ? n->outputs[k] : n->inputs[k];
                 if (v < 0) continue;
                 const vp_buffer *b = &p->buffers[p->buffer_of[v]];
-                printf("        %s %-40s @%-10lld %lld B\n", io ? "->" : "<-", p->g->values[v].name, (long long)b->offset,
-                       (long long)b->bytes);
+                /* host@: in the host block of an offloaded plan, not the arena */
+                printf("        %s %-40s %s@%-10lld %lld B\n", io ? "->" : "<-", p->g->values[v].name,
+                       b->cat == VP_CAT_HOST ? "host" : "", (long long)b->offset, (long long)b->bytes);
             }
     }
 }

@@ -141,9 +141,10 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
     return s;
 }
 
-/* --lora --save: the adapters alone, apart from the base model, with their rank and scale. */
+/* --lora --save: the adapters alone, apart from the base model, with their rank and scale
+ * (with --tp, each pair gathered from the ranks' slices and written by rank 0). */
 static vp_status save_adapters(const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t, const vp_train_spec *spec,
-                               vp_error *err) {
+                               vp_comm *comm, vp_error *err) {
     int n = 2 * t->lora.n;
     const char **names = calloc((size_t)n + 1, sizeof *names);
     vp_tensor *vals = calloc((size_t)n + 1, sizeof *vals);
@@ -152,12 +153,13 @@ static vp_status save_adapters(const char *dst, vp_exec *x, const vp_graph *g, c
         int v = i % 2 ? t->lora.adapters[i / 2].b : t->lora.adapters[i / 2].a;
         names[i] = g->values[v].name;
         s = vp_exec_get(x, v, &vals[i], err);
+        if (!s) s = gather_full(comm, t, v, &vals[i], err);
     }
     char r[32], alpha[32];
     snprintf(r, sizeof r, "%d", spec->lora.rank);
     snprintf(alpha, sizeof alpha, "%g", t->lora.scale * spec->lora.rank);
     const char *keys[] = {"vplan.lora.r", "vplan.lora.alpha", "vplan.lora.base"}, *values[] = {r, alpha, g->path};
-    if (!s) s = vp_onnx_save_tensors(dst, n, names, vals, 3, keys, values, err);
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_tensors(dst, n, names, vals, 3, keys, values, err);
     for (int i = 0; i < n && vals; i++) free(vals[i].data);
     free(vals);
     free(names);
@@ -166,7 +168,7 @@ static vp_status save_adapters(const char *dst, vp_exec *x, const vp_graph *g, c
 
 /* --merge: the base model with each adapted weight replaced by W + scale * B A. */
 static vp_status save_merged(const char *src, const char *dst, vp_exec *x, const vp_graph *g, const vp_training *t,
-                             const vp_train_spec *spec, vp_error *err) {
+                             const vp_train_spec *spec, vp_comm *comm, vp_error *err) {
     int n = t->lora.n;
     const char **names = calloc((size_t)n + 1, sizeof *names);
     vp_tensor *vals = calloc((size_t)n + 1, sizeof *vals);
@@ -177,12 +179,14 @@ static vp_status save_merged(const char *src, const char *dst, vp_exec *x, const
         s = vp_exec_get(x, ad->weight, &vals[i], err);
         if (!s) s = vp_exec_get(x, ad->a, &a, err);
         if (!s) s = vp_exec_get(x, ad->b, &b, err);
+        if (!s) s = gather_full(comm, t, ad->a, &a, err); /* --tp: the pair split along its rank */
+        if (!s) s = gather_full(comm, t, ad->b, &b, err);
         if (!s) vp_lora_merge(ad, spec->lora.rank, t->lora.scale, vals[i].data, a.data, b.data, vals[i].data);
         free(a.data);
         free(b.data);
         names[i] = g->values[ad->weight].name;
     }
-    if (!s) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
     for (int i = 0; i < n && vals; i++) free(vals[i].data);
     free(vals);
     free(names);
@@ -312,11 +316,11 @@ static int run_train(int argc, char **argv) {
                (long long)(comm->bytes_sent / steps), (long long)(comm->calls / steps));
     vp_tensor ref = {0};
     if (!s && merge) {
-        s = save_merged(model, merge, x, g, &t, &o.spec, &err);
+        s = save_merged(model, merge, x, g, &t, &o.spec, comm, &err);
         if (!s) printf("saved the merged model to %s\n", merge);
     }
     if (!s && save && t.lora.n) {
-        s = save_adapters(save, x, g, &t, &o.spec, &err);
+        s = save_adapters(save, x, g, &t, &o.spec, comm, &err);
         if (!s) printf("saved %d adapter pairs to %s\n", t.lora.n, save);
     } else if (!s && save) {
         s = save_model(model, save, x, g, &t, comm, &err);

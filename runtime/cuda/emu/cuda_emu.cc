@@ -2,14 +2,19 @@
  * fiber scheduler behind a launch, barriers and warp exchanges, device memory as
  * registered host memory, and cuBLAS SGEMM over cblas.
  *
- * One launch at a time, on the calling host thread; every call is synchronous. */
+ * One launch at a time, on the calling host thread; every call runs when it is made but
+ * the late work (copies to and from page-locked memory, host functions), queued on its
+ * stream until something must see it done. */
 #include "cuda_emu.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>
 
 #include <cblas.h>
+#include <deque>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +34,9 @@
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
+
+/* Runs the late work queued on st (all of it); defined with the streams below. */
+extern "C" void vp_emu_stream_drain(cudaStream_t st);
 
 namespace {
 
@@ -53,6 +61,18 @@ bool on_device(const void *p, size_t n) {
     uintptr_t a = (uintptr_t)p;
     auto it = allocations.upper_bound(a);
     if (it == allocations.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second;
+}
+
+/* page-locked host memory (cudaHostAlloc): host memory, but a copy to or from it is
+ * late work */
+std::map<uintptr_t, size_t> pinned;
+
+bool in_map(const std::map<uintptr_t, size_t> &m, const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p;
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return false;
     --it;
     return a >= it->first && a + n <= it->first + it->second;
 }
@@ -361,6 +381,7 @@ uint64_t *warp_exchange(uint64_t value) {
 void *dynamic_shared(void) { return dyn_shared.data(); }
 
 void run(const char *name, const config &c, void (*body)(void *), void *arg) {
+    vp_emu_stream_drain(c.stream); /* what the stream queued runs first */
     launches++;
     static bool init = false;
     if (!init) {
@@ -487,8 +508,110 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind);
+struct vp_emu_stream {
+    unsigned flags;
+    std::deque<std::pair<unsigned long long, std::function<void()>>> late; /* (number, work) */
+    unsigned long long queued;                                              /* late work ever queued */
+};
+
+struct vp_emu_event {
+    cudaStream_t stream; /* recorded on; NULL before a record */
+    unsigned long long mark; /* the late work queued before the record */
+};
+
+namespace {
+std::set<cudaStream_t> streams;
+
+/* Runs st's late work numbered below mark, in order. */
+void drain_to(cudaStream_t st, unsigned long long mark) {
+    while (st && !st->late.empty() && st->late.front().first < mark) {
+        std::function<void()> work = std::move(st->late.front().second);
+        st->late.pop_front();
+        work();
+    }
+}
+
+void queue_late(cudaStream_t st, std::function<void()> work) { st->late.emplace_back(st->queued++, std::move(work)); }
+} // namespace
+
+void vp_emu_stream_drain(cudaStream_t st) { drain_to(st, ~0ull); }
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+    bool to_pinned = in_map(pinned, dst, bytes), from_pinned = in_map(pinned, src, bytes);
+    if (!st || !bytes || !(to_pinned || from_pinned)) {
+        vp_emu_stream_drain(st);
+        return cudaMemcpy(dst, src, bytes, kind);
+    }
+    cudaError_t e = check_copy(dst, src, bytes, kind);
+    if (e) return e;
+    queue_late(st, [=]() { memmove(dst, src, bytes); });
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags) {
+    *ptr = nullptr;
+    if (flags != cudaHostAllocDefault) return set_error(cudaErrorInvalidValue);
+    void *p = nullptr;
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1)) return set_error(cudaErrorMemoryAllocation);
+    memset(p, 0xcd, bytes); /* garbage, as cudaHostAlloc gives */
+    pinned[(uintptr_t)p] = bytes ? bytes : 1;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+    if (!ptr) return cudaSuccess;
+    auto it = pinned.find((uintptr_t)ptr);
+    if (it == pinned.end()) {
+        fprintf(stderr, "cuda emulation: cudaFreeHost(%p) of no cudaHostAlloc\n", ptr);
+        return set_error(cudaErrorInvalidValue);
+    }
+    for (cudaStream_t st : streams) vp_emu_stream_drain(st); /* as a GPU: the free waits for the device */
+    pinned.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *ev) { return cudaEventCreateWithFlags(ev, cudaEventDefault); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned) {
+    *ev = new vp_emu_event{nullptr, 0};
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+    delete ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
+    if (!ev) return set_error(cudaErrorInvalidValue);
+    ev->stream = st;
+    ev->mark = st ? st->queued : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+    if (!ev) return set_error(cudaErrorInvalidValue);
+    drain_to(ev->stream, ev->mark);
+    return last_error;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned) {
+    if (!ev) return set_error(cudaErrorInvalidValue);
+    /* what st runs from now on runs after the event: the recorded work, just in time */
+    if (ev->stream != st) drain_to(ev->stream, ev->mark);
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *user_data) {
+    if (!fn) return set_error(cudaErrorInvalidValue);
+    if (!st) {
+        fn(user_data);
+        return cudaSuccess;
+    }
+    queue_late(st, [=]() { fn(user_data); });
+    return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
@@ -501,26 +624,35 @@ cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) { return cudaMemset(ptr, value, bytes); }
-
-struct vp_emu_stream {
-    unsigned flags;
-};
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t st) {
+    vp_emu_stream_drain(st);
+    return cudaMemset(ptr, value, bytes);
+}
 
 cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlags(st, 0); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
-    *st = new vp_emu_stream{flags};
+    *st = new vp_emu_stream{flags, {}, 0};
+    streams.insert(*st);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t st) {
+    vp_emu_stream_drain(st);
+    streams.erase(st);
     delete st;
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return last_error; }
-cudaError_t cudaDeviceSynchronize(void) { return last_error; }
+cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+    vp_emu_stream_drain(st);
+    return last_error;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    for (cudaStream_t st : streams) vp_emu_stream_drain(st);
+    return last_error;
+}
 
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
@@ -615,6 +747,7 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
                     const float *a, int lda, long long sa, const float *b, int ldb, long long sb, const float *beta,
                     float *c, int ldc, long long sc, int batch) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    vp_emu_stream_drain(h->stream);
     /* cuBLAS's own argument checks */
     int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || batch < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
@@ -682,6 +815,7 @@ cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
                        cudaDataType bt, int ldb, long long sb, const void *beta, void *c, cudaDataType ct, int ldc,
                        long long sc, int batch, cublasComputeType_t compute) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    vp_emu_stream_drain(h->stream);
     if (at != bt || at != ct || (at != CUDA_R_32F && at != CUDA_R_16F && at != CUDA_R_16BF) || compute != CUBLAS_COMPUTE_32F) {
         fprintf(stderr, "cuda emulation: cublasGemmEx: types %d %d %d compute %d not modelled\n", at, bt, ct, compute);
         return CUBLAS_STATUS_NOT_SUPPORTED;

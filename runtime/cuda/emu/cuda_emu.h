@@ -25,9 +25,18 @@
  * so a missing __syncthreads between two threads' accesses is caught only when the
  * permuted thread order changes the result; atomics are trivially atomic), timing and
  * occupancy, shared-memory capacity for static __shared__ arrays, device math
- * precision (host libm, not CUDA's ulp bounds), asynchronous streams (every call is
- * synchronous), TF32 beyond rounding the operands to 10 mantissa bits, the order of
+ * precision (host libm, not CUDA's ulp bounds), asynchrony (every call runs when made,
+ * except the late work below), TF32 beyond rounding the operands to 10 mantissa bits, the order of
  * cuBLAS's float32 sums in GemmEx (OpenBLAS's here), cuDNN.
+ *
+ * Late work: copies between device memory and page-locked host memory (cudaHostAlloc)
+ * and host functions (cudaLaunchHostFunc) are queued on their stream and run as late as
+ * a GPU may run them: before the next launch, cuBLAS call or other copy on the same
+ * stream, or when the stream is synchronized, an event recorded after them is waited on
+ * (cudaStreamWaitEvent, cudaEventSynchronize) or the device is synchronized.  So a
+ * missing event between a copy stream and the compute stream shows as a wrong result
+ * (the copy reads what a later kernel wrote, or a kernel reads what the copy has not
+ * written yet), as it would on a GPU on a bad day.
  *
  * Environment: VP_CUDA_EMU_ORDER=forward runs threads and blocks in index order (to
  * tell a race from a wrong formula); VP_CUDA_EMU_STATS=1 prints the launches of each
@@ -93,6 +102,22 @@ cudaError_t cudaStreamSynchronize(cudaStream_t st);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 cudaError_t cudaPeekAtLastError(void);
+
+/* page-locked host memory, events and host functions (the late work above) */
+typedef struct vp_emu_event *cudaEvent_t;
+#define cudaEventDefault 0x00
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
+typedef void (*cudaHostFn_t)(void *user_data);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaEventCreate(cudaEvent_t *ev);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t ev);
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
+cudaError_t cudaEventSynchronize(cudaEvent_t ev);
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags);
+cudaError_t cudaLaunchHostFunc(cudaStream_t st, cudaHostFn_t fn, void *user_data);
 const char *cudaGetErrorName(cudaError_t e);
 const char *cudaGetErrorString(cudaError_t e);
 
