@@ -23,7 +23,7 @@
  *     (one "param\tgradient" line per parameter): what a runner needs to loop steps.
  *
  * ONNX Runtime knows every op here except the vplan ones (SGD, Momentum, Adam, ours,
- * documented in planner/ops/train.c); write with no optimizer (training == NULL or a
+ * documented in planner/ops/update.c); write with no optimizer (training == NULL or a
  * step built with no_optimizer) for a graph that is standard ONNX plus com.microsoft.
  *
  * ONNX imports one version per domain, so every default-domain node must be at the

@@ -1,6 +1,6 @@
 /* CPU kernels of the train family: the gradient ops of ONNX Runtime's training graphs
  * (com.microsoft, same inputs, outputs, attributes and semantics as ONNX Runtime) and
- * our optimizer updates (domain "vplan", PyTorch semantics; see planner/ops/train.c).
+ * our optimizer updates (domain "vplan", PyTorch semantics; see planner/ops/update.c).
  *
  * Every kernel computes float32 and float64 natively and accumulates long sums in
  * double; float16 and bfloat16 tensors are widened to float32 scratch by

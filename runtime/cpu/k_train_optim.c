@@ -1,5 +1,5 @@
 /* Optimizer updates (domain vplan): SGD, Momentum, Adam/AdamW with PyTorch's semantics
- * (documented in planner/ops/train.c).
+ * (documented in planner/ops/update.c).
  *
  * The loops follow torch.optim's single-tensor code operation by operation: scalars
  * such as 1 - beta1 or lr / (1 - beta1^t) are computed in double, as Python does, and

@@ -141,7 +141,7 @@ cudaError_t cu_sce_loss_grad(int64_t batch, int64_t classes, int64_t spatial, co
                              const void *labels, int idx64, const float *weights, int64_t ignore, int reduction,
                              const float *bias, float *dx, double *scratch, cudaStream_t st);
 
-/* Optimizer updates with torch.optim's operation order (planner/ops/train.c). */
+/* Optimizer updates with torch.optim's operation order (planner/ops/update.c). */
 typedef struct cu_opt {
     double lr, weight_decay, momentum, beta1, beta2, eps;
     int decoupled;
