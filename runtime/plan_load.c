@@ -134,6 +134,17 @@ static vp_status build_steps(const char *path, const Vplan__Plan *m, vp_loaded_p
             }
         }
         p->steps[i] = id;
+        if (st->has_workspace) {
+            if (st->workspace < 0 || st->workspace >= nb)
+                return vp_fail(err, VP_ERR_INVALID, "%s: step %zu's workspace is buffer %d, which does not exist", path, i,
+                               st->workspace);
+            if (!p->workspace) {
+                p->workspace = malloc((m->n_steps + 1) * sizeof *p->workspace);
+                if (!p->workspace) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                for (size_t j = 0; j < m->n_steps; j++) p->workspace[j] = -1;
+            }
+            p->workspace[i] = st->workspace;
+        }
     }
     p->n_steps = (int)m->n_steps;
     return vp_graph_link(g, err);

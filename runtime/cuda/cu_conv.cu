@@ -42,6 +42,18 @@ extern "C" cudaError_t cu_conv2d(int dtype, const cu_conv_geom *g, const void *x
     return cudaGetLastError();
 }
 
+template <typename T> __global__ void k_conv_bias(int64_t total, int64_t m, int64_t plane, const T *b, T *y) {
+    CU_FOR(i, total) cu_st(y, i, (float)((double)cu_ld(y, i) + (double)cu_ld(b, (i / plane) % m)));
+}
+
+extern "C" cudaError_t cu_conv_bias(int dtype, int64_t n, int64_t m, int64_t plane, const void *b, void *y,
+                                    cudaStream_t st) {
+    int64_t total = n * m * plane;
+    if (total == 0) return cudaSuccess;
+    CU_FLOAT_DISPATCH(dtype, k_conv_bias<T><<<cu_blocks(total), CU_THREADS, 0, st>>>(total, m, plane, (const T *)b, (T *)y));
+    return cudaGetLastError();
+}
+
 /* dX: each input element gathers from the outputs whose windows cover it. */
 template <typename T> __global__ void k_conv2d_dx(cu_conv_geom g, const T *dy, const T *w, T *dx) {
     int64_t cg = g.c / g.group, mg = g.m / g.group, total = g.n * g.c * g.h * g.w;

@@ -110,6 +110,8 @@ typedef struct cu_conv_geom {
 /* dtype 1, 10 or 16, every tensor of it; b may be NULL. */
 cudaError_t cu_conv2d(int dtype, const cu_conv_geom *g, const void *x, const void *w, const void *b, void *y,
                       cudaStream_t st);
+/* y[n, m, :] += b[m] over planes of `plane` elements (cuDNN's convolutions, which add no bias). */
+cudaError_t cu_conv_bias(int dtype, int64_t n, int64_t m, int64_t plane, const void *b, void *y, cudaStream_t st);
 /* Any of dx, dw, db may be NULL. */
 cudaError_t cu_conv2d_grad(int dtype, const cu_conv_geom *g, const void *dy, const void *x, const void *w, void *dx,
                            void *dw, void *db, cudaStream_t st);
