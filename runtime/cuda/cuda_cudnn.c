@@ -197,8 +197,8 @@ vp_status vp_cuda_cudnn_conv_grad(cuda_ctx *c, const vp_node *n, const vp_conv_s
         if (!s && db) {
             int64_t plane = 1;
             for (int a = 0; a < sh->spatial; a++) plane *= sh->out[a];
-            cu_conv_geom g = {.n = sh->n, .c = sh->c, .h = 1, .w = 1, .m = sh->m, .oh = 1, .ow = plane, .kh = 1, .kw = 1,
-                              .sh = 1, .sw = 1, .dh = 1, .dw = 1, .group = 1};
+            cu_conv_geom g = {.n = sh->n, .c = sh->c, .d = 1, .h = 1, .w = 1, .m = sh->m, .od = 1, .oh = 1, .ow = plane,
+                              .kd = 1, .kh = 1, .kw = 1, .sd = 1, .sh = 1, .sw = 1, .dd = 1, .dh = 1, .dw = 1, .group = 1};
             s = LAUNCH(cu_conv2d_grad((int)dy->dtype, &g, dy->data, NULL, NULL, NULL, NULL, db->data, c->stream));
         }
         *ran = !s;

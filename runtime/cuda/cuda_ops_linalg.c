@@ -147,21 +147,21 @@ static vp_status op_fused_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor 
                       vp_attr_float(n, "alpha", 1.0f), err);
 }
 
-/* Our kernels' geometry (2-D; 1-D as height 1) from the shape. */
-static vp_status conv_geom(const vp_node *n, const vp_conv_shape *sh, cu_conv_geom *g, vp_error *err) {
-    if (sh->spatial > 2)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
-                            "a %d-D convolution runs on cuDNN only (our CUDA kernels are 1-D and 2-D; VP_CUDA_NO_CUDNN "
-                            "is set, or cuDNN did not take it)", sh->spatial);
-    int o = sh->spatial == 1; /* 1-D: the width */
-    *g = (cu_conv_geom){.n = sh->n, .c = sh->c, .h = o ? 1 : sh->in[0], .w = sh->in[1 - o], .m = sh->m,
-                        .oh = o ? 1 : sh->out[0], .ow = sh->out[1 - o], .kh = o ? 1 : sh->k[0], .kw = sh->k[1 - o],
-                        .sh = o ? 1 : sh->stride[0], .sw = sh->stride[1 - o], .ph = o ? 0 : sh->pad[0], .pw = sh->pad[1 - o],
-                        .dh = o ? 1 : sh->dil[0], .dw = sh->dil[1 - o], .group = sh->group};
-    return VP_OK;
+/* Our kernels' geometry (3-D; 2-D as depth 1, 1-D as height 1 too) from the shape. */
+static void conv_geom(const vp_conv_shape *sh, cu_conv_geom *g) {
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+    for (int a = 0; a < sh->spatial; a++) {
+        int e = a + 3 - sh->spatial; /* the last axes: width, then height, then depth */
+        in[e] = sh->in[a], out[e] = sh->out[a], k[e] = sh->k[a];
+        st[e] = sh->stride[a], pad[e] = sh->pad[a], dil[e] = sh->dil[a];
+    }
+    *g = (cu_conv_geom){.n = sh->n, .c = sh->c, .d = in[0], .h = in[1], .w = in[2], .m = sh->m, .od = out[0], .oh = out[1],
+                        .ow = out[2], .kd = k[0], .kh = k[1], .kw = k[2], .sd = st[0], .sh = st[1], .sw = st[2],
+                        .pd = pad[0], .ph = pad[1], .pw = pad[2], .dd = dil[0], .dh = dil[1], .dw = dil[2], .group = sh->group};
 }
 
-/* cuDNN where the backend has it and it takes the convolution (cuda_cudnn.c), else ours. */
+/* cuDNN where the backend has it and it takes the convolution (cuda_cudnn.c), else ours
+ * (cu_conv.cu, 1-D to 3-D). */
 static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     const vp_tensor *x = in[0], *w = in[1], *b = opt_in(n, in, 2);
@@ -173,8 +173,7 @@ static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
     s = vp_cuda_cudnn_conv(c, n, &sh, x, w, b, out[0], &ran, err);
     if (s || ran) return s;
     cu_conv_geom g;
-    s = conv_geom(n, &sh, &g, err);
-    if (s) return s;
+    conv_geom(&sh, &g);
     return LAUNCH(cu_conv2d((int)x->dtype, &g, x->data, w->data, b ? b->data : NULL, out[0]->data, c->stream));
 }
 
@@ -190,8 +189,7 @@ static vp_status op_conv_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *co
     s = vp_cuda_cudnn_conv_grad(c, n, &sh, dy, x, w, dx, dw, db, &ran, err);
     if (s || ran) return s;
     cu_conv_geom g;
-    s = conv_geom(n, &sh, &g, err);
-    if (s) return s;
+    conv_geom(&sh, &g);
     return LAUNCH(cu_conv2d_grad((int)x->dtype, &g, dy->data, x->data, w->data, dx ? dx->data : NULL,
                                  dw ? dw->data : NULL, db ? db->data : NULL, c->stream));
 }
