@@ -136,7 +136,7 @@ static void check_verifier(const test_model *m, vp_plan *p) {
 }
 
 /* Written and read back: the same buffers at the same steps, still verified. */
-static void check_plan_file(const test_model *m, const vp_plan *p) {
+static void check_plan_file(const test_model *m, vp_plan *p) {
     char path[256];
     snprintf(path, sizeof path, "test_workspace_%s.vplan", m->name);
     vp_error err = {{0}};
@@ -159,6 +159,19 @@ static void check_plan_file(const test_model *m, const vp_plan *p) {
     check(same && !s, "%s: the plan file keeps every step's workspace and verifies when read back%s%s", m->name,
           s ? ": " : "", s ? err.msg : "");
     vp_loaded_plan_free(&lp);
+    /* a file whose step names a tensor as its workspace is refused when read */
+    int st = 0;
+    while (st < p->n_steps && p->workspace[st] < 0) st++;
+    if (st < p->n_steps) {
+        int keep = p->workspace[st];
+        p->workspace[st] = p->buffer_of[p->g->nodes[p->steps[st]].inputs[0]];
+        s = vp_plan_write(p, m->name, NULL, 0, path, &err);
+        if (!s) s = vp_plan_read(path, &lp, &err);
+        check(s && strstr(err.msg, "not a workspace"), "%s: a plan file naming a tensor as a workspace is refused (%s)",
+              m->name, s ? err.msg : "read");
+        if (!s) vp_loaded_plan_free(&lp);
+        p->workspace[st] = keep;
+    }
     remove(path);
 }
 
