@@ -186,7 +186,16 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
     if (o->cuda) {
         char field[80];
         vp_codegen_cuda_field(n, field, sizeof field);
-        fprintf(f, "    return vp_backend_cuda_run(io->backend, io->kernels->%s, &%s_node, in, out, err);\n}\n", field, id);
+        /* the step's planned workspace (cuBLAS, cuDNN), as the planned executor hands it */
+        int ws = p->workspace ? p->workspace[s] : -1;
+        if (ws < 0) {
+            fprintf(f, "    return vp_backend_cuda_run(io->backend, io->kernels->%s, &%s_node, in, out, err);\n}\n", field, id);
+        } else {
+            fprintf(f, "    io->backend->workspace = A + %lld;\n    io->backend->workspace_bytes = %lld;\n",
+                    (long long)p->buffers[ws].offset, (long long)p->buffers[ws].bytes);
+            fprintf(f, "    vp_status s = vp_backend_cuda_run(io->backend, io->kernels->%s, &%s_node, in, out, err);\n", field, id);
+            fputs("    io->backend->workspace = NULL;\n    io->backend->workspace_bytes = 0;\n    return s;\n}\n", f);
+        }
     } else if (dn) {
         /* run_node's order: oneDNN when it takes the node, else the registry's kernel */
         fprintf(f, "    if (%s_dn) {\n"

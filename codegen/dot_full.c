@@ -61,6 +61,9 @@ static void write_step(const dot_ctx *c, int s, const char *indent) {
     if (s == c->p->peak_step) fprintf(c->f, "\\npeak");
     vp_dtype low = low_dtype(c->g, n);
     if (low) fprintf(c->f, "\\n%s", low == VP_BF16 ? "bf16" : "fp16");
+    int ws = c->p->workspace ? c->p->workspace[s] : -1;
+    char wb[32];
+    if (ws >= 0) fprintf(c->f, "\\nworkspace %s", vp_human_bytes(c->p->buffers[ws].size, wb, sizeof wb));
     fprintf(c->f, "\", tooltip=\"");
     vp_dot_put_esc(c->f, n->name);
     /* low precision: shaded (the phase's fill darkening to its outline colour) and dashed */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "dot_internal.h"
+#include "memory/workspace.h"
 #include "report.h"
 
 const char *const vp_dot_group_name[GROUP_COUNT] = {"forward", "backward", "optimizer", "comm"};
@@ -44,6 +45,8 @@ void vp_dot_write_header(const dot_ctx *c) {
             vp_human_bytes(p->arena_bytes, a, sizeof a), vp_human_bytes(p->lower_bound_bytes, lb, sizeof lb));
     if (p->budget_bytes > 0) fprintf(f, ", budget %s", vp_human_bytes(p->budget_bytes, bud, sizeof bud));
     if (p->n_steps > 0) fprintf(f, "; peak at step %d", p->peak_step);
+    vp_workspace_summary ws = vp_plan_workspace_summary(p);
+    if (ws.steps) fprintf(f, "\\nworkspaces: %d steps, the largest %s", ws.steps, vp_human_bytes(ws.largest, a, sizeof a));
     if (c->collapsed && p->n_steps > DOT_COLLAPSE_STEPS)
         fprintf(f, "\\ncollapsed: more than %d steps, one node per block and phase (%d nodes)", DOT_COLLAPSE_STEPS,
                 c->n_cl);

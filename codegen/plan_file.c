@@ -103,6 +103,7 @@ vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knob
         m->n_outputs = (size_t)n->n_outputs;
         m->outputs = io;
         for (int k = 0; k < n->n_outputs; k++) *io++ = n->outputs[k] >= 0 ? p->buffer_of[n->outputs[k]] : -1;
+        if (p->workspace && p->workspace[i] >= 0) m->has_workspace = 1, m->workspace = p->workspace[i];
         m->n_attribute = (size_t)n->n_attrs;
         m->attribute = b.attr_ptrs + b.n_attrs;
         for (int a = 0; a < n->n_attrs && !s; a++) {

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "json_writer.h"
+#include "memory/workspace.h"
 
 int vp_parse_size(const char *s, int64_t *out) {
     if (!s || !*s) return 0;
@@ -162,6 +163,11 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     shared_counts sc = count_shared(p);
     fprintf(f, "shared storage: %d views, %d in-place writes, %d updates in place (%s of buffers without storage of "
                "their own)\n", sc.views, sc.in_place, sc.updates, vp_human_bytes(sc.bytes, b1, sizeof b1));
+    vp_workspace_summary ws = vp_plan_workspace_summary(p);
+    if (ws.steps)
+        fprintf(f, "workspaces: %d steps (%d cuBLAS products, %d cuDNN convolutions), the largest %s, live one step "
+                   "at a time (%s summed)\n", ws.steps, ws.blas_steps, ws.conv_steps, vp_human_bytes(ws.largest, b1, sizeof b1),
+                vp_human_bytes(ws.total, b2, sizeof b2));
     double ratio = p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0;
     fprintf(f, "arena:       %s (%lld bytes)\n", vp_human_bytes(p->arena_bytes, b1, sizeof b1), (long long)p->arena_bytes);
     if (p->host_bytes)
@@ -295,6 +301,22 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     vp_json_key(&j, "bytes");
     vp_json_int(&j, sc.bytes);
     vp_json_end_object(&j);
+    vp_workspace_summary ws = vp_plan_workspace_summary(p);
+    if (ws.steps) {
+        vp_json_key(&j, "workspaces");
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "steps");
+        vp_json_int(&j, ws.steps);
+        vp_json_key(&j, "blas_steps");
+        vp_json_int(&j, ws.blas_steps);
+        vp_json_key(&j, "conv_steps");
+        vp_json_int(&j, ws.conv_steps);
+        vp_json_key(&j, "largest_bytes");
+        vp_json_int(&j, ws.largest);
+        vp_json_key(&j, "total_bytes");
+        vp_json_int(&j, ws.total);
+        vp_json_end_object(&j);
+    }
     vp_json_key(&j, "steps");
     vp_json_int(&j, p->n_steps);
     vp_json_key(&j, "buffers");

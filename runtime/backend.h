@@ -51,6 +51,12 @@ struct vp_backend {
     const vp_backend_iface *iface;
     void *ctx;
     struct vp_comm *comm; /* NULL, or the ranks' collectives (runtime/comm.h): not owned */
+    /* The running step's planned workspace (memory/workspace.h), set by the planned
+     * executor around run_node: device memory in the plan's arena the step's library
+     * calls may use as scratch (cuBLAS, cuDNN); NULL and 0 when it has none.  The CPU
+     * backend ignores it. */
+    void *workspace;
+    size_t workspace_bytes;
 };
 
 /* The CPU backend: oneDNN for what it covers, the reference kernels for the rest;

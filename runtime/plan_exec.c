@@ -133,10 +133,14 @@ vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
         int extra_out = 0;
         for (int k = 1; k < n->n_outputs; k++) extra_out |= pout[k] != NULL;
         if (vp_node_is_view(g, n) && !extra_out && pout[0] && pin[0] && pout[0]->data == pin[0]->data) continue;
+        int ws = p->workspace ? p->workspace[s] : -1;
+        x->b->workspace = ws >= 0 ? ptr_of(x, ws) : NULL;
+        x->b->workspace_bytes = ws >= 0 ? (size_t)p->buffers[ws].bytes : 0;
         int kind = x->host && !x->b->iface->host_memory ? host_step_kind(x, n, err) : -1;
         if (kind == -2) st = VP_ERR_INVALID;
         else if (kind >= 0) st = x->b->iface->run_host_step(x->b, (vp_host_step)kind, n, pin, pout, err);
         else st = x->b->iface->run_node(x->b, n, pin, pout, err);
+        x->b->workspace = NULL, x->b->workspace_bytes = 0;
         if (st) vp_error_prefix(err, "step %d: ", s);
     }
     vp_io_args_free(&io);

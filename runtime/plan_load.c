@@ -169,6 +169,21 @@ static vp_status build_steps(const char *path, const Vplan__Plan *m, vp_loaded_p
             }
         }
         p->steps[i] = id;
+        if (st->has_workspace) {
+            if (st->workspace < 0 || st->workspace >= nb)
+                return vp_fail(err, VP_ERR_INVALID, "%s: step %zu's workspace is buffer %d, which does not exist", path, i,
+                               st->workspace);
+            /* scratch the device libraries write freely: never a tensor's storage */
+            if (p->buffers[st->workspace].cat != VP_CAT_WORKSPACE || p->buffers[st->workspace].alias_of >= 0)
+                return vp_fail(err, VP_ERR_INVALID, "%s: step %zu's workspace is buffer %d ('%s'), which is not a workspace",
+                               path, i, st->workspace, g->values[p->buffers[st->workspace].value].name);
+            if (!p->workspace) {
+                p->workspace = malloc((m->n_steps + 1) * sizeof *p->workspace);
+                if (!p->workspace) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                for (size_t j = 0; j < m->n_steps; j++) p->workspace[j] = -1;
+            }
+            p->workspace[i] = st->workspace;
+        }
     }
     p->n_steps = (int)m->n_steps;
     return vp_graph_link(g, err);

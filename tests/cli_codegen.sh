@@ -139,7 +139,8 @@ check_cuda() { # name model-dir plan-options...
     fi
 }
 if [[ -n $emu_tool && -n $emu_lib ]]; then
-    check_cuda mlp models/mlp --dim batch=4 --loss ce:logits --optimizer momentum
+    # the h200 profile: the generated step hands each product its planned workspace
+    check_cuda mlp models/mlp --dim batch=4 --loss ce:logits --optimizer momentum --device h200
     [[ $quick == 1 ]] || check_cuda cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
     [[ $quick == 1 ]] || check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
 else

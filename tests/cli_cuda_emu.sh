@@ -2,7 +2,7 @@
 # `run --backend cuda` on the CUDA backend's host emulation (runtime/cuda/emu): the
 # plans of the bundled models run, their losses agree with `run --backend cpu` on the
 # same plan (1e-5 relative in fp32), and the arena cudaMemGetInfo measures is the
-# planned one.  Mixed-precision plans (bf16, fp16 with loss scaling) run the float16 and
+# planned one (on the h200 profile with the cuBLAS and cuDNN workspaces in it).  Mixed-precision plans (bf16, fp16 with loss scaling) run the float16 and
 # bfloat16 kernels; their losses are held to TOL=2e-3 relative: the first Adam step is
 # close to a sign step, so a gradient that rounds to the neighbouring bf16 value where it
 # is near zero moves its weight by up to lr, which the second loss sees (cnn bf16 measured
@@ -47,10 +47,11 @@ check() { # name, model, plan options...; TOL in the environment (default 1e-5)
 
 check mlp_momentum mlp --dim batch=4 --loss ce:logits --optimizer momentum
 # VP_CUDA_QUICK (the sanitizer build): test_cuda_ops runs the CNN's kernels already
-[ "${VP_CUDA_QUICK:-0}" = 0 ] && check cnn_adamw cnn --dim batch=4 --loss ce:logits --optimizer adamw
+# on the h200 profile: every Conv, ConvGrad and product step gets its planned workspace
+[ "${VP_CUDA_QUICK:-0}" = 0 ] && check cnn_adamw_h200 cnn --dim batch=4 --loss ce:logits --optimizer adamw --device h200
 check gpt_adamw gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
 check mlp_adamw_offload mlp --dim batch=4 --loss ce:logits --optimizer adamw --offload
-TOL=2e-3 check gpt_adamw_bf16 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision bf16
+TOL=2e-3 check gpt_adamw_bf16_h200 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision bf16 --device h200
 TOL=2e-3 check gpt_adamw_fp16 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision fp16
 TOL=2e-3 check mlp_momentum_fp16 mlp --dim batch=4 --loss ce:logits --optimizer momentum --precision fp16
 [ "${VP_CUDA_QUICK:-0}" = 0 ] && TOL=2e-3 check cnn_adamw_bf16 cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16

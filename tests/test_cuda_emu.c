@@ -5,6 +5,7 @@
  * dimension.  cuBLAS's column-major transposes against a plain triple loop, and TF32
  * rounding.  Skips where the emulation is not built. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,10 +166,30 @@ static void check_blas(void) {
     cublasDestroy(h);
 }
 
+/* cuDNN's convolutions add no bias: cu_conv_bias does, per output channel. */
+cudaError_t cu_conv_bias(int dtype, int64_t n, int64_t m, int64_t plane, const void *b, void *y, cudaStream_t st);
+
+static void check_conv_bias(void) {
+    enum { N = 2, M = 3, PLANE = 5, TOTAL = N * M * PLANE };
+    float y[TOTAL], b[M] = {0.5f, -2.0f, 8.0f}, got[TOTAL];
+    for (int i = 0; i < TOTAL; i++) y[i] = (float)i * 0.25f;
+    float *dy = dev(sizeof y), *db = dev(sizeof b);
+    cudaMemcpy(dy, y, sizeof y, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b, sizeof b, cudaMemcpyHostToDevice);
+    CHECK(cu_conv_bias(1, N, M, PLANE, db, dy, 0) == cudaSuccess, "cu_conv_bias launch");
+    cudaMemcpy(got, dy, sizeof got, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < TOTAL; i++) bad += got[i] != y[i] + b[(i / PLANE) % M];
+    CHECK(!bad, "cu_conv_bias: %d of %d elements wrong", bad, TOTAL);
+    cudaFree(dy);
+    cudaFree(db);
+}
+
 int main(void) {
     check_kernels();
     check_memory();
     check_blas();
+    check_conv_bias();
     printf("%s: %d failures\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

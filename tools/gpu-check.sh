@@ -19,7 +19,11 @@
 # 4. mixed precision: each model's AdamW plan at --precision bf16 and fp16 run on
 #    --backend cuda and --backend cpu, losses compared (2e-3; tests/cli_cuda_emu.sh says
 #    why);
-# 5. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
+# 5. convolutions: models/cnn (fp32, bf16, batch 16) run with cuDNN, the steps' planned
+#    workspaces in the arena, and again with our kernels (VP_CUDA_NO_CUDNN=1): losses
+#    compared (1e-4 / 2e-3 relative), cuDNN must have run; prints the planned workspace
+#    bytes beside the arena and the measured peak;
+# 5b. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
 #    mpirun -np 2 (and 4 with four GPUs) onnx-vplan run --backend cuda of the torch.onnx
 #    GPT export's per-rank plans (tests/data/tp/gpt_qkv), losses against the one-GPU
 #    plan (1e-5 relative) and the bytes NCCL was asked to send against the plan's figure;
@@ -188,6 +192,49 @@ for dir in models/*/; do
             failed+=("losses $m $p")
         fi
     done
+done
+
+section "convolutions: cuDNN against our kernels (VP_CUDA_NO_CUDNN=1), planned workspaces"
+# the same plan twice on the device: cuDNN with the steps' planned workspaces, then our
+# own convolution kernels; fp32 losses within 1e-4 relative, bf16 within 2e-3
+for p in fp32 bf16; do
+    dir=models/cnn
+    freeze=$(freeze_of "$dir/meta.json")
+    extra=()
+    [[ -n $freeze ]] && extra=(--freeze "$freeze")
+    plan="$WORK/cudnn-$p.vplan"
+    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw --precision "$p" "${extra[@]}" --dim batch=16 \
+        --device h200 -o "$plan" >"$WORK/cudnn-$p.plan.log"; then
+        cat "$WORK/cudnn-$p.plan.log"
+        failed+=("cudnn plan $p")
+        continue
+    fi
+    grep -E '^workspaces:|^arena:' "$WORK/cudnn-$p.plan.log" || true
+    if ! run "$VP" run "$plan" --backend "$BACKEND" --steps 5 --json "$WORK/cudnn-$p.on.json" >"$WORK/cudnn-$p.on.log" 2>&1 ||
+        ! VP_CUDA_NO_CUDNN=1 run "$VP" run "$plan" --backend "$BACKEND" --steps 5 --json "$WORK/cudnn-$p.off.json" \
+            >"$WORK/cudnn-$p.off.log" 2>&1; then
+        cat "$WORK/cudnn-$p.on.log" "$WORK/cudnn-$p.off.log" 2>/dev/null
+        failed+=("cudnn run $p")
+        continue
+    fi
+    if ! "$PY" - "$WORK/cudnn-$p.on.json" "$WORK/cudnn-$p.off.json" "$p" "$BACKEND" "$EMU" <<'EOF'; then failed+=("cudnn $p"); fi
+import json, sys
+on, off = (json.load(open(a)) for a in sys.argv[1:3])
+tol = 1e-4 if sys.argv[3] == "fp32" else 2e-3
+worst = max((abs(a - b) / max(abs(b), 1) for a, b in zip(on["losses"], off["losses"])), default=float("inf"))
+conv = on.get("convolutions", "")
+used = conv.startswith("cuDNN") or sys.argv[4] != "cuda" or sys.argv[5] == "1"  # the emulation has no cuDNN
+ok = len(on["losses"]) == len(off["losses"]) and worst <= tol and used
+print("%s cnn %s: cuDNN losses %s, our kernels %s, worst relative difference %.2g (tolerance %g)"
+      % ("ok  " if ok else "FAIL", sys.argv[3], " ".join("%.6f" % x for x in on["losses"]),
+         " ".join("%.6f" % x for x in off["losses"]), worst, tol))
+print("     convolutions: %s | without: %s" % (conv or "-", off.get("convolutions", "-")))
+print("     planned workspace (the largest, one step's at a time) %s B; arena %s B, measured peak %s B"
+      % (on.get("planned_workspace_bytes", "-"), on.get("arena_bytes"), on.get("measured_peak_bytes", "-")))
+if not used:
+    print("FAIL: cuDNN did not run the convolutions")
+sys.exit(0 if ok else 1)
+EOF
 done
 
 section "tensor parallel over NCCL"

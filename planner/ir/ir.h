@@ -66,6 +66,8 @@ enum {
     VP_VAL_STATE = 1u << 6,       /* state carried across steps: optimizer moments, running statistics */
     VP_VAL_OUTER = 1u << 7,       /* in a subgraph (a Loop body, an If branch): a value of the enclosing scope */
     VP_VAL_HOST = 1u << 8,        /* kept in host memory, outside the device arena (planner/train/offload.h) */
+    VP_VAL_WORKSPACE = 1u << 9,   /* a step's scratch bytes (cuBLAS, cuDNN), read and written by that step
+                                     only, through the plan (memory/workspace.h), not as a node input */
 };
 
 typedef enum vp_data_owner {

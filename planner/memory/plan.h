@@ -56,6 +56,10 @@ typedef struct vp_device_profile {
     const char *precisions;  /* "fp32,bf16,fp16": what its kernels run fast (the joint search's choices) */
     double host_link_bandwidth; /* bytes/s between device and host memory (PCIe; offload's transfers) */
     double host_bandwidth;      /* bytes/s of host memory (offload's update, bandwidth-bound, runs there) */
+    int64_t blas_workspace;     /* bytes: the most a matrix product's planned workspace holds (cuBLAS;
+                                   NVIDIA recommends 32 MiB on Hopper, 4 MiB before); 0: none planned */
+    int64_t conv_workspace;     /* bytes: the most a convolution's planned workspace holds (cuDNN's
+                                   algorithms); 0: none planned */
 } vp_device_profile;
 
 /* "cpu", "a100", "h100", "h200"; NULL when unknown. */
@@ -79,6 +83,8 @@ typedef struct vp_plan {
     vp_arena_result arena;
     double planning_seconds;
     int loss_buffer;
+    int *workspace;          /* per step: the buffer of its planned workspace (memory/workspace.h), -1 none;
+                                NULL when no step has one */
 } vp_plan;
 
 /* Whether node n is a view: output 0 holds input 0's bytes under another shape
@@ -91,10 +97,12 @@ int vp_node_is_view(const vp_graph *g, const vp_node *n);
 vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err);
 /* One buffer per value the steps read or write, categories, lifetimes, alias groups. */
 vp_status vp_liveness(vp_plan *p, const vp_training *t, vp_error *err);
+/* Workspace buffers for the steps whose device kernels want scratch memory (workspace.c). */
+vp_status vp_plan_workspaces(vp_plan *p, vp_error *err);
 /* Offsets from the arena solver; fills the summary figures. */
 vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err);
 
-/* The three in order, timed. */
+/* The passes in order (schedule, liveness, workspaces, offsets), timed. */
 vp_status vp_plan_build(vp_plan *p, vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused_update,
                         vp_error *err);
 /* The same with arena options (NULL: the defaults); checkpointing weighs candidates

@@ -11,11 +11,14 @@ static const vp_device_profile profiles[] = {
      * (A100 NVLink 3: 300 GB/s; H100, H200 NVLink 4: 450 GB/s); the precisions the
      * device computes natively (x86 CPUs: bf16 by AVX512-BF16 and AMX, not fp16); the
      * host link (PCIe 4 x16 on A100 boards, PCIe 5 on H100/H200; the CPU's own memory on
-     * the CPU) and the host memory's bandwidth, for optimizer-state offload */
-    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16", 2.0e10, 2.0e10},
-    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16", 25e9, 1.0e11},
-    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11},
-    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11},
+     * the CPU) and the host memory's bandwidth, for optimizer-state offload; the caps of
+     * the planned workspaces (workspace.c): cuBLAS's per product, the size NVIDIA's
+     * cublasSetWorkspace documentation recommends (32 MiB on Hopper, 4 MiB on earlier
+     * GPUs), and cuDNN's per convolution; none on the CPU, whose kernels need none */
+    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16", 2.0e10, 2.0e10, 0, 0},
+    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16", 25e9, 1.0e11, 4 << 20, 64 << 20},
+    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20},
+    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20},
 };
 
 const vp_device_profile *vp_device_find(const char *name) {
@@ -97,6 +100,7 @@ vp_status vp_plan_build_opts(vp_plan *p, vp_graph *g, const vp_training *t, cons
     p->loss_buffer = -1;
     vp_status s = vp_schedule(p, t, err);
     if (!s) s = vp_liveness(p, t, err);
+    if (!s) s = vp_plan_workspaces(p, err);
     if (!s) s = vp_assign_offsets(p, opts, err);
     if (!s && t && t->loss >= 0) p->loss_buffer = p->buffer_of[t->loss];
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -108,5 +112,6 @@ void vp_plan_free(vp_plan *p) {
     free(p->steps);
     free(p->buffers);
     free(p->buffer_of);
+    free(p->workspace);
     memset(p, 0, sizeof *p);
 }

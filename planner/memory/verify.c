@@ -44,6 +44,24 @@ static int root_of(const vp_plan *p, int b) {
 
 static const char *name_of(const vp_plan *p, int b) { return p->g->values[p->buffers[b].value].name; }
 
+/* A step's scratch memory (memory/workspace.h): no node reads or writes it as a tensor. */
+static int is_workspace(const vp_plan *p, int b) {
+    return p->buffers[b].cat == VP_CAT_WORKSPACE || (p->g->values[p->buffers[b].value].flags & VP_VAL_WORKSPACE);
+}
+
+/* Step st's workspace, when it has one, is live during st and no other step. */
+static vp_status note_workspace(const vp_plan *p, int st, const vp_node *n, const int *gid, group *gr, vp_error *err) {
+    int b = p->workspace ? p->workspace[st] : -1;
+    if (b < 0) return VP_OK;
+    if (b >= p->n_buffers || !is_workspace(p, b))
+        return vp_fail(err, VP_ERR_INVALID, "step %d ('%s') names buffer %d as its workspace, which is not one", st, n->name, b);
+    group *G = &gr[gid[b]];
+    if (G->first >= 0)
+        return vp_fail(err, VP_ERR_INVALID, "the workspace '%s' serves steps %d and %d", name_of(p, b), G->first, st);
+    G->first = G->last = st;
+    return VP_OK;
+}
+
 /* Step st writes output k of node n into its buffer.  Into storage that holds one of
  * its inputs only as a view (output 0 over input 0: the same bytes, no new version) or
  * as an op that reads every element before writing it (VP_OP_INPLACE, the input as
@@ -130,6 +148,11 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
                         buf->cat == VP_CAT_HOST ? "host block" : "arena");
             goto done;
         }
+        if (r != b && (is_workspace(p, b) || is_workspace(p, r))) {
+            s = vp_fail(err, VP_ERR_INVALID, "buffer '%s' shares storage with '%s', and one is a workspace", name_of(p, b),
+                        name_of(p, r));
+            goto done;
+        }
         if (r != b && (buf->offset != p->buffers[r].offset || buf->bytes > p->buffers[r].size)) {
             s = vp_fail(err, VP_ERR_INVALID, "buffer '%s' aliases '%s' but has another offset or a larger size",
                         name_of(p, b), name_of(p, r));
@@ -166,10 +189,16 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
     }
     for (int st = 0; st < p->n_steps; st++) {
         const vp_node *n = &g->nodes[p->steps[st]];
+        s = note_workspace(p, st, n, gid, gr, err);
+        if (s) goto done;
         for (int k = 0; k < n->n_inputs; k++) {
             int v = n->inputs[k];
             if (v < 0) continue;
             int b = p->buffer_of[v];
+            if (b >= 0 && is_workspace(p, b)) {
+                s = vp_fail(err, VP_ERR_INVALID, "step %d ('%s') reads the workspace '%s' as a tensor", st, n->name, name_of(p, b));
+                goto done;
+            }
             if (b < 0 || !written[b]) {
                 s = vp_fail(err, VP_ERR_INVALID, "step %d ('%s') reads '%s' before any step writes it", st, n->name,
                             g->values[v].name);
@@ -185,6 +214,10 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             int b = p->buffer_of[v];
             if (b < 0) {
                 s = vp_fail(err, VP_ERR_INVALID, "step %d ('%s') writes '%s', which has no buffer", st, n->name, g->values[v].name);
+                goto done;
+            }
+            if (is_workspace(p, b)) {
+                s = vp_fail(err, VP_ERR_INVALID, "step %d ('%s') writes the workspace '%s' as a tensor", st, n->name, name_of(p, b));
                 goto done;
             }
             s = note_write(p, st, n, k, gid, written, vers, &nv, err);

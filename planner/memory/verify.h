@@ -5,7 +5,9 @@
  * is written.  Within an alias group it follows the versions written into the shared
  * storage (a view adds none, an in-place op or an update adds one): each is read for
  * the last time no later than the step that writes the next, only ops that allow it
- * write over their own input, and nothing writes over an input or a constant. */
+ * write over their own input, and nothing writes over an input or a constant.  A step's
+ * workspace (memory/workspace.h) is live during that step only, serves no other step,
+ * shares storage with nothing, and no node reads or writes it as a tensor. */
 #ifndef VP_VERIFY_H
 #define VP_VERIFY_H
 

@@ -101,15 +101,18 @@ cudaError_t cu_batchnorm_grad(int dtype, int64_t n, int64_t c, int64_t plane, co
                               const float *scale, const float *mean, const float *inv, void *dx, float *dscale,
                               float *dbias, cudaStream_t st);
 
-/* 2-D convolution geometry (1-D convolutions have h = kh = oh = 1). */
+/* 3-D convolution geometry (2-D convolutions have d = kd = od = sd = dd = 1, pd = 0;
+ * 1-D ones h = kh = oh = 1 as well). */
 typedef struct cu_conv_geom {
-    int64_t n, c, h, w;  /* input */
-    int64_t m, oh, ow;   /* output channels and extent */
-    int64_t kh, kw, sh, sw, ph, pw, dh, dw, group;
+    int64_t n, c, d, h, w; /* input */
+    int64_t m, od, oh, ow; /* output channels and extent */
+    int64_t kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, group;
 } cu_conv_geom;
 /* dtype 1, 10 or 16, every tensor of it; b may be NULL. */
 cudaError_t cu_conv2d(int dtype, const cu_conv_geom *g, const void *x, const void *w, const void *b, void *y,
                       cudaStream_t st);
+/* y[n, m, :] += b[m] over planes of `plane` elements (cuDNN's convolutions, which add no bias). */
+cudaError_t cu_conv_bias(int dtype, int64_t n, int64_t m, int64_t plane, const void *b, void *y, cudaStream_t st);
 /* Any of dx, dw, db may be NULL. */
 cudaError_t cu_conv2d_grad(int dtype, const cu_conv_geom *g, const void *dy, const void *x, const void *w, void *dx,
                            void *dw, void *db, cudaStream_t st);

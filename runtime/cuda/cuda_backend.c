@@ -1,6 +1,7 @@
 /* The CUDA backend's vtable: device memory, copies, one node at a time through the op
- * tables (cuda_ops_*.c), and the constructor that sets up the stream, the cuBLAS
- * handle and the fixed workspace. */
+ * tables (cuda_ops_*.c), and the constructor that sets up the stream, the cuBLAS and
+ * cuDNN handles and the few scratch scalars of the losses.  Library workspaces are the
+ * plan's (vp_backend.workspace, one per step that wants one), not the backend's. */
 #include "cuda_backend.h"
 
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #include "cuda_internal.h"
 #include "ir/op_registry.h"
 
-enum { CUBLAS_WORKSPACE_BYTES = 32 << 20, SCRATCH_BYTES = 256 };
+enum { SCRATCH_BYTES = 256 };
 
 /* ---- op lookup ---- */
 
@@ -93,6 +94,15 @@ static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const
         return vp_node_fail(err, VP_ERR_INVALID, n, "input 0 is missing");
     vp_status so = vp_cuda_offload_order(c, n, in, out, err);
     if (so) return so;
+    /* the step's planned workspace, or none: cuBLAS never keeps one of a step before */
+    c->ws = b->workspace;
+    c->ws_bytes = b->workspace ? b->workspace_bytes : 0;
+    if (c->blas_ws != c->ws || c->blas_ws_bytes != c->ws_bytes) {
+        vp_status s = vp_cuda_blas_check(cublasSetWorkspace(c->blas, c->ws, c->ws_bytes), n, "cublasSetWorkspace", err);
+        if (s) return s;
+        c->blas_ws = c->ws;
+        c->blas_ws_bytes = c->ws_bytes;
+    }
     if (!b->comm || !n->op || !(n->op->flags & VP_OP_COLLECTIVE)) return e->fn(c, n, in, out, err);
     if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "sequence parallelism (--sp) runs on the CPU backend only");
@@ -127,7 +137,8 @@ static void cuda_destroy(vp_backend *b) {
         if (c->stream) cudaStreamSynchronize(c->stream);
         vp_cuda_offload_free(c);
         if (c->blas) cublasDestroy(c->blas);
-        if (c->workspace) cudaFree(c->workspace);
+        vp_cuda_cudnn_destroy(c);
+        if (c->scratch) cudaFree(c->scratch);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -190,11 +201,11 @@ vp_backend *vp_backend_cuda_new(int device, int allow_tf32, vp_error *err) {
     if (!s) s = vp_cuda_check(cudaGetDeviceProperties(&prop, device), NULL, "cudaGetDeviceProperties", err);
     if (!s) snprintf(c->name, sizeof c->name, "%.200s (sm_%d%d)", prop.name, prop.major, prop.minor);
     if (!s) s = vp_cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), NULL, "cudaStreamCreate", err);
-    if (!s) s = vp_cuda_check(cudaMalloc(&c->workspace, CUBLAS_WORKSPACE_BYTES + SCRATCH_BYTES), NULL, "cudaMalloc (workspace)", err);
-    if (!s) c->scratch = (double *)((char *)c->workspace + CUBLAS_WORKSPACE_BYTES);
+    if (!s) s = vp_cuda_check(cudaMalloc((void **)&c->scratch, SCRATCH_BYTES), NULL, "cudaMalloc (scratch)", err);
     if (!s) s = vp_cuda_blas_check(cublasCreate(&c->blas), NULL, "cublasCreate", err);
     if (!s) s = vp_cuda_blas_check(cublasSetStream(c->blas, c->stream), NULL, "cublasSetStream", err);
-    if (!s) s = vp_cuda_blas_check(cublasSetWorkspace(c->blas, c->workspace, CUBLAS_WORKSPACE_BYTES), NULL, "cublasSetWorkspace", err);
+    /* no workspace until a step brings its planned one: cuBLAS allocates none of its own */
+    if (!s) s = vp_cuda_blas_check(cublasSetWorkspace(c->blas, NULL, 0), NULL, "cublasSetWorkspace", err);
     if (!s)
         s = vp_cuda_blas_check(cublasSetMathMode(c->blas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                                NULL, "cublasSetMathMode", err);
@@ -202,7 +213,27 @@ vp_backend *vp_backend_cuda_new(int device, int allow_tf32, vp_error *err) {
         cuda_destroy(b);
         return NULL;
     }
+    c->cudnn_off = vp_cudnn_env_off();
+    if (!c->cudnn_off) vp_cuda_cudnn_init(c, c->cudnn_why, sizeof c->cudnn_why);
     return b;
+}
+
+void vp_backend_cuda_set_cudnn(vp_backend *b, int on) {
+    cuda_ctx *c = ctx_of(b);
+    c->cudnn_off = !on;
+    if (on && !c->dnn) vp_cuda_cudnn_init(c, c->cudnn_why, sizeof c->cudnn_why);
+}
+
+const char *vp_backend_cuda_conv_path(const vp_backend *b) {
+    const cuda_ctx *c = b->ctx;
+    static char line[320];
+    const char *v = vp_cuda_cudnn_version();
+    if (c->dnn && !c->cudnn_off) snprintf(line, sizeof line, "cuDNN %s (our kernels where it declines)", v);
+    else if (!v) snprintf(line, sizeof line, "our kernels (built without cuDNN)");
+    else if (c->cudnn_off) snprintf(line, sizeof line, "our kernels (cuDNN %s switched off%s)", v,
+                                    vp_cudnn_env_off() ? " by VP_CUDA_NO_CUDNN" : "");
+    else snprintf(line, sizeof line, "our kernels (cuDNN %s unavailable: %s)", v, c->cudnn_why);
+    return line;
 }
 
 void vp_backend_cuda_set_graph(vp_backend *b, const vp_graph *g) {
@@ -220,7 +251,7 @@ void *vp_backend_cuda_stream(vp_backend *b) { return ctx_of(b)->stream; }
 
 size_t vp_backend_cuda_workspace_bytes(const vp_backend *b) {
     (void)b;
-    return CUBLAS_WORKSPACE_BYTES + SCRATCH_BYTES;
+    return SCRATCH_BYTES;
 }
 
 const char *vp_backend_cuda_device_name(const vp_backend *b) { return ((const cuda_ctx *)b->ctx)->name; }

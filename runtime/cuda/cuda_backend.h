@@ -1,5 +1,7 @@
 /* The CUDA backend: the same vtable as the CPU backend (backend.h), device memory,
- * one stream, cuBLAS for MatMul and Gemm, our kernels for the rest.
+ * one stream, cuBLAS for MatMul and Gemm, cuDNN for convolutions and their gradients
+ * (where the build found it; our kernels when it declines one, or with
+ * VP_CUDA_NO_CUDNN=1), our kernels for the rest.
  *
  *   vp_error err;
  *   vp_backend *b = vp_backend_cuda_new(0, 0, &err);   // device 0, no TF32
@@ -13,10 +15,14 @@
  * returns VP_ERR_UNSUPPORTED naming the node; vp_backend_cuda_supports() answers
  * ahead of time so a runner can refuse a plan before it starts.
  *
- * Memory: the caller's allocations (one arena for a plan) plus a fixed workspace the
- * backend allocates once at creation (cuBLAS workspace and a few scalars for the
- * losses), reported by vp_backend_cuda_workspace_bytes().  Nothing is allocated
- * while a step runs.
+ * Memory: the caller's allocations (one arena for a plan) plus 256 bytes of scalars
+ * for the losses the backend allocates at creation (vp_backend_cuda_workspace_bytes()),
+ * and what the CUDA, cuBLAS and cuDNN contexts hold.  cuBLAS and cuDNN get scratch
+ * memory only from the running step's planned workspace (vp_backend.workspace, set by
+ * the planned executor; none under the naive one): cuBLAS is handed it
+ * (cublasSetWorkspace, size 0 without one) and cuDNN runs the fastest algorithm its
+ * heuristics rank whose workspace fits it (deterministic ones for the gradients).
+ * Nothing is allocated while a step runs.
  *
  * Numerics: float32 for the compute ops (float64 for the elementwise ones); sums
  * kept in double as the CPU reference keeps them.  With allow_tf32, cuBLAS may use
@@ -58,10 +64,16 @@ vp_status vp_backend_cuda_run(vp_backend *b, const vp_cuda_kernel *k, const vp_n
 /* cudaMemGetInfo on the backend's device. */
 vp_status vp_backend_cuda_mem_info(vp_backend *b, size_t *free_bytes, size_t *total_bytes, vp_error *err);
 
-/* Bytes the backend allocated for itself (cuBLAS workspace, loss scalars). */
+/* Bytes the backend allocated for itself (the loss scalars). */
 size_t vp_backend_cuda_workspace_bytes(const vp_backend *b);
 /* The backend's stream (a cudaStream_t), for a communicator to queue collectives on. */
 void *vp_backend_cuda_stream(vp_backend *b);
+
+/* on 0: convolutions on our kernels even where cuDNN is built (VP_CUDA_NO_CUDNN=1 in
+ * the environment does the same for every backend made); 1: cuDNN again. */
+void vp_backend_cuda_set_cudnn(vp_backend *b, int on);
+/* What runs convolutions, in words ("cuDNN 9.19.0 (...)", "our kernels (...)"). */
+const char *vp_backend_cuda_conv_path(const vp_backend *b);
 
 /* The device's name ("NVIDIA H200"). */
 const char *vp_backend_cuda_device_name(const vp_backend *b);

@@ -2,6 +2,8 @@
  * cuda_backend.h).
  *
  *   cuda_backend.c        the vtable: memory, copies, the constructor, op lookup
+ *   cuda_cudnn.c          convolutions through cuDNN (where it is built), the decisions
+ *                         in plain C beside it (cudnn_select.c)
  *   cuda_common.c         error checks, host reads of small inputs, device copies
  *   cuda_offload.c        optimizer-state offload: the host block, the copy stream
  *   cuda_ops_<family>.c   one op table each: reads a node's attributes and shapes on
@@ -22,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cudnn_select.h"
 #include "ir/ir.h"
 
 typedef struct cuda_ctx {
@@ -29,8 +32,14 @@ typedef struct cuda_ctx {
     int allow_tf32;
     cudaStream_t stream;
     cublasHandle_t blas;
-    void *workspace; /* cuBLAS workspace, then the scratch scalars */
-    double *scratch;
+    void *dnn;       /* cudnnHandle_t; NULL: convolutions on our kernels (no cuDNN built, VP_CUDA_NO_CUDNN, or off) */
+    int cudnn_off;   /* vp_backend_cuda_set_cudnn(b, 0) or VP_CUDA_NO_CUDNN */
+    char cudnn_why[256]; /* why c->dnn is NULL when cuDNN is built and on */
+    double *scratch; /* the scratch scalars of the losses: the backend's only allocation of its own */
+    void *ws;        /* the running step's planned workspace (vp_backend.workspace), NULL none */
+    size_t ws_bytes;
+    void *blas_ws;   /* what cuBLAS was last given (cublasSetWorkspace) */
+    size_t blas_ws_bytes;
     const vp_graph *g;
     char name[256];
     cudaStream_t copy_stream;  /* offload's copies and host updates; NULL until the first */
@@ -76,6 +85,23 @@ extern const cuda_op vp_cuda_ops_gelu_matmul[]; /* cuda_ops_gelu_matmul.c */
  * bfloat16 accumulating in float32): cuBLAS sees the transposes (cuda_ops_linalg.c). */
 vp_status vp_cuda_gemm_rm(cuda_ctx *c, const vp_node *n, vp_dtype dt, int ta, int tb, int64_t m, int64_t nn, int64_t k,
                           float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, void *y, vp_error *err);
+
+/* ---- cuDNN (cuda_cudnn.c; without VP_HAVE_CUDNN each says it did not run) ---- */
+
+/* Creates c->dnn on c->stream unless cuDNN is off; a handle cuDNN cannot make leaves it
+ * NULL (our kernels run) and says why in why. */
+void vp_cuda_cudnn_init(cuda_ctx *c, char *why, size_t why_len);
+void vp_cuda_cudnn_destroy(cuda_ctx *c);
+/* cuDNN's version ("9.19.0"), or NULL when the backend was built without it. */
+const char *vp_cuda_cudnn_version(void);
+/* y = conv(x, w) + b through cuDNN with the fastest algorithm whose workspace fits the
+ * step's planned one; *ran 0 (and VP_OK) when cuDNN is off or does not take it. */
+vp_status vp_cuda_cudnn_conv(cuda_ctx *c, const vp_node *n, const vp_conv_shape *sh, const vp_tensor *x,
+                             const vp_tensor *w, const vp_tensor *b, vp_tensor *y, int *ran, vp_error *err);
+/* dX, dW (deterministic algorithms) and dB of a convolution; any output may be NULL. */
+vp_status vp_cuda_cudnn_conv_grad(cuda_ctx *c, const vp_node *n, const vp_conv_shape *sh, const vp_tensor *dy,
+                                  const vp_tensor *x, const vp_tensor *w, vp_tensor *dx, vp_tensor *dw, vp_tensor *db,
+                                  int *ran, vp_error *err);
 
 /* ---- checking ---- */
 

@@ -1,5 +1,6 @@
 /* CUDA ops of the linear-algebra family: MatMul, FusedMatMul and Gemm through cuBLAS (row-major
- * products seen as column-major transposes), convolution and its gradient (cu_conv.cu), and
+ * products seen as column-major transposes), convolution and its gradient (cuDNN where the
+ * backend has it, cuda_cudnn.c; our kernels, cu_conv.cu, otherwise and as the fallback), and
  * the global pools (cu_reduce.cu); windowed pooling is cuda_ops_pool.c's. */
 #include <string.h>
 
@@ -146,47 +147,33 @@ static vp_status op_fused_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor 
                       vp_attr_float(n, "alpha", 1.0f), err);
 }
 
-/* Convolution geometry from the attributes and the shapes (1-D or 2-D). */
-static vp_status conv_geom(const vp_node *n, const vp_tensor *x, const vp_tensor *w, const vp_tensor *y,
-                           cu_conv_geom *g, vp_error *err) {
-    int sp = x->rank - 2;
-    if (sp < 1 || sp > 2) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA backend has 1-D and 2-D convolutions only");
-    const int64_t *strides = NULL, *pads = NULL, *dil = NULL;
-    int ns = vp_attr_ints(n, "strides", &strides), np = vp_attr_ints(n, "pads", &pads), nd = vp_attr_ints(n, "dilations", &dil);
-    int64_t st[2] = {1, 1}, pb[2] = {0, 0}, di[2] = {1, 1}, in_sz[2] = {1, 1}, out_sz[2] = {1, 1}, ks[2] = {1, 1};
-    for (int d = 0; d < sp; d++) {
-        int e = d + 2 - sp; /* 1-D: the width */
-        st[e] = ns == sp ? strides[d] : 1;
-        di[e] = nd == sp ? dil[d] : 1;
-        pb[e] = np == 2 * sp ? pads[d] : 0;
-        in_sz[e] = x->dims[2 + d];
-        out_sz[e] = y->dims[2 + d];
-        ks[e] = w->dims[2 + d];
+/* Our kernels' geometry (3-D; 2-D as depth 1, 1-D as height 1 too) from the shape. */
+static void conv_geom(const vp_conv_shape *sh, cu_conv_geom *g) {
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, st[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+    for (int a = 0; a < sh->spatial; a++) {
+        int e = a + 3 - sh->spatial; /* the last axes: width, then height, then depth */
+        in[e] = sh->in[a], out[e] = sh->out[a], k[e] = sh->k[a];
+        st[e] = sh->stride[a], pad[e] = sh->pad[a], dil[e] = sh->dil[a];
     }
-    const char *ap = vp_attr_string(n, "auto_pad", "NOTSET");
-    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"))
-        for (int e = 0; e < 2; e++) {
-            int64_t total = (out_sz[e] - 1) * st[e] + (ks[e] - 1) * di[e] + 1 - in_sz[e];
-            if (total < 0) total = 0;
-            pb[e] = !strcmp(ap, "SAME_UPPER") ? total / 2 : (total + 1) / 2;
-        }
-    else if (!strcmp(ap, "VALID"))
-        pb[0] = pb[1] = 0;
-    *g = (cu_conv_geom){.n = x->dims[0], .c = x->dims[1], .h = in_sz[0], .w = in_sz[1], .m = w->dims[0],
-                        .oh = out_sz[0], .ow = out_sz[1], .kh = ks[0], .kw = ks[1], .sh = st[0], .sw = st[1],
-                        .ph = pb[0], .pw = pb[1], .dh = di[0], .dw = di[1], .group = vp_attr_int(n, "group", 1)};
-    if (g->group < 1 || g->c % g->group || g->m % g->group)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "group %lld does not divide the channels", (long long)g->group);
-    return VP_OK;
+    *g = (cu_conv_geom){.n = sh->n, .c = sh->c, .d = in[0], .h = in[1], .w = in[2], .m = sh->m, .od = out[0], .oh = out[1],
+                        .ow = out[2], .kd = k[0], .kh = k[1], .kw = k[2], .sd = st[0], .sh = st[1], .sw = st[2],
+                        .pd = pad[0], .ph = pad[1], .pw = pad[2], .dd = dil[0], .dh = dil[1], .dw = dil[2], .group = sh->group};
 }
 
+/* cuDNN where the backend has it and it takes the convolution (cuda_cudnn.c), else ours
+ * (cu_conv.cu, 1-D to 3-D). */
 static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                          vp_error *err) {
     const vp_tensor *x = in[0], *w = in[1], *b = opt_in(n, in, 2);
     vp_status s = need_gemm_types(n, x, w, b, err);
-    cu_conv_geom g;
-    if (!s) s = conv_geom(n, x, w, out[0], &g, err);
+    vp_conv_shape sh;
+    if (!s) s = vp_conv_shape_of(n, x, w, out[0], &sh, err);
     if (s) return s;
+    int ran = 0;
+    s = vp_cuda_cudnn_conv(c, n, &sh, x, w, b, out[0], &ran, err);
+    if (s || ran) return s;
+    cu_conv_geom g;
+    conv_geom(&sh, &g);
     return LAUNCH(cu_conv2d((int)x->dtype, &g, x->data, w->data, b ? b->data : NULL, out[0]->data, c->stream));
 }
 
@@ -194,10 +181,15 @@ static vp_status op_conv_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *co
                               vp_error *err) {
     const vp_tensor *dy = in[0], *x = in[1], *w = in[2];
     vp_status s = need_gemm_types(n, dy, x, w, err);
-    cu_conv_geom g;
-    if (!s) s = conv_geom(n, x, w, dy, &g, err);
+    vp_conv_shape sh;
+    if (!s) s = vp_conv_shape_of(n, x, w, dy, &sh, err);
     if (s) return s;
     vp_tensor *dx = opt_out(n, out, 0), *dw = opt_out(n, out, 1), *db = opt_out(n, out, 2);
+    int ran = 0;
+    s = vp_cuda_cudnn_conv_grad(c, n, &sh, dy, x, w, dx, dw, db, &ran, err);
+    if (s || ran) return s;
+    cu_conv_geom g;
+    conv_geom(&sh, &g);
     return LAUNCH(cu_conv2d_grad((int)x->dtype, &g, dy->data, x->data, w->data, dx ? dx->data : NULL,
                                  dw ? dw->data : NULL, db ? db->data : NULL, c->stream));
 }

@@ -71,7 +71,7 @@ static vp_status plan_plain(const model *m, const vp_train_spec *spec, const vp_
     if (!s) {
         *out_p = p;
         out_p->g = NULL;
-        out_p->steps = NULL, out_p->buffers = NULL, out_p->buffer_of = NULL;
+        out_p->steps = NULL, out_p->buffers = NULL, out_p->buffer_of = NULL, out_p->workspace = NULL;
         *trainable = 0;
         for (int i = 0; i < t.n_params; i++) *trainable += vp_value_numel(&g->values[t.params[i]]);
     }

@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "cpu_util.h"
 #include "json_writer.h"
+#include "memory/workspace.h"
 #include "plan_exec.h"
 #include "plan_load.h"
 #include "report.h"
@@ -34,11 +35,12 @@ static int64_t label_classes(const vp_graph *g) {
 }
 
 /* Device memory seen by cudaMemGetInfo: free bytes once the backend exists (context,
- * cuBLAS workspace), once the arena is allocated, and the lowest after any step. */
+ * the loss scalars), once the arena is allocated, and the lowest after any step. */
 typedef struct cuda_memory {
     size_t free_at_start, free_after_arena, lowest_free, total;
     int64_t workspace_bytes, peak_bytes;
     const char *device;
+    const char *conv_path; /* what runs convolutions: cuDNN or our kernels */
 } cuda_memory;
 
 #ifdef VP_HAVE_CUDA
@@ -70,6 +72,7 @@ static vp_status cuda_start(const vp_plan *p, int device, int tf32, vp_backend *
     mem->lowest_free = mem->free_at_start;
     mem->workspace_bytes = (int64_t)vp_backend_cuda_workspace_bytes(b);
     mem->device = vp_backend_cuda_device_name(b);
+    mem->conv_path = vp_backend_cuda_conv_path(b);
     if (!s && (size_t)p->arena_bytes > mem->free_at_start)
         s = vp_fail(err, VP_ERR_NOMEM,
                     "the plan needs a %lld-byte arena but the device (%s) has %zu bytes free of %zu: refusing to start",
@@ -92,14 +95,18 @@ static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_e
     return VP_OK;
 }
 
-static void cuda_report(const cuda_memory *m, int64_t planned) {
-    char b1[32], b2[32], b3[32], b4[32];
-    int64_t arena = (int64_t)(m->free_at_start - m->free_after_arena);
-    printf("device %s: planned arena %s (%lld B); measured by cudaMemGetInfo: arena %s, peak %s (%lld B, with the\n"
-           "  backend's %s cuBLAS workspace); %lld B grew during the steps\n",
-           m->device, vp_human_bytes(planned, b1, sizeof b1), (long long)planned, vp_human_bytes(arena, b2, sizeof b2),
+static void cuda_report(const cuda_memory *m, const vp_plan *p) {
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    int64_t planned = p->arena_bytes, arena = (int64_t)(m->free_at_start - m->free_after_arena);
+    vp_workspace_summary ws = vp_plan_workspace_summary(p);
+    printf("device %s: planned arena %s (%lld B; cuBLAS and cuDNN workspaces in it, %d steps, the largest %s);\n"
+           "  measured by cudaMemGetInfo: arena %s, peak %s (%lld B, with the backend's %s of loss scalars);\n"
+           "  %lld B grew during the steps; convolutions: %s\n",
+           m->device, vp_human_bytes(planned, b1, sizeof b1), (long long)planned, ws.steps,
+           vp_human_bytes(ws.largest, b5, sizeof b5), vp_human_bytes(arena, b2, sizeof b2),
            vp_human_bytes(m->peak_bytes, b3, sizeof b3), (long long)m->peak_bytes,
-           vp_human_bytes(m->workspace_bytes, b4, sizeof b4), (long long)(m->free_after_arena - m->lowest_free));
+           vp_human_bytes(m->workspace_bytes, b4, sizeof b4), (long long)(m->free_after_arena - m->lowest_free),
+           m->conv_path);
 }
 #else
 static vp_status cuda_start(const vp_plan *p, int device, int tf32, vp_backend **out, cuda_memory *mem, vp_error *err) {
@@ -110,7 +117,7 @@ static vp_status cuda_sample(vp_backend *b, cuda_memory *mem, size_t *keep, vp_e
     (void)b, (void)mem, (void)keep, (void)err;
     return VP_OK;
 }
-static void cuda_report(const cuda_memory *m, int64_t planned) { (void)m, (void)planned; }
+static void cuda_report(const cuda_memory *m, const vp_plan *p) { (void)m, (void)p; }
 #endif
 
 static const char *knob(const vp_loaded_plan *lp, const char *name) {
@@ -264,7 +271,7 @@ static int run_run(int argc, char **argv) {
                coll->iface->name, planned_sent ? planned_sent : "?");
     if (!s && !quiet) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
                    (long long)lp.plan.arena_bytes);
-    if (!s && use_cuda) cuda_report(&mem, lp.plan.arena_bytes);
+    if (!s && use_cuda) cuda_report(&mem, &lp.plan);
     if (!s && save_w) s = save_weights(&lp, x, save_w, &err);
     if (!s && json) {
         FILE *f = fopen(json, "w");
@@ -288,6 +295,10 @@ static int run_run(int argc, char **argv) {
                 vp_json_int(&j, (int64_t)(mem.free_at_start - mem.free_after_arena));
                 vp_json_key(&j, "workspace_bytes");
                 vp_json_int(&j, mem.workspace_bytes);
+                vp_json_key(&j, "planned_workspace_bytes"); /* the largest: one step's at a time */
+                vp_json_int(&j, vp_plan_workspace_summary(&lp.plan).largest);
+                vp_json_key(&j, "convolutions");
+                vp_json_string(&j, mem.conv_path ? mem.conv_path : "");
                 vp_json_key(&j, "tf32");
                 vp_json_int(&j, tf32);
             }
