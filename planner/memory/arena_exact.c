@@ -43,6 +43,7 @@
  * a section boundary (dynamic decomposition). */
 #include "memory/arena_exact.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,13 +70,23 @@ typedef struct exact {
     int64_t *floor_, *total;  /* [m] lowest offset still usable; unplaced bytes */
     int *stamp, stamp_now;    /* [m] sections touched at this node */
     int *touched;             /* [m] their list */
-    int *ord;                 /* orderings per depth, a triangular stack */
+    int *ord;                 /* orderings per depth and the groups of decompositions: a stack
+                                 of at most n + n * n entries (see search) */
+    int *cuts;                /* [m - 1] unplaced items live on both sides of the boundary
+                                 after section s; 0 splits the search there */
+    int new_cut;              /* set by place: a boundary it spans lost its last unplaced item */
+    int *gkey, *gcount;       /* [n], [m + 1] scratch of a decomposition */
+    int64_t *mark_of;         /* [n] undo mark of a placed item */
+    int *placed, n_placed;    /* [n] placed items in order, so a failed decomposition unwinds */
+    int64_t *pre, *suf;       /* [m + 1] scratch of a node: the most unplaced bytes in a section
+                                 of the group before s, and from s on */
     undo_rec *undo;
     int64_t undo_top, undo_cap;
     int64_t capacity;
     int64_t work, work_limit;    /* about one unit per item or section visited */
     int out_of_work;
     int64_t found_arena;
+    int64_t nodes;
 } exact;
 
 static int undo_push(exact *x, int what, int64_t old) {
@@ -103,33 +114,25 @@ static int before(const exact *x, int a, int b) {
     return x->rank[a] < x->rank[b];
 }
 
-/* Places item i at its floor and propagates; returns 1 when every section can still
- * hold what is left, 0 when not, -1 out of memory.  *hatless: i overlaps no unplaced item. */
+/* Places item i at its floor and propagates; returns 1 when every section whose floor
+ * it raised can still hold what is left there, 0 when not, -1 out of memory.  The
+ * caller has checked the rest (search).  *hatless: i overlaps no unplaced item. */
 static int place(exact *x, int i, int *hatless) {
-    int64_t o = x->minoff[i], top = o + x->size[i];
+    int64_t o = x->minoff[i], top = o + x->size[i], c = x->capacity;
     x->off[i] = o;
+    x->mark_of[i] = x->undo_top;
+    x->placed[x->n_placed++] = i;
     *hatless = 1;
-    int nt = 0;
-    int64_t work = x->m + (x->ov_at[i + 1] - x->ov_at[i]) + (x->hi[i] - x->lo[i]);
-    x->stamp_now++;
-    for (int k = x->ov_at[i]; k < x->ov_at[i + 1]; k++) {
-        int j = x->ov[k];
-        if (x->off[j] >= 0) continue;
-        *hatless = 0;
-        if (x->minoff[j] >= top) continue;
-        if (!undo_push(x, j, x->minoff[j])) return -1;
-        x->minoff[j] = top;
-        work += x->hi[j] - x->lo[j];
-        for (int s = x->lo[j]; s < x->hi[j]; s++)
-            if (x->stamp[s] != x->stamp_now) {
-                x->stamp[s] = x->stamp_now;
-                x->touched[nt++] = s;
-            }
-    }
+    int nt = 0, fail = 0;
+    int64_t work = (x->ov_at[i + 1] - x->ov_at[i]) + 2 * (x->hi[i] - x->lo[i]);
+    x->new_cut = 0;
+    for (int s = x->lo[i]; s + 1 < x->hi[i]; s++)
+        if (--x->cuts[s] == 0) x->new_cut = 1;
     for (int s = x->lo[i]; s < x->hi[i]; s++) {
         if (!undo_push(x, -1 - s, x->floor_[s])) return -1;
         x->floor_[s] = top;
         x->total[s] -= x->size[i];
+        if (x->total[s] && top + x->total[s] > c) fail = 1;
         /* out of the section's unplaced items: swapped to the end of them (unplace,
          * undoing in reverse, only has to count it back in) */
         int p = x->pos[x->span_at[i] + s - x->lo[i]], q = x->sec_at[s] + --x->sec_left[s], j = x->sec[q];
@@ -138,50 +141,132 @@ static int place(exact *x, int i, int *hatless) {
         x->sec[q] = i;
         x->pos[x->span_at[i] + s - x->lo[i]] = q;
     }
+    x->stamp_now++;
+    for (int k = x->ov_at[i]; k < x->ov_at[i + 1]; k++) {
+        int j = x->ov[k];
+        if (x->off[j] >= 0) continue;
+        *hatless = 0;
+        if (x->minoff[j] >= top) continue;
+        int64_t was = x->minoff[j];
+        if (!undo_push(x, j, was)) return -1;
+        x->minoff[j] = top;
+        /* Sections whose floor may rise: those where j was the lowest item left.  An
+         * unplaced item never sits below its sections' floors (placing raises both
+         * alike), so that is where the floor equals j's old floor; i's own sections
+         * are at top already, so only j's sections outside i's span are read. */
+        int a = x->lo[j], b = x->hi[j];
+        work += (x->lo[i] > a ? x->lo[i] - a : 0) + (b > x->hi[i] ? b - x->hi[i] : 0);
+        for (int s = a; s < b; s++) {
+            if (s == x->lo[i]) s = x->hi[i];
+            if (s >= b) break;
+            if (x->floor_[s] == was && x->stamp[s] != x->stamp_now) {
+                x->stamp[s] = x->stamp_now;
+                x->touched[nt++] = s;
+            }
+        }
+    }
     /* a section's floor is at least the lowest floor of the items still to place there */
     for (int t = 0; t < nt; t++) {
         int s = x->touched[t];
-        if (x->floor_[s] >= top) continue; /* its raised items are no higher than the floor */
         int64_t low = INT64_MAX, f = x->floor_[s];
         int k = x->sec_at[s];
         for (int e = k + x->sec_left[s]; k < e && low > f; k++)
             if (x->minoff[x->sec[k]] < low) low = x->minoff[x->sec[k]];
         work += k - x->sec_at[s];
-        if (low != INT64_MAX && low > x->floor_[s]) {
-            if (!undo_push(x, -1 - s, x->floor_[s])) return -1;
+        if (low != INT64_MAX && low > f) {
+            if (!undo_push(x, -1 - s, f)) return -1;
             x->floor_[s] = low;
+            if (low + x->total[s] > c) fail = 1;
         }
     }
+    /* What is left in a section sits above its floor (checked above where floors
+     * changed) and above o (the canonical order; search checked that before placing). */
     x->work += work;
-    for (int s = 0; s < x->m; s++) {
-        if (!x->total[s]) continue;
-        int64_t base = x->floor_[s] > o ? x->floor_[s] : o;
-        if (base + x->total[s] > x->capacity) return 0;
-    }
-    return 1;
+    return !fail;
 }
 
-static void unplace(exact *x, int i, int64_t mark) {
+/* Takes back the last item placed. */
+static void unplace(exact *x) {
+    int i = x->placed[--x->n_placed];
     for (int s = x->lo[i]; s < x->hi[i]; s++) {
         x->total[s] += x->size[i];
         x->sec_left[s]++;
     }
-    undo_to(x, mark);
+    for (int s = x->lo[i]; s + 1 < x->hi[i]; s++) x->cuts[s]++;
+    undo_to(x, x->mark_of[i]);
     x->off[i] = -1;
 }
 
-/* Depth-first over canonical orders.  prev[0..pu) held the unplaced items at the parent
- * (one of them now placed); cur gets the u unplaced ones sorted by (floor, rank).
- * Returns 1 found, 0 none in this branch (or the work ran out), -1 out of memory. */
-static int search(exact *x, const int *prev, int pu, int *cur, int u, int64_t last_off, int last_rank) {
-    if (!u) {
-        int64_t top = 0;
-        for (int i = 0; i < x->n; i++)
-            if (x->off[i] + x->size[i] > top) top = x->off[i] + x->size[i];
-        memcpy(x->best_off, x->off, (size_t)x->n * sizeof *x->off);
-        x->found_arena = top;
-        return 1;
+static int search(exact *x, const int *prev, int pu, int *cur, int u, int slo, int shi, int64_t last_off, int last_rank);
+
+/* Item i, just placed, left no unplaced item across some boundaries of [slo, shi): the
+ * other u unplaced items of the group, cur[0..u) less i, fall into independent groups,
+ * each searched on its own (so the work adds up over the groups instead of multiplying;
+ * MiniMalloc's dynamic decomposition).  They keep the canonical order's last (offset,
+ * rank): every item after i in a canonical assignment is still after it, whatever group
+ * it is in.  A group that fails fails them all; the groups solved before it are taken
+ * back.  Groups are laid out at out[] as [size, items...] ending with 0, their searches
+ * after that.  Returns as search does; without two groups, searches on as usual. */
+static int decompose(exact *x, const int *cur, int u, int i, int *out, int slo, int shi) {
+    /* group of an unplaced item: the count of emptied boundaries at or before its start */
+    int ng = 1;
+    for (int s = x->lo[i]; s + 1 < x->hi[i]; s++)
+        if (!x->cuts[s]) x->gcount[ng++] = s + 1; /* the cuts, ascending */
+    int nonempty = 0;
+    for (int k = 0; k < u; k++) {
+        int j = cur[k];
+        if (x->off[j] >= 0) continue;
+        int a = 1, b = ng; /* groups: the first cut after lo[j] */
+        while (a < b) {
+            int mid = (a + b) / 2;
+            if (x->gcount[mid] <= x->lo[j]) a = mid + 1;
+            else b = mid;
+        }
+        x->gkey[j] = a - 1;
     }
+    for (int g = 0; g < ng; g++) x->gcount[g] = 0;
+    for (int k = 0; k < u; k++)
+        if (x->off[cur[k]] < 0 && !x->gcount[x->gkey[cur[k]]]++) nonempty++;
+    x->work += u;
+    if (nonempty < 2) return search(x, cur, u, out, u - 1, slo, shi, x->off[i], x->rank[i]);
+    /* starts of the groups in out[], keeping the (floor, rank) order inside each */
+    int at = 0;
+    for (int g = 0; g < ng; g++) {
+        int c = x->gcount[g];
+        x->gcount[g] = c ? at + 1 : -1;
+        if (c) out[at] = c, at += c + 1;
+    }
+    out[at++] = 0;
+    for (int k = 0; k < u; k++) {
+        int j = cur[k];
+        if (x->off[j] < 0) out[x->gcount[x->gkey[j]]++] = j;
+    }
+    int *sub = out + at, depth = x->n_placed - 1; /* i stays placed */
+    for (int *p = out; *p; p += 1 + *p) {
+        int gs = *p, glo = x->m, ghi = 0;
+        for (int k = 1; k <= gs; k++) {
+            if (x->lo[p[k]] < glo) glo = x->lo[p[k]];
+            if (x->hi[p[k]] > ghi) ghi = x->hi[p[k]];
+        }
+        int r = search(x, p + 1, gs, sub, gs, glo, ghi, x->off[i], x->rank[i]);
+        if (r != 1) {
+            while (x->n_placed > depth + 1) unplace(x);
+            return r;
+        }
+    }
+    return 1;
+}
+
+/* Depth-first over canonical orders of one group of items, those whose sections lie in
+ * [slo, shi).  prev[0..pu) held its unplaced items at the parent (one of them perhaps
+ * placed since); cur gets the u unplaced ones sorted by (floor, rank).  Returns 1 found
+ * (the items stay placed), 0 none in this branch (or the work ran out; all taken back),
+ * -1 out of memory.  Stack: cur and what follows take at most u * u entries (u + (u -
+ * 1)^2 going down a level, u + 2u - 1 + (u - 2)^2 decomposing into groups of at most
+ * u - 2). */
+static int search(exact *x, const int *prev, int pu, int *cur, int u, int slo, int shi, int64_t last_off, int last_rank) {
+    if (!u) return 1;
+    x->nodes++;
     x->work += pu;
     if (x->work > x->work_limit) {
         x->out_of_work = 1;
@@ -205,6 +290,7 @@ static int search(exact *x, const int *prev, int pu, int *cur, int u, int64_t la
     }
     if (min_top > x->capacity) return 0;
     int *next = cur + u;
+    int have_most = 0; /* pre and suf hold this node's sections */
     for (int k = 0; k < u; k++) {
         int i = cur[k];
         int64_t o = x->minoff[i];
@@ -212,11 +298,33 @@ static int search(exact *x, const int *prev, int pu, int *cur, int u, int64_t la
         if (o >= min_top) break;                       /* dominated, and so is every later one */
         if (o + x->size[i] > x->capacity) continue;
         if (x->twin[i] >= 0 && x->off[x->twin[i]] < 0) continue; /* its twin goes first */
-        int64_t mark = x->undo_top;
+        /* What place would check of the sections, read first (placing also costs the
+         * overlaps): i's own would hold the rest above o + size, every other one
+         * above o. */
+        if (!have_most) {
+            x->pre[0] = x->suf[shi - slo] = 0;
+            for (int s = slo; s < shi; s++) {
+                int64_t t = x->total[s], p = x->pre[s - slo];
+                x->pre[s - slo + 1] = t > p ? t : p;
+                t = x->total[shi - 1 - (s - slo)], p = x->suf[shi - slo - (s - slo)];
+                x->suf[shi - slo - 1 - (s - slo)] = t > p ? t : p;
+            }
+            x->work += 2 * (shi - slo);
+            have_most = 1;
+        }
+        int64_t top = o + x->size[i], a = x->pre[x->lo[i] - slo], b = x->suf[x->hi[i] - slo];
+        if (o + (a > b ? a : b) > x->capacity) continue;
+        int s = x->lo[i], e = x->hi[i];
+        while (s < e && (x->total[s] == x->size[i] || top + x->total[s] - x->size[i] <= x->capacity)) s++;
+        x->work += s - x->lo[i];
+        if (s < e) continue;
         int hatless;
         int ok = place(x, i, &hatless);
-        int r = ok < 0 ? -1 : ok ? search(x, cur, u, next, u - 1, o, x->rank[i]) : 0;
-        unplace(x, i, mark);
+        int r = ok < 0 ? -1 : !ok ? 0 : x->new_cut && u > 2 ? decompose(x, cur, u, i, next, slo, shi)
+                                                               : search(x, cur, u, next, u - 1, slo, shi, o, x->rank[i]);
+        if (ok > 0) have_most = 0; /* the search below used pre and suf */
+        if (r == 1) return 1;
+        unplace(x);
         if (r || x->out_of_work) return r;
         if (hatless) break;
     }
@@ -269,6 +377,7 @@ static void set_ranks(exact *x, int h, int *tmp) {
 static int decide(exact *x, int h, int64_t c, int64_t work, int *scratch) {
     x->capacity = c;
     x->work = 0;
+    x->nodes = 0;
     x->work_limit = work;
     x->out_of_work = 0;
     x->undo_top = 0;
@@ -284,12 +393,21 @@ static int decide(exact *x, int h, int64_t c, int64_t work, int *scratch) {
         x->sec_left[s] = x->sec_at[s + 1] - x->sec_at[s];
         if (x->total[s] > c) return 0;
     }
+    memset(x->cuts, 0, (size_t)x->m * sizeof *x->cuts);
+    for (int i = 0; i < x->n; i++)
+        for (int s = x->lo[i]; s + 1 < x->hi[i]; s++) x->cuts[s]++;
+    x->n_placed = 0;
     int *root = x->ord; /* the rank order; the search's levels follow it */
     for (int i = 0; i < x->n; i++) root[x->rank[i]] = i;
-    int r = search(x, root, x->n, root + x->n, x->n, 0, -1);
+    int r = search(x, root, x->n, root + x->n, x->n, 0, x->m, 0, -1);
     if (r < 0) return -1;
-    if (r == 1) return 1;
-    return x->out_of_work ? 2 : 0;
+    if (r == 0) return x->out_of_work ? 2 : 0;
+    int64_t top = 0;
+    for (int i = 0; i < x->n; i++)
+        if (x->off[i] + x->size[i] > top) top = x->off[i] + x->size[i];
+    memcpy(x->best_off, x->off, (size_t)x->n * sizeof *x->off);
+    x->found_arena = top;
+    return 1;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -329,6 +447,13 @@ static void exact_free(exact *x) {
     free(x->stamp);
     free(x->touched);
     free(x->ord);
+    free(x->cuts);
+    free(x->gkey);
+    free(x->gcount);
+    free(x->pre);
+    free(x->suf);
+    free(x->mark_of);
+    free(x->placed);
     free(x->undo);
 }
 
@@ -349,9 +474,12 @@ static int exact_build(exact *x, const vp_arena_item *items, const int *idx, con
     x->minoff = malloc(N * sizeof *x->minoff);
     x->off = malloc(N * sizeof *x->off);
     x->best_off = malloc(N * sizeof *x->best_off);
-    x->ord = malloc((N + N * (N + 1) / 2 + 1) * sizeof *x->ord);
+    x->ord = malloc((N + N * N + 1) * sizeof *x->ord);
+    x->gkey = malloc(N * sizeof *x->gkey);
+    x->mark_of = malloc(N * sizeof *x->mark_of);
+    x->placed = malloc(N * sizeof *x->placed);
     if (!times || !x->size || !x->lo || !x->hi || !x->ov_at || !x->width || !x->crowd || !x->rank || !x->twin ||
-        !x->minoff || !x->off || !x->best_off || !x->ord) {
+        !x->minoff || !x->off || !x->best_off || !x->ord || !x->gkey || !x->mark_of || !x->placed) {
         free(times);
         return 0;
     }
@@ -390,7 +518,12 @@ static int exact_build(exact *x, const vp_arena_item *items, const int *idx, con
     x->total = calloc(M, sizeof *x->total);
     x->stamp = calloc(M, sizeof *x->stamp);
     x->touched = malloc(M * sizeof *x->touched);
-    if (!x->sec_at || !x->floor_ || !x->total || !x->stamp || !x->touched) return 0;
+    x->cuts = malloc(M * sizeof *x->cuts);
+    x->gcount = malloc((M + 1) * sizeof *x->gcount);
+    x->pre = malloc((M + 1) * sizeof *x->pre);
+    x->suf = malloc((M + 1) * sizeof *x->suf);
+    if (!x->sec_at || !x->floor_ || !x->total || !x->stamp || !x->touched || !x->cuts || !x->gcount || !x->pre || !x->suf)
+        return 0;
     int64_t span = 0;
     for (int k = 0; k < n; k++) {
         span += x->hi[k] - x->lo[k];
@@ -482,6 +615,10 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
             int r = decide(&x, a < 3 ? a : h, c, lim, scratch);
             left -= x.work;
             res->work += x.work;
+#ifdef VP_ARENA_TRACE
+            fprintf(stderr, "nodes %lld attempt c %lld rank %d limit %lld -> %d work %lld [lo %lld hi %lld]\n", (long long)x.nodes, (long long)c, a < 3 ? a : h,
+                    (long long)lim, r, (long long)x.work, (long long)lo, (long long)hi);
+#endif
             res->attempts++;
             if (r < 0) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
