@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "memory/arena.h"
+#include "memory/arena_exact.h"
 #include "rng.h"
 
 static int passed, failed;
@@ -325,23 +326,25 @@ static int64_t brute_optimum(const vp_arena_item *it, int n) {
         if (fits_from(it, n, cap, off, 0)) return cap;
 }
 
-/* Small instances (sizes 1 to 6, heavy overlap) where the greedy orders often miss the
+/* Small instances (sizes 1 to 9, heavy overlap) where the greedy orders often miss the
  * optimum: the default solver with a complete search reaches the brute-force optimum
  * and says it is optimal, is never worse than the portfolio alone, and every result
- * passes the checker.  Also: the same limit gives the same offsets twice. */
-static void test_exact_brute_force(void) {
-    vp_rng r = {17};
+ * passes the checker.  Also: the same limit gives the same offsets twice.  Starts in
+ * [0, steps), lifetimes 1 to max_len: a long timeline of short lifetimes splits the
+ * search into independent groups as items are placed (the decomposition). */
+static void test_exact_brute_force(uint64_t seed, int steps, int max_len) {
+    vp_rng r = {seed};
     int misses = 0, cases = 0, above = 0;
     for (int round = 0; round < 300; round++) {
         int n = 5 + (int)rnd(&r, 5);
         vp_arena_item orig[16], it[16], again[16];
         for (int i = 0; i < n; i++) {
-            int64_t start = rnd(&r, 6), len = 1 + rnd(&r, 5);
+            int64_t start = rnd(&r, steps), len = 1 + rnd(&r, max_len);
             orig[i] = (vp_arena_item){1 + rnd(&r, 9), start, start + len, -1};
         }
         int64_t best = brute_optimum(orig, n), bound = brute_bound(orig, n);
         char what[160];
-        snprintf(what, sizeof what, "brute force, %d items, round %d", n, round);
+        snprintf(what, sizeof what, "brute force, %d steps, %d items, round %d", steps, n, round);
         vp_error err;
         vp_arena_result port, res, res2;
         memcpy(it, orig, sizeof orig);
@@ -378,13 +381,48 @@ static void test_exact_brute_force(void) {
     check(misses >= 2, "brute force instances are hard enough", why);
 }
 
+/* The search alone (vp_arena_exact_piece) from the worst incumbent, every item stacked on
+ * the last: on a long timeline of short lifetimes placing items leaves groups that
+ * share no step with the rest, searched apart.  It must reach the brute-force optimum,
+ * prove it, and leave offsets the checker accepts. */
+static void test_exact_piece_groups(void) {
+    vp_rng r = {41};
+    for (int round = 0; round < 200; round++) {
+        int n = 6 + (int)rnd(&r, 4), idx[16];
+        vp_arena_item orig[16], it[16];
+        int64_t stack = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t start = rnd(&r, 10), len = 1 + rnd(&r, 3);
+            orig[i] = (vp_arena_item){1 + rnd(&r, 9), start, start + len, stack};
+            stack += orig[i].size;
+            idx[i] = i;
+        }
+        int64_t best = brute_optimum(orig, n), bound = brute_bound(orig, n);
+        memcpy(it, orig, sizeof orig);
+        vp_arena_exact_result er;
+        vp_error err;
+        char what[120], why[200];
+        snprintf(what, sizeof what, "search alone, %d items, round %d", n, round);
+        vp_status s = vp_arena_exact_piece(it, idx, n, bound, 0, 1000000000, &er, &err);
+        check(!s, what, s ? err.msg : "");
+        if (s) continue;
+        vp_arena_result res = {.arena = er.arena, .lower_bound = bound, .proven_lower = er.proven_lower};
+        check_solution(what, it, n, &res, bound, 0);
+        snprintf(why, sizeof why, "arena %lld, brute-force optimum %lld, proven %lld", (long long)er.arena, (long long)best,
+                 (long long)er.proven_lower);
+        check(er.arena == best && er.proven_lower == best, what, why);
+    }
+}
+
 int main(void) {
     test_checker();
     test_bad_items();
     test_csv();
     test_run_all();
     test_random_instances();
-    test_exact_brute_force();
+    test_exact_brute_force(17, 6, 5);
+    test_exact_brute_force(29, 9, 4);
+    test_exact_piece_groups();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

@@ -467,9 +467,8 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             open[n_open][0] = lo;
             open[n_open][1] = hi;
             open_bound[n_open++] = bound;
-        } else if (bound > proven) {
-            proven = bound;
         }
+        if (bound > proven) proven = bound; /* every piece's bound bounds the whole arena */
         if (arena > res->arena) res->arena = arena;
         for (int a = 0; a < N_ORDERS * 2; a++) {
             /* an algorithm skipped on a piece (stopped early) is charged the kept result */
@@ -503,7 +502,8 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         int plo = open[k][0], phi = open[k][1];
         int64_t before = piece_top(items, idx, plo, phi);
         if (work_total > 0 && before > proven)
-            s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k], proven, work_total / (n_open - k), &er, err);
+            s = vp_arena_exact_piece(items, idx + plo, phi - plo, open_bound[k] > proven ? open_bound[k] : proven, proven,
+                                     work_total / (n_open - k), &er, err);
         else er.arena = before, er.proven_lower = open_bound[k];
         if (s) break;
         work_total -= er.work;
