@@ -129,7 +129,9 @@ static int row(walk *w, int id, state a) {
     int wi, oa, ia;
     const vp_value *x = &g->values[n->inputs[0]];
     if (!vp_tp_product(g, n, &wi, &oa, &ia) || a.axis != x->rank - 1) return 0;
-    if (n->n_inputs > 2 && n->inputs[2] >= 0) return 0; /* Gemm's bias would be summed n times */
+    /* Gemm's bias goes after the all-reduce (tp_split.c), once: whole and unscaled */
+    if (n->n_inputs > 2 && n->inputs[2] >= 0 && (w->st[n->inputs[2]].axis >= 0 || vp_attr_float(n, "beta", 1.0f) != 1.0f))
+        return 0;
     if (a.origin >= 0 && w->f->blocks[a.origin] > 1) return 0;
     add_slice(w, n->inputs[wi], ia, -1);
     w->f->is_row[id] = 1;
