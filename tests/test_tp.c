@@ -15,8 +15,9 @@
  *     with MPI_Allreduce, within 1e-5 relative, and every weight after them,
  *   - the bytes the runtime counted sending equal to the plan's figure.
  * Models whose heads n does not divide are skipped there (models/gpt at n = 4: its
- * refusal is checked alone).  tests/data/tp/gpt_drop trains with Dropout(0.1) between
- * the regions under --sp: each rank's masks are the one-rank masks at its positions, so
+ * refusal is checked alone).  tests/data/tp/gpt_drop trains with Dropout(0.1) on the
+ * attention probabilities (split by heads) and between the regions (split along the
+ * sequence under --sp): each rank's masks are the one-rank masks at its positions, so
  * its gradients and losses are the one-rank step's too.  models/mlp (torch.onnx's
  * nn.Linear, Gemm with a bias) has its second Gemm row-parallel, the bias added once.
  * Under --sp the column regions' inputs are all-gathered again in the backward. */
@@ -51,9 +52,10 @@ typedef struct model_ref {
 static const model_ref models[] = {
     {MODELS_DIR, "gpt", "tokens", 2, 2, 64, 0, 2},
     {TP_DATA, "gpt_qkv", "x", 2, 4, 48, 1, 2},
-    /* Dropouts between the regions: sequence-split, each rank keeping the one-rank mask's
-     * positions (a Dropout outside the regions, without --sp, is replicated: no test) */
-    {TP_DATA, "gpt_drop", "x", 2, 4, 48, 1, 1},
+    /* Dropouts on the attention probabilities (split by heads) and, under --sp, between
+     * the regions (split along the sequence): each rank keeps the one-rank mask's
+     * positions */
+    {TP_DATA, "gpt_drop", "x", 2, 4, 48, 1, 2},
     /* torch.onnx's nn.Linear at opset 14: Gemm with a bias, the second one row-parallel */
     {MODELS_DIR, "mlp", "x", 0, 64, 10, 1, 0}, /* "heads": its hidden features */
 };
@@ -150,6 +152,12 @@ static void check_structure(void) {
                           count_op(m.g, "SoftmaxCrossEntropyLoss") == 0,
                       "%s --tp %d: the embedding and the LM head split by vocabulary (%d, %lld), the loss across ranks",
                       r->name, n, tr->n_embedding, (long long)tr->vocab);
+                int drops = 0, want_drops = strcmp(r->name, "gpt_drop") ? 0 : r->layers;
+                for (int i = 0; i < m.g->n_nodes; i++)
+                    drops += !strcmp(m.g->nodes[i].op_type, "Dropout") && vp_attr_int(&m.g->nodes[i], "vplan_ranks", 1) == n &&
+                             vp_attr_int(&m.g->nodes[i], "vplan_axis", -1) == 1;
+                check(drops == want_drops, "%s --tp %d: %d Dropouts of the attention probabilities draw their heads' part "
+                      "of the one-rank mask (want %d)", r->name, n, drops, want_drops);
                 char first[256] = "";
                 int wide = full_width_values(m.g, r, first, sizeof first);
                 check(wide == 0, "%s --tp %d: no tensor of the rank's step is %d wide (the full logits)%s%s", r->name, n,

@@ -119,11 +119,14 @@ static vp_status token_node(seq *q, int id, vp_error *err) {
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0 && g->values[n->outputs[k]].rank == y->rank) q->split[n->outputs[k]] = 1;
-    if (strcmp(n->op_type, "Dropout")) return VP_OK;
-    /* this rank's part of the one-rank step's mask: where each element lies in the whole
-     * tensor, the draws of the whole tensor (runtime/cpu/k_elementwise_cast.c) */
-    if (vp_node_add_attr_int(g, id, "vplan_axis", SEQ_AXIS) || vp_node_add_attr_int(g, id, "vplan_ranks", q->n) ||
-        vp_node_add_attr_int(g, id, "vplan_rank", q->rank))
+    return strcmp(n->op_type, "Dropout") ? VP_OK : vp_tp_dropout_part(g, id, SEQ_AXIS, q->n, q->rank, err);
+}
+
+vp_status vp_tp_dropout_part(vp_graph *g, int node, int axis, int n, int rank, vp_error *err) {
+    /* where each element lies in the whole tensor: the kernels draw the whole tensor's
+     * stream and keep this rank's positions (runtime/cpu/k_elementwise_cast.c) */
+    if (vp_node_add_attr_int(g, node, "vplan_axis", axis) || vp_node_add_attr_int(g, node, "vplan_ranks", n) ||
+        vp_node_add_attr_int(g, node, "vplan_rank", rank))
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     return VP_OK;
 }

@@ -185,6 +185,8 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
     for (int v = 0; !s && v < nv; v++) copy_of[v] = -1;
     for (int i = 0; !s && i < n0; i++) {
         int first = g->n_nodes, n_before = 0;
+        if (f.drop_axis[i] >= 0) s = vp_tp_dropout_part(g, i, f.drop_axis[i], o->n, o->rank, err);
+        if (s) break;
         if (f.is_embedding[i]) {
             s = vp_tp_vocab_embedding(g, i, o->n, o->rank, &n_before, err);
             r->n_embedding++;

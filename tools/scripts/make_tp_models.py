@@ -5,7 +5,8 @@ tanh GELU, an additive causal mask buffer, logits flattened to [batch * seq, voc
   gpt_qkv   exported in eval mode, with torch's gradients and losses as fixtures
   gpt_drop  the same with nn.Dropout(0.1) on the embedding sum and on each sublayer's
             output before the residual Add (where Megatron-LM's sequence parallelism
-            drops), exported in training mode: its Dropouts are in the graph.  Only the
+            drops) and on the attention probabilities (split by heads under --tp),
+            exported in training mode: its Dropouts are in the graph.  Only the
             batch is written (x, labels): torch's masks are not ours, the test compares
             our --tp --sp step with our one-rank step.
 Run from the repository root with Debian's python3 (torch 1.13):
@@ -27,8 +28,9 @@ VOCAB, SEQ, HIDDEN, HEADS, LAYERS, BATCH = 48, 8, 32, 4, 2, 2
 
 
 class Attention(nn.Module):
-    def __init__(self):
+    def __init__(self, p=0.0):
         super().__init__()
+        self.drop = nn.Dropout(p) if p else nn.Identity()
         self.q = nn.Linear(HIDDEN, HIDDEN)
         self.k = nn.Linear(HIDDEN, HIDDEN)
         self.v = nn.Linear(HIDDEN, HIDDEN)
@@ -40,7 +42,7 @@ class Attention(nn.Module):
         k = self.k(x).view(B, T, HEADS, C // HEADS).transpose(1, 2)
         v = self.v(x).view(B, T, HEADS, C // HEADS).transpose(1, 2)
         att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(C // HEADS) + mask
-        y = torch.matmul(F.softmax(att, dim=-1), v)
+        y = torch.matmul(self.drop(F.softmax(att, dim=-1)), v)
         return self.o(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
@@ -49,7 +51,7 @@ class Block(nn.Module):
         super().__init__()
         self.drop = nn.Dropout(p) if p else nn.Identity()
         self.ln1 = nn.LayerNorm(HIDDEN)
-        self.attn = Attention()
+        self.attn = Attention(p)
         self.ln2 = nn.LayerNorm(HIDDEN)
         self.fc = nn.Linear(HIDDEN, 4 * HIDDEN)
         self.proj = nn.Linear(4 * HIDDEN, HIDDEN)
