@@ -28,31 +28,9 @@
 enum { LAYERS = 3, SEQ = 1024, BATCH = 8, HIDDEN = 768, HEADS = 12, VOCAB = 1024 };
 
 typedef struct rank_plan {
-    int64_t params, saved, kept, arena, sent;
+    int64_t params, saved, arena, sent;
     int64_t cat[VP_CAT_COUNT];
 } rank_plan;
-
-/* What /blocks.1/ keeps for the backward: its activations, and the forward values the
- * plan files under communication because a collective writes them (with --sp, the
- * sequence-split LayerNorm inputs the reduce-scatters leave) when they live into the
- * backward too: Korthikanti et al.'s count, whoever wrote the value. */
-static int64_t kept_of_layer(const vp_plan *p, const vp_graph *g) {
-    int start = p->n_steps;
-    for (int s = 0; s < p->n_steps && start == p->n_steps; s++) {
-        vp_phase ph = g->nodes[p->steps[s]].phase;
-        if (ph == VP_PHASE_BACKWARD || ph == VP_PHASE_RECOMPUTE) start = s;
-    }
-    int64_t kept = 0;
-    for (int i = 0; i < p->n_buffers; i++) {
-        const vp_buffer *b = &p->buffers[i];
-        const vp_value *v = &g->values[b->value];
-        if (b->alias_of >= 0 || v->producer < 0 || strncmp(g->nodes[v->producer].name, "/blocks.1/", 10)) continue;
-        if (b->cat == VP_CAT_ACTIVATIONS ||
-            (b->cat == VP_CAT_COMM && g->nodes[v->producer].phase == VP_PHASE_FORWARD && b->first < start && b->last >= start))
-            kept += b->bytes;
-    }
-    return kept;
-}
 
 static vp_status plan_one(int t, vp_attention_form form, int sp, rank_plan *out, vp_error *err) {
     gpt_config c = {LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB};
@@ -74,7 +52,6 @@ static vp_status plan_one(int t, vp_attention_form form, int sp, rank_plan *out,
         memset(out, 0, sizeof *out);
         for (int i = 0; i < tr.n_params; i++) out->params += vp_value_numel(&g->values[tr.params[i]]);
         out->saved = gpt_saved_of_layer(&p, g, 0, 1);
-        out->kept = kept_of_layer(&p, g);
         out->arena = p.arena_bytes;
         out->sent = vp_tp_step_bytes(g, p.steps, p.n_steps, t);
         memcpy(out->cat, p.category_bytes, sizeof out->cat);
@@ -125,7 +102,7 @@ static void memory_table(void) {
                "%.3f | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n",
                t, (long long)pl.params, fp, pl.params / fp, pl.cat[VP_CAT_PARAMETERS] / mib, pl.cat[VP_CAT_GRADIENTS] / mib,
                pl.cat[VP_CAT_OPTIMIZER_STATE] / mib, pl.saved / mib, fa / mib, pl.saved / fa, fu.saved / mib, ff / mib,
-               fu.saved / ff, sq.kept / mib, fs / mib, sq.kept / fs, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib,
+               fu.saved / ff, sq.saved / mib, fs / mib, sq.saved / fs, fu.cat[VP_CAT_COMM] / mib, fu.arena / mib,
                sq.arena / mib, fu.sent / mib, sq.sent / mib);
     }
     printf("\nCategories are summed buffer sizes (each buffer once): gradients one per parameter, AdamW's two\n"
@@ -135,12 +112,11 @@ static void memory_table(void) {
            "all-reduced in place, and the embedding's) are full s*b*h activations whatever t; each rank sends\n"
            "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the LayerNorm inputs and outputs are split\n"
            "and kept split: the column products' weight gradients read a second all-gather of the LayerNorm output\n"
-           "run in the backward, the forward's gathered copy dying after the forward products. The --sp activations\n"
-           "count what the layer keeps for the backward whoever wrote it (the LayerNorm inputs are reduce-scatter\n"
-           "outputs, filed under communication in the categories): the t = 1 figure divided by t. The ratio is below 1\n"
-           "as fused: the GELU output is never kept (vplan.GeluMatMul takes the GELU input), 8 of the 32. On the wire\n"
-           "the same bytes as without --sp, plus the all-reduces of the LayerNorm and bias gradients and one more\n"
-           "all-gather a region a step ((2L + 1) sbh * 4 * (t-1)/t bytes).\n");
+           "run in the backward, the forward's gathered copy dying after the forward products: the --sp activations\n"
+           "are the t = 1 figure divided by t. The ratio is below 1 as fused: the GELU output is never kept\n"
+           "(vplan.GeluMatMul takes the GELU input), 8 of the 32. On the wire the same bytes as without --sp, plus\n"
+           "the all-reduces of the LayerNorm and bias gradients and one more all-gather a region a step\n"
+           "((2L + 1) sbh * 4 * (t-1)/t bytes).\n");
 }
 
 /* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */
