@@ -487,8 +487,9 @@ int main(void) {
     }
 #if defined(VP_HAVE_CUDA) && defined(VP_CUDA_EMU)
     /* the CUDA backend's collectives (all-reduce, and --sp's row-wise all-gather and
-     * reduce-scatter) on its host emulation: the only run of its TP path without a GPU */
-    for (int sp = 0; !s && sp <= 1 && models[1].heads % comm->size == 0; sp++) check_training(&models[1], comm, sp, 1);
+     * reduce-scatter) on its host emulation: the only run of its TP path without a GPU
+     * (two ranks: four add nothing to the dispatch, and the emulation is slow) */
+    for (int sp = 0; !s && sp <= 1 && comm->size == 2; sp++) check_training(&models[1], comm, sp, 1);
 #endif
     int rc = check_summary();
     vp_comm_free(comm);
