@@ -398,6 +398,8 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_int(&j, t->n_gather);
         vp_json_key(&j, "reduce_scatters_forward");
         vp_json_int(&j, t->n_scatter);
+        vp_json_key(&j, "allgathers_again_backward");
+        vp_json_int(&j, t->n_regather);
         vp_json_key(&j, "collectives_forward");
         vp_json_int(&j, t->allreduces_forward);
         vp_json_key(&j, "collectives_backward");

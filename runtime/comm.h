@@ -71,6 +71,29 @@ static inline vp_status vp_comm_reduce_scatter(vp_comm *c, const void *send, voi
     c->calls++;
     return c->iface->reduce_scatter(c, send, recv, count, dt, err);
 }
+/* The pair along an axis of a tensor with `rows` rows before it, one collective a row:
+ * each rank's chunk of a row lies whole in the gathered row ([rows][rank][chunk]), so
+ * each row moves between the caller's buffers as it is, no staging nor reordering (the
+ * CUDA backend's way: device memory).  Counted once for the whole, as above. */
+static inline vp_status vp_comm_gather_rows(vp_comm *c, const void *send, void *recv, int64_t rows, int64_t bytes,
+                                            vp_error *err) {
+    c->bytes_sent += vp_tp_gather_bytes(rows * bytes * c->size, c->size);
+    c->calls++;
+    vp_status s = VP_OK;
+    for (int64_t r = 0; r < rows && !s; r++)
+        s = c->iface->allgather(c, (const char *)send + r * bytes, (char *)recv + r * bytes * c->size, bytes, err);
+    return s;
+}
+static inline vp_status vp_comm_reduce_scatter_rows(vp_comm *c, const void *send, void *recv, int64_t rows, int64_t count,
+                                                    vp_dtype dt, vp_error *err) {
+    int64_t bytes = count * (int64_t)vp_dtype_size(dt);
+    c->bytes_sent += vp_tp_gather_bytes(rows * bytes * c->size, c->size);
+    c->calls++;
+    vp_status s = VP_OK;
+    for (int64_t r = 0; r < rows && !s; r++)
+        s = c->iface->reduce_scatter(c, (const char *)send + r * bytes * c->size, (char *)recv + r * bytes, count, dt, err);
+    return s;
+}
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
 vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);
 void vp_comm_free(vp_comm *c);

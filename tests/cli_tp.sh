@@ -39,10 +39,12 @@ expect 2 "rank 0 of a 2-rank tensor-parallel plan, but this is rank 0 of 1" -- "
 expect 2 "run it as mpirun -np 2" -- "$tool" train "$gpt" "${gopt[@]}" --tp 2
 expect 2 "--sp needs --tp 2 or more" -- "$tool" plan "$gpt" "${gopt[@]}" --sp
 # --sp: the same all-reduces as reduce-scatters and all-gathers, plus the gradients of the
-# 14 LayerNorm and bias parameters read whole (14 * 32 floats): 82688 + 1792 bytes
+# 14 LayerNorm and bias parameters read whole (14 * 32 floats), plus the 5 regions' inputs
+# all-gathered again in the backward (5 * 4*16*32 floats, half sent): 82688 + 1792 + 20480
 expect 0 "sequence-parallel: between the regions each rank holds 1/2 of the sequence; 5 all-gathers and 5" -- \
     "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
-expect 0 "rank 1: arena .*, sends 84480 bytes a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
+expect 0 "rank 1: arena .*, sends 104960 bytes a step" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
+expect 0 "^  5 all-gathers run again in the backward" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 2 --sp
 
 # losses "step K  loss X" of a run, one per line
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
@@ -62,8 +64,9 @@ if [[ -n $mpirun ]]; then
         n=${plan: -1}
         out=$("${mpi[@]}" -np $n "$tool" run "$tmp/$plan.vplan" --steps 5 2>&1)
         # every rank's line: counted = planned
-        # 13 all-reduces; under --sp 10 all-gathers and reduce-scatters, 16 all-reduces, 1 of the maximum
-        [[ $plan == sp* ]] && calls=37 || calls=13
+        # 13 all-reduces; under --sp 15 all-gathers (5 again in the backward), 10 reduce-scatters,
+        # 16 all-reduces, 1 of the maximum
+        [[ $plan == sp* ]] && calls=42 || calls=13
         sed -nE 's/^rank [0-9]+ of [0-9]+: sent ([0-9]+) bytes a step in '$calls' collectives .*; planned ([0-9]+)$/\1 \2/p' \
             <<<"$out" >"$tmp/bytes$plan"
         expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/bytes$plan"

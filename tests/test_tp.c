@@ -15,7 +15,12 @@
  *     with MPI_Allreduce, within 1e-5 relative, and every weight after them,
  *   - the bytes the runtime counted sending equal to the plan's figure.
  * Models whose heads n does not divide are skipped there (models/gpt at n = 4: its
- * refusal is checked alone). */
+ * refusal is checked alone).  tests/data/tp/gpt_drop trains with Dropout(0.1) on the
+ * attention probabilities (split by heads) and between the regions (split along the
+ * sequence under --sp): each rank's masks are the one-rank masks at its positions, so
+ * its gradients and losses are the one-rank step's too.  models/mlp (torch.onnx's
+ * nn.Linear, Gemm with a bias) has its second Gemm row-parallel, the bias added once.
+ * Under --sp the column regions' inputs are all-gathered again in the backward. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +28,9 @@
 
 #include "backend.h"
 #include "check.h"
+#ifdef VP_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 #include "comm.h"
 #include "exec.h"
 #include "memory/plan.h"
@@ -34,15 +42,22 @@
 
 typedef struct model_ref {
     const char *dir, *name, *input;
-    int layers, heads, vocab;
+    int layers, heads, vocab; /* layers 0: no transformer (the structure checks skip it) */
     int widths_unique; /* no other tensor of a rank's step is vocab wide (models/gpt's MLP
                           at n = 2 is 128 / 2 = 64 = its vocab: there only the loss's and
                           the LM head's tensors are looked at) */
+    int sp;            /* under mpirun: 1 with --sp, 0 without, 2 both */
 } model_ref;
 
 static const model_ref models[] = {
-    {MODELS_DIR, "gpt", "tokens", 2, 2, 64, 0},
-    {TP_DATA, "gpt_qkv", "x", 2, 4, 48, 1},
+    {MODELS_DIR, "gpt", "tokens", 2, 2, 64, 0, 2},
+    {TP_DATA, "gpt_qkv", "x", 2, 4, 48, 1, 2},
+    /* Dropouts on the attention probabilities (split by heads) and, under --sp, between
+     * the regions (split along the sequence): each rank keeps the one-rank mask's
+     * positions */
+    {TP_DATA, "gpt_drop", "x", 2, 4, 48, 1, 2},
+    /* torch.onnx's nn.Linear at opset 14: Gemm with a bias, the second one row-parallel */
+    {MODELS_DIR, "mlp", "x", 0, 64, 10, 1, 0}, /* "heads": its hidden features */
 };
 
 static vp_status load(test_model *m, const model_ref *r, int n, int rank, int no_opt, int sp, vp_error *err) {
@@ -99,6 +114,7 @@ static vp_status as_rank(const test_model *tp, int value, const vp_tensor *full,
 static void check_structure(void) {
     vp_error err;
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) { /* the check sees full logits where they are */
+        if (!models[k].layers) continue;
         test_model m;
         char first[256] = "";
         vp_status s = load(&m, &models[k], 1, 0, 0, 0, &err);
@@ -108,7 +124,7 @@ static void check_structure(void) {
         test_model_free(&m);
     }
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
-        for (int n = 2; n <= 4; n += 2) {
+        for (int n = 2; n <= 4 && models[k].layers; n += 2) {
             const model_ref *r = &models[k];
             test_model m;
             vp_status s = load(&m, r, n, n - 1, 0, 0, &err);
@@ -136,6 +152,12 @@ static void check_structure(void) {
                           count_op(m.g, "SoftmaxCrossEntropyLoss") == 0,
                       "%s --tp %d: the embedding and the LM head split by vocabulary (%d, %lld), the loss across ranks",
                       r->name, n, tr->n_embedding, (long long)tr->vocab);
+                int drops = 0, want_drops = strcmp(r->name, "gpt_drop") ? 0 : r->layers;
+                for (int i = 0; i < m.g->n_nodes; i++)
+                    drops += !strcmp(m.g->nodes[i].op_type, "Dropout") && vp_attr_int(&m.g->nodes[i], "vplan_ranks", 1) == n &&
+                             vp_attr_int(&m.g->nodes[i], "vplan_axis", -1) == 1;
+                check(drops == want_drops, "%s --tp %d: %d Dropouts of the attention probabilities draw their heads' part "
+                      "of the one-rank mask (want %d)", r->name, n, drops, want_drops);
                 char first[256] = "";
                 int wide = full_width_values(m.g, r, first, sizeof first);
                 check(wide == 0, "%s --tp %d: no tensor of the rank's step is %d wide (the full logits)%s%s", r->name, n,
@@ -146,7 +168,7 @@ static void check_structure(void) {
     /* --sp: every all-reduce between the regions a reduce-scatter or an all-gather along
      * the sequence, the activations between them s/n long */
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
-        for (int n = 2; n <= 4; n += 2) {
+        for (int n = 2; n <= 4 && models[k].layers; n += 2) {
             const model_ref *r = &models[k];
             if (r->heads % n) continue;
             test_model m;
@@ -156,11 +178,31 @@ static void check_structure(void) {
                 const vp_tp_result *tr = &m.t.tp;
                 int ends = 2 * r->layers + 1; /* the regions' inputs (and the LM head's), their outputs (and the embedding's) */
                 int ag = count_op(m.g, "TPAllGather"), rs = count_op(m.g, "TPReduceScatter"), ar = count_op(m.g, "TPAllReduce");
-                check(tr->n_gather == ends && tr->n_scatter == ends && ag == 2 * ends && rs == 2 * ends &&
-                          ar == 2 + tr->n_param_copy && tr->n_param_copy > 0,
-                      "%s --tp %d --sp: %d all-gathers and %d reduce-scatters (want %d each, forward and backward), %d "
-                      "all-reduces: the loss's 2 and the gradients of %d parameters read whole in the split region",
-                      r->name, n, ag, rs, 2 * ends, ar, tr->n_param_copy);
+                check(tr->n_gather == ends && tr->n_scatter == ends && ag == 3 * ends && rs == 2 * ends &&
+                          ar == 2 + tr->n_param_copy && tr->n_param_copy > 0 && tr->n_regather == ends,
+                      "%s --tp %d --sp: %d all-gathers and %d reduce-scatters (want %d: forward, backward and gathered "
+                      "again for the weight gradients; %d: forward and backward), %d all-reduces: the loss's 2 and the "
+                      "gradients of %d parameters read whole in the split region",
+                      r->name, n, ag, rs, 3 * ends, 2 * ends, ar, tr->n_param_copy);
+                /* the forward's gathered values die in the forward: no backward node reads one */
+                int late = 0;
+                for (int i = 0; i < m.g->n_nodes; i++) {
+                    const vp_node *nd = &m.g->nodes[i];
+                    if (strcmp(nd->op_type, "TPAllGather") || nd->phase != VP_PHASE_FORWARD) continue;
+                    const vp_value *y = &m.g->values[nd->outputs[0]];
+                    for (int c = 0; c < y->n_consumers; c++) late += m.g->nodes[y->consumers[c]].phase != VP_PHASE_FORWARD;
+                }
+                check(late == 0, "%s --tp %d --sp: no backward node reads a forward all-gather's output (%d do)", r->name,
+                      n, late);
+                int drops = 0, marked = 0;
+                for (int i = 0; i < m.g->n_nodes; i++)
+                    if (!strcmp(m.g->nodes[i].op_type, "Dropout") && m.g->nodes[i].phase == VP_PHASE_FORWARD) {
+                        drops++;
+                        marked += vp_attr_int(&m.g->nodes[i], "vplan_ranks", 1) == n &&
+                                  vp_attr_int(&m.g->nodes[i], "vplan_rank", -1) == n - 1;
+                    }
+                check(marked == drops, "%s --tp %d --sp: %d of %d Dropouts draw rank %d's part of the one-rank mask",
+                      r->name, n, marked, drops, n - 1);
                 int short_seq = 0, seq = 0;
                 for (int i = 0; i < m.g->n_nodes; i++)
                     if (!strcmp(m.g->nodes[i].op_type, "TPReduceScatter") && m.g->nodes[i].phase == VP_PHASE_FORWARD) {
@@ -173,6 +215,25 @@ static void check_structure(void) {
             }
             test_model_free(&m);
         }
+    /* a row-parallel Gemm with a bias: the bias added once, after the all-reduce */
+    for (int n = 2; n <= 4; n += 2) {
+        test_model m;
+        vp_status s = load(&m, &models[3], n, 1, 0, 0, &err);
+        int gemm_bias = 0, added = 0;
+        for (int i = 0; !s && i < m.g->n_nodes; i++) {
+            const vp_node *nd = &m.g->nodes[i];
+            if (strcmp(nd->op_type, "TPAllReduce") || nd->phase != VP_PHASE_FORWARD) continue;
+            const vp_value *y = &m.g->values[nd->outputs[0]], *x = &m.g->values[nd->inputs[0]];
+            added += y->n_consumers == 1 && !strcmp(m.g->nodes[y->consumers[0]].op_type, "Add") &&
+                     (m.g->values[m.g->nodes[y->consumers[0]].inputs[1]].flags & VP_VAL_PARAM);
+            const vp_node *row = x->producer >= 0 ? &m.g->nodes[x->producer] : NULL; /* the partial sums' Gemm */
+            gemm_bias += !row || strcmp(row->op_type, "Gemm") || (row->n_inputs > 2 && row->inputs[2] >= 0);
+        }
+        check(!s && m.t.tp.n_row == 1 && added == 1 && gemm_bias == 0,
+              "mlp --tp %d: the second Gemm row-parallel (%d) without its bias, added once after the all-reduce (%d)%s%s", n,
+              s ? 0 : m.t.tp.n_row, added, s ? ": " : "", s ? err.msg : "");
+        test_model_free(&m);
+    }
     test_model m;
     vp_status s = load(&m, &models[1], 3, 0, 0, 0, &err);
     check(s == VP_ERR_USAGE && strstr(err.msg, "FusedMatMul") && strstr(err.msg, "does not divide"),
@@ -279,6 +340,35 @@ static vp_status compare_params(const test_model *ref, vp_exec *rx, const test_m
     return s;
 }
 
+/* Each sequence-parallel Dropout's mask against the one-rank mask of the same name,
+ * sliced along its axis as the rank holds it: *same of *n equal, *dropped zeros in all. */
+static vp_status compare_masks(const test_model *ref, vp_exec *rx, const test_model *tp, vp_exec *tx, int *n, int *same,
+                               int64_t *dropped, vp_error *err) {
+    vp_status s = VP_OK;
+    for (int i = 0; i < tp->g->n_nodes && !s; i++) {
+        const vp_node *nd = &tp->g->nodes[i];
+        if (strcmp(nd->op_type, "Dropout") || nd->n_outputs < 2 || nd->outputs[1] < 0 ||
+            vp_attr_int(nd, "vplan_ranks", 1) < 2)
+            continue;
+        int rv = test_value_named(ref->g, tp->g->values[nd->outputs[1]].name);
+        vp_tensor full = {0}, want = {0}, got = {0};
+        s = rv < 0 ? vp_fail(err, VP_ERR_INVALID, "no one-rank mask named '%s'", tp->g->values[nd->outputs[1]].name)
+                   : vp_exec_get(rx, rv, &full, err);
+        if (!s) s = vp_tp_slice_tensor(&full, (int)vp_attr_int(nd, "vplan_axis", 1), 1, tp->t.tp.n, tp->t.tp.rank, &want, err);
+        if (!s) s = vp_exec_get(tx, nd->outputs[1], &got, err);
+        if (!s) {
+            size_t bytes = vp_tensor_nbytes(&got);
+            (*n)++;
+            *same += bytes == vp_tensor_nbytes(&want) && !memcmp(got.data, want.data, bytes);
+            for (size_t b = 0; b < bytes; b++) *dropped += !((const uint8_t *)got.data)[b];
+        }
+        free(full.data);
+        free(want.data);
+        free(got.data);
+    }
+    return s;
+}
+
 static void check_gradients(const model_ref *r, vp_comm *comm, int sp) {
     vp_error err;
     test_model ref, tp;
@@ -297,6 +387,14 @@ static void check_gradients(const model_ref *r, vp_comm *comm, int sp) {
     if (!s) s = compare_params(&ref, rx, &tp, tx, NULL, 1, &worst, &err);
     check(!s && worst < 1e-5, "%s%s rank %d of %d: every gradient (split ones sliced) matches one rank's, worst %.2e%s%s",
           r->name, sp ? " --sp" : "", comm->rank, comm->size, worst, s ? ": " : "", s ? err.msg : "");
+    int n_drop = 0, same = 0;
+    int64_t dropped = 0;
+    if (!s) s = compare_masks(&ref, rx, &tp, tx, &n_drop, &same, &dropped, &err);
+    if (n_drop || s)
+        check(!s && same == n_drop && dropped > 0,
+              "%s%s rank %d of %d: %d of %d Dropout masks are the one-rank masks at this rank's positions (%lld dropped)%s%s",
+              r->name, sp ? " --sp" : "", comm->rank, comm->size, same, n_drop, (long long)dropped, s ? ": " : "",
+              s ? err.msg : "");
     vp_exec_free(rx);
     vp_exec_free(tx);
     vp_backend_free(b1);
@@ -305,11 +403,23 @@ static void check_gradients(const model_ref *r, vp_comm *comm, int sp) {
     test_model_free(&tp);
 }
 
-static void check_training(const model_ref *r, vp_comm *comm, int sp) {
+/* cuda: the rank's plan on the CUDA backend (its host emulation here: the MPI
+ * communicator stands in for NCCL, device memory being host memory). */
+static void check_training(const model_ref *r, vp_comm *comm, int sp, int cuda) {
     enum { STEPS = 5 };
     vp_error err;
     test_model ref, tp;
     vp_backend *b1 = vp_backend_cpu_new(), *bn = vp_backend_cpu_new();
+#ifdef VP_HAVE_CUDA
+    if (cuda) {
+        vp_backend_free(bn);
+        bn = vp_backend_cuda_new(0, 0, &err);
+        if (!bn) {
+            vp_backend_free(b1);
+            return;
+        }
+    }
+#endif
     bn->comm = comm;
     vp_exec *rx = NULL;
     vp_plan_exec *px = NULL;
@@ -317,7 +427,10 @@ static void check_training(const model_ref *r, vp_comm *comm, int sp) {
     memset(&plan, 0, sizeof plan);
     vp_status s = load(&ref, r, 1, 0, 0, 0, &err);
     if (!s) s = load(&tp, r, comm->size, comm->rank, 0, sp, &err);
-    if (!s) s = vp_plan_build(&plan, tp.g, &tp.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = vp_plan_build(&plan, tp.g, &tp.t, vp_device_find(cuda ? "h100" : "cpu"), 1, &err);
+#ifdef VP_HAVE_CUDA
+    if (!s && cuda) vp_backend_cuda_set_graph(bn, plan.g);
+#endif
     if (!s) s = vp_exec_new(ref.g, b1, &rx, &err);
     if (!s) s = vp_plan_exec_new(&plan, bn, &px, &err);
     if (!s) s = feed_exec(rx, &ref, r->input, &err);
@@ -337,7 +450,7 @@ static void check_training(const model_ref *r, vp_comm *comm, int sp) {
         free(l2.data);
         for (int c = 0; c < ref.t.n_carry && !s; c++) s = vp_exec_copy_value(rx, ref.t.carry[c].from, ref.t.carry[c].to, &err);
     }
-    const char *how = sp ? " --sp" : "";
+    const char *how = cuda ? (sp ? " --sp, CUDA backend" : ", CUDA backend") : sp ? " --sp" : "";
     check(!s && worst_loss < 1e-5, "%s%s rank %d of %d: %d momentum steps from the rank's plan, losses within %.2e of one rank's%s%s",
           r->name, how, comm->rank, comm->size, STEPS, worst_loss, s ? ": " : "", s ? err.msg : "");
     double worst = 0;
@@ -367,11 +480,17 @@ int main(void) {
     check(!s, "MPI communicator%s%s", s ? ": " : "", s ? err.msg : "");
     for (size_t k = 0; !s && k < sizeof models / sizeof models[0]; k++) {
         if (models[k].heads % comm->size) continue;
-        for (int sp = 0; sp <= 1; sp++) {
+        for (int sp = models[k].sp == 1; sp <= (models[k].sp > 0); sp++) {
             check_gradients(&models[k], comm, sp);
-            check_training(&models[k], comm, sp);
+            check_training(&models[k], comm, sp, 0);
         }
     }
+#if defined(VP_HAVE_CUDA) && defined(VP_CUDA_EMU)
+    /* the CUDA backend's collectives (all-reduce, and --sp's row-wise all-gather and
+     * reduce-scatter) on its host emulation: the only run of its TP path without a GPU
+     * (two ranks: four add nothing to the dispatch, and the emulation is slow) */
+    for (int sp = 0; !s && sp <= 1 && comm->size == 2; sp++) check_training(&models[1], comm, sp, 1);
+#endif
     int rc = check_summary();
     vp_comm_free(comm);
     return rc;

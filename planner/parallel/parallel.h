@@ -54,6 +54,7 @@ typedef struct vp_tp_result {
     int n_embedding;              /* embeddings split by vocabulary rows */
     int n_gather, n_scatter;      /* --sp: TPCopy made all-gathers, TPAllReduce reduce-scatters */
     int n_param_copy;             /* --sp: parameters read through a TPCopy (gradient all-reduced) */
+    int n_regather;               /* --sp: all-gathers run again in the backward (tp_regather.c) */
     int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
     int64_t vocab;                /* their full vocabulary */
     int n_sliced;                 /* weights and biases sliced */
@@ -62,6 +63,11 @@ typedef struct vp_tp_result {
 } vp_tp_result;
 
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err);
+/* After autodiff, with --sp: the backward reads the column regions' inputs from a second
+ * all-gather of the sequence-split value instead of the forward's gathered one, which
+ * then dies after the forward (Korthikanti et al.'s 34/t).  t: the step's carries. */
+struct vp_training;
+vp_status vp_tp_regather(vp_graph *g, const struct vp_training *t, int *n_regathered, vp_error *err);
 void vp_tp_result_free(vp_tp_result *r);
 
 /* The full tensor from every rank's slice (parts: n slices of `part`'s shape, in rank

@@ -129,7 +129,9 @@ static int row(walk *w, int id, state a) {
     int wi, oa, ia;
     const vp_value *x = &g->values[n->inputs[0]];
     if (!vp_tp_product(g, n, &wi, &oa, &ia) || a.axis != x->rank - 1) return 0;
-    if (n->n_inputs > 2 && n->inputs[2] >= 0) return 0; /* Gemm's bias would be summed n times */
+    /* Gemm's bias goes after the all-reduce (tp_split.c), once: whole and unscaled */
+    if (n->n_inputs > 2 && n->inputs[2] >= 0 && (w->st[n->inputs[2]].axis >= 0 || vp_attr_float(n, "beta", 1.0f) != 1.0f))
+        return 0;
     if (a.origin >= 0 && w->f->blocks[a.origin] > 1) return 0;
     add_slice(w, n->inputs[wi], ia, -1);
     w->f->is_row[id] = 1;
@@ -137,7 +139,7 @@ static int row(walk *w, int id, state a) {
 }
 
 static int elementwise(walk *w, const vp_node *n) {
-    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", NULL};
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Dropout", NULL}; /* Dropout's ratio, mode: scalars */
     static const char *const unary[] = {"Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf", "Neg", "Identity",
                                         "Cast", "Sqrt", "Exp", "Softplus", "LeakyRelu", "Elu", NULL};
     int is_bin = 0, is_un = 0;
@@ -167,6 +169,10 @@ static int elementwise(walk *w, const vp_node *n) {
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){(signed char)out_axis, origin};
+    if (!strcmp(n->op_type, "Dropout")) { /* its mask, the one-rank mask's slice (vp_tp_dropout_part) */
+        w->f->drop_axis[n - g->nodes] = out_axis;
+        w->f->drop_origin[n - g->nodes] = origin;
+    }
     return 1;
 }
 
@@ -323,11 +329,13 @@ static int walk_graph(walk *w) {
     vp_tp_find *f = w->f;
     for (int v = 0; v < g->n_values; v++) w->st[v] = (state){-1, -1};
     memset(f->is_row, 0, (size_t)g->n_nodes);
-    for (int i = 0; i < g->n_nodes; i++) f->blocks[i] = 1;
+    for (int i = 0; i < g->n_nodes; i++) f->blocks[i] = 1, f->drop_axis[i] = -1;
     f->n_slices = f->n_edits = 0;
     w->div_failed = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (!step(w, i) || w->nomem) return 0;
+    for (int i = 0; i < g->n_nodes; i++) /* a mask of Q, K, V blocks is no chunk of the one-rank mask */
+        if (f->drop_axis[i] >= 0 && f->drop_origin[i] >= 0 && f->blocks[f->drop_origin[i]] > 1) return 0;
     f->logits_split = 0;
     for (int k = 0; k < g->n_outputs; k++) {
         int v = g->outputs[k];
@@ -369,8 +377,10 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_e
     f->is_row = calloc(nn, 1);
     f->is_embedding = calloc(nn, 1);
     f->blocks = malloc(nn * sizeof *f->blocks);
+    f->drop_axis = malloc(nn * sizeof *f->drop_axis);
+    f->drop_origin = malloc(nn * sizeof *f->drop_origin);
     w.column = column;
-    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks
+    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks && f->drop_axis && f->drop_origin
                       ? VP_OK
                       : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int i = 0; !s && i < g->n_nodes; i++) f->is_embedding[i] = (char)vp_tp_vocab_gather(g, &g->nodes[i], n);
@@ -415,6 +425,8 @@ void vp_tp_find_free(vp_tp_find *f) {
     free(f->is_row);
     free(f->is_embedding);
     free(f->blocks);
+    free(f->drop_axis);
+    free(f->drop_origin);
     free(f->slices);
     free(f->edits);
     memset(f, 0, sizeof *f);

@@ -23,6 +23,8 @@ typedef struct vp_tp_find {
     int logits_split;    /* an LM head's columns reach the loss's logits */
     int *blocks;         /* per node (column ones): the output splits into this many
                             blocks (Q, K, V) each divided among the ranks */
+    int *drop_axis;      /* per node: a Dropout on a split value, the axis split (-1: none) */
+    int *drop_origin;    /* its column node, or -1 */
     int n_slices, n_edits;
     vp_tp_slice *slices;
     vp_tp_edit *edits;
@@ -43,6 +45,11 @@ vp_status vp_tp_vocab_embedding(vp_graph *g, int node, int n, int rank, int *n_b
 /* Sequence parallelism on rank's split graph (tp_seq.c): the all-reduces between
  * regions become reduce-scatters and all-gathers along the sequence. */
 vp_status vp_tp_sequence(vp_graph *g, int n, int rank, vp_tp_result *r, vp_error *err);
+
+/* Gives Dropout node `node`, whose input is split along axis among n ranks, the
+ * attributes that make it keep rank's chunk of the one-rank step's mask (vplan_axis,
+ * vplan_ranks, vplan_rank: the kernels draw the whole tensor's stream; tp_seq.c). */
+vp_status vp_tp_dropout_part(vp_graph *g, int node, int axis, int n, int rank, vp_error *err);
 
 /* Products by a 2-D weight: the weight's input index, its output-feature axis and its
  * contraction axis; 0 when node is no such product. */

@@ -13,7 +13,10 @@
  *   - a parameter as long as the sequence added to it (a position table added whole) is
  *     sliced by rows, this rank's s/n: each position lives on one rank.
  * Between them only ops that treat tokens apart are allowed (elementwise ops,
- * LayerNormalization over the hidden axis); anything else that reads a sequence-split
+ * LayerNormalization over the hidden axis, Dropout: it keeps, of the mask the one-rank
+ * step draws, this rank's positions, its attributes vplan_axis, vplan_ranks and
+ * vplan_rank saying which, so the gathered masks are that step's mask and the ranks'
+ * losses equal its loss); anything else that reads a sequence-split
  * value, a graph output among them, or a token-dependent value whole beside a split one
  * (an embedding left replicated) refuses, VP_ERR_USAGE naming the node. */
 #include <stdio.h>
@@ -33,7 +36,7 @@ static int is_op(const vp_node *n, const char *domain, const char *op) {
 static int token_wise(const vp_node *n) {
     static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf",
                                       "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus", "LeakyRelu", "Elu",
-                                      "LayerNormalization", NULL};
+                                      "LayerNormalization", "Dropout", NULL};
     if (n->domain[0]) return 0;
     for (int k = 0; ops[k]; k++)
         if (!strcmp(n->op_type, ops[k])) return !strcmp(n->op_type, "LayerNormalization") ? 2 : 1;
@@ -116,6 +119,15 @@ static vp_status token_node(seq *q, int id, vp_error *err) {
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0 && g->values[n->outputs[k]].rank == y->rank) q->split[n->outputs[k]] = 1;
+    return strcmp(n->op_type, "Dropout") ? VP_OK : vp_tp_dropout_part(g, id, SEQ_AXIS, q->n, q->rank, err);
+}
+
+vp_status vp_tp_dropout_part(vp_graph *g, int node, int axis, int n, int rank, vp_error *err) {
+    /* where each element lies in the whole tensor: the kernels draw the whole tensor's
+     * stream and keep this rank's positions (runtime/cpu/k_elementwise_cast.c) */
+    if (vp_node_add_attr_int(g, node, "vplan_axis", axis) || vp_node_add_attr_int(g, node, "vplan_ranks", n) ||
+        vp_node_add_attr_int(g, node, "vplan_rank", rank))
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     return VP_OK;
 }
 

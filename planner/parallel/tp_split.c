@@ -5,7 +5,8 @@
  * holds), new shape constants where a Reshape or Split carried a full size, a TPCopy in
  * front of each column-parallel product's input (one per input value, shared by the
  * products that read it: Q, K and V projections of one LayerNorm) and a TPAllReduce
- * after each row-parallel product, a vocabulary-parallel embedding's masked lookup and
+ * after each row-parallel product (a row Gemm's bias C taken off it and added to the
+ * sum once, by an Add "<gemm>/bias"), a vocabulary-parallel embedding's masked lookup and
  * all-reduce (tp_vocab.c), in graph order, every shape inferred again.  Value ids of the
  * original values stay; a row product's output becomes "<name>_partial" (an embedding's
  * "<name>_rows") and the all-reduce writes the original value, so its readers are
@@ -132,6 +133,16 @@ static int add_comm(vp_graph *g, const char *op, int x, int y, int ranks) {
     return id;
 }
 
+/* Add(sum, bias) -> y after row product `node`'s all-reduce, in the node's opset. */
+static int add_bias(vp_graph *g, int node, int sum, int bias, int y) {
+    char name[512];
+    snprintf(name, sizeof name, "%s/bias", g->nodes[node].name);
+    int in[2] = {sum, bias};
+    int id = vp_graph_add_node(g, "Add", "", name, 2, in, 1, &y);
+    if (id >= 0) g->nodes[id].opset = g->nodes[node].opset;
+    return id;
+}
+
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err) {
     memset(r, 0, sizeof *r);
     r->n = o->n > 1 ? o->n : 1;
@@ -174,6 +185,8 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
     for (int v = 0; !s && v < nv; v++) copy_of[v] = -1;
     for (int i = 0; !s && i < n0; i++) {
         int first = g->n_nodes, n_before = 0;
+        if (f.drop_axis[i] >= 0) s = vp_tp_dropout_part(g, i, f.drop_axis[i], o->n, o->rank, err);
+        if (s) break;
         if (f.is_embedding[i]) {
             s = vp_tp_vocab_embedding(g, i, o->n, o->rank, &n_before, err);
             r->n_embedding++;
@@ -193,14 +206,18 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
             g->nodes[i].inputs[0] = g->nodes[copy_of[x]].outputs[0];
             r->n_column++;
         } else if (f.is_row[i]) {
-            int y = g->nodes[i].outputs[0];
+            int y = g->nodes[i].outputs[0], bias = g->nodes[i].n_inputs > 2 ? g->nodes[i].inputs[2] : -1;
             int p = vp_graph_add_unique_value(g, stem_of(g, y, "_partial", stem, sizeof stem));
-            int c = p < 0 ? -1 : add_comm(g, "TPAllReduce", p, y, o->n);
+            /* a Gemm's bias, added once to the sum rather than by every rank */
+            int sum = p < 0 || bias < 0 ? p : vp_graph_add_unique_value(g, stem_of(g, y, "_sum", stem, sizeof stem));
+            int c = sum < 0 ? -1 : add_comm(g, "TPAllReduce", p, bias < 0 ? y : sum, o->n);
+            if (c >= 0 && bias >= 0) c = add_bias(g, i, sum, bias, y);
             if (c < 0) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
                 break;
             }
             g->nodes[i].outputs[0] = p;
+            if (bias >= 0) g->nodes[i].n_inputs = 2;
             r->n_row++;
             r->n_allreduce++;
         }

@@ -95,6 +95,7 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
         if (!s) t->loss = t->scaling.scaled_loss;
     }
     if (!s) s = vp_autodiff(g, t, err);
+    if (!s && spec->tp.n > 1 && spec->tp.sp) s = vp_tp_regather(g, t, &t->tp.n_regather, err);
     if (!s) s = vp_qat_masks(g, &spec->qat, &t->qat, err);
     t->loss = loss;
     if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);

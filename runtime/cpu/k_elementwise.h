@@ -114,5 +114,13 @@ VP_EW_KERNEL(vp_cpu_dropout);  /* training draws numpy's MT19937 stream from the
  * drops (0): the draws vp_cpu_dropout makes, for the CUDA backend, which draws its masks
  * on the host so that both backends drop the same elements. */
 void vp_dropout_keep_mask(uint32_t seed, double ratio, int64_t count, uint8_t *keep);
+/* The same draws for a tensor of outer rows of `ranks` chunks each, keeping the rank-th
+ * chunk of every row: a slice of the one-rank mask, the draws of the whole made. */
+void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64_t chunk, int ranks, int rank,
+                               uint8_t *keep);
+/* Dropout node n's mask of x: vp_dropout_keep_mask, or with vplan_ranks > 1 (sequence
+ * parallelism) the one-rank mask at this rank's positions (vplan_rank-th of vplan_ranks
+ * chunks along vplan_axis); -1 when those attributes do not fit x. */
+int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, uint8_t *keep);
 
 #endif

@@ -6,6 +6,7 @@
  * switches on the dtype per element. */
 #include "k_elementwise.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "k_elementwise_rows.h"
@@ -191,6 +192,34 @@ void vp_dropout_keep_mask(uint32_t seed, double ratio, int64_t count, uint8_t *k
     for (int64_t i = 0; i < count; i++) keep[i] = (uint8_t)(ew_mt_uniform(&mt) >= ratio);
 }
 
+void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64_t chunk, int ranks, int rank,
+                               uint8_t *keep) {
+    ew_mt mt;
+    ew_mt_seed(&mt, seed);
+    for (int64_t o = 0; o < outer; o++)
+        for (int r = 0; r < ranks; r++)
+            for (int64_t j = 0; j < chunk; j++) {
+                double u = ew_mt_uniform(&mt);
+                if (r == rank) keep[o * chunk + j] = (uint8_t)(u >= ratio);
+            }
+}
+
+int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, uint8_t *keep) {
+    int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
+    int axis = (int)vp_attr_int(n, "vplan_axis", 0);
+    uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0);
+    if (ranks <= 1) {
+        vp_dropout_keep_mask(seed, ratio, vp_tensor_numel(x), keep);
+        return 0;
+    }
+    if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks) return -1;
+    int64_t outer = 1, chunk = 1;
+    for (int d = 0; d < axis; d++) outer *= x->dims[d];
+    for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
+    vp_dropout_keep_mask_part(seed, ratio, outer, chunk, ranks, rank, keep);
+    return 0;
+}
+
 /* The drop probability: an attribute before opset 12, an optional input since. */
 static double ew_dropout_ratio(const vp_node *n, const vp_tensor *const *in) {
     if (n->opset < 12) return vp_attr_float(n, "ratio", 0.5f);
@@ -230,12 +259,36 @@ static void ew_fill_ones(vp_tensor *t) {
     for (int64_t i = 0, count = vp_tensor_numel(t); i < count; i++) vp_store(t->data, t->dtype, i, 1.0);
 }
 
+/* One rank's slice of a sequence-parallel Dropout (vplan_ranks > 1: planner/parallel/
+ * tp_seq.c): the one-rank step's mask at this rank's positions, the same arithmetic. */
+static vp_status ew_dropout_part(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
+                                 vp_error *err) {
+    int64_t count = vp_tensor_numel(x);
+    uint8_t *keep = mask ? mask->data : malloc(count ? (size_t)count : 1);
+    if (!keep) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the mask");
+    if (vp_dropout_node_mask(n, x, ratio, keep)) {
+        if (!mask) free(keep);
+        return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
+    }
+    double scale = 1.0 / (1.0 - ratio);
+    float scale_f = (float)scale;
+    for (int64_t i = 0; i < count; i++) {
+        if (x->dtype == VP_F32)
+            ((float *)y->data)[i] = keep[i] ? ((const float *)x->data)[i] * scale_f : 0.0f;
+        else
+            vp_store(y->data, y->dtype, i, keep[i] ? vp_load(x->data, x->dtype, i) * scale : 0.0);
+    }
+    if (!mask) free(keep);
+    return VP_OK;
+}
+
 VP_EW_KERNEL(vp_cpu_dropout) {
     vp_tensor *mask = n->n_outputs > 1 ? out[1] : NULL;
     double ratio = ew_dropout_ratio(n, in);
     if (ew_dropout_training(n, in) && ratio != 0) {
         if (!(ratio > 0 && ratio < 1))
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
+        if (vp_attr_int(n, "vplan_ranks", 1) > 1) return ew_dropout_part(n, in[0], out[0], mask, ratio, err);
         ew_dropout_train(n, in[0], out[0], mask, ratio);
         return VP_OK;
     }

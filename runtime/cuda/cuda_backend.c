@@ -83,6 +83,24 @@ const vp_cuda_kernel *vp_backend_cuda_kernel(const char *domain, const char *op_
     return (const vp_cuda_kernel *)find_op(domain, op_type);
 }
 
+/* Sequence parallelism's all-gather and reduce-scatter along `axis` (--sp), queued like
+ * the all-reduces: one collective per row of the dims before the axis, straight between
+ * the arena's buffers (vp_comm_gather_rows), where the CPU backend stages and reorders
+ * one whole collective on the host. */
+static vp_status axis_collective(vp_comm *c, const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_error *err) {
+    int gather = (n->op->flags & VP_OP_COLLECTIVE_GATHER) != 0;
+    const vp_tensor *whole = gather ? y : x;
+    int axis = (int)vp_attr_int(n, "axis", 0);
+    if (axis < 0) axis += whole->rank;
+    if (axis < 0 || axis >= whole->rank || whole->dims[axis] % c->size)
+        return vp_fail(err, VP_ERR_INVALID, "axis %d of %d ranks does not fit the tensor", axis, c->size);
+    int64_t rows = 1;
+    for (int d = 0; d < axis; d++) rows *= whole->dims[d];
+    int64_t count = rows ? vp_tensor_numel(whole) / c->size / rows : 0; /* one rank's elements of one row */
+    if (gather) return vp_comm_gather_rows(c, x->data, y->data, rows, count * (int64_t)vp_dtype_size(x->dtype), err);
+    return vp_comm_reduce_scatter_rows(c, x->data, y->data, rows, count, x->dtype, err);
+}
+
 static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const vp_tensor *const *in,
                         vp_tensor *const *out, vp_error *err) {
     cuda_ctx *c = ctx_of(b);
@@ -104,10 +122,14 @@ static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const
         c->blas_ws_bytes = c->ws_bytes;
     }
     if (!b->comm || !n->op || !(n->op->flags & VP_OP_COLLECTIVE)) return e->fn(c, n, in, out, err);
-    if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER))
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "sequence parallelism (--sp) runs on the CPU backend only");
+    vp_status s;
+    if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER)) {
+        s = axis_collective(b->comm, n, in[0], out[0], err);
+        if (s) vp_error_prefix(err, "node '%s': ", n->name);
+        return s;
+    }
     /* a tensor-parallel all-reduce, queued on this stream by the communicator (NCCL) */
-    vp_status s = out[0]->data != in[0]->data ? e->fn(c, n, in, out, err) : VP_OK;
+    s = out[0]->data != in[0]->data ? e->fn(c, n, in, out, err) : VP_OK;
     if (!s) s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype,
                                                 (n->op->flags & VP_OP_COLLECTIVE_MAX) ? VP_COMM_MAX : VP_COMM_SUM, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);

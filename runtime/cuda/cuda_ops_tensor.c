@@ -171,6 +171,16 @@ static vp_status op_shape(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
     return LAUNCH(cudaMemcpyAsync(out[0]->data, v, (size_t)k * sizeof(int64_t), cudaMemcpyHostToDevice, c->stream));
 }
 
+/* --sp's all-gather and reduce-scatter of one rank: a copy (more ranks go through the
+ * backend's communicator, cuda_backend.c). */
+static vp_status op_tp_one_rank(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                vp_error *err) {
+    if (vp_attr_int(n, "ranks", 1) != 1)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a collective of %d ranks needs a communicator (mpirun)",
+                            (int)vp_attr_int(n, "ranks", 1));
+    return op_copy(c, n, in, out, err);
+}
+
 const cuda_op vp_cuda_ops_tensor[] = {
     {"Identity", "", op_copy},
     {"Reshape", "", op_copy}, {"Flatten", "", op_copy}, {"Squeeze", "", op_copy}, {"Unsqueeze", "", op_copy},
@@ -179,6 +189,7 @@ const cuda_op vp_cuda_ops_tensor[] = {
     {"GatherGrad", "com.microsoft", op_gather_grad},
     /* tensor-parallel: the one-rank case; with a communicator the backend all-reduces */
     {"TPCopy", "vplan", op_copy}, {"TPAllReduce", "vplan", op_copy},
-    {"TPAllReduceMax", "vplan", op_copy},
+    {"TPAllReduceMax", "vplan", op_copy}, {"TPAllGather", "vplan", op_tp_one_rank},
+    {"TPReduceScatter", "vplan", op_tp_one_rank},
     {NULL, NULL, NULL},
 };

@@ -70,7 +70,10 @@ static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     int64_t count = vp_tensor_numel(x);
     uint8_t *keep = malloc(count ? (size_t)count : 1);
     if (!keep) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the mask");
-    vp_dropout_keep_mask((uint32_t)vp_attr_int(n, "seed", 0), ratio, count, keep);
+    if (vp_dropout_node_mask(n, x, ratio, keep)) { /* a sequence-parallel rank's slice draws the whole */
+        free(keep);
+        return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
+    }
     /* synchronous: keep is freed below */
     s = LAUNCH(cudaMemcpyAsync(mask->data, keep, (size_t)count, cudaMemcpyHostToDevice, c->stream));
     if (!s) s = LAUNCH(cudaStreamSynchronize(c->stream));

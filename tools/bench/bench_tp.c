@@ -7,7 +7,10 @@
  *    gradients and AdamW's two moments follow), and the saved activations of a middle layer against Korthikanti
  *    et al. 2022's sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, in float32 without
  *    dropout 2sbh(8 + 24/t + 2as/(ht)) (attention plain), and 2sbh(8 + 24/t) when the
- *    attention core is fused (its probabilities are never kept).
+ *    attention core is fused (its probabilities are never kept); with --sp, whose
+ *    LayerNorm regions are split along the sequence and whose all-gathered LayerNorm
+ *    outputs are gathered again in the backward (planner/parallel/tp_regather.c),
+ *    Korthikanti's sbh(34/t + 5as/(ht)), fused and without dropout 2sbh(32/t).
  * 2. Bytes each rank sends a step, planned (plan --tp) against counted by the runtime
  *    (mpirun -np t onnx-vplan run) on models/gpt and the torch.onnx export
  *    tests/data/tp/gpt_qkv, beside Megatron's count: 4 all-reduces of s*b*h values per
@@ -70,7 +73,9 @@ static void memory_table(void) {
            "Formulas: parameters P_rep + P_split/t (%.0f + %.0f/t elements; the token embedding and the LM head, 2 V h,\n"
            "among P_split where t divides the vocabulary, else replicated); activations of /blocks.1/ in float32 without\n"
            "dropout, Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)) less the dropout terms: 2sbh(8 + 24/t + 2as/(ht)) with\n"
-           "the attention core plain, 2sbh(8 + 24/t) fused.\n\n",
+           "the attention core plain, 2sbh(8 + 24/t) fused; with --sp (sequence-parallel LayerNorm regions, their\n"
+           "all-gathered outputs gathered again in the backward) sbh(34/t + 5as/(ht)) less the dropout terms, fused:\n"
+           "2sbh(32/t), every term divided by t.\n\n",
            LAYERS, SEQ, BATCH, HIDDEN, HEADS, VOCAB, p_rep, p_split);
     printf("| t | parameters (elements) | formula | ratio | parameters | gradients | optimizer state | activations, plain | "
            "formula | ratio | activations, fused | formula | ratio | activations, fused, --sp | formula | ratio | "
@@ -91,7 +96,7 @@ static void memory_table(void) {
         }
         /* 3 does not divide the vocabulary (1024): the embedding and the LM head stay whole */
         double pv = 2.0 * VOCAB * h, fp = VOCAB % t ? p_rep + pv + (p_split - pv) / t : p_rep + p_split / t;
-        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * (4 + 24.0 / t);
+        double fa = 2 * sbh * (8 + 24.0 / t + 2 * a * s / (h * t)), ff = 2 * sbh * (8 + 24.0 / t), fs = 2 * sbh * 32.0 / t;
         double mib = 1024.0 * 1024.0;
         printf("| %d | %lld | %.0f | %.4f | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | "
                "%.3f | %.1f MiB | %.1f MiB | %.3f | %.1f MiB | %.1f MiB | %.1f MiB | %.2f MiB | %.2f MiB |\n",
@@ -106,10 +111,12 @@ static void memory_table(void) {
            "and LayerNorm its statistics beyond the formula. Communication buffers (the row products' partial sums,\n"
            "all-reduced in place, and the embedding's) are full s*b*h activations whatever t; each rank sends\n"
            "((4 L + 2) sbh + 3 sb) * 4 * 2(t-1)/t bytes a step. With --sp the LayerNorm inputs and outputs are split\n"
-           "(the inputs, reduce-scatter outputs, count as communication), but the two all-gathered LayerNorm outputs are\n"
-           "kept whole for the column products' weight gradients: 2sbh(4 + 24/t) fused. Korthikanti et al.'s\n"
-           "sbh(34/t + 5as/(ht)) gathers them again in the backward instead, not done here. The same bytes on the wire,\n"
-           "plus the all-reduces of the LayerNorm and bias gradients.\n");
+           "and kept split: the column products' weight gradients read a second all-gather of the LayerNorm output\n"
+           "run in the backward, the forward's gathered copy dying after the forward products: the --sp activations\n"
+           "are the t = 1 figure divided by t. The ratio is below 1 as fused: the GELU output is never kept\n"
+           "(vplan.GeluMatMul takes the GELU input), 8 of the 32. On the wire the same bytes as without --sp, plus\n"
+           "the all-reduces of the LayerNorm and bias gradients and one more all-gather a region a step\n"
+           "((2L + 1) sbh * 4 * (t-1)/t bytes).\n");
 }
 
 /* Runs cmd, returns the first line matching the sscanf pattern's prefix, parsed. */
@@ -136,19 +143,26 @@ static void traffic_table(const char *tool) {
     };
     printf("\nBytes each rank sends a step: the plan's figure (plan --tp t), what the runtime counted on every rank\n"
            "(mpirun -np t onnx-vplan run, 2 steps, MPI_Allreduce), and Megatron's count with a vocabulary-parallel\n"
-           "embedding, LM head and cross-entropy: ((4 L + 2) s b h + 3 s b) 4 bytes 2(t-1)/t.\n\n"
-           "| model | t | planned | counted (every rank) | ((4L+2)sbh+3sb)*4*2(t-1)/t |\n|---|---|---|---|---|\n");
+           "embedding, LM head and cross-entropy: ((4 L + 2) s b h + 3 s b) 4 bytes 2(t-1)/t; with --sp plus\n"
+           "(6 L + 2) h 4 bytes 2(t-1)/t (the LayerNorm and bias gradients) and (2 L + 1) s b h 4 bytes (t-1)/t (the\n"
+           "regions' inputs all-gathered again in the backward).\n\n"
+           "| model | t | planned | counted (every rank) | formula |\n|---|---|---|---|---|\n");
     char dir[] = "/tmp/bench_tp_XXXXXX";
     if (!mkdtemp(dir)) return;
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
+        for (int sp = 0; sp <= 1; sp++)
         for (int t = 2; t <= 4; t += 2) {
             char cmd[8192], line[1024];
-            snprintf(cmd, sizeof cmd, "%s plan %s %s --loss ce:logits --optimizer adamw --tp %d -o %s/p.vplan 2>&1", tool,
-                     models[k].path, models[k].opts, t, dir);
-            double sb = (double)models[k].s * models[k].b;
-            double megatron = ((4.0 * models[k].layers + 2) * sb * models[k].h + 3 * sb) * 4 * 2 * (t - 1) / t;
+            snprintf(cmd, sizeof cmd, "%s plan %s %s --loss ce:logits --optimizer adamw --tp %d%s -o %s/p.vplan 2>&1", tool,
+                     models[k].path, models[k].opts, t, sp ? " --sp" : "", dir);
+            double sb = (double)models[k].s * models[k].b, L = models[k].layers, h = models[k].h;
+            double megatron = ((4 * L + 2) * sb * h + 3 * sb) * 4 * 2 * (t - 1) / t;
+            /* --sp: the gradients of the (6 L + 2) h LayerNorm and bias parameters read whole
+             * all-reduced, and the 2 L + 1 regions' inputs all-gathered again in the backward */
+            if (sp) megatron += (6 * L + 2) * h * 4 * 2 * (t - 1) / t + (2 * L + 1) * sb * h * 4 * (t - 1) / t;
+            const char *name = models[k].name, *how = sp ? " --sp" : "";
             if (!run_line(cmd, "rank 0: arena", line, sizeof line)) {
-                printf("| %s | %d | refused (%s) | | %.0f |\n", models[k].name, t, "n does not divide the heads", megatron);
+                printf("| %s%s | %d | refused (%s) | | %.0f |\n", name, how, t, "n does not divide the heads", megatron);
                 continue;
             }
             long long planned = 0;
@@ -164,7 +178,7 @@ static void traffic_table(const char *tool) {
                 if (!fgets(counted, sizeof counted, f)) counted[0] = 0;
                 pclose(f);
             }
-            printf("| %s | %d | %lld | %s| %.0f |\n", models[k].name, t, planned, counted[0] ? counted : "(no mpirun) ", megatron);
+            printf("| %s%s | %d | %lld | %s| %.0f |\n", name, how, t, planned, counted[0] ? counted : "(no mpirun) ", megatron);
         }
     char rm[64];
     snprintf(rm, sizeof rm, "rm -rf %s", dir);

@@ -49,7 +49,7 @@ void cli_train_init(cli_train_opts *o) {
         {"--sp", CLI_SET, &o->spec.tp.sp, NULL,
          "sequence parallelism with --tp: between the regions (LayerNorms,\n"
          "residuals) each rank holds 1/N of the sequence; reduce-scatter and\n"
-         "all-gather instead of all-reduce (CPU backend)"},
+         "all-gather instead of all-reduce"},
         {"--qat", CLI_STR, &o->qat, "int8[:per-channel|per-tensor][:asym|sym][:lsq]",
          "quantisation-aware training: fake int8 quantisation of every input\n"
          "of Conv, ConvTranspose, Gemm, MatMul (weights symmetric, per output\n"

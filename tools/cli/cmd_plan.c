@@ -94,7 +94,8 @@ static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sen
     vp_report_tp r = {.ranks = t->tp.n, .rank = t->tp.rank, .n_column = t->tp.n_column, .n_row = t->tp.n_row,
                       .n_sliced = t->tp.n_sliced, .n_embedding = t->tp.n_embedding,
                       .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent,
-                      .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy};
+                      .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy,
+                      .n_regather = t->tp.n_regather};
     r.vocab = r.vocab_parallel_loss || r.n_embedding ? t->tp.vocab : 0;
     for (int i = 0; i < p->n_steps; i++) {
         const vp_node *n = &p->g->nodes[p->steps[i]];
@@ -123,8 +124,9 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
                p->device.link_bandwidth / 1e9, 1e3 * rr->step_seconds);
         if (r->n_gather)
             printf("  sequence-parallel: between the regions each rank holds 1/%d of the sequence; %d all-gathers and %d\n"
-                   "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced\n",
-                   r->ranks, r->n_gather, r->n_scatter, r->n_param_copy);
+                   "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced;\n"
+                   "  %d all-gathers run again in the backward for the weight gradients (gathered inputs not kept)\n",
+                   r->ranks, r->n_gather, r->n_scatter, r->n_param_copy, r->n_regather);
         if (r->vocab)
             printf("  vocabulary-parallel (%lld tokens, %lld a rank): %d embedding%s split by rows%s\n", (long long)r->vocab,
                    (long long)(r->vocab / r->ranks), r->n_embedding, r->n_embedding == 1 ? "" : "s",

@@ -239,6 +239,8 @@ static int run_run(int argc, char **argv) {
 #ifdef VP_HAVE_NCCL
         s = vp_comm_nccl_new(comm, (int)cuda_device, vp_backend_cuda_stream(b), &nccl, &err);
         coll = nccl;
+#elif defined(VP_CUDA_EMU)
+        coll = comm; /* the emulation's device memory is host memory: MPI stands in for NCCL */
 #else
         s = vp_fail(&err, VP_ERR_UNSUPPORTED, "--backend cuda under mpirun needs NCCL, and this build has none");
 #endif
