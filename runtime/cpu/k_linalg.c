@@ -4,7 +4,7 @@
  *
  * On the fast path the float32 product is oneDNN's sgemm except for large products
  * with A transposed (the weight gradients X^T dY): there oneDNN's sgemm runs at about
- * half the speed of OpenBLAS's on the AVX2 machines we measured (tools/bench/gemm_shapes.c),
+ * half the speed of OpenBLAS's on the AVX2 machines we measured (tools/bench/bench_gemm.c),
  * so they go to OpenBLAS, split into one slab of C per OpenMP thread with OpenBLAS on
  * one thread inside each (its own threads would spin beside OpenMP's).  The choice
  * depends only on the shapes and the thread count, so equal calls give equal bits. */
