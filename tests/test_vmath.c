@@ -5,7 +5,7 @@
  *             subnormals to infinities): erf and exp within 1 ulp of the float64 libm
  *             value (the class of glibc's erff and expf); NaN stays NaN, erf(+-inf) =
  *             +-1, exp(-inf) = 0, exp(+inf) and exp(89) overflow to inf.
- *   lanes     the rows (Erf, Gelu, GeluGrad), vectorised and picked for the
+ *   lanes     the rows (Erf, Gelu, GeluGrad, attention's exp and sum of exp), vectorised and picked for the
  *             CPU at run time, give the bits of the scalar functions (built for the
  *             baseline instruction set) in every lane and in the tail, in place too. */
 #include <math.h>
@@ -90,6 +90,18 @@ static void lanes(void) {
     memcpy(y, d, N * sizeof *y); /* GeluGrad in place: dX over dY */
     vp_vm_gelu_grad_f32(y, x, y, N);
     for (int i = 0; i < N; i++) bad_inplace += !same_bits(y[i], gelu_dx(d[i], x[i]));
+    float shift = 1.25f;
+    int bad_exp = 0;
+    vp_vm_exp_shift_f32(x, shift, y, N);
+    double sum = 0, got = 0;
+    for (int i = 0; i < N; i++) {
+        float want = vp_vm_expf(x[i] - shift);
+        bad_exp += !same_bits(y[i], want);
+        if (i >= 10) sum += want; /* the finite lanes, in index order */
+    }
+    vp_vm_exp_sum_f32(x + 10, shift, N - 10, &got);
+    check(!bad_exp, "exp row: %d of %d elements differ from the scalar exp", bad_exp, N);
+    check(!memcmp(&got, &sum, sizeof sum), "exp sum: %.17g, the scalar terms in order %.17g", got, sum);
     check(!bad_erf, "erf row: %d of %d elements differ from the scalar erf", bad_erf, N);
     check(!bad_gelu, "gelu row: %d of %d differ", bad_gelu, N);
     check(!bad_grad, "gelu grad row: %d of %d differ", bad_grad, N);

@@ -20,6 +20,14 @@ int vp_par_threads(void) {
 #endif
 }
 
+int vp_par_inside(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
+
 void vp_par_set_threads(int threads) {
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);

@@ -20,6 +20,10 @@ void vp_par_for(int64_t n, int64_t cost, vp_par_body body, void *ctx);
 /* The threads vp_par_for may use (OpenMP's max threads; 1 without OpenMP). */
 int vp_par_threads(void);
 
+/* Whether the caller runs inside a parallel region (a body of vp_par_for): nested
+ * regions get one thread, so callers that would split work themselves do not. */
+int vp_par_inside(void);
+
 /* Sets the threads for the kernels and oneDNN (0: leave as is); for tests. */
 void vp_par_set_threads(int threads);
 

@@ -28,6 +28,7 @@
 #include "cpu_util.h"
 #include "dn.h"
 #include "k_linalg.h"
+#include "k_vmath.h"
 
 enum { ROWS = 64 };
 
@@ -75,6 +76,34 @@ static int64_t block_cols(const geom *g, int64_t i0, int64_t r) {
     return g->causal && i0 + r < g->T ? i0 + r : g->T;
 }
 
+/* block_probs' rows in float32, exp vectorised (k_vmath.h): the row log-sum-exp is
+ * rounded to float32 before it scales the row, so that the forward's probabilities are
+ * the ones the backward recomputes from the saved LSE. */
+static void f32_probs(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols, void *sc,
+                      const void *lse_in, void *lse_out) {
+    for (int64_t ii = 0; ii < r; ii++) {
+        int64_t i = i0 + ii, seen = g->causal ? (i + 1 < cols ? i + 1 : cols) : cols;
+        int64_t moff = b * g->mstr[0] + h * g->mstr[1] + i * g->mstr[2];
+        float *row = (float *)sc + ii * g->T, m = -INFINITY;
+        for (int64_t j = 0; j < seen; j++) {
+            float a = row[j];
+            if (g->mask) row[j] = a = a + ((const float *)g->mask)[moff + j * g->mstr[3]];
+            if (a > m) m = a;
+        }
+        float lse;
+        if (lse_in) {
+            lse = ((const float *)lse_in)[i];
+        } else {
+            double sum;
+            vp_vm_exp_sum_f32(row, m, seen, &sum);
+            lse = (float)(m + log(sum)); /* -inf for a row masked everywhere, NaN below: as Softmax */
+            ((float *)lse_out)[i] = lse;
+        }
+        vp_vm_exp_shift_f32(row, lse, row, seen);
+        memset(row + seen, 0, (size_t)(cols - seen) * sizeof *row);
+    }
+}
+
 /* Scores of rows i0..i0+r of pair (b, h) into sc ([r, T], row stride T), turned into
  * probabilities.  With lse_in (the pair's S entries) the row log-sum-exp is read from
  * it; otherwise it is computed and stored into lse_out (the same).  Masked entries get
@@ -86,6 +115,10 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
                               at(k, g, bh * g->T * g->D), g->D, 0.0, sc, g->T, err);
     if (s) return s;
     vp_dtype lt = g->dt == VP_F64 ? VP_F64 : VP_F32;
+    if (g->dt == VP_F32) {
+        f32_probs(g, b, h, i0, r, cols, sc, lse_in, lse_out);
+        return VP_OK;
+    }
     for (int64_t ii = 0; ii < r; ii++) {
         int64_t i = i0 + ii, seen = g->causal ? (i + 1 < cols ? i + 1 : cols) : cols;
         int64_t row = ii * g->T, moff = b * g->mstr[0] + h * g->mstr[1] + i * g->mstr[2];

@@ -1,6 +1,13 @@
 /* MatMul and Gemm on the CPU through OpenBLAS (oneDNN's sgemm on the fast path, dn.h), and the helpers every linalg kernel
  * shares: overflow-checked scratch, widening of narrow dtypes to float32, and one
- * gemm entry for float32 and float64. */
+ * gemm entry for float32 and float64.
+ *
+ * On the fast path the float32 product is oneDNN's sgemm except for large products
+ * with A transposed (the weight gradients X^T dY): there oneDNN's sgemm runs at about
+ * half the speed of OpenBLAS's on the AVX2 machines we measured (tools/bench/bench_gemm.c),
+ * so they go to OpenBLAS, split into one slab of C per OpenMP thread with OpenBLAS on
+ * one thread inside each (its own threads would spin beside OpenMP's).  The choice
+ * depends only on the shapes and the thread count, so equal calls give equal bits. */
 #include "k_linalg.h"
 #include "dn.h"
 
@@ -10,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
+
+/* OpenBLAS's, declared here in case cblas.h is another BLAS's header */
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 
 void *vp_lin_alloc(int64_t count, size_t esize) {
     if (count < 0 || esize == 0) return NULL;
@@ -83,6 +95,48 @@ static void scale_matrix(vp_dtype t, void *c, int64_t m, int64_t nn, int64_t ldc
         }
 }
 
+/* Multiply-adds from which a product with A transposed goes to OpenBLAS on the fast path. */
+#define BLAS_TN_MIN_WORK ((int64_t)1 << 24)
+
+typedef struct slab_job {
+    int trans_b, along_n;
+    int64_t m, nn, k, len, slabs;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int64_t lda, ldb, ldc;
+} slab_job;
+
+/* Slabs [lo, hi) of C: column blocks (along_n) or row blocks, 16-aligned bounds. */
+static void slab_body(int64_t lo, int64_t hi, void *ctx) {
+    const slab_job *j = ctx;
+    for (int64_t s = lo; s < hi; s++) {
+        int64_t o = (j->len * s / j->slabs) & ~(int64_t)15, e = s + 1 == j->slabs ? j->len : (j->len * (s + 1) / j->slabs) & ~(int64_t)15;
+        if (e <= o) continue;
+        enum CBLAS_TRANSPOSE tb = j->trans_b ? CblasTrans : CblasNoTrans;
+        if (j->along_n)
+            cblas_sgemm(CblasRowMajor, CblasTrans, tb, (int)j->m, (int)(e - o), (int)j->k, j->alpha, j->a, (int)j->lda,
+                        j->b + (j->trans_b ? o * j->ldb : o), (int)j->ldb, j->beta, j->c + o, (int)j->ldc);
+        else
+            cblas_sgemm(CblasRowMajor, CblasTrans, tb, (int)(e - o), (int)j->nn, (int)j->k, j->alpha, j->a + o,
+                        (int)j->lda, j->b, (int)j->ldb, j->beta, j->c + o * j->ldc, (int)j->ldc);
+    }
+}
+
+/* C = alpha A^T op(B) + beta C on OpenBLAS, one slab per thread (A stored k x m). */
+static void sgemm_tn_slabs(int trans_b, int64_t m, int64_t nn, int64_t k, float alpha, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    slab_job j = {.trans_b = trans_b, .along_n = nn >= m, .m = m, .nn = nn, .k = k, .alpha = alpha, .beta = beta,
+                  .a = a, .b = b, .c = c, .lda = lda, .ldb = ldb, .ldc = ldc};
+    j.len = j.along_n ? nn : m;
+    j.slabs = vp_par_threads();
+    if (j.slabs > j.len / 16) j.slabs = j.len / 16 > 0 ? j.len / 16 : 1;
+    int prev = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    vp_par_for(j.slabs, m * nn * k / j.slabs, slab_body, &j);
+    openblas_set_num_threads(prev);
+}
+
 vp_status vp_lin_gemm(const vp_node *n, vp_dtype t, int trans_a, int trans_b, int64_t m, int64_t nn,
                       int64_t k, double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                       double beta, void *c, int64_t ldc, vp_error *err) {
@@ -95,7 +149,9 @@ vp_status vp_lin_gemm(const vp_node *n, vp_dtype t, int trans_a, int trans_b, in
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "matrix product %lldx%lldx%lld exceeds the BLAS index range",
                             (long long)m, (long long)nn, (long long)k);
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (t == VP_F32 && vp_dn_gemm_selected()) {
+    if (t == VP_F32 && vp_dn_gemm_selected() && trans_a && m * nn * k >= BLAS_TN_MIN_WORK && !vp_par_inside())
+        sgemm_tn_slabs(trans_b, m, nn, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
+    else if (t == VP_F32 && vp_dn_gemm_selected()) {
         if (dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, nn, k, (float)alpha, a, lda, b, ldb, (float)beta, c,
                        ldc) != dnnl_success)
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN's sgemm failed (%lldx%lldx%lld)", (long long)m,

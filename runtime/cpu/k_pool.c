@@ -3,11 +3,15 @@
  * Windowed pooling first lists, for every output position and kernel offset, which
  * input element it reads (a "tap"), or that it falls into the explicit padding, or
  * beyond it (ceil_mode windows that run past the padded input).  The per-plane loops
- * then only walk the taps, so one geometry serves every rank and dtype. */
+ * then only walk the taps, so one geometry serves every rank and dtype.  The planes
+ * (batch x channel) of a block run on the threads (cpu_par.h): a plane reads and writes
+ * only its own elements, in the same order whatever the split, so the bits do not
+ * depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -72,6 +76,33 @@ static int64_t pool_job_block(pool_job *j, int64_t o0) {
     return count;
 }
 
+/* One kernel's pass: its tensors, and the block of output positions [o0, o0 + count)
+ * whose taps are listed; plane computes that block of plane p. */
+typedef struct pool_pass {
+    pool_job j;
+    int64_t o0, count;
+    void (*plane)(const struct pool_pass *r, int64_t p);
+    const vp_tensor *x, *dy, *y;
+    vp_tensor *out, *indices;
+    uint8_t *a_out;
+    const uint8_t *a_in;
+    int col_major, include_pad;
+} pool_pass;
+
+static void pool_pass_planes(int64_t lo, int64_t hi, void *ctx) {
+    const pool_pass *r = ctx;
+    for (int64_t p = lo; p < hi; p++) r->plane(r, p);
+}
+
+/* Runs r->plane over every block and plane, then frees the taps. */
+static void pool_pass_run(pool_pass *r) {
+    for (r->o0 = 0; r->o0 < r->j.ovol; r->o0 += r->j.block) {
+        r->count = pool_job_block(&r->j, r->o0);
+        vp_par_for(r->j.planes, r->count * r->j.kvol, pool_pass_planes, r);
+    }
+    free(r->j.taps);
+}
+
 /* ---- MaxPool ---- */
 
 /* Indices count within a plane row-major (storage_order 0) or column-major (1). */
@@ -102,36 +133,35 @@ enum { ARGMAX_NONE = 255 };
 DEFINE_ARGMAX_K(float, argmax_k_f32)
 DEFINE_ARGMAX_K(double, argmax_k_f64)
 
+static void maxpool_plane(const pool_pass *r, int64_t p) {
+    const pool_job *j = &r->j;
+    for (int64_t o = 0; o < r->count; o++) {
+        const int64_t *taps = j->taps + o * j->kvol;
+        int64_t iy = p * j->ovol + r->o0 + o, k;
+        if (r->x->dtype == VP_F32) {
+            const float *xp = (const float *)r->x->data + p * j->ivol;
+            k = argmax_k_f32(xp, taps, j->kvol);
+            ((float *)r->out->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
+        } else {
+            const double *xp = (const double *)r->x->data + p * j->ivol;
+            k = argmax_k_f64(xp, taps, j->kvol);
+            ((double *)r->out->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
+        }
+        if (r->indices)
+            ((int64_t *)r->indices->data)[iy] = p * j->ivol + flat_index(&j->w, k < 0 ? 0 : taps[k], r->col_major);
+        if (r->a_out) r->a_out[iy] = k < 0 ? ARGMAX_NONE : (uint8_t)k;
+    }
+}
+
 /* MaxPool's Y, and where given Indices (int64, flat per plane) or A (uint8: the kernel
  * offset, ARGMAX_NONE for a window that reads nothing). */
 static vp_status maxpool_forward(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *indices, uint8_t *a,
                                  vp_error *err) {
-    int col_major = vp_attr_int(n, "storage_order", 0) != 0;
-    pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &j, err);
-    if (s) return s;
-    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
-        int64_t count = pool_job_block(&j, o0);
-        for (int64_t p = 0; p < j.planes; p++)
-            for (int64_t o = 0; o < count; o++) {
-                const int64_t *taps = j.taps + o * j.kvol;
-                int64_t iy = p * j.ovol + o0 + o, k;
-                if (x->dtype == VP_F32) {
-                    const float *xp = (const float *)x->data + p * j.ivol;
-                    k = argmax_k_f32(xp, taps, j.kvol);
-                    ((float *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
-                } else {
-                    const double *xp = (const double *)x->data + p * j.ivol;
-                    k = argmax_k_f64(xp, taps, j.kvol);
-                    ((double *)y->data)[iy] = k < 0 ? -INFINITY : xp[taps[k]];
-                }
-                if (indices)
-                    ((int64_t *)indices->data)[iy] = p * j.ivol + flat_index(&j.w, k < 0 ? 0 : taps[k], col_major);
-                if (a) a[iy] = k < 0 ? ARGMAX_NONE : (uint8_t)k;
-            }
-    }
-    free(j.taps);
-    return VP_OK;
+    pool_pass r = {.plane = maxpool_plane, .x = x, .out = y, .indices = indices, .a_out = a,
+                   .col_major = vp_attr_int(n, "storage_order", 0) != 0};
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &r.j, err);
+    if (!s) pool_pass_run(&r);
+    return s;
 }
 
 vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
@@ -139,35 +169,36 @@ vp_status vp_cpu_maxpool(const vp_node *n, const vp_tensor *const *in, vp_tensor
     return maxpool_forward(n, in[0], out[0], n->n_outputs > 1 ? out[1] : NULL, NULL, err);
 }
 
+static void maxpool_scatter_plane(const pool_pass *r, int64_t p) {
+    const pool_job *j = &r->j;
+    const vp_tensor *x = r->x, *y = r->y;
+    int f32 = r->dy->dtype == VP_F32;
+    for (int64_t o = 0; o < r->count; o++) {
+        const int64_t *taps = j->taps + o * j->kvol;
+        int64_t iy = p * j->ovol + r->o0 + o, k;
+        if (x) k = f32 ? argmax_k_f32((const float *)x->data + p * j->ivol, taps, j->kvol)
+                       : argmax_k_f64((const double *)x->data + p * j->ivol, taps, j->kvol);
+        else k = r->a_in[iy] == ARGMAX_NONE ? -1 : r->a_in[iy];
+        if (k < 0) continue;
+        int64_t off = p * j->ivol + taps[k];
+        if (f32) {
+            if (!y || ((const float *)y->data)[iy] > 0) ((float *)r->out->data)[off] += ((const float *)r->dy->data)[iy];
+        } else {
+            if (!y || ((const double *)y->data)[iy] > 0) ((double *)r->out->data)[off] += ((const double *)r->dy->data)[iy];
+        }
+    }
+}
+
 /* dX of MaxPool: each window's dY added at its maximum, windows in one fixed order.  The
  * maximum is found again in x, or read from a (MaxPoolArgmax's record, ARGMAX_NONE for
  * none); with y, only where the window's maximum y is positive (MaxPool of a ReLU). */
 static vp_status maxpool_scatter(const vp_node *n, const vp_tensor *dy, vp_tensor *dx, const vp_tensor *x,
                                  const uint8_t *a, const vp_tensor *y, vp_error *err) {
-    pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &j, err);
+    pool_pass r = {.plane = maxpool_scatter_plane, .x = x, .dy = dy, .y = y, .out = dx, .a_in = a};
+    vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &r.j, err);
     if (s) return s;
-    int f32 = dy->dtype == VP_F32;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
-    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
-        int64_t count = pool_job_block(&j, o0);
-        for (int64_t p = 0; p < j.planes; p++)
-            for (int64_t o = 0; o < count; o++) {
-                const int64_t *taps = j.taps + o * j.kvol;
-                int64_t iy = p * j.ovol + o0 + o, k;
-                if (x) k = f32 ? argmax_k_f32((const float *)x->data + p * j.ivol, taps, j.kvol)
-                               : argmax_k_f64((const double *)x->data + p * j.ivol, taps, j.kvol);
-                else k = a[iy] == ARGMAX_NONE ? -1 : a[iy];
-                if (k < 0) continue;
-                int64_t off = p * j.ivol + taps[k];
-                if (f32) {
-                    if (!y || ((const float *)y->data)[iy] > 0) ((float *)dx->data)[off] += ((const float *)dy->data)[iy];
-                } else {
-                    if (!y || ((const double *)y->data)[iy] > 0) ((double *)dx->data)[off] += ((const double *)dy->data)[iy];
-                }
-            }
-    }
-    free(j.taps);
+    pool_pass_run(&r);
     return VP_OK;
 }
 
@@ -219,32 +250,29 @@ vp_status vp_cpu_maxpool_relu_grad(const vp_node *n, const vp_tensor *const *in,
 DEFINE_WINDOW_SUM(float, window_sum_f32)
 DEFINE_WINDOW_SUM(double, window_sum_f64)
 
-vp_status vp_cpu_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    const vp_tensor *x = in[0];
-    vp_tensor *y = out[0];
-    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_avgpool, n, in, out, err);
-    int include_pad = vp_attr_int(n, "count_include_pad", 0) != 0;
-    pool_job j;
-    vp_status s = pool_job_init(n, VP_WINDOW_AVGPOOL, x, &j, err);
-    if (s) return s;
-    for (int64_t o0 = 0; o0 < j.ovol; o0 += j.block) {
-        int64_t block = pool_job_block(&j, o0);
-        for (int64_t p = 0; p < j.planes; p++)
-            for (int64_t o = 0; o < block; o++) {
-                const int64_t *taps = j.taps + o * j.kvol;
-                int64_t count, iy = p * j.ovol + o0 + o;
-                double sum;
-                if (x->dtype == VP_F32) {
-                    sum = window_sum_f32((const float *)x->data + p * j.ivol, taps, j.kvol, include_pad, &count);
-                    ((float *)y->data)[iy] = count ? (float)(sum / (double)count) : 0.0f;
-                } else {
-                    sum = window_sum_f64((const double *)x->data + p * j.ivol, taps, j.kvol, include_pad, &count);
-                    ((double *)y->data)[iy] = count ? sum / (double)count : 0.0;
-                }
-            }
+static void avgpool_plane(const pool_pass *r, int64_t p) {
+    const pool_job *j = &r->j;
+    for (int64_t o = 0; o < r->count; o++) {
+        const int64_t *taps = j->taps + o * j->kvol;
+        int64_t count, iy = p * j->ovol + r->o0 + o;
+        double sum;
+        if (r->x->dtype == VP_F32) {
+            sum = window_sum_f32((const float *)r->x->data + p * j->ivol, taps, j->kvol, r->include_pad, &count);
+            ((float *)r->out->data)[iy] = count ? (float)(sum / (double)count) : 0.0f;
+        } else {
+            sum = window_sum_f64((const double *)r->x->data + p * j->ivol, taps, j->kvol, r->include_pad, &count);
+            ((double *)r->out->data)[iy] = count ? sum / (double)count : 0.0;
+        }
     }
-    free(j.taps);
-    return VP_OK;
+}
+
+vp_status vp_cpu_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype)) return vp_lin_run_widened(vp_cpu_avgpool, n, in, out, err);
+    pool_pass r = {.plane = avgpool_plane, .x = in[0], .out = out[0],
+                   .include_pad = vp_attr_int(n, "count_include_pad", 0) != 0};
+    vp_status s = pool_job_init(n, VP_WINDOW_AVGPOOL, in[0], &r.j, err);
+    if (!s) pool_pass_run(&r);
+    return s;
 }
 
 /* ---- global pooling ---- */
@@ -273,15 +301,30 @@ static double plane_sum(const void *x, vp_dtype t, int64_t n) {
     return s;
 }
 
-static void global_pool(const vp_tensor *x, vp_tensor *y, int take_max) {
-    int64_t planes = x->dims[0] * x->dims[1], size = planes ? vp_tensor_numel(x) / planes : 0;
-    size_t es = vp_dtype_size(x->dtype);
-    for (int64_t p = 0; p < planes; p++) {
-        const void *xp = (const char *)x->data + p * size * (int64_t)es;
-        double v = take_max ? plane_max(xp, x->dtype, size) : size ? plane_sum(xp, x->dtype, size) / (double)size : 0;
-        if (y->dtype == VP_F32) ((float *)y->data)[p] = (float)v;
-        else ((double *)y->data)[p] = v;
+typedef struct global_job {
+    const vp_tensor *x;
+    vp_tensor *y;
+    int64_t size;
+    int take_max;
+} global_job;
+
+static void global_planes(int64_t lo, int64_t hi, void *ctx) {
+    const global_job *g = ctx;
+    size_t es = vp_dtype_size(g->x->dtype);
+    for (int64_t p = lo; p < hi; p++) {
+        const void *xp = (const char *)g->x->data + p * g->size * (int64_t)es;
+        double v = g->take_max ? plane_max(xp, g->x->dtype, g->size)
+                   : g->size   ? plane_sum(xp, g->x->dtype, g->size) / (double)g->size
+                               : 0;
+        if (g->y->dtype == VP_F32) ((float *)g->y->data)[p] = (float)v;
+        else ((double *)g->y->data)[p] = v;
     }
+}
+
+static void global_pool(const vp_tensor *x, vp_tensor *y, int take_max) {
+    int64_t planes = x->dims[0] * x->dims[1];
+    global_job g = {.x = x, .y = y, .size = planes ? vp_tensor_numel(x) / planes : 0, .take_max = take_max};
+    vp_par_for(planes, g.size, global_planes, &g);
 }
 
 vp_status vp_cpu_global_avgpool(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,

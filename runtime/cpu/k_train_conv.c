@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -228,6 +229,21 @@ static void avgpool_plane(const int64_t *taps, int64_t kvol, int64_t ovol, int i
     }
 }
 
+typedef struct avgpool_grad_job {
+    const int64_t *taps;
+    int64_t kvol, ovol, ivol, es;
+    int include_pad;
+    const vp_tensor *dy;
+    vp_tensor *dx;
+} avgpool_grad_job;
+
+static void avgpool_grad_planes(int64_t lo, int64_t hi, void *ctx) {
+    const avgpool_grad_job *j = ctx;
+    for (int64_t p = lo; p < hi; p++)
+        avgpool_plane(j->taps, j->kvol, j->ovol, j->include_pad, j->dx->dtype, (const char *)j->dy->data + p * j->ovol * j->es,
+                      (char *)j->dx->data + p * j->ivol * j->es);
+}
+
 VP_TRAIN_KERNEL(vp_cpu_avgpool_grad) {
     if (!out[0]) return VP_OK;
     const vp_tensor *dy = in[0];
@@ -242,9 +258,8 @@ VP_TRAIN_KERNEL(vp_cpu_avgpool_grad) {
     int64_t kvol = vp_window_kernel_volume(&w), es = (int64_t)vp_dtype_size(dx->dtype);
     int include_pad = vp_attr_int(n, "count_include_pad", 0) != 0;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
-    for (int64_t p = 0; p < planes; p++)
-        avgpool_plane(taps, kvol, ovol, include_pad, dx->dtype, (const char *)dy->data + p * ovol * es,
-                      (char *)dx->data + p * ivol * es);
+    avgpool_grad_job j = {taps, kvol, ovol, ivol, es, include_pad, dy, dx};
+    vp_par_for(planes, ovol * kvol, avgpool_grad_planes, &j); /* a plane writes only its own dX */
     free(taps);
     return VP_OK;
 }

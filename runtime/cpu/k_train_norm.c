@@ -126,26 +126,43 @@ static bn_geom geom_of(const vp_tensor *x) {
     return g;
 }
 
+/* The plane sums below keep LANES partial sums (element i in lane i % LANES, the tail in
+ * lane 0) added in lane order at the end: independent chains the compiler can keep in
+ * vector registers, where one running double waits out each add's latency.  The order
+ * is fixed, so the bits do not depend on the threads. */
+enum { LANES = 8 };
+
+static double lanes_total(const double *l) {
+    double t = 0;
+    for (int k = 0; k < LANES; k++) t += l[k];
+    return t;
+}
+
 /* sum(x - shift) and sum((x - shift)^2) over one plane. */
-static void plane_moments(const void *x, vp_dtype t, int64_t count, double shift, double *s1, double *s2) {
-    double a = 0, b = 0;
-    if (t == VP_F32) {
-        const float *p = x;
-        for (int64_t i = 0; i < count; i++) {
-            double v = p[i] - shift;
-            a += v;
-            b += v * v;
-        }
-    } else {
-        const double *p = x;
-        for (int64_t i = 0; i < count; i++) {
-            double v = p[i] - shift;
-            a += v;
-            b += v * v;
-        }
+#define DEFINE_PLANE_MOMENTS(T)                                                                    \
+    static void plane_moments_##T(const T *p, int64_t count, double shift, double *s1, double *s2) { \
+        double a[LANES] = {0}, b[LANES] = {0};                                                     \
+        int64_t i = 0;                                                                             \
+        for (; i + LANES <= count; i += LANES)                                                     \
+            for (int k = 0; k < LANES; k++) {                                                      \
+                double v = p[i + k] - shift;                                                       \
+                a[k] += v;                                                                         \
+                b[k] += v * v;                                                                     \
+            }                                                                                      \
+        for (; i < count; i++) {                                                                   \
+            double v = p[i] - shift;                                                               \
+            a[0] += v;                                                                             \
+            b[0] += v * v;                                                                         \
+        }                                                                                          \
+        *s1 += lanes_total(a);                                                                     \
+        *s2 += lanes_total(b);                                                                     \
     }
-    *s1 += a;
-    *s2 += b;
+DEFINE_PLANE_MOMENTS(float)
+DEFINE_PLANE_MOMENTS(double)
+
+static void plane_moments(const void *x, vp_dtype t, int64_t count, double shift, double *s1, double *s2) {
+    if (t == VP_F32) plane_moments_float(x, count, shift, s1, s2);
+    else plane_moments_double(x, count, shift, s1, s2);
 }
 
 /* y = x * a + b over one plane. */
@@ -258,25 +275,31 @@ done:
  *   dbias = sum dy,  dscale = sum dy * xhat,
  *   dx = scale * inv_std / M * (M * dy - dbias - xhat * dscale). */
 
-/* sum(dy) and sum(dy * (x - mean)) over one plane. */
+/* sum(dy) and sum(dy * (x - mean)) over one plane, in lanes as plane_moments. */
+#define DEFINE_PLANE_GRAD_SUMS(T)                                                                  \
+    static void plane_grad_sums_##T(const T *d, const T *p, int64_t count, double mean, double *sdy, \
+                                    double *sdyx) {                                                \
+        double a[LANES] = {0}, b[LANES] = {0};                                                     \
+        int64_t i = 0;                                                                             \
+        for (; i + LANES <= count; i += LANES)                                                     \
+            for (int k = 0; k < LANES; k++) {                                                      \
+                a[k] += d[i + k];                                                                  \
+                b[k] += d[i + k] * (p[i + k] - mean);                                              \
+            }                                                                                      \
+        for (; i < count; i++) {                                                                   \
+            a[0] += d[i];                                                                          \
+            b[0] += d[i] * (p[i] - mean);                                                          \
+        }                                                                                          \
+        *sdy += lanes_total(a);                                                                    \
+        *sdyx += lanes_total(b);                                                                   \
+    }
+DEFINE_PLANE_GRAD_SUMS(float)
+DEFINE_PLANE_GRAD_SUMS(double)
+
 static void plane_grad_sums(const void *dy, const void *x, vp_dtype t, int64_t count, double mean, double *sdy,
                             double *sdyx) {
-    double a = 0, b = 0;
-    if (t == VP_F32) {
-        const float *d = dy, *p = x;
-        for (int64_t i = 0; i < count; i++) {
-            a += d[i];
-            b += d[i] * (p[i] - mean);
-        }
-    } else {
-        const double *d = dy, *p = x;
-        for (int64_t i = 0; i < count; i++) {
-            a += d[i];
-            b += d[i] * (p[i] - mean);
-        }
-    }
-    *sdy += a;
-    *sdyx += b;
+    if (t == VP_F32) plane_grad_sums_float(dy, x, count, mean, sdy, sdyx);
+    else plane_grad_sums_double(dy, x, count, mean, sdy, sdyx);
 }
 
 /* dx = k * (dy - cb - (x - mean) * cx) over one plane. */

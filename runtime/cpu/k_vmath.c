@@ -1,4 +1,4 @@
-/* float32 erf, GELU and GELU's derivative over arrays, in a form the compiler vectorises.
+/* float32 erf, exp, GELU and GELU's derivative over arrays, in a form the compiler vectorises.
  *
  * In: float arrays of n elements (the output may be an input: in place).  Out: erf(x),
  * gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) and dy * gelu'(x), each element within 1 ulp of
@@ -143,3 +143,25 @@ VM_INLINE float vm_gelu_dx(float d, float x) {
 
 #define VM_BODY_vp_vm_gelu_grad_f32 VM_ROWS(n, dx, vm_gelu_dx(dy[i], x[i]))
 VM_DISPATCH(vp_vm_gelu_grad_f32, (const float *dy, const float *x, float *dx, int64_t n), (dy, x, dx, n))
+
+#define VM_BODY_vp_vm_exp_shift_f32 VM_ROWS(n, y, vm_exp(x[i] - shift))
+VM_DISPATCH(vp_vm_exp_shift_f32, (const float *x, float shift, float *y, int64_t n), (x, shift, y, n))
+
+/* the terms a block at a time (vectorised), added in index order in float64 */
+#define VM_BODY_vp_vm_exp_sum_f32                                                         \
+    do {                                                                                  \
+        double acc = 0;                                                                   \
+        for (int64_t i0 = 0; i0 < n; i0 += VM_BLOCK) {                                    \
+            int64_t m = n - i0 < VM_BLOCK ? n - i0 : VM_BLOCK;                            \
+            float blk[VM_BLOCK];                                                          \
+            if (m == VM_BLOCK) {                                                          \
+                _Pragma("omp simd")                                                       \
+                for (int64_t k = 0; k < VM_BLOCK; k++) blk[k] = vm_exp(x[i0 + k] - shift); \
+            } else {                                                                      \
+                for (int64_t k = 0; k < m; k++) blk[k] = vm_exp(x[i0 + k] - shift);       \
+            }                                                                             \
+            for (int64_t k = 0; k < m; k++) acc += blk[k];                                \
+        }                                                                                 \
+        *sum = acc;                                                                       \
+    } while (0)
+VM_DISPATCH(vp_vm_exp_sum_f32, (const float *x, float shift, int64_t n, double *sum), (x, shift, n, sum))

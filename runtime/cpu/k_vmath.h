@@ -1,5 +1,6 @@
-/* Vectorised float32 erf, GELU and GELU's derivative (k_vmath.c says how and how
- * accurate): the float32 rows of Erf, Gelu (erf form) and GeluGrad. */
+/* Vectorised float32 erf, exp, GELU and GELU's derivative (k_vmath.c says how and how
+ * accurate): the float32 rows of Erf, Gelu (erf form) and GeluGrad, and attention's
+ * probabilities. */
 #ifndef VP_K_VMATH_H
 #define VP_K_VMATH_H
 
@@ -11,6 +12,12 @@ void vp_vm_erf_f32(const float *x, float *y, int64_t n);
 void vp_vm_gelu_f32(const float *x, float *y, int64_t n);
 /* dx[i] = dy[i] gelu'(x[i]) */
 void vp_vm_gelu_grad_f32(const float *dy, const float *x, float *dx, int64_t n);
+
+/* y[i] = exp(x[i] - shift) */
+void vp_vm_exp_shift_f32(const float *x, float shift, float *y, int64_t n);
+/* *sum = the sum over i of exp(x[i] - shift), each term as vp_vm_exp_shift_f32's,
+ * added in index order in float64 */
+void vp_vm_exp_sum_f32(const float *x, float shift, int64_t n, double *sum);
 
 /* One element of the same functions (tests). */
 float vp_vm_erff(float x);
