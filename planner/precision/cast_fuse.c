@@ -113,11 +113,13 @@ static int collect(const vp_graph *g, const vp_training *t, int widening, candid
 }
 
 /* Widening moves the float32 buffer's start from the Cast back to the producer and
- * drops the low buffer: between the two, live bytes grow by the difference.  Keeps the
- * widenings under which the step's live bytes (in the schedule the planner will make,
- * with fused updates) stay at or under their peak, greedily in step order; the rest are
- * cleared (cast = -1).  A heuristic for the arena (which the planner then places at or
- * near that peak), never a question of correctness. */
+ * drops the low buffer: between the two, live bytes grow by the difference.  Keeps a
+ * widening only where, in the schedule the planner will make (fused updates), the live
+ * bytes from the producer to the Cast stay at or under their own maximum there, which
+ * the Cast's step (low and float32 both live) often is: a local rule, so that a
+ * schedule that moves the peak (checkpointing under a budget) finds no fused range
+ * above what the unfused step had there.  Greedy in step order; the rest are cleared
+ * (cast = -1).  A heuristic for the arena, never a question of correctness. */
 static vp_status keep_harmless(vp_graph *g, const vp_training *t, candidate *c, int n, vp_error *err) {
     const vp_device_profile *dev = vp_device_find("h100");
     vp_plan p;
@@ -147,8 +149,10 @@ static vp_status keep_harmless(vp_graph *g, const vp_training *t, candidate *c, 
         int x = g->nodes[c[i].cast].inputs[0], y = g->nodes[c[i].cast].outputs[0];
         int bx = p.buffer_of[x], by = p.buffer_of[y], sp = pos[c[i].producer], sc = pos[c[i].cast];
         int ok = bx >= 0 && by >= 0 && sp >= 0 && sc > sp && p.buffers[bx].alias_of < 0 && p.buffers[by].alias_of < 0;
-        int64_t grow = ok ? p.buffers[by].size - p.buffers[bx].size : 0;
-        for (int st = sp; ok && st < sc; st++) ok = live[st] + grow <= peak;
+        int64_t grow = ok ? p.buffers[by].size - p.buffers[bx].size : 0, local = ok ? live[sc] : 0;
+        for (int st = sp; ok && st < sc; st++)
+            if (live[st] > local) local = live[st];
+        for (int st = sp; ok && st < sc; st++) ok = live[st] + grow <= local;
         if (!ok) {
             c[i].cast = -1;
             continue;
