@@ -221,9 +221,10 @@ static vp_status node_proto(writer *w, const vp_node *n, Onnx__NodeProto **out) 
     /* a fused Cast (VP_CAST_ATTR) is written apart again, as standard ONNX: the node
      * writes "<output>/before_cast" and a Cast node after it (fused_casts) the output */
     for (int k = 0; k < n_out && np->output; k++)
-        if (vp_node_cast_output(n, k, NULL, NULL)) {
+        if (np->output[k] && vp_node_cast_output(n, k, NULL, NULL)) {
             char name[1100];
             snprintf(name, sizeof name, "%s/before_cast", np->output[k]);
+            free(np->output[k]); /* the tree owns its strings */
             np->output[k] = w_strdup(w, name);
         }
     np->attribute = w_calloc(w, (size_t)n->n_attrs, sizeof *np->attribute);
@@ -257,7 +258,10 @@ static vp_status fused_casts(writer *w, const vp_node *n, Onnx__GraphProto *gp) 
         Onnx__NodeProto *np = NULL;
         vp_status s = node_proto(w, &c, &np);
         if (s || !np) return s;
-        if (np->input) np->input[0] = w_strdup(w, src);
+        if (np->input) {
+            free(np->input[0]);
+            np->input[0] = w_strdup(w, src);
+        }
         gp->node[gp->n_node++] = np;
     }
     return VP_OK;
