@@ -105,7 +105,9 @@ static void emit_tensor(FILE *f, const vp_plan *p, int value, const char *role, 
 
 /* Whether step n goes through the oneDNN context first, as the CPU backend's run_node
  * sends it (the fast path only). */
-static int via_dn(const vp_codegen_opts *o, const vp_node *n) { return !o->cuda && !o->reference && vp_dn_may_cover(n); }
+static int via_dn(const vp_codegen_opts *o, const vp_node *n) {
+    return !o->cuda && !o->reference && vp_dn_may_cover(n) && !vp_node_attr(n, VP_CAST_ATTR);
+}
 
 /* The node record and the function of step s, named into fn. */
 static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, int s, char *fn, size_t fn_size,
@@ -206,6 +208,8 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
                    "    }\n"
                    "    return prepare ? VP_OK : %s(&%s_node, in, out, err);\n}\n",
                 o->prefix, o->prefix, id, o->prefix, id, kernel, id);
+    } else if (vp_node_attr(n, VP_CAST_ATTR)) { /* a fused cast: the kernel's output converted on store */
+        fprintf(f, "    return vp_cpu_store_cast(%s, &%s_node, in, out, err);\n}\n", kernel, id);
     } else {
         fprintf(f, "    return %s(&%s_node, in, out, err);\n}\n", kernel, id);
     }

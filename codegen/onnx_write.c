@@ -218,9 +218,19 @@ static vp_status node_proto(writer *w, const vp_node *n, Onnx__NodeProto **out) 
     if (np->input) np->n_input = (size_t)n_in;
     np->output = names_of(w, n->outputs, n_out);
     if (np->output) np->n_output = (size_t)n_out;
+    /* a fused Cast (VP_CAST_ATTR) is written apart again, as standard ONNX: the node
+     * writes "<output>/before_cast" and a Cast node after it (fused_casts) the output */
+    for (int k = 0; k < n_out && np->output; k++)
+        if (np->output[k] && vp_node_cast_output(n, k, NULL, NULL)) {
+            char name[1100];
+            snprintf(name, sizeof name, "%s/before_cast", np->output[k]);
+            free(np->output[k]); /* the tree owns its strings */
+            np->output[k] = w_strdup(w, name);
+        }
     np->attribute = w_calloc(w, (size_t)n->n_attrs, sizeof *np->attribute);
     if (!np->attribute) return VP_OK;
     for (int a = 0; a < n->n_attrs; a++) {
+        if (!strcmp(n->attrs[a].name, VP_CAST_ATTR)) continue;
         Onnx__AttributeProto *ap = w_calloc(w, 1, sizeof *ap);
         if (!ap) return VP_OK;
         np->attribute[np->n_attribute++] = ap;
@@ -232,6 +242,35 @@ static vp_status node_proto(writer *w, const vp_node *n, Onnx__NodeProto **out) 
         }
     }
     return VP_OK;
+}
+
+/* The Casts a node with fused Casts stands for, appended to gp's nodes. */
+static vp_status fused_casts(writer *w, const vp_node *n, Onnx__GraphProto *gp) {
+    for (int k = 0; k < n->n_outputs; k++) {
+        vp_dtype from, to;
+        if (n->outputs[k] < 0 || !vp_node_cast_output(n, k, &from, &to)) continue;
+        char name[1100], src[1100];
+        snprintf(name, sizeof name, "%s/cast_%d", n->name, k);
+        snprintf(src, sizeof src, "%s/before_cast", vname(w, n->outputs[k]));
+        vp_attr a = {.name = "to", .type = VP_ATTR_INT, .i = to};
+        vp_node c = {.name = name, .op_type = "Cast", .domain = "", .n_inputs = 1, .inputs = &n->outputs[k],
+                     .n_outputs = 1, .outputs = &n->outputs[k], .n_attrs = 1, .attrs = &a};
+        Onnx__NodeProto *np = NULL;
+        vp_status s = node_proto(w, &c, &np);
+        if (s || !np) return s;
+        if (np->input) {
+            free(np->input[0]);
+            np->input[0] = w_strdup(w, src);
+        }
+        gp->node[gp->n_node++] = np;
+    }
+    return VP_OK;
+}
+
+static int n_fused_casts(const vp_node *n) {
+    int c = 0;
+    for (int k = 0; k < n->n_outputs; k++) c += n->outputs[k] >= 0 && vp_node_cast_output(n, k, NULL, NULL);
+    return c;
 }
 
 /* A float constant as a Constant node, named after the folded node that made it. */
@@ -402,7 +441,7 @@ static vp_status build(writer *w, const vp_onnx_write_opts *o) {
         n_const += w->role[v] == ROLE_CONST;
         n_init += w->role[v] == ROLE_INIT;
     }
-    for (int i = 0; i < g->n_nodes; i++) n_nodes += !g->nodes[i].folded;
+    for (int i = 0; i < g->n_nodes; i++) n_nodes += !g->nodes[i].folded ? 1 + n_fused_casts(&g->nodes[i]) : 0;
 
     /* nodes: constants first, then the graph's nodes in order */
     gp->node = w_calloc(w, (size_t)(n_const + n_nodes), sizeof *gp->node);
@@ -415,6 +454,7 @@ static vp_status build(writer *w, const vp_onnx_write_opts *o) {
         if (!g->nodes[i].folded) {
             s = node_proto(w, &g->nodes[i], &gp->node[gp->n_node]);
             if (gp->node[gp->n_node]) gp->n_node++;
+            if (!s && !w->oom) s = fused_casts(w, &g->nodes[i], gp);
         }
 
     gp->initializer = w_calloc(w, (size_t)n_init, sizeof *gp->initializer);

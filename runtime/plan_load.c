@@ -1,5 +1,7 @@
 #include "plan_load.h"
 
+#include "ir/infer.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,7 @@ static vp_status check_steps(const char *path, vp_loaded_plan *lp, vp_error *err
         }
         vp_error e;
         vp_status s = n->op->shape(g, n, &e);
+        if (!s) s = vp_infer_store_casts(g, n, &e);
         if (s) return vp_fail(err, s, "%s: step %d: %s", path, i, e.msg);
         for (int k = 0; k < n->n_outputs; k++) {
             if (n->outputs[k] < 0) continue;

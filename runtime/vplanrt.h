@@ -41,6 +41,20 @@
  * preallocated, omitted optional inputs NULL. */
 #define VP_RT_KERNEL(fn) vp_status fn(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
 
+/* Runs kernel on a node whose outputs a fused Cast converts on store (VP_CAST_ATTR in
+ * ir/ir.h): the kernel writes the dtype it computes, the output gets the Cast's bits
+ * (runtime/cpu/cpu_store_cast.c). */
+/* The same in two halves around a dispatch of one's own (the CPU backend's oneDNN or
+ * kernel): begin points pout (VP_STORE_CAST_MAX_OUT entries, as scratch) at out, or at
+ * a scratch tensor of the computed dtype for each fused output; end converts (when ran)
+ * and frees them. */
+#define VP_STORE_CAST_MAX_OUT 16
+vp_status vp_cpu_store_cast_begin(const vp_node *n, vp_tensor *const *out, vp_tensor *scratch, vp_tensor **pout,
+                                  vp_error *err);
+void vp_cpu_store_cast_end(const vp_node *n, int ran, vp_tensor *const *out, vp_tensor *scratch, vp_tensor **pout);
+vp_status vp_cpu_store_cast(vp_status (*kernel)(const vp_node *, const vp_tensor *const *, vp_tensor *const *, vp_error *),
+                            const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
+
 /* A persistent tensor of a generated step (parameter, optimizer state, constant): where
  * it lives in the arena, for programs that read or write weights themselves. */
 typedef struct vp_rt_tensor {

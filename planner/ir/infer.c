@@ -85,7 +85,8 @@ static int foldable_input(const vp_value *v) {
 
 static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *folded, vp_error *err) {
     *folded = 0;
-    if (!n->op->cpu || (n->op->flags & VP_OP_NO_FOLD)) return VP_OK;
+    /* a fused cast's node runs through the backends' store wrapper, never folded */
+    if (!n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR)) return VP_OK;
     int shape_only = (n->op->flags & VP_OP_FOLD_SHAPE_ONLY) != 0;
     for (int i = 0; i < n->n_inputs; i++) {
         if (n->inputs[i] < 0) continue;
@@ -142,6 +143,21 @@ done:
     return s;
 }
 
+/* Outputs a fused Cast converts on store (VP_CAST_ATTR): the op's shape function gave
+ * the dtype it computes, the value holds the dtype stored. */
+vp_status vp_infer_store_casts(vp_graph *g, const vp_node *n, vp_error *err) {
+    for (int k = 0; n->n_attrs && k < n->n_outputs; k++) {
+        vp_dtype from, to;
+        if (n->outputs[k] < 0 || !vp_node_cast_output(n, k, &from, &to)) continue;
+        vp_value *v = &g->values[n->outputs[k]];
+        if (v->dtype != from || !vp_dtype_is_float(from) || !vp_dtype_is_float(to))
+            return vp_node_fail(err, VP_ERR_INVALID, n, "output %d is %s, its fused cast converts %s to %s", k,
+                                vp_dtype_name(v->dtype), vp_dtype_name(from), vp_dtype_name(to));
+        v->dtype = to;
+    }
+    return VP_OK;
+}
+
 static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {
     vp_node *n = &g->nodes[id];
     *folded = 0;
@@ -153,6 +169,7 @@ static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, 
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "opset %d of this op is older than the oldest supported (%d)",
                             n->opset, n->op->min_opset);
     vp_status s = n->op->shape(g, n, err);
+    if (!s) s = vp_infer_store_casts(g, n, err);
     if (!s) s = fold_node(g, n, max_elems, folded, err);
     return s;
 }

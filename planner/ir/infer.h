@@ -45,4 +45,9 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
  * node and starts with the model path. */
 vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err);
 
+/* After an op's shape function: each output a fused Cast converts on store
+ * (VP_CAST_ATTR) takes the stored dtype; fails when the op computed another dtype than
+ * the attribute says.  vp_infer_node does it; a caller of op->shape itself must. */
+vp_status vp_infer_store_casts(vp_graph *g, const vp_node *n, vp_error *err);
+
 #endif

@@ -297,6 +297,18 @@ int vp_attr_ints(const vp_node *n, const char *name, const int64_t **out) {
     return a->n;
 }
 
+int vp_node_cast_output(const vp_node *n, int k, vp_dtype *from, vp_dtype *to) {
+    const int64_t *t;
+    int m = n->n_attrs ? vp_attr_ints(n, VP_CAST_ATTR, &t) : -1;
+    for (int i = 0; i + 3 <= m; i += 3)
+        if (t[i] == k) {
+            if (from) *from = (vp_dtype)t[i + 1];
+            if (to) *to = (vp_dtype)t[i + 2];
+            return 1;
+        }
+    return 0;
+}
+
 int vp_attr_floats(const vp_node *n, const char *name, const float **out) {
     const vp_attr *a = vp_node_attr(n, name);
     if (!a || a->type != VP_ATTR_FLOATS) return -1;

@@ -231,6 +231,13 @@ vp_status vp_node_add_attr_float(vp_graph *g, int node, const char *name, float 
 vp_status vp_node_add_attr_ints(vp_graph *g, int node, const char *name, const int64_t *v, int n);
 vp_status vp_node_add_attr_string(vp_graph *g, int node, const char *name, const char *s);
 
+/* Cast fusion (planner/precision/cast_fuse.h): a node whose attribute "vplan_cast"
+ * (ints, triples: output index, dtype computed, dtype stored) lists output k computes
+ * that output in `from` exactly as it would without the attribute, then converts it on
+ * store to `to` as a Cast does.  Whether output k is such an output, and its dtypes. */
+#define VP_CAST_ATTR "vplan_cast"
+int vp_node_cast_output(const vp_node *n, int k, vp_dtype *from, vp_dtype *to);
+
 /* Copies the attributes of node src onto node dst (both in g). */
 vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src);
 /* The same from a node of another graph (a Loop body's, copied into g). */

@@ -129,6 +129,8 @@ static void share_in_place(vp_plan *p, const vp_training *t, groups *gs) {
     for (int s = 0; s < p->n_steps; s++) {
         const vp_node *n = &g->nodes[p->steps[s]];
         if (!n->op || !(n->op->flags & VP_OP_INPLACE) || n->n_outputs < 1 || n->outputs[0] < 0) continue;
+        /* a fused cast's kernel writes the output in another dtype than it reads */
+        if (n->n_attrs && vp_node_attr(n, VP_CAST_ATTR)) continue;
         int ob = p->buffer_of[n->outputs[0]];
         if (ob < 0 || p->buffers[ob].alias_of >= 0 || gs->pinned[ob]) continue;
         const vp_value *out = &g->values[n->outputs[0]];

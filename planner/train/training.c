@@ -1,7 +1,7 @@
 /* Builds the training step from an inferred forward graph:
  *   fusion -> training mode -> trainable set -> attention fusion -> tensor-parallel split
  *   -> fake quantisation
- *   -> loss -> precision -> autodiff -> optimizer -> optimizer-state offload.
+ *   -> loss -> precision -> autodiff -> optimizer -> optimizer-state offload -> cast fusion.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
  * Precision comes after the loss (which it keeps in float32, casting the logits up) and
  * before autodiff, which then differentiates through its Casts: each gradient op runs in
@@ -112,6 +112,8 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
                 if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
         }
     }
+    /* last: a value's readers, the backward's and the optimizer's included, are all known */
+    if (!s && spec->precision != VP_PRECISION_FP32 && !spec->no_cast_fusion) s = vp_cast_fuse(g, t, &t->cast_fusion, err);
     if (!s) s = vp_graph_link(g, err);
     return s;
 }

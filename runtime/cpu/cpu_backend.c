@@ -9,6 +9,7 @@
 #include "comm.h"
 #include "dn.h"
 #include "ir/op_registry.h"
+#include "vplanrt.h"
 
 typedef struct cpu_ctx {
     vp_dn *dn; /* NULL: the reference kernels only */
@@ -66,7 +67,7 @@ static vp_status cpu_axis_collective(vp_comm *c, const vp_node *n, const vp_tens
     return s;
 }
 
-static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+static vp_status cpu_dispatch(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     cpu_ctx *c = b->ctx;
     vp_dn_gemm_select(c && c->dn);
@@ -87,6 +88,18 @@ static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *
     vp_status s = vp_comm_allreduce(b->comm, out[0]->data, vp_tensor_numel(out[0]), out[0]->dtype,
                                                 (n->op->flags & VP_OP_COLLECTIVE_MAX) ? VP_COMM_MAX : VP_COMM_SUM, err);
     if (s) vp_error_prefix(err, "node '%s': ", n->name);
+    return s;
+}
+
+/* A node storing a fused cast (VP_CAST_ATTR) dispatches as without it, on scratch. */
+static vp_status cpu_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                              vp_error *err) {
+    if (!n->n_attrs || !vp_node_attr(n, VP_CAST_ATTR)) return cpu_dispatch(b, n, in, out, err);
+    vp_tensor scratch[VP_STORE_CAST_MAX_OUT], *pout[VP_STORE_CAST_MAX_OUT];
+    vp_status s = vp_cpu_store_cast_begin(n, out, scratch, pout, err);
+    if (s) return s;
+    s = cpu_dispatch(b, n, in, pout, err);
+    vp_cpu_store_cast_end(n, !s, out, scratch, pout);
     return s;
 }
 

@@ -377,6 +377,30 @@ extern "C" cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void 
     return cudaGetLastError();
 }
 
+/* Slot i (bytes [4i, 4i + 4)) reads low value i at bytes 2n + 2i.  A pass over [lo, hi)
+ * with hi - lo at most (n - lo) / 2 writes below every value it or a later pass reads
+ * (4 hi <= 2n + 2 lo), except a last one-element pass that reads its value first. */
+template <typename T>
+__global__ void k_widen(int64_t lo, int64_t hi, const T *src, float *dst) {
+    CU_FOR(j, hi - lo) {
+        float v = cu_ld(src, lo + j);
+        dst[lo + j] = v;
+    }
+}
+
+extern "C" cudaError_t cu_widen_in_place(int from, int64_t n, void *buf, cudaStream_t st) {
+    if (from != 10 && from != 16) return cudaErrorInvalidValue;
+    for (int64_t lo = 0; lo < n;) {
+        int64_t hi = lo + ((n - lo) / 2 > 0 ? (n - lo) / 2 : 1);
+        /* 2-byte T: element n of T is byte 2n */
+        CU_FLOAT_DISPATCH(from, k_widen<T><<<cu_blocks(hi - lo), CU_THREADS, 0, st>>>(lo, hi, (const T *)buf + n, (float *)buf));
+        cudaError_t e = cudaGetLastError();
+        if (e) return e;
+        lo = hi;
+    }
+    return cudaSuccess;
+}
+
 /* ---- optimizer updates (float32; torch.optim's order, fma where ATen fuses) ---- */
 
 __global__ void k_sgd(int64_t n, float wd, int has_wd, float neg_lr, float mom, const float *w, const float *g,

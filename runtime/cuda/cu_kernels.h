@@ -68,6 +68,10 @@ cudaError_t cu_gather_grad(int64_t outer, int64_t dim, int64_t count, int64_t in
                            const float *dy, float *dx, cudaStream_t st);
 /* Elementwise conversion between float32, float64, float16, bfloat16, int8..int64, uint8, bool. */
 cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void *y, cudaStream_t st);
+/* A fused Cast's widening (runtime/cuda/cuda_backend.c): buf holds n float32 slots whose
+ * second half holds the n float16 (from 10) or bfloat16 (16) values a kernel wrote;
+ * each becomes its float32, in place, in passes that never overwrite a value unread. */
+cudaError_t cu_widen_in_place(int from, int64_t n, void *buf, cudaStream_t st);
 
 /* Reduction: output index over kept dims (strides ks in x), reduced dims (strides rs). */
 typedef struct cu_reduce_geom {
@@ -85,9 +89,9 @@ cudaError_t cu_softmax(int kind, int64_t outer, int64_t len, int64_t inner, cons
 cudaError_t cu_softmax_grad(int kind, int64_t outer, int64_t len, int64_t inner, const float *dy, const float *y,
                             float *dx, cudaStream_t st);
 /* LayerNormalization over rows of len; scale and bias [len] (bias may be NULL); mean and
- * inv_std [rows] may be NULL. */
+ * inv_std [rows] may be NULL.  y of dtype 1, or 10 or 16 rounded on store (a fused Cast). */
 cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, const float *x, const float *scale, const float *bias,
-                         float *y, float *mean, float *inv_std, cudaStream_t st);
+                         int ydtype, void *y, float *mean, float *inv_std, cudaStream_t st);
 cudaError_t cu_layernorm_grad(int64_t rows, int64_t len, const float *dy, const float *x, const float *scale,
                               const float *mean, const float *inv_std, float *dx, float *dscale, float *dbias,
                               cudaStream_t st);

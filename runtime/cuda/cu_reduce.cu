@@ -215,8 +215,11 @@ extern "C" cudaError_t cu_softmax_grad(int kind, int64_t outer, int64_t len, int
 
 /* ---- LayerNormalization ---- */
 
+/* TY: float, or the low dtype a fused Cast stores (rounded from the float the unfused
+ * kernel writes, so the bits are the Cast's). */
+template <typename TY>
 __global__ void k_layernorm(int64_t rows, int64_t len, double eps, const float *x, const float *scale,
-                            const float *bias, float *y, float *mean, float *inv_std) {
+                            const float *bias, TY *y, float *mean, float *inv_std) {
     int lane = threadIdx.x & 31;
     CU_FOR_ROW(r, rows) {
         const float *xr = x + r * len;
@@ -228,7 +231,7 @@ __global__ void k_layernorm(int64_t rows, int64_t len, double eps, const float *
         double var = len ? cu_warp_sum(q) / (double)len : 0;
         double inv = 1.0 / sqrt(var + eps);
         for (int64_t k = lane; k < len; k += 32)
-            y[r * len + k] = (float)((xr[k] - m) * inv * (double)scale[k] + (bias ? (double)bias[k] : 0.0));
+            cu_st(y, r * len + k, (float)((xr[k] - m) * inv * (double)scale[k] + (bias ? (double)bias[k] : 0.0)));
         if (lane == 0) {
             if (mean) mean[r] = (float)m;
             if (inv_std) inv_std[r] = (float)inv;
@@ -237,9 +240,10 @@ __global__ void k_layernorm(int64_t rows, int64_t len, double eps, const float *
 }
 
 extern "C" cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, const float *x, const float *scale,
-                                    const float *bias, float *y, float *mean, float *inv_std, cudaStream_t st) {
+                                    const float *bias, int ydtype, void *y, float *mean, float *inv_std, cudaStream_t st) {
     if (rows == 0) return cudaSuccess;
-    k_layernorm<<<row_blocks(rows), CU_THREADS, 0, st>>>(rows, len, (double)eps, x, scale, bias, y, mean, inv_std);
+    CU_FLOAT_DISPATCH(ydtype, k_layernorm<T><<<row_blocks(rows), CU_THREADS, 0, st>>>(rows, len, (double)eps, x, scale, bias,
+                                                                                      (T *)y, mean, inv_std));
     return cudaGetLastError();
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "cu_kernels.h"
 #include "cuda_internal.h"
 #include "ir/op_registry.h"
 
@@ -136,14 +137,57 @@ static vp_status run_op(vp_backend *b, const cuda_op *e, const vp_node *n, const
     return s;
 }
 
+/* Ops whose kernels store a fused Cast's narrowing themselves (they read the output's
+ * dtype; planner/precision/cast_fuse.c fuses narrowing into these only). */
+static int narrows_on_store(const vp_node *n) { return !n->domain[0] && !strcmp(n->op_type, "LayerNormalization"); }
+
+/* A node with fused Casts (VP_CAST_ATTR).  Widening: the kernel runs unchanged, writing
+ * its low result into the second half of the float32 output's own bytes, which are then
+ * widened in place (no memory beyond the planned arena).  Narrowing: the op's kernel
+ * rounds on store. */
+static vp_status run_store_cast(vp_backend *b, const cuda_op *e, const vp_node *n, const vp_tensor *const *in,
+                                vp_tensor *const *out, vp_error *err) {
+    enum { MAX_OUT = 16 };
+    if (n->n_outputs > MAX_OUT) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a fused cast on over %d outputs", MAX_OUT);
+    vp_tensor half[MAX_OUT];
+    vp_tensor *pout[MAX_OUT];
+    for (int k = 0; k < n->n_outputs; k++) {
+        vp_dtype from, to;
+        pout[k] = out[k];
+        if (!out[k] || !vp_node_cast_output(n, k, &from, &to)) continue;
+        int widen = to == VP_F32 && (from == VP_F16 || from == VP_BF16), narrow = from == VP_F32 && (to == VP_F16 || to == VP_BF16);
+        if (out[k]->dtype != to || (!widen && !narrow) || (narrow && !narrows_on_store(n)))
+            return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CUDA kernel stores output %d as %s from %s", k,
+                                vp_dtype_name(to), vp_dtype_name(from));
+        if (narrow) continue;
+        half[k] = *out[k];
+        half[k].dtype = from;
+        half[k].data = (char *)out[k]->data + vp_tensor_nbytes(&half[k]);
+        pout[k] = &half[k];
+    }
+    cuda_ctx *c = ctx_of(b);
+    vp_status s = run_op(b, e, n, in, pout, err);
+    for (int k = 0; k < n->n_outputs && !s; k++)
+        if (pout[k] != out[k])
+            s = vp_cuda_check(cu_widen_in_place((int)half[k].dtype, vp_tensor_numel(out[k]), out[k]->data, c->stream), n,
+                              "cu_widen_in_place", err);
+    return s;
+}
+
+static vp_status run_any(vp_backend *b, const cuda_op *e, const vp_node *n, const vp_tensor *const *in,
+                         vp_tensor *const *out, vp_error *err) {
+    if (e && n->n_attrs && vp_node_attr(n, VP_CAST_ATTR)) return run_store_cast(b, e, n, in, out, err);
+    return run_op(b, e, n, in, out, err);
+}
+
 vp_status vp_backend_cuda_run(vp_backend *b, const vp_cuda_kernel *k, const vp_node *n, const vp_tensor *const *in,
                               vp_tensor *const *out, vp_error *err) {
-    return run_op(b, (const cuda_op *)k, n, in, out, err);
+    return run_any(b, (const cuda_op *)k, n, in, out, err);
 }
 
 static vp_status cuda_run_node(vp_backend *b, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                vp_error *err) {
-    return run_op(b, find_op(n->domain, n->op_type), n, in, out, err);
+    return run_any(b, find_op(n->domain, n->op_type), n, in, out, err);
 }
 
 static vp_status cuda_sync(vp_backend *b, vp_error *err) {

@@ -23,8 +23,12 @@ static vp_status op_layernorm(cuda_ctx *c, const vp_node *n, const vp_tensor *co
     if (vp_tensor_numel(scale) != len || (bias && vp_tensor_numel(bias) != len))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "scale and bias must cover the normalised shape");
     int64_t rows = len ? vp_tensor_numel(x) / len : 0;
-    return LAUNCH(cu_layernorm(rows, len, vp_attr_float(n, "epsilon", 1e-5f), x->data, scale->data, fptr(bias),
-                               fptr(out[0]), fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
+    /* Y float32, or rounded on store to the dtype a fused Cast gave it */
+    vp_dtype yt = out[0]->dtype, from = VP_F32;
+    if (yt != VP_F32 && (!vp_node_cast_output(n, 0, &from, NULL) || from != VP_F32 || (yt != VP_F16 && yt != VP_BF16)))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "output 0 is %s", vp_dtype_name(yt));
+    return LAUNCH(cu_layernorm(rows, len, vp_attr_float(n, "epsilon", 1e-5f), x->data, scale->data, fptr(bias), (int)yt,
+                               out[0]->data, fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
 }
 
 static vp_status op_layernorm_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,

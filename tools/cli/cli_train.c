@@ -36,6 +36,10 @@ void cli_train_init(cli_train_opts *o) {
          "fp32 master weights and optimizer state (default fp32)"},
         {"--fp32-ops", CLI_STR, &o->spec.fp32_ops, "OP,OP", "ops kept in fp32 under --precision bf16|fp16 (op types, such as Gelu)"},
         {"--low-ops", CLI_STR, &o->spec.low_ops, "OP,OP", "ops run in bf16|fp16 under --precision (op types, such as Softmax)"},
+        {"--no-cast-fusion", CLI_SET, &o->spec.no_cast_fusion, NULL,
+         "under --precision bf16|fp16, keep every Cast a node of its own\n"
+         "(default: a Cast whose input nothing else reads is done by that\n"
+         "input's producer as it stores its result, bit for bit the same)"},
         {"--loss-scale", CLI_NUM, &o->loss_scale, "S",
          "fp16: the dynamic loss scale at the first step, a power of two\n"
          "(default 65536, GradScaler's, or the scale a model written by\n"
@@ -218,8 +222,11 @@ void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char
     buf[0] = 0;
     if (spec->precision == VP_PRECISION_FP32) return;
     const vp_precision_counts *c = &t->precision;
-    int n = snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts, %d weight copies (%lld bytes)%s",
-                     vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, c->weight_copies,
+    const vp_cast_fuse_counts *f = &t->cast_fusion;
+    char fused[96] = "";
+    if (f->fused) snprintf(fused, sizeof fused, " (of the step's %d, %d fused into their producers)", f->casts_before, f->fused);
+    int n = snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts%s, %d weight copies (%lld bytes)%s",
+                     vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, fused, c->weight_copies,
                      (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
     if (t->loss_scaled && n > 0 && (size_t)n < len) /* where the step starts: the default, --loss-scale, or a saved model's */
         snprintf(buf + n, len - (size_t)n, " from scale %.17g, %lld clean steps", t->scaling.init,

@@ -36,8 +36,6 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
  * when they fused nothing. */
 void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
 
-/* "precision bf16: 31 nodes low, 41 float32, 35 casts, 17 weight copies (53.1 KiB)[, dynamic
- * loss scaling]", or "" in fp32. */
 /* "qat int8:per-channel:asym: 7 nodes, 7 weights, 9 activations (2 residual), 144 bytes of
  * observer state", or "" without --qat. */
 void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
@@ -45,6 +43,8 @@ void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf,
 void cli_lora_summary(const vp_train_spec *spec, const vp_training *t, const vp_graph *g, char *buf, size_t len);
 /* "offload: 6 Adam updates on the host, 55,400 bytes of optimizer state there", or "". */
 void cli_offload_summary(const vp_training *t, char *buf, size_t len);
+/* "precision bf16: 31 nodes low, 41 float32, 35 casts[ (N of M fused into their producers)],
+ * 17 weight copies (53.1 KiB)[, dynamic loss scaling]", or "" in fp32. */
 void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 #endif
