@@ -23,6 +23,9 @@
 #    workspaces in the arena, and again with our kernels (VP_CUDA_NO_CUDNN=1): losses
 #    compared (1e-4 / 2e-3 relative), cuDNN must have run; prints the planned workspace
 #    bytes beside the arena and the measured peak;
+# 5a. features: QAT (cnn), optimizer-state offload, bf16 with and without cast fusion and
+#    sqrtn checkpointing (gpt), each plan run on the device and on the CPU, losses within
+#    2e-3 relative;
 # 5b. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
 #    mpirun -np 2 (and 4 with four GPUs) onnx-vplan run --backend cuda of the torch.onnx
 #    GPT export's per-rank plans (tests/data/tp/gpt_qkv), losses against the one-GPU
@@ -235,6 +238,46 @@ if not used:
     print("FAIL: cuDNN did not run the convolutions")
 sys.exit(0 if ok else 1)
 EOF
+done
+
+section "features: QAT, offload, cast fusion, checkpointing on $BACKEND against cpu"
+# each feature's plan run on the device and on the CPU backend, losses within 2e-3
+# relative: fake-quant (cnn), optimizer-state offload (pinned memory and the copy stream;
+# gpt), bf16 with and without cast fusion (gpt), checkpointing under sqrtn (gpt)
+features=(
+    "qat cnn --qat int8"
+    "offload gpt --offload"
+    "castfuse gpt --precision bf16"
+    "nocastfuse gpt --precision bf16 --no-cast-fusion"
+    "remat gpt --remat sqrtn"
+)
+for spec in "${features[@]}"; do
+    read -r name m fopts <<<"$spec"
+    read -r -a fopts <<<"$fopts"
+    dir=models/$m
+    freeze=$(freeze_of "$dir/meta.json")
+    extra=()
+    [[ -n $freeze ]] && extra=(--freeze "$freeze")
+    plan="$WORK/feat-$name.vplan"
+    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "${fopts[@]}" "${extra[@]}" --dim batch=4 \
+        --device h200 -o "$plan" >"$WORK/feat-$name.plan.log"; then
+        cat "$WORK/feat-$name.plan.log"
+        failed+=("plan $name")
+        continue
+    fi
+    ok=1
+    for b in "$BACKEND" cpu; do
+        if ! run "$VP" run "$plan" --backend "$b" --steps 3 --json "$WORK/feat-$name.$b.json" >"$WORK/feat-$name.$b.log" 2>&1; then
+            cat "$WORK/feat-$name.$b.log"
+            failed+=("run $name $b")
+            ok=0
+            break
+        fi
+    done
+    [[ $ok == 1 ]] || continue
+    if ! "$PY" tools/bench/gpu_check_tables.py losses "$WORK/feat-$name.$BACKEND.json" "$WORK/feat-$name.cpu.json" "$name ($m)"; then
+        failed+=("losses $name")
+    fi
 done
 
 section "tensor parallel over NCCL"
