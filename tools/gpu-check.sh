@@ -166,34 +166,38 @@ EOF
     done
 done
 
+# plans models/MODEL (AdamW, batch 4, h200) with OPTIONS, runs the plan 3 steps on
+# $BACKEND and on cpu, compares the losses (2e-3 relative); failures go to failed[]
+plan_both_backends() { # LABEL MODEL OPTIONS...
+    local label=$1 m=$2 dir=models/$2 plan="$WORK/$1.vplan" freeze b
+    shift 2
+    local extra=()
+    freeze=$(freeze_of "$dir/meta.json")
+    [[ -n $freeze ]] && extra=(--freeze "$freeze")
+    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "$@" "${extra[@]}" --dim batch=4 \
+        --device h200 -o "$plan" >"$WORK/$label.plan.log"; then
+        cat "$WORK/$label.plan.log"
+        failed+=("plan $label")
+        return
+    fi
+    for b in "$BACKEND" cpu; do
+        if ! run "$VP" run "$plan" --backend "$b" --steps 3 --json "$WORK/$label.$b.json" >"$WORK/$label.$b.log" 2>&1; then
+            cat "$WORK/$label.$b.log"
+            failed+=("run $label $b")
+            return
+        fi
+    done
+    if ! "$PY" tools/bench/gpu_check_tables.py losses "$WORK/$label.$BACKEND.json" "$WORK/$label.cpu.json" "$label ($m)"; then
+        failed+=("losses $label")
+    fi
+}
+
 section "mixed precision: plan --precision bf16|fp16, run --backend $BACKEND against --backend cpu"
 for dir in models/*/; do
     m=$(basename "$dir")
     [[ -f $dir/meta.json ]] || continue
-    freeze=$(freeze_of "$dir/meta.json")
-    extra=()
-    [[ -n $freeze ]] && extra=(--freeze "$freeze")
     for p in bf16 fp16; do
-        plan="$WORK/$m-$p.vplan"
-        if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw --precision "$p" "${extra[@]}" --dim batch=4 \
-            --device h200 -o "$plan" >"$WORK/$m-$p.plan.log"; then
-            cat "$WORK/$m-$p.plan.log"
-            failed+=("plan $m $p")
-            continue
-        fi
-        ok=1
-        for b in "$BACKEND" cpu; do
-            if ! run "$VP" run "$plan" --backend "$b" --steps 3 --json "$WORK/$m-$p.$b.json" >"$WORK/$m-$p.$b.log" 2>&1; then
-                cat "$WORK/$m-$p.$b.log"
-                failed+=("run $m $p $b")
-                ok=0
-                break
-            fi
-        done
-        [[ $ok == 1 ]] || continue
-        if ! "$PY" tools/bench/gpu_check_tables.py losses "$WORK/$m-$p.$BACKEND.json" "$WORK/$m-$p.cpu.json" "$m $p"; then
-            failed+=("losses $m $p")
-        fi
+        plan_both_backends "$m-$p" "$m" --precision "$p"
     done
 done
 
@@ -254,30 +258,7 @@ features=(
 for spec in "${features[@]}"; do
     read -r name m fopts <<<"$spec"
     read -r -a fopts <<<"$fopts"
-    dir=models/$m
-    freeze=$(freeze_of "$dir/meta.json")
-    extra=()
-    [[ -n $freeze ]] && extra=(--freeze "$freeze")
-    plan="$WORK/feat-$name.vplan"
-    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "${fopts[@]}" "${extra[@]}" --dim batch=4 \
-        --device h200 -o "$plan" >"$WORK/feat-$name.plan.log"; then
-        cat "$WORK/feat-$name.plan.log"
-        failed+=("plan $name")
-        continue
-    fi
-    ok=1
-    for b in "$BACKEND" cpu; do
-        if ! run "$VP" run "$plan" --backend "$b" --steps 3 --json "$WORK/feat-$name.$b.json" >"$WORK/feat-$name.$b.log" 2>&1; then
-            cat "$WORK/feat-$name.$b.log"
-            failed+=("run $name $b")
-            ok=0
-            break
-        fi
-    done
-    [[ $ok == 1 ]] || continue
-    if ! "$PY" tools/bench/gpu_check_tables.py losses "$WORK/feat-$name.$BACKEND.json" "$WORK/feat-$name.cpu.json" "$name ($m)"; then
-        failed+=("losses $name")
-    fi
+    plan_both_backends "feat-$name" "$m" "${fopts[@]}"
 done
 
 section "tensor parallel over NCCL"
