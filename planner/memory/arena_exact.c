@@ -43,8 +43,10 @@
  * proven lower bound, one solved lowers the incumbent; when they meet the arena is
  * proven optimal.  Each attempt is one of three static ranks (MiniMalloc's
  * width/area/total orders) with a budget of work that doubles every round, so a rank
- * that thrashes is left for another (restarts); whatever is best when the work runs
- * out is kept (anytime).  The decision itself is arena_exact_search.c.
+ * that thrashes is left for another (restarts); every second round jitters those ranks
+ * at random, seeded by the round, since the outcome follows the order more than any
+ * pruning rule (RESULTS.md: it solved perfect_100, perfect_200 and H); whatever is best
+ * when the work runs out is kept (anytime).  The decision itself is arena_exact_search.c.
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"
