@@ -43,12 +43,16 @@
  * proven lower bound, one solved lowers the incumbent; when they meet the arena is
  * proven optimal.  Each attempt is one of three static ranks (MiniMalloc's
  * width/area/total orders) with a budget of work that doubles every round, so a rank
- * that thrashes is left for another (restarts); whatever is best when the work runs
- * out is kept (anytime).  The decision itself is arena_exact_search.c.
+ * that thrashes is left for another (restarts); every second round jitters those ranks
+ * at random, seeded by the round, since the outcome follows the order more than any
+ * pruning rule (RESULTS.md: it solved perfect_100, perfect_200 and H); whatever is best
+ * when the work runs out is kept (anytime).  The decision itself is arena_exact_search.c.
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"
 #include "memory/arena_exact_search.h"
+
+#include "rng.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,12 +77,35 @@ static int rank_cmp(const void *pa, const void *pb) {
     return a - b;
 }
 
-static void set_ranks(vp_exact *x, int h, int *tmp) {
+static const int *g_jit_key;
+
+static int jit_cmp(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    if (g_jit_key[a] != g_jit_key[b]) return g_jit_key[a] < g_jit_key[b] ? -1 : 1;
+    return a - b;
+}
+
+/* Ranks h, then, with a seed, each item moved down by up to `window` places at random
+ * (a key of 1024 rank + a draw below 1024 window, so neighbours swap often and far ones
+ * rarely): a restart that is not the same three orders again.  Any rank keeps the
+ * search complete; the seed keeps it deterministic. */
+static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
     for (int i = 0; i < x->n; i++) tmp[i] = i;
     g_rank_x = x;
     g_rank_h = h;
     qsort(tmp, (size_t)x->n, sizeof *tmp, rank_cmp);
     for (int r = 0; r < x->n; r++) x->rank[tmp[r]] = r;
+    if (seed) {
+        int *key = x->gkey; /* free until the search starts; n <= 2048, window <= n: fits an int */
+        for (int i = 0; i < x->n; i++) {
+            vp_rng r = {seed * 1000003u + (uint64_t)i};
+            key[i] = 1024 * x->rank[i] + (int)(vp_rng_next(&r) % (uint64_t)(1024 * window));
+            tmp[i] = i;
+        }
+        g_jit_key = key;
+        qsort(tmp, (size_t)x->n, sizeof *tmp, jit_cmp);
+        for (int r = 0; r < x->n; r++) x->rank[tmp[r]] = r;
+    }
     /* twins: identical items keep rank order */
     for (int r = 0; r < x->n; r++) {
         int i = tmp[r];
@@ -89,14 +116,15 @@ static void set_ranks(vp_exact *x, int h, int *tmp) {
                 x->twin[i] = j;
                 break;
             }
-            if (x->width[j] != x->width[i] && g_rank_h == 0) break; /* sorted by width first: no twin further */
+            if (x->width[j] != x->width[i] && g_rank_h == 0 && !seed) break; /* sorted by width first: no twin further */
         }
     }
 }
 
-/* One decision at capacity c with ranks h (see vp_exact_decide). */
-static int decide(vp_exact *x, int h, int64_t c, int64_t work, int *scratch) {
-    set_ranks(x, h, scratch);
+/* One decision at capacity c with ranks h, jittered when seed is not 0 (see
+ * vp_exact_decide). */
+static int decide(vp_exact *x, int h, uint64_t seed, int window, int64_t c, int64_t work, int *scratch) {
+    set_ranks(x, h, seed, window, scratch);
     return vp_exact_decide(x, c, work);
 }
 
@@ -309,7 +337,11 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
                 if (c <= lo) break;
             }
             int64_t lim = limit < left ? limit : left;
-            int r = decide(&x, a < 3 ? a : h, c, lim, scratch);
+            /* rounds 2, 4, 6, ... (those without a probe) jitter the ranks, seeded by the
+             * round, within n/8 and n/2 places in turn */
+            uint64_t seed = round > 1 && !(round & 1) ? (uint64_t)round : 0;
+            int window = (round / 2) & 1 ? ns / 8 + 1 : ns / 2 + 1;
+            int r = decide(&x, a < 3 ? a : h, seed, window, c, lim, scratch);
             left -= x.work;
             res->work += x.work;
             res->attempts++;
