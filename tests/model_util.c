@@ -16,6 +16,7 @@
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
 #include "plan_exec.h"
+#include "remat/remat.h"
 #include "train/training.h"
 
 #define MODELS VP_SOURCE_DIR "/models"
@@ -344,4 +345,24 @@ void test_model_check_params(test_model *m) {
     check(named == params->n && m->t.n_params == params->n && !m->t.warning[0],
           "%s: trains torch's %d parameters (%d found, %d trainable) without warnings%s%s", m->name, params->n, named,
           m->t.n_params, m->t.warning[0] ? ": " : "", m->t.warning);
+}
+
+vp_status test_model_plan(test_planned *pl, const char *name, const char *opt, int offload, const char *device,
+                          vp_error *err) {
+    memset(pl, 0, sizeof *pl);
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
+    if (!s) s = vp_opt_parse(opt, &spec.opt, err);
+    spec.offload = offload;
+    if (!s) s = test_model_load(&pl->m, name, &spec, err);
+    vp_remat_result rr;
+    if (!s) s = vp_plan_with_remat(pl->m.g, &pl->m.t, vp_device_find(device), 1, 0, VP_REMAT_NONE, &pl->g, &pl->p, &rr, err);
+    return s;
+}
+
+void test_planned_free(test_planned *pl) {
+    vp_plan_free(&pl->p);
+    if (pl->g && pl->g != pl->m.g) vp_graph_free(pl->g);
+    test_model_free(&pl->m);
 }

@@ -4,6 +4,7 @@
 #define VP_TEST_MODEL_UTIL_H
 
 #include "ir/ir.h"
+#include "memory/plan.h"
 #include "mini_json.h"
 #include "train/training.h"
 
@@ -43,6 +44,17 @@ vp_status test_model_loss(struct vp_exec *x, const test_model *m, double *loss, 
 /* Runs `steps` steps on x (already fed), each step's loss into losses[k], carrying the
  * state from each step to the next. */
 vp_status test_model_run_steps(struct vp_exec *x, const test_model *m, int steps, double *losses, vp_error *err);
+
+/* models/<name>'s training step (ce:logits loss, optimizer opt, optimizer state offloaded
+ * when offload is set) planned without checkpointing for device profile `device`. */
+typedef struct test_planned {
+    test_model m;
+    vp_graph *g; /* the planned graph: m.g, or a copy freed with it */
+    vp_plan p;
+} test_planned;
+vp_status test_model_plan(test_planned *pl, const char *name, const char *opt, int offload, const char *device,
+                          vp_error *err);
+void test_planned_free(test_planned *pl);
 
 /* Reads models/<name>/fixtures/<file> (a TensorProto). */
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);

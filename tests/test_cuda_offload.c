@@ -26,7 +26,6 @@
 #include "plan_exec.h"
 #include "plan_file.h"
 #include "plan_load.h"
-#include "remat/remat.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
 #endif
@@ -39,33 +38,8 @@ static int close_to(double a, double b) {
     return fabs(a - b) <= 1e-5 * scale;
 }
 
-typedef struct planned {
-    test_model m;
-    vp_graph *g;
-    vp_plan p;
-} planned;
-
-static vp_status plan_model(planned *pl, const char *name, int offload, vp_error *err) {
-    memset(pl, 0, sizeof *pl);
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
-    if (!s) s = vp_opt_parse("adamw", &spec.opt, err);
-    spec.offload = offload;
-    if (!s) s = test_model_load(&pl->m, name, &spec, err);
-    vp_remat_result rr;
-    if (!s) s = vp_plan_with_remat(pl->m.g, &pl->m.t, vp_device_find("h200"), 1, 0, VP_REMAT_NONE, &pl->g, &pl->p, &rr, err);
-    return s;
-}
-
-static void plan_free(planned *pl) {
-    vp_plan_free(&pl->p);
-    if (pl->g && pl->g != pl->m.g) vp_graph_free(pl->g);
-    test_model_free(&pl->m);
-}
-
 /* Runs STEPS steps of pl's plan on b and leaves the executor in *x. */
-static vp_status run_steps(planned *pl, vp_backend *b, vp_plan_exec **x, vp_error *err) {
+static vp_status run_steps(test_planned *pl, vp_backend *b, vp_plan_exec **x, vp_error *err) {
     vp_tensor in = {0}, labels = {0};
     const mj *name = mj_get(pl->m.meta, "input");
     vp_backend_cuda_set_graph(b, pl->p.g);
@@ -84,7 +58,7 @@ static vp_status run_steps(planned *pl, vp_backend *b, vp_plan_exec **x, vp_erro
 
 /* The largest relative difference between the parameters of two plans' executors (the
  * same model with and without offload), matched by name. */
-static double weights_gap(const planned *a, vp_plan_exec *xa, const planned *b, vp_plan_exec *xb, int *n, char *worst, size_t len) {
+static double weights_gap(const test_planned *a, vp_plan_exec *xa, const test_planned *b, vp_plan_exec *xb, int *n, char *worst, size_t len) {
     double gap = 0;
     *n = 0;
     for (int i = 0; i < a->m.t.n_params; i++) {
@@ -107,14 +81,14 @@ static double weights_gap(const planned *a, vp_plan_exec *xa, const planned *b, 
 }
 
 static void check_model(const char *name, vp_backend *cpu, vp_backend *cuda) {
-    planned on, off;
+    test_planned on, off;
     vp_error err;
-    vp_status s = plan_model(&on, name, 1, &err);
-    if (!s) s = plan_model(&off, name, 0, &err);
+    vp_status s = test_model_plan(&on, name, "adamw", 1, "h200", &err);
+    if (!s) s = test_model_plan(&off, name, "adamw", 0, "h200", &err);
     if (s) {
         check(0, "%s: plans with and without offload: %s", name, err.msg);
-        plan_free(&on);
-        plan_free(&off);
+        test_planned_free(&on);
+        test_planned_free(&off);
         return;
     }
     double on_cpu[STEPS], on_cuda[STEPS], from_file[STEPS];
@@ -157,8 +131,8 @@ static void check_model(const char *name, vp_backend *cpu, vp_backend *cuda) {
     } else
         check(0, "%s: plan file: %s", name, err.msg);
     unlink(path);
-    plan_free(&on);
-    plan_free(&off);
+    test_planned_free(&on);
+    test_planned_free(&off);
 }
 #endif
 

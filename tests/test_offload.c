@@ -19,34 +19,8 @@
 #include "model_util.h"
 #include "plan_file.h"
 #include "plan_load.h"
-#include "remat/remat.h"
 
 #define STEPS 3
-
-typedef struct planned_step {
-    test_model m;
-    vp_graph *planned;
-    vp_plan p;
-} planned_step;
-
-static vp_status plan_step(planned_step *ps, const char *name, int offload, const char *opt, vp_error *err) {
-    memset(ps, 0, sizeof *ps);
-    vp_train_spec spec;
-    memset(&spec, 0, sizeof spec);
-    vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
-    if (!s) s = vp_opt_parse(opt, &spec.opt, err);
-    spec.offload = offload;
-    if (!s) s = test_model_load(&ps->m, name, &spec, err);
-    vp_remat_result rr;
-    if (!s) s = vp_plan_with_remat(ps->m.g, &ps->m.t, vp_device_find("cpu"), 1, 0, VP_REMAT_NONE, &ps->planned, &ps->p, &rr, err);
-    return s;
-}
-
-static void plan_free(planned_step *ps) {
-    vp_plan_free(&ps->p);
-    if (ps->planned && ps->planned != ps->m.g) vp_graph_free(ps->planned);
-    test_model_free(&ps->m);
-}
 
 /* The two steps' losses over STEPS steps, run naively (each plan is checked against its
  * own naive run by test_compare_planned), bit for bit. */
@@ -79,14 +53,14 @@ static int same_losses(test_model *a, test_model *b) {
 }
 
 static void check_model(const char *name) {
-    planned_step on, off;
+    test_planned on, off;
     vp_error err;
-    vp_status s = plan_step(&off, name, 0, "adamw", &err);
-    if (!s) s = plan_step(&on, name, 1, "adamw", &err);
+    vp_status s = test_model_plan(&off, name, "adamw", 0, "cpu", &err);
+    if (!s) s = test_model_plan(&on, name, "adamw", 1, "cpu", &err);
     if (s) {
         check(0, "%s: plan with and without offload: %s", name, err.msg);
-        plan_free(&off);
-        plan_free(&on);
+        test_planned_free(&off);
+        test_planned_free(&on);
         return;
     }
     int64_t state = on.m.t.offloaded_state_bytes, saved = off.p.arena_bytes - on.p.arena_bytes;
@@ -102,8 +76,8 @@ static void check_model(const char *name) {
     int same = test_compare_planned(&on.m, &on.p, STEPS, NULL, 0, why, sizeof why);
     check(same == 1, "%s: planned with offload = naive over %d steps%s%s", name, STEPS, why[0] ? ": " : "", why);
     check(same_losses(&on.m, &off.m), "%s: losses with offload = without, bit for bit, over %d steps", name, STEPS);
-    plan_free(&off);
-    plan_free(&on);
+    test_planned_free(&off);
+    test_planned_free(&on);
 }
 
 /* Writes p to path and reads it back; 0 when the read succeeds, else 1 and the reader's
@@ -129,13 +103,13 @@ static void expect_refused(const vp_plan *p, const char *name, const char *path,
 }
 
 static void file_case(const char *name) {
-    planned_step on;
+    test_planned on;
     vp_error err;
     char path[4400], msg[1024];
     snprintf(path, sizeof path, "%s/tests/offload_%.100s_%d.vplan", VP_BINARY_DIR, name, (int)getpid());
-    if (plan_step(&on, name, 1, "adamw", &err)) {
+    if (test_model_plan(&on, name, "adamw", 1, "cpu", &err)) {
         check(0, "%s plan file: %s", name, err.msg);
-        plan_free(&on);
+        test_planned_free(&on);
         return;
     }
     vp_loaded_plan lp;
@@ -184,7 +158,7 @@ static void file_case(const char *name) {
     } else
         check(0, "%s plan file: cannot rewrite %s", name, path);
     unlink(path);
-    plan_free(&on);
+    test_planned_free(&on);
 }
 
 int main(void) {
