@@ -65,6 +65,7 @@ typedef struct vp_op_def {
 /* Family tables, each ended by an entry with name == NULL. */
 extern const vp_op_def vp_ops_elementwise[];
 extern const vp_op_def vp_ops_tensor[];   /* shape and data movement */
+extern const vp_op_def vp_ops_source[];   /* Shape, Size, Constant, ConstantOfShape, Range */
 extern const vp_op_def vp_ops_linalg[];   /* MatMul, Gemm, Conv, pooling, normalisation */
 extern const vp_op_def vp_ops_reduce[];   /* reductions, softmax, losses, quantisation */
 extern const vp_op_def vp_ops_resample[]; /* Resize, Upsample, ScatterND, GatherND and their adjoints */
