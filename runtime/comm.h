@@ -32,6 +32,10 @@ typedef struct vp_comm_iface {
     /* send holds size blocks of count elements; rank r receives the sum over ranks of
      * block r in recv (count elements). */
     vp_status (*reduce_scatter)(vp_comm *c, const void *send, void *recv, int64_t count, vp_dtype dt, vp_error *err);
+    /* Optional (NULL: each call completes alone).  begin != 0 opens a group: the calls
+     * up to the closing call (begin == 0) may be launched as one, and complete when it
+     * returns (NCCL's ncclGroupStart/End: one launch for all of a tensor's rows). */
+    vp_status (*group)(vp_comm *c, int begin, vp_error *err);
     void (*destroy)(vp_comm *c);
 } vp_comm_iface;
 
@@ -74,25 +78,32 @@ static inline vp_status vp_comm_reduce_scatter(vp_comm *c, const void *send, voi
 /* The pair along an axis of a tensor with `rows` rows before it, one collective a row:
  * each rank's chunk of a row lies whole in the gathered row ([rows][rank][chunk]), so
  * each row moves between the caller's buffers as it is, no staging nor reordering (the
- * CUDA backend's way: device memory).  Counted once for the whole, as above. */
+ * CUDA backend's way: device memory), the rows grouped into one launch where the
+ * communicator groups.  Counted once for the whole, as above. */
 static inline vp_status vp_comm_gather_rows(vp_comm *c, const void *send, void *recv, int64_t rows, int64_t bytes,
                                             vp_error *err) {
     c->bytes_sent += vp_tp_gather_bytes(rows * bytes * c->size, c->size);
     c->calls++;
-    vp_status s = VP_OK;
+    vp_status s = rows > 1 && c->iface->group ? c->iface->group(c, 1, err) : VP_OK;
+    if (s) return s;
     for (int64_t r = 0; r < rows && !s; r++)
         s = c->iface->allgather(c, (const char *)send + r * bytes, (char *)recv + r * bytes * c->size, bytes, err);
-    return s;
+    vp_error end_err;
+    vp_status e = rows > 1 && c->iface->group ? c->iface->group(c, 0, s ? &end_err : err) : VP_OK;
+    return s ? s : e;
 }
 static inline vp_status vp_comm_reduce_scatter_rows(vp_comm *c, const void *send, void *recv, int64_t rows, int64_t count,
                                                     vp_dtype dt, vp_error *err) {
     int64_t bytes = count * (int64_t)vp_dtype_size(dt);
     c->bytes_sent += vp_tp_gather_bytes(rows * bytes * c->size, c->size);
     c->calls++;
-    vp_status s = VP_OK;
+    vp_status s = rows > 1 && c->iface->group ? c->iface->group(c, 1, err) : VP_OK;
+    if (s) return s;
     for (int64_t r = 0; r < rows && !s; r++)
         s = c->iface->reduce_scatter(c, (const char *)send + r * bytes * c->size, (char *)recv + r * bytes, count, dt, err);
-    return s;
+    vp_error end_err;
+    vp_status e = rows > 1 && c->iface->group ? c->iface->group(c, 0, s ? &end_err : err) : VP_OK;
+    return s ? s : e;
 }
 vp_status vp_comm_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, vp_error *err);
 vp_status vp_comm_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err);

@@ -92,7 +92,8 @@ static void mpi_destroy(vp_comm *c) {
     free(c);
 }
 
-static const vp_comm_iface mpi_iface = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_reduce_scatter, mpi_destroy};
+static const vp_comm_iface mpi_iface = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_reduce_scatter, NULL,
+                                       mpi_destroy};
 
 vp_status vp_comm_mpi_new(vp_comm **out, vp_error *err) {
     *out = NULL;

@@ -16,6 +16,8 @@
 typedef struct nccl_ctx {
     ncclComm_t comm;
     cudaStream_t stream;
+    int in_group;   /* between ncclGroupStart and ncclGroupEnd */
+    int sync_after; /* a call in the open group wants the stream synchronised at its end */
 } nccl_ctx;
 
 static vp_status nccl_check(ncclResult_t r, const char *what, vp_error *err) {
@@ -51,7 +53,8 @@ static vp_status nccl_broadcast(vp_comm *c, void *buf, int64_t bytes, int root, 
 static vp_status nccl_allgather(vp_comm *c, const void *send, void *recv, int64_t bytes, vp_error *err) {
     nccl_ctx *x = c->ctx;
     vp_status s = nccl_check(ncclAllGather(send, recv, (size_t)bytes, ncclChar, x->comm, x->stream), "ncclAllGather", err);
-    if (!s && cudaStreamSynchronize(x->stream) != cudaSuccess) s = vp_fail(err, VP_ERR_RUNTIME, "cudaStreamSynchronize");
+    if (x->in_group) x->sync_after = 1;
+    else if (!s && cudaStreamSynchronize(x->stream) != cudaSuccess) s = vp_fail(err, VP_ERR_RUNTIME, "cudaStreamSynchronize");
     return s;
 }
 
@@ -60,6 +63,23 @@ static vp_status nccl_reduce_scatter(vp_comm *c, const void *send, void *recv, i
     ncclDataType_t t;
     if (!nccl_type(dt, &t)) return vp_fail(err, VP_ERR_UNSUPPORTED, "NCCL reduce-scatter of %s", vp_dtype_name(dt));
     return nccl_check(ncclReduceScatter(send, recv, (size_t)count, t, ncclSum, x->comm, x->stream), "ncclReduceScatter", err);
+}
+
+/* NCCL launches a group's calls when it closes; a group always closes, even after a
+ * failed call, so the communicator is never left inside one. */
+static vp_status nccl_group(vp_comm *c, int begin, vp_error *err) {
+    nccl_ctx *x = c->ctx;
+    if (begin) {
+        x->in_group = 1;
+        x->sync_after = 0;
+        return nccl_check(ncclGroupStart(), "ncclGroupStart", err);
+    }
+    x->in_group = 0;
+    vp_status s = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
+    if (!s && x->sync_after && cudaStreamSynchronize(x->stream) != cudaSuccess)
+        s = vp_fail(err, VP_ERR_RUNTIME, "cudaStreamSynchronize");
+    x->sync_after = 0;
+    return s;
 }
 
 static void nccl_destroy(vp_comm *c) {
@@ -73,7 +93,7 @@ static void nccl_destroy(vp_comm *c) {
 }
 
 static const vp_comm_iface nccl_iface = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_reduce_scatter,
-                                         nccl_destroy};
+                                         nccl_group, nccl_destroy};
 
 vp_status vp_comm_nccl_new(vp_comm *mpi, int device, void *stream, vp_comm **out, vp_error *err) {
     *out = NULL;
