@@ -238,6 +238,11 @@ vp_status vp_node_add_attr_string(vp_graph *g, int node, const char *name, const
 #define VP_CAST_ATTR "vplan_cast"
 int vp_node_cast_output(const vp_node *n, int k, vp_dtype *from, vp_dtype *to);
 
+/* A deep copy of src into dst: 1, or 0 when out of memory (dst then holds what was
+ * copied so far, for vp_attr_clear). */
+int vp_attr_copy(vp_attr *dst, const vp_attr *src);
+/* Frees what the attribute owns (not the attribute itself). */
+void vp_attr_clear(vp_attr *a);
 /* Copies the attributes of node src onto node dst (both in g). */
 vp_status vp_node_copy_attrs(vp_graph *g, int dst, int src);
 /* The same from a node of another graph (a Loop body's, copied into g). */
