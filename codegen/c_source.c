@@ -199,15 +199,20 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
             fputs("    io->backend->workspace = NULL;\n    io->backend->workspace_bytes = 0;\n    return s;\n}\n", f);
         }
     } else if (dn) {
-        /* run_node's order: oneDNN when it takes the node, else the registry's kernel */
+        /* run_node's order: oneDNN when it takes the node (its reorders and scratchpad
+         * in the step's planned workspace), else the registry's kernel */
+        int ws = p->workspace ? p->workspace[s] : -1;
+        char wsarg[96] = "NULL, 0";
+        if (ws >= 0)
+            snprintf(wsarg, sizeof wsarg, "A + %lld, %lld", (long long)p->buffers[ws].offset, (long long)p->buffers[ws].bytes);
         fprintf(f, "    if (%s_dn) {\n"
                    "        if (prepare) return vp_dn_prepare(%s_dn, &%s_node, in, out, err);\n"
                    "        int handled;\n"
-                   "        vp_status s = vp_dn_run(%s_dn, &%s_node, in, out, &handled, err);\n"
+                   "        vp_status s = vp_dn_run(%s_dn, &%s_node, in, out, %s, &handled, err);\n"
                    "        if (s || handled) return s;\n"
                    "    }\n"
                    "    return prepare ? VP_OK : %s(&%s_node, in, out, err);\n}\n",
-                o->prefix, o->prefix, id, o->prefix, id, kernel, id);
+                o->prefix, o->prefix, id, o->prefix, id, wsarg, kernel, id);
     } else if (vp_node_attr(n, VP_CAST_ATTR)) { /* a fused cast: the kernel's output converted on store */
         fprintf(f, "    return vp_cpu_store_cast(%s, &%s_node, in, out, err);\n}\n", kernel, id);
     } else {

@@ -165,9 +165,9 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
                "their own)\n", sc.views, sc.in_place, sc.updates, vp_human_bytes(sc.bytes, b1, sizeof b1));
     vp_workspace_summary ws = vp_plan_workspace_summary(p);
     if (ws.steps)
-        fprintf(f, "workspaces: %d steps (%d cuBLAS products, %d cuDNN convolutions), the largest %s, live one step "
-                   "at a time (%s summed)\n", ws.steps, ws.blas_steps, ws.conv_steps, vp_human_bytes(ws.largest, b1, sizeof b1),
-                vp_human_bytes(ws.total, b2, sizeof b2));
+        fprintf(f, "workspaces: %d steps (%d cuBLAS products, %d %s convolutions), the largest %s, live one step "
+                   "at a time (%s summed)\n", ws.steps, ws.blas_steps, ws.conv_steps, p->device.host_dnn ? "oneDNN" : "cuDNN",
+                vp_human_bytes(ws.largest, b1, sizeof b1), vp_human_bytes(ws.total, b2, sizeof b2));
     double ratio = p->lower_bound_bytes ? (double)p->arena_bytes / (double)p->lower_bound_bytes : 1.0;
     fprintf(f, "arena:       %s (%lld bytes)\n", vp_human_bytes(p->arena_bytes, b1, sizeof b1), (long long)p->arena_bytes);
     if (p->host_bytes)

@@ -66,6 +66,9 @@ vp_backend *vp_backend_cpu_new(void);
 vp_backend *vp_backend_cpu_new_with(int reference);
 /* Whether VP_CPU_REFERENCE asks for the reference kernels. */
 int vp_backend_cpu_reference_env(void);
+/* Bytes of oneDNN reorders and scratchpad the CPU backend holds outside any plan (for
+ * nodes run without a planned workspace that fits them); 0 when none ran so. */
+size_t vp_backend_cpu_own_scratch(const vp_backend *b);
 void vp_backend_free(vp_backend *b);
 
 /* Zeroes device memory (state that starts at zero): in place on host memory, else a
@@ -80,6 +83,10 @@ typedef struct vp_io_args {
     vp_tensor **pout;
 } vp_io_args;
 vp_status vp_io_args_init(vp_io_args *a, const vp_graph *g, vp_error *err);
+/* Points a's arguments at n's values as the graph describes them (shape, dtype, the
+ * data a value holds ahead of time or NULL): for asking a kernel library about a node
+ * without running it.  NULL for an omitted input or output. */
+void vp_io_args_describe(vp_io_args *a, const vp_graph *g, const vp_node *n);
 void vp_io_args_free(vp_io_args *a);
 
 #endif

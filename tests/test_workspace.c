@@ -1,5 +1,7 @@
 /* Planned workspaces (planner/memory/workspace.h) on the models in models/:
- *   - the CPU profile plans none, and its plans are what they were (no uint8 buffer);
+ *   - the CPU profile gives each convolution oneDNN takes the bytes oneDNN says it uses
+ *     (reordered copies, scratchpad), no other step any; its planned run allocates no
+ *     scratch of its own and matches naive execution bit for bit;
  *   - a GPU profile gives every Conv, ConvGrad and matrix product step one buffer, of
  *     the size the rule says (recomputed here from the shapes, not by the planner's
  *     code), live during that step only, category workspace, and no other step one;
@@ -11,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "check.h"
+#include "dn.h"
+#include "exec.h"
 #include "memory/verify.h"
 #include "memory/workspace.h"
 #include "model_util.h"
@@ -52,16 +57,73 @@ static int64_t count_workspace_buffers(const vp_plan *p) {
     return n;
 }
 
+/* On the CPU profile a step has a workspace exactly when oneDNN takes its convolution,
+ * of the bytes the library says its primitives use (asked here of a context of our own);
+ * a plan run with them leaves the backend no scratch of its own to allocate, and runs
+ * bit-identically to naive execution, which does allocate one. */
 static void check_cpu_profile(test_model *m) {
     vp_plan p;
     vp_error err = {{0}};
     vp_status s = vp_plan_build(&p, m->g, &m->t, vp_device_find("cpu"), 1, &err);
     check(!s, "%s: cpu plan builds%s%s", m->name, s ? ": " : "", s ? err.msg : "");
     if (s) return;
-    int uint8 = 0;
-    for (int b = 0; b < p.n_buffers; b++) uint8 += p.g->values[p.buffers[b].value].dtype == VP_U8;
-    check(!p.workspace && !count_workspace_buffers(&p) && !p.category_bytes[VP_CAT_WORKSPACE] && !uint8,
-          "%s: the cpu profile plans no workspace (%lld workspace buffers)", m->name, (long long)count_workspace_buffers(&p));
+    vp_dn *dn = vp_dn_new();
+    vp_io_args io;
+    int convs = 0, right = 0, others = 0;
+    if (dn && !vp_io_args_init(&io, p.g, &err)) {
+        for (int st = 0; st < p.n_steps; st++) {
+            const vp_node *n = &p.g->nodes[p.steps[st]];
+            int ws = p.workspace ? p.workspace[st] : -1;
+            if (!vp_dn_may_cover(n)) {
+                others += ws >= 0;
+                continue;
+            }
+            vp_io_args_describe(&io, p.g, n);
+            int64_t want = -1;
+            if (vp_dn_workspace_bytes(dn, n, io.pin, io.pout, &want, &err)) continue;
+            convs++;
+            right += want > 0 ? ws >= 0 && p.buffers[ws].bytes == want && p.buffers[ws].cat == VP_CAT_WORKSPACE &&
+                                    p.buffers[ws].first == st && p.buffers[ws].last == st
+                              : ws < 0;
+        }
+        vp_io_args_free(&io);
+    }
+    vp_dn_free(dn);
+    vp_workspace_summary w = vp_plan_workspace_summary(&p);
+    printf("  %s on cpu: %d oneDNN convolution steps, %d workspaces (largest %lld B, %lld B summed), arena %lld B\n",
+           m->name, convs, w.steps, (long long)w.largest, (long long)w.total, (long long)p.arena_bytes);
+    check(dn && right == convs && !others && w.conv_steps == w.steps,
+          "%s: on the cpu profile each of the %d oneDNN convolution steps has the workspace oneDNN sizes (%d right), "
+          "no other step one (%d)", m->name, convs, right, others);
+    if (w.steps) {
+        vp_backend *planned = vp_backend_cpu_new_with(0), *naive = vp_backend_cpu_new_with(0);
+        double lp[2];
+        char why[1024] = "";
+        int bad = test_plan_losses(m, &p, planned, 2, lp, why, sizeof why);
+        size_t own = vp_backend_cpu_own_scratch(planned);
+        check(!bad && own == 0, "%s: the planned cpu step keeps oneDNN's reorders and scratchpads in its workspaces "
+              "(backend's own scratch %zu B)%s%s", m->name, own, bad ? ": " : "", why);
+        /* the naive step, which has no workspaces, needs the backend's own: oneDNN ran */
+        vp_exec *x = NULL;
+        s = vp_exec_new(m->g, naive, &x, &err);
+        if (!s) s = test_model_feed(x, m, &err);
+        if (!s) s = vp_exec_run(x, &err);
+        own = vp_backend_cpu_own_scratch(naive);
+        check(!s && own == (size_t)w.largest, "%s: naive, the backend holds the largest workspace itself (%zu B of %lld B)%s%s",
+              m->name, own, (long long)w.largest, s ? ": " : "", s ? err.msg : "");
+        vp_exec_free(x);
+        char why2[1024];
+        int r = test_compare_planned(m, &p, 2, m->t.params, m->t.n_params, why2, sizeof why2);
+        check(r == 1, "%s: the cpu plan with workspaces runs bit-identically to naive execution%s%s", m->name,
+              r == 1 ? "" : ": ", r == 1 ? "" : why2);
+        vp_backend_free(planned);
+        vp_backend_free(naive);
+    } else {
+        int uint8 = 0;
+        for (int b = 0; b < p.n_buffers; b++) uint8 += p.g->values[p.buffers[b].value].dtype == VP_U8;
+        check(!p.workspace && !p.category_bytes[VP_CAT_WORKSPACE] && !uint8,
+              "%s: without convolutions the cpu profile plans no workspace", m->name);
+    }
     vp_plan_free(&p);
 }
 

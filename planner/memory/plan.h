@@ -60,6 +60,8 @@ typedef struct vp_device_profile {
                                    NVIDIA recommends 32 MiB on Hopper, 4 MiB before); 0: none planned */
     int64_t conv_workspace;     /* bytes: the most a convolution's planned workspace holds (cuDNN's
                                    algorithms); 0: none planned */
+    int host_dnn;               /* convolutions run on oneDNN on this machine's CPU: each one's
+                                   workspace is what oneDNN says its primitives use */
 } vp_device_profile;
 
 /* "cpu", "a100", "h100", "h200"; NULL when unknown. */

@@ -14,11 +14,12 @@ static const vp_device_profile profiles[] = {
      * the CPU) and the host memory's bandwidth, for optimizer-state offload; the caps of
      * the planned workspaces (workspace.c): cuBLAS's per product, the size NVIDIA's
      * cublasSetWorkspace documentation recommends (32 MiB on Hopper, 4 MiB on earlier
-     * GPUs), and cuDNN's per convolution; none on the CPU, whose kernels need none */
-    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16", 2.0e10, 2.0e10, 0, 0},
-    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16", 25e9, 1.0e11, 4 << 20, 64 << 20},
-    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20},
-    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20},
+     * GPUs), and cuDNN's per convolution; on the CPU, oneDNN's reorders and scratchpad
+     * per convolution, as the library sizes them on the planning machine */
+    {"cpu", 64, 1.0e11, 1.0e11, 2.0e10, 1e-7, 5.0e9, 2e-6, "fp32,bf16", 2.0e10, 2.0e10, 0, 0, 1},
+    {"a100", 256, 19.5e12, 312e12, 2.0e12, 5e-6, 300e9, 8e-6, "fp32,bf16,fp16", 25e9, 1.0e11, 4 << 20, 64 << 20, 0},
+    {"h100", 256, 67e12, 989e12, 3.35e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20, 0},
+    {"h200", 256, 67e12, 989e12, 4.8e12, 4e-6, 450e9, 6e-6, "fp32,bf16,fp16", 50e9, 2.0e11, 32 << 20, 64 << 20, 0},
 };
 
 const vp_device_profile *vp_device_find(const char *name) {

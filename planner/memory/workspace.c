@@ -1,11 +1,14 @@
-/* Planned workspaces (workspace.h says the rule): a buffer per step whose CUDA kernel
- * calls cuBLAS or cuDNN, live during that step only, so the arena holds every device
- * byte a step uses and the runtime allocates none of its own. */
+/* Planned workspaces (workspace.h says the rule): a buffer per step whose kernel calls
+ * cuBLAS or cuDNN on a GPU, or oneDNN on the CPU, live during that step only, so the
+ * arena holds every byte a step uses and the runtime allocates none of its own. */
 #include "memory/workspace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "backend.h"
+#include "dn.h"
 
 static const struct {
     const char *domain, *op;
@@ -86,21 +89,40 @@ static int workspace_value(vp_graph *g, int node, int64_t bytes) {
 
 static int64_t align_up(int64_t x, int64_t a) { return a > 1 ? (x + a - 1) / a * a : x; }
 
+/* The bytes oneDNN's primitives for node n use beside its tensors on this machine (d's
+ * threads), 0 when oneDNN does not take n: built from the values' shapes, no data read. */
+static vp_status host_dnn_bytes(vp_dn *d, const vp_graph *g, const vp_node *n, int64_t *bytes, vp_error *err) {
+    *bytes = 0;
+    if (vp_workspace_kind_of(n) != VP_WORKSPACE_CONV || !vp_dn_may_cover(n)) return VP_OK;
+    vp_io_args io;
+    vp_status s = vp_io_args_init(&io, g, err);
+    if (s) return s;
+    vp_io_args_describe(&io, g, n);
+    s = vp_dn_workspace_bytes(d, n, io.pin, io.pout, bytes, err);
+    vp_io_args_free(&io);
+    return s;
+}
+
 vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
-    if (p->device.blas_workspace <= 0 && p->device.conv_workspace <= 0) return VP_OK;
+    if (p->device.blas_workspace <= 0 && p->device.conv_workspace <= 0 && !p->device.host_dnn) return VP_OK;
     vp_graph *g = p->g;
     int64_t *want = calloc((size_t)p->n_steps + 1, sizeof *want);
     if (!want) return vp_fail(err, VP_ERR_NOMEM, "out of memory planning workspaces");
+    /* a context of our own: its primitives are built for sizing only, then freed */
+    vp_dn *dn = p->device.host_dnn ? vp_dn_new() : NULL;
     int count = 0;
-    for (int st = 0; st < p->n_steps; st++) {
-        want[st] = vp_workspace_bytes(g, &g->nodes[p->steps[st]], &p->device);
+    vp_status s = VP_OK;
+    for (int st = 0; st < p->n_steps && !s; st++) {
+        const vp_node *n = &g->nodes[p->steps[st]];
+        if (p->device.host_dnn) s = dn ? host_dnn_bytes(dn, g, n, &want[st], err) : VP_OK;
+        else want[st] = vp_workspace_bytes(g, n, &p->device);
         count += want[st] > 0;
     }
-    if (!count) {
+    vp_dn_free(dn);
+    if (s || !count) {
         free(want);
-        return VP_OK;
+        return s;
     }
-    vp_status s = VP_OK;
     int known = g->n_values; /* buffer_of's entries, as liveness sized it */
     p->workspace = malloc((size_t)p->n_steps * sizeof *p->workspace);
     vp_buffer *bufs = realloc(p->buffers, ((size_t)p->n_buffers + (size_t)count + 1) * sizeof *bufs);

@@ -18,7 +18,14 @@
  *     min(blas_workspace, 4 float32 copies of the largest output), room for a split-K
  *     reduction of four partial products, the use cuBLAS's heuristics make of it.
  * At run time the CUDA backend hands cuBLAS this buffer (cublasSetWorkspace) and picks
- * the fastest cuDNN algorithm whose workspace fits it (runtime/cuda/cudnn_select.h). */
+ * the fastest cuDNN algorithm whose workspace fits it (runtime/cuda/cudnn_select.h).
+ *
+ * On the CPU profile (host_dnn), a convolution oneDNN takes (Conv, ConvGrad in float32)
+ * gets what oneDNN's primitives for it use beside its tensors on the planning machine:
+ * the copies reordered to oneDNN's blocked layouts and the scratchpad (runtime/cpu/dn.h
+ * asks the library, at OpenMP's thread count); the CPU backend runs them there.  A plan
+ * run where oneDNN wants more (more threads, another ISA) still runs, in a buffer of the
+ * backend's own, with the same bits. */
 #ifndef VP_WORKSPACE_H
 #define VP_WORKSPACE_H
 

@@ -150,17 +150,22 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         for (int j = 0; j < k && !dup; j++) dup = b[j].signature == b[k].signature;
         r->n_distinct_blocks += !dup;
     }
-    char *keep = malloc((size_t)g->n_values + 1);
-    int *choice = calloc((size_t)nb + 1, sizeof *choice);
-    if (!keep || !choice) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     vp_graph *best_g = NULL;
     enum { MAX_CANDS = 32 };
     candidate cands[MAX_CANDS];
     int nc = 0;
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
     vp_status full = VP_ERR_INVALID;
-    if (!s && kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
+    if (kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
     int64_t full_arena = full ? -1 : p->arena_bytes;
+    /* sized after that plan, which may add values to g (its steps' workspaces) */
+    char *keep = malloc((size_t)g->n_values + 1);
+    int *choice = calloc((size_t)nb + 1, sizeof *choice);
+    if (!keep || !choice) {
+        if (!full) vp_plan_free(p);
+        full = VP_ERR_INVALID;
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
     if (!s && kind == VP_REMAT_SQRTN) {
         vp_remat_sqrtn_keep(g, &ch, keep);
         s = vp_remat_plan_copy(g, t, dev, fused, keep, NULL, &best_g, p, &r->n_recompute, err);

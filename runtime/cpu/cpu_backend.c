@@ -73,7 +73,7 @@ static vp_status cpu_dispatch(vp_backend *b, const vp_node *n, const vp_tensor *
     vp_dn_gemm_select(c && c->dn);
     if (c && c->dn) {
         int handled;
-        vp_status s = vp_dn_run(c->dn, n, in, out, &handled, err);
+        vp_status s = vp_dn_run(c->dn, n, in, out, b->workspace, b->workspace_bytes, &handled, err);
         if (s || handled) return s;
     }
     if (!n->op || !n->op->cpu)
@@ -150,6 +150,11 @@ int vp_backend_cpu_reference_env(void) {
 
 vp_backend *vp_backend_cpu_new(void) { return vp_backend_cpu_new_with(vp_backend_cpu_reference_env()); }
 
+size_t vp_backend_cpu_own_scratch(const vp_backend *b) {
+    const cpu_ctx *c = b->ctx;
+    return c && c->dn ? vp_dn_scratch_bytes(c->dn) : 0;
+}
+
 void vp_backend_free(vp_backend *b) {
     if (b) b->iface->destroy(b);
 }
@@ -182,6 +187,21 @@ vp_status vp_io_args_init(vp_io_args *a, const vp_graph *g, vp_error *err) {
     if (a->tin && a->tout && a->pin && a->pout) return VP_OK;
     vp_io_args_free(a);
     return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+}
+
+void vp_io_args_describe(vp_io_args *a, const vp_graph *g, const vp_node *n) {
+    for (int k = 0; k < n->n_inputs; k++) {
+        a->pin[k] = NULL;
+        if (n->inputs[k] < 0) continue;
+        a->tin[k] = vp_value_tensor(&g->values[n->inputs[k]]);
+        a->pin[k] = &a->tin[k];
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        a->pout[k] = NULL;
+        if (n->outputs[k] < 0) continue;
+        a->tout[k] = vp_value_tensor(&g->values[n->outputs[k]]);
+        a->pout[k] = &a->tout[k];
+    }
 }
 
 void vp_io_args_free(vp_io_args *a) {

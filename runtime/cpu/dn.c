@@ -1,5 +1,6 @@
 /* The oneDNN fast path: engine and stream, the per-node primitive cache, and running
  * one cached op (reorders in, the primitive, reorders out).  See dn.h. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,8 @@ struct vp_dn {
     dnnl_stream_t stream;
     dn_entry **table; /* open addressing on the node pointer */
     size_t cap, used;
-    void *buf;        /* reordered copies and scratchpads: one node at a time */
+    void *buf;        /* reordered copies and scratchpads of a node run without a planned
+                         workspace that holds them: one node at a time */
     size_t buf_bytes;
     int threads;      /* the threads a large node gets (OpenMP's, when the backend started) */
 };
@@ -136,8 +138,7 @@ static void *tensor_data(const vp_tensor *const *in, vp_tensor *const *out, int 
     return which >= 0 ? in[which]->data : out[~which]->data;
 }
 
-static int op_run(vp_dn *d, const dn_op *op, const vp_tensor *const *in, vp_tensor *const *out) {
-    char *base = d->buf;
+static int op_run(vp_dn *d, const dn_op *op, char *base, const vp_tensor *const *in, vp_tensor *const *out) {
     dnnl_exec_arg_t args[DN_MAX_ARGS + 1];
     int st = 0;
     for (int k = 0; k < op->n_args && !st; k++) {
@@ -228,21 +229,31 @@ static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const v
         e->uncovered = 1;
         return e;
     }
-    size_t need = 0;
+    e->need = 0;
     for (int j = 0; j < e->n_ops; j++)
-        if (e->ops[j].bytes > need) need = e->ops[j].bytes;
-    if (need > d->buf_bytes) {
-        void *buf = aligned_alloc(64, align64(need));
-        if (!buf) {
-            entry_clear(e);
-            e->uncovered = 1;
-            return e;
-        }
+        if (e->ops[j].bytes > e->need) e->need = e->ops[j].bytes;
+    return e;
+}
+
+/* Where e's copies and scratchpad go (*base; NULL when it needs none): the caller's
+ * workspace when it holds them (a planned step's, in the arena), else the context's
+ * buffer, grown to fit.  Returns 1 when that cannot grow. */
+static int scratch_for(vp_dn *d, const dn_entry *e, void *ws, size_t ws_bytes, char **base) {
+    *base = NULL;
+    if (!e->need) return 0;
+    if (ws && ws_bytes >= e->need && !((uintptr_t)ws & 63)) {
+        *base = ws;
+        return 0;
+    }
+    if (e->need > d->buf_bytes) {
+        void *buf = aligned_alloc(64, align64(e->need));
+        if (!buf) return 1;
         free(d->buf);
         d->buf = buf;
-        d->buf_bytes = align64(need);
+        d->buf_bytes = align64(e->need);
     }
-    return e;
+    *base = d->buf;
+    return 0;
 }
 
 static const dn_kind *kind_of(const vp_node *n) {
@@ -274,16 +285,26 @@ vp_status vp_dn_prepare(vp_dn *d, const vp_node *n, const vp_tensor *const *in, 
     return entry_of(d, n, in, out, &e, err);
 }
 
-vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
-                    vp_error *err) {
+vp_status vp_dn_workspace_bytes(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                int64_t *bytes, vp_error *err) {
+    dn_entry *e;
+    vp_status s = entry_of(d, n, in, out, &e, err);
+    *bytes = !s && e ? (int64_t)e->need : 0;
+    return s;
+}
+
+vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, void *ws,
+                    size_t ws_bytes, int *handled, vp_error *err) {
     *handled = 0;
     dn_entry *e;
     vp_status s = entry_of(d, n, in, out, &e, err);
     if (s || !e) return s;
+    char *base;
+    if (scratch_for(d, e, ws, ws_bytes, &base)) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for oneDNN's reorders and scratchpad");
     if (e->threads != d->threads) vp_par_set_threads(e->threads);
     int bad = -1;
     for (int j = 0; j < e->n_ops && bad < 0; j++)
-        if (op_run(d, &e->ops[j], in, out)) bad = j;
+        if (op_run(d, &e->ops[j], base, in, out)) bad = j;
     if (e->threads != d->threads) vp_par_set_threads(d->threads);
     if (bad >= 0) return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN failed to execute primitive %d of this node", bad);
     *handled = 1;

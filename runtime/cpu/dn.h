@@ -10,8 +10,11 @@
  *
  * oneDNN picks its own (blocked) layouts; our tensors stay plain NCHW, so reorders run
  * around each primitive.  The reordered copies and the primitives' scratchpads
- * (user-mode scratchpad) live in one host buffer owned by the context, sized on first
- * use of each node to the largest any node needs: it is outside the planned arena. */
+ * (user-mode scratchpad) of a node go in the workspace its caller hands it: a planned
+ * step's buffer in the arena (memory/workspace.h sizes it with vp_dn_workspace_bytes
+ * on the planning machine); without one that holds them (naive execution, a plan made
+ * for fewer threads or another machine), in one host buffer owned by the context,
+ * grown to the largest any node needs. */
 #ifndef VP_DN_H
 #define VP_DN_H
 
@@ -27,9 +30,17 @@ void vp_dn_free(vp_dn *d);
  * at run time, and the reference then runs): codegen routes these through vp_dn_run. */
 int vp_dn_may_cover(const vp_node *n);
 
-/* Runs n on oneDNN when covered (*handled = 1); else *handled = 0 and nothing ran. */
-vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int *handled,
-                    vp_error *err);
+/* Runs n on oneDNN when covered (*handled = 1); else *handled = 0 and nothing ran.  ws
+ * (64-byte aligned, ws_bytes long; NULL for none) holds the node's reorders and
+ * scratchpad when large enough. */
+vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, void *ws,
+                    size_t ws_bytes, int *handled, vp_error *err);
+
+/* The bytes of workspace n's primitives use on this machine at this thread count
+ * (reordered copies and scratchpad), building them as vp_dn_prepare does; 0 when
+ * oneDNN does not take n.  Tensors need shapes, not data. */
+vp_status vp_dn_workspace_bytes(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                int64_t *bytes, vp_error *err);
 
 /* Builds n's primitives now (as its first vp_dn_run would), so that a later run only
  * executes them: for generated steps, whose init prepares every node of the plan.
@@ -43,7 +54,8 @@ vp_status vp_dn_prepare(vp_dn *d, const vp_node *n, const vp_tensor *const *in, 
 void vp_dn_gemm_select(int on);
 int vp_dn_gemm_selected(void);
 
-/* Bytes of the shared reorder/scratchpad buffer (for reports). */
+/* Bytes of the context's own reorder/scratchpad buffer (for reports and tests: 0 while
+ * every node ran in a planned workspace). */
 size_t vp_dn_scratch_bytes(const vp_dn *d);
 
 #endif

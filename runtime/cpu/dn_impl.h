@@ -37,6 +37,7 @@ typedef struct dn_entry {
     int uncovered;            /* oneDNN refused it: the reference runs */
     int64_t work;             /* floating-point operations, roughly: sets the threads */
     int threads;              /* OpenMP threads its primitives are created and run with */
+    size_t need;              /* bytes of reordered copies and scratchpad its largest op uses */
     int n_ops;
     dn_op ops[DN_MAX_OPS];
 } dn_entry;

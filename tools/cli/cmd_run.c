@@ -273,6 +273,9 @@ static int run_run(int argc, char **argv) {
                coll->iface->name, planned_sent ? planned_sent : "?");
     if (!s && !quiet) printf("device memory: %lld bytes allocated, planned arena %lld bytes\n", (long long)vp_plan_exec_device_bytes(x),
                    (long long)lp.plan.arena_bytes);
+    if (!s && !quiet && !use_cuda && vp_backend_cpu_own_scratch(b))
+        printf("oneDNN scratch outside the plan: %zu bytes (its workspaces were planned for another machine or thread "
+               "count, or none were)\n", vp_backend_cpu_own_scratch(b));
     if (!s && use_cuda) cuda_report(&mem, &lp.plan);
     if (!s && save_w) s = save_weights(&lp, x, save_w, &err);
     if (!s && json) {
