@@ -96,6 +96,20 @@ static void check_cpu_profile(test_model *m) {
           "%s: on the cpu profile each of the %d oneDNN convolution steps has the workspace oneDNN sizes (%d right), "
           "no other step one (%d)", m->name, convs, right, others);
     if (w.steps) {
+        /* the same profile without them: what the arena held before they were planned */
+        vp_device_profile bare = p.device;
+        bare.host_dnn = 0;
+        vp_plan q0;
+        if (!vp_plan_build(&q0, m->g, &m->t, &bare, 1, &err)) {
+            int64_t grew = p.lower_bound_bytes - q0.lower_bound_bytes;
+            printf("  %s on cpu without oneDNN's workspaces: arena %lld B, lower bound %lld B; with them %lld B, %lld B\n",
+                   m->name, (long long)q0.arena_bytes, (long long)q0.lower_bound_bytes, (long long)p.arena_bytes,
+                   (long long)p.lower_bound_bytes);
+            check(!q0.workspace && grew >= 0 && grew <= w.largest,
+                  "%s on cpu: oneDNN's workspaces raise the lower bound by %lld B, at most the largest (%lld B)", m->name,
+                  (long long)grew, (long long)w.largest);
+            vp_plan_free(&q0);
+        }
         vp_backend *planned = vp_backend_cpu_new_with(0), *naive = vp_backend_cpu_new_with(0);
         double lp[2];
         char why[1024] = "";
