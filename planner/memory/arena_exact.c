@@ -1,4 +1,5 @@
-/* The complete search for offsets: what the greedy portfolio in arena.c cannot prove.
+/* The complete search for offsets: what the greedy portfolio (arena_portfolio.c) cannot
+ * prove.
  *
  * In: one piece of items (sizes, lifetimes), the bound no assignment beats (the most
  * bytes live at one step), the portfolio's assignment already in the items (the
@@ -282,7 +283,7 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     /* items without bytes or steps sit at 0 and take no part */
     int *loc = malloc((size_t)n * sizeof *loc), *scratch = malloc((size_t)n * sizeof *scratch);
     /* Items of no bytes sit at 0 and take no part.  An item of no steps [a, a) still
-     * overlaps what strictly spans a (arena.c's placers treat it so); sections do not
+     * overlaps what strictly spans a (arena_place.c's placers treat it so); sections do not
      * model that, so a piece with one keeps the portfolio's assignment. */
     int ns = 0, instant = 0;
     int64_t g = 0;
