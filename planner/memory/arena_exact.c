@@ -324,8 +324,9 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
                 if (c <= lo) break;
             }
             int64_t lim = limit < left ? limit : left;
-            /* rounds 2, 4, 6, ... (those without a probe) jitter the ranks, seeded by the
-             * round, within n/8 and n/2 places in turn */
+            /* rounds 2, 4, 6, ... jitter the bound's ranks, seeded by the round, within n/8
+             * and n/2 places in turn (the probes keep the static ranks: jittered, D and
+             * perfect_400 got worse) */
             uint64_t seed = round > 1 && !(round & 1) ? (uint64_t)round : 0;
             int window = (round / 2) & 1 ? ns / 8 + 1 : ns / 2 + 1;
             int r = decide(&x, a < 3 ? a : (a - 3 + h) % 3, a < 3 ? seed : 0, window, c, lim, scratch);
