@@ -1,4 +1,5 @@
-/* The complete search for offsets: what the greedy portfolio in arena.c cannot prove.
+/* The complete search for offsets: what the greedy portfolio (arena_portfolio.c) cannot
+ * prove.
  *
  * In: one piece of items (sizes, lifetimes), the bound no assignment beats (the most
  * bytes live at one step), the portfolio's assignment already in the items (the
@@ -31,15 +32,17 @@
  * - decomposition: once no unplaced item spans a section boundary, the items left on
  *   either side are independent; each group is searched on its own (MiniMalloc's
  *   dynamic decomposition), so a failure in one group is not retried under every
- *   choice made in another.  The groups keep the last (offset, rank) placed as their
- *   canonical start: every item after it in a canonical assignment stays after it.
+ *   choice made in another.  The groups keep the last offset placed as their
+ *   canonical start (every item after it in a canonical assignment stays above it),
+ *   and each is ranked again by the attempt's keys with the crowd of what is left in
+ *   it (MiniMalloc's subproblems are; it decides MiniMalloc's I).
  *
  * The capacity is searched between the bound (the highest piece's: no piece needs
  * less than the whole) and the incumbent: each round tries the bound with each rank,
- * and every second round also one probe between the bound and the incumbent; a probe
- * left undecided moves the next one halfway up to the incumbent (where the bound is
- * far below the optimum, as in MiniMalloc's D and J, probes near it stay undecided and
- * only those near the incumbent lower it).  A capacity proved infeasible raises the
+ * then probes between the bound and the incumbent with each rank; a probe left
+ * undecided moves the next one halfway up to the incumbent (where the bound is far
+ * below the optimum, as in MiniMalloc's D and J, probes near it stay undecided and only
+ * those near the incumbent lower it).  A capacity proved infeasible raises the
  * proven lower bound, one solved lowers the incumbent; when they meet the arena is
  * proven optimal.  Each attempt is one of three static ranks (MiniMalloc's
  * width/area/total orders) with a budget of work that doubles every round, so a rank
@@ -57,31 +60,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Ranks for attempt h: 0 width, area, crowd; 1 crowd, area, width; 2 crowd, width, area
- * (all descending; MiniMalloc's WAT, TAW, TWA). */
-static const vp_exact *g_rank_x; /* qsort has no context argument in C17 */
-static int g_rank_h;
-
-static int rank_cmp(const void *pa, const void *pb) {
-    const vp_exact *x = g_rank_x;
+static int jit_cmp(const void *pa, const void *pb, void *ctx) {
+    const int *key = ctx;
     int a = *(const int *)pa, b = *(const int *)pb;
-    int64_t ka[3], kb[3];
-    int64_t wa = x->width[a], wb = x->width[b];
-    int64_t aa = x->size[a] * wa, ab = x->size[b] * wb;
-    int64_t ta = x->crowd[a], tb = x->crowd[b];
-    if (g_rank_h == 0) ka[0] = wa, ka[1] = aa, ka[2] = ta, kb[0] = wb, kb[1] = ab, kb[2] = tb;
-    else if (g_rank_h == 1) ka[0] = ta, ka[1] = aa, ka[2] = wa, kb[0] = tb, kb[1] = ab, kb[2] = wb;
-    else ka[0] = ta, ka[1] = wa, ka[2] = aa, kb[0] = tb, kb[1] = wb, kb[2] = ab;
-    for (int k = 0; k < 3; k++)
-        if (ka[k] != kb[k]) return ka[k] > kb[k] ? -1 : 1;
-    return a - b;
-}
-
-static const int *g_jit_key;
-
-static int jit_cmp(const void *pa, const void *pb) {
-    int a = *(const int *)pa, b = *(const int *)pb;
-    if (g_jit_key[a] != g_jit_key[b]) return g_jit_key[a] < g_jit_key[b] ? -1 : 1;
+    if (key[a] != key[b]) return key[a] < key[b] ? -1 : 1;
     return a - b;
 }
 
@@ -90,10 +72,13 @@ static int jit_cmp(const void *pa, const void *pb) {
  * rarely): a restart that is not the same three orders again.  Any rank keeps the
  * search complete; the seed keeps it deterministic. */
 static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
-    for (int i = 0; i < x->n; i++) tmp[i] = i;
-    g_rank_x = x;
-    g_rank_h = h;
-    qsort(tmp, (size_t)x->n, sizeof *tmp, rank_cmp);
+    x->heur = h;
+    for (int i = 0; i < x->n; i++) {
+        tmp[i] = i;
+        x->rank[i] = i; /* ties: the item order */
+        x->dyn[i] = x->crowd[i];
+    }
+    qsort_r(tmp, (size_t)x->n, sizeof *tmp, vp_exact_key_cmp, x);
     for (int r = 0; r < x->n; r++) x->rank[tmp[r]] = r;
     if (seed) {
         int *key = x->gkey; /* free until the search starts; n <= 2048, window <= n: fits an int */
@@ -102,8 +87,7 @@ static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
             key[i] = 1024 * x->rank[i] + (int)(vp_rng_next(&r) % (uint64_t)(1024 * window));
             tmp[i] = i;
         }
-        g_jit_key = key;
-        qsort(tmp, (size_t)x->n, sizeof *tmp, jit_cmp);
+        qsort_r(tmp, (size_t)x->n, sizeof *tmp, jit_cmp, key);
         for (int r = 0; r < x->n; r++) x->rank[tmp[r]] = r;
     }
     /* twins: identical items keep rank order */
@@ -116,7 +100,7 @@ static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
                 x->twin[i] = j;
                 break;
             }
-            if (x->width[j] != x->width[i] && g_rank_h == 0 && !seed) break; /* sorted by width first: no twin further */
+            if (x->width[j] != x->width[i] && h == 0 && !seed) break; /* sorted by width first: no twin further */
         }
     }
 }
@@ -172,6 +156,7 @@ static void exact_free(vp_exact *x) {
     free(x->suf);
     free(x->mark_of);
     free(x->placed);
+    free(x->dyn);
     free(x->undo);
 }
 
@@ -192,12 +177,13 @@ static int exact_build(vp_exact *x, const vp_arena_item *items, const int *idx, 
     x->minoff = malloc(N * sizeof *x->minoff);
     x->off = malloc(N * sizeof *x->off);
     x->best_off = malloc(N * sizeof *x->best_off);
-    x->ord = malloc((N + N * N + 1) * sizeof *x->ord);
+    x->ord = malloc((3 * N + N * N + 1) * sizeof *x->ord);
     x->gkey = malloc(N * sizeof *x->gkey);
     x->mark_of = malloc(N * sizeof *x->mark_of);
     x->placed = malloc(N * sizeof *x->placed);
+    x->dyn = malloc(N * sizeof *x->dyn);
     if (!times || !x->size || !x->lo || !x->hi || !x->ov_at || !x->width || !x->crowd || !x->rank || !x->twin ||
-        !x->minoff || !x->off || !x->best_off || !x->ord || !x->gkey || !x->mark_of || !x->placed) {
+        !x->minoff || !x->off || !x->best_off || !x->ord || !x->gkey || !x->mark_of || !x->placed || !x->dyn) {
         free(times);
         return 0;
     }
@@ -297,7 +283,7 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     /* items without bytes or steps sit at 0 and take no part */
     int *loc = malloc((size_t)n * sizeof *loc), *scratch = malloc((size_t)n * sizeof *scratch);
     /* Items of no bytes sit at 0 and take no part.  An item of no steps [a, a) still
-     * overlaps what strictly spans a (arena.c's placers treat it so); sections do not
+     * overlaps what strictly spans a (arena_place.c's placers treat it so); sections do not
      * model that, so a piece with one keeps the portfolio's assignment. */
     int ns = 0, instant = 0;
     int64_t g = 0;
@@ -321,27 +307,29 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     int64_t limit = 4 * (int64_t)ns * (ns + x.m); /* about 4n nodes' work */
     int h = 0, round = 0, up = 0;
     while (lo < hi && hi > enough && left > 0) {
-        /* a round: the bound with every rank, then on every second round one probe
-         * between the bound and the incumbent (which lowers the incumbent where the
-         * bound is out of reach, but costs the bound's attempts their budget).  A probe
-         * left undecided moves the next one up, halfway to the incumbent: where the
-         * bound is far below the optimum both stay undecided near it (MiniMalloc's D
-         * and J) and only probes near the incumbent lower it. */
-        int attempts = round++ & 1 ? 3 : 4;
+        /* a round: the bound with every rank, then three probes between the bound and
+         * the incumbent, one per rank (the rank that solves a capacity quickly differs
+         * by instance: on MiniMalloc's J only the third finds 1048576, in 400 nodes).
+         * A probe left undecided moves the next one up, halfway to the incumbent: where
+         * the bound is far below the optimum (MiniMalloc's D and J) probes near it stay
+         * undecided and only those near the incumbent lower it. */
+        int attempts = 6;
+        round++;
         for (int a = 0; a < attempts && lo < hi && hi > enough && left > 0; a++) {
             int64_t c = lo;
-            if (a == 3) {
+            if (a >= 3) {
                 int64_t step = (hi - lo) >> (up < 62 ? up + 1 : 62);
                 c = (hi - step) / g * g;
                 if (c >= hi) c = hi - g;
                 if (c <= lo) break;
             }
             int64_t lim = limit < left ? limit : left;
-            /* rounds 2, 4, 6, ... (those without a probe) jitter the ranks, seeded by the
-             * round, within n/8 and n/2 places in turn */
+            /* rounds 2, 4, 6, ... jitter the bound's ranks, seeded by the round, within n/8
+             * and n/2 places in turn (the probes keep the static ranks: jittered, D and
+             * perfect_400 got worse) */
             uint64_t seed = round > 1 && !(round & 1) ? (uint64_t)round : 0;
             int window = (round / 2) & 1 ? ns / 8 + 1 : ns / 2 + 1;
-            int r = decide(&x, a < 3 ? a : h, seed, window, c, lim, scratch);
+            int r = decide(&x, a < 3 ? a : (a - 3 + h) % 3, a < 3 ? seed : 0, window, c, lim, scratch);
             left -= x.work;
             res->work += x.work;
             res->attempts++;
@@ -358,7 +346,7 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
                 lo = c + g; /* no assignment fits c, so none fits below it */
                 up = 0;
                 if (a < 3) a = -1; /* the bound moved: its ranks again */
-            } else if (a == 3) {
+            } else if (a >= 3) {
                 up++;
             }
         }

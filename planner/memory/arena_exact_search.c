@@ -72,16 +72,18 @@ static int place(vp_exact *x, int i, int *hatless) {
         int64_t was = x->minoff[j];
         if (!undo_push(x, j, was)) return -1;
         x->minoff[j] = top;
-        /* Sections whose floor may rise: those where j was the lowest item left.  An
-         * unplaced item never sits below its sections' floors (placing raises both
-         * alike), so that is where the floor equals j's old floor; i's own sections
-         * are at top already, so only j's sections outside i's span are read. */
+        /* Sections whose floor may rise: those below top.  Not only those whose floor
+         * was j's old floor: a section a placement set to its top may hold only items
+         * already above it, so its floor can sit below its lowest item, and a later
+         * raise must read it too (reading only the floors equal to j's old one left
+         * MiniMalloc's I undecided: each branch ran on ten times deeper).  i's own
+         * sections are at top already, so only j's sections outside i's span are read. */
         int a = x->lo[j], b = x->hi[j];
         work += (x->lo[i] > a ? x->lo[i] - a : 0) + (b > x->hi[i] ? b - x->hi[i] : 0);
         for (int s = a; s < b; s++) {
             if (s == x->lo[i]) s = x->hi[i];
             if (s >= b) break;
-            if (x->floor_[s] == was && x->stamp[s] != x->stamp_now) {
+            if (x->floor_[s] < top && x->stamp[s] != x->stamp_now) {
                 x->stamp[s] = x->stamp_now;
                 x->touched[nt++] = s;
             }
@@ -122,14 +124,70 @@ static void unplace(vp_exact *x) {
 static int search(vp_exact *x, const int *prev, int pu, int *cur, int u, int slo, int shi, int64_t last_off, int last_rank,
                   int64_t raised);
 
+int vp_exact_key_cmp(const void *pa, const void *pb, void *ctx) {
+    const vp_exact *x = ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    int64_t wa = x->width[a], wb = x->width[b], aa = x->size[a] * wa, ab = x->size[b] * wb;
+    int64_t ta = x->dyn[a], tb = x->dyn[b], ka[3], kb[3];
+    if (x->heur == 0) ka[0] = wa, ka[1] = aa, ka[2] = ta, kb[0] = wb, kb[1] = ab, kb[2] = tb;
+    else if (x->heur == 1) ka[0] = ta, ka[1] = aa, ka[2] = wa, kb[0] = tb, kb[1] = ab, kb[2] = wb;
+    else ka[0] = ta, ka[1] = wa, ka[2] = aa, kb[0] = tb, kb[1] = wb, kb[2] = ab;
+    for (int k = 0; k < 3; k++)
+        if (ka[k] != kb[k]) return ka[k] > kb[k] ? -1 : 1;
+    return x->rank[a] - x->rank[b];
+}
+
+static int by_rank(const void *pa, const void *pb, void *ctx) {
+    const vp_exact *x = ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return x->rank[a] - x->rank[b];
+}
+
+static int by_floor(const void *pa, const void *pb, void *ctx) {
+    const vp_exact *x = ctx;
+    int a = *(const int *)pa, b = *(const int *)pb;
+    if (x->minoff[a] != x->minoff[b]) return x->minoff[a] < x->minoff[b] ? -1 : 1;
+    return x->rank[a] - x->rank[b];
+}
+
+/* A group of a decomposition ranked again by the attempt's keys, the crowd now read from
+ * what is left unplaced in the group's sections (MiniMalloc ranks each subproblem anew;
+ * without it MiniMalloc's I stays undecided at 1048576, with it the third rank decides
+ * it in 1,800 nodes); ties keep the old order.  The group takes its own old rank values
+ * in the new order, so ranks stay distinct and no item outside it is compared
+ * differently; saved[k] gets g[k]'s old rank for the caller to put back.  g ends
+ * sorted by (floor, rank), the order search expects of prev.  Any rank keeps the group's
+ * search complete: the canonical argument holds for any fixed order of its items. */
+static void rerank(vp_exact *x, int *g, int gs, int *saved) {
+    int64_t work = gs;
+    for (int k = 0; k < gs; k++) {
+        int j = g[k];
+        int64_t most = 0;
+        for (int s = x->lo[j]; s < x->hi[j]; s++)
+            if (x->total[s] > most) most = x->total[s];
+        x->dyn[j] = most;
+        work += x->hi[j] - x->lo[j];
+    }
+    qsort_r(g, (size_t)gs, sizeof *g, by_rank, x);
+    for (int k = 0; k < gs; k++) saved[k] = x->rank[g[k]]; /* the group's rank values, ascending */
+    qsort_r(g, (size_t)gs, sizeof *g, vp_exact_key_cmp, x);
+    for (int k = 0; k < gs; k++) { /* dyn is done with: it keeps each item's old rank */
+        x->dyn[g[k]] = x->rank[g[k]];
+        x->rank[g[k]] = saved[k];
+    }
+    qsort_r(g, (size_t)gs, sizeof *g, by_floor, x);
+    for (int k = 0; k < gs; k++) saved[k] = (int)x->dyn[g[k]];
+    x->work += 3 * work;
+}
+
 /* Item i, just placed, left no unplaced item across some boundaries of [slo, shi): the
  * other u unplaced items of the group, cur[0..u) less i, fall into independent groups,
  * each searched on its own (so the work adds up over the groups instead of multiplying;
  * MiniMalloc's dynamic decomposition).  They keep the canonical order's last (offset,
  * rank): every item after i in a canonical assignment is still after it, whatever group
  * it is in.  A group that fails fails them all; the groups solved before it are taken
- * back.  Groups are laid out at out[] as [size, items...] ending with 0, their searches
- * after that.  Returns as search does; without two groups, searches on as usual. */
+ * back.  Groups are laid out at out[] as [size, items...] ending with 0, then the old
+ * ranks of a group's items (rerank), then the groups' searches.  Returns as search does; without two groups, searches on as usual. */
 static int decompose(vp_exact *x, const int *cur, int u, int i, int *out, int slo, int shi) {
     /* group of an unplaced item: the count of emptied boundaries at or before its start */
     int ng = 1;
@@ -165,14 +223,16 @@ static int decompose(vp_exact *x, const int *cur, int u, int i, int *out, int sl
         int j = cur[k];
         if (x->off[j] < 0) out[x->gcount[x->gkey[j]]++] = j;
     }
-    int *sub = out + at, depth = x->n_placed - 1; /* i stays placed */
+    int *saved = out + at, *sub = saved + u, depth = x->n_placed - 1; /* i stays placed */
     for (int *p = out; *p; p += 1 + *p) {
         int gs = *p, glo = x->m, ghi = 0;
         for (int k = 1; k <= gs; k++) {
             if (x->lo[p[k]] < glo) glo = x->lo[p[k]];
             if (x->hi[p[k]] > ghi) ghi = x->hi[p[k]];
         }
-        int r = search(x, p + 1, gs, sub, gs, glo, ghi, x->off[i], x->rank[i], top);
+        rerank(x, p + 1, gs, saved);
+        int r = search(x, p + 1, gs, sub, gs, glo, ghi, x->off[i], -1, top);
+        for (int k = 1; k <= gs; k++) x->rank[p[k]] = saved[k - 1];
         if (r != 1) {
             while (x->n_placed > depth + 1) unplace(x);
             return r;
@@ -185,12 +245,13 @@ static int decompose(vp_exact *x, const int *cur, int u, int i, int *out, int sl
  * [slo, shi).  prev[0..pu) held its unplaced items at the parent (one of them perhaps
  * placed since); cur gets the u unplaced ones sorted by (floor, rank).  Returns 1 found
  * (the items stay placed), 0 none in this branch (or the work ran out; all taken back),
- * -1 out of memory.  Stack: cur and what follows take at most u * u entries (u + (u -
- * 1)^2 going down a level, u + 2u - 1 + (u - 2)^2 decomposing into groups of at most
- * u - 2). */
+ * -1 out of memory.  Stack: cur and what follows take at most u * u + 2u entries (u +
+ * f(u - 1) going down a level, u + 2u - 1 + u + f(u - 2) decomposing into groups of at
+ * most u - 2, f the bound). */
 static int search(vp_exact *x, const int *prev, int pu, int *cur, int u, int slo, int shi, int64_t last_off, int last_rank,
                   int64_t raised) {
     if (!u) return 1;
+    x->nodes++;
     x->work += pu;
     if (x->work > x->work_limit) {
         x->out_of_work = 1;
@@ -270,6 +331,7 @@ static int search(vp_exact *x, const int *prev, int pu, int *cur, int u, int slo
 int vp_exact_decide(vp_exact *x, int64_t c, int64_t work) {
     x->capacity = c;
     x->work = 0;
+    x->nodes = 0;
     x->work_limit = work;
     x->out_of_work = 0;
     x->undo_top = 0;

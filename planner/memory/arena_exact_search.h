@@ -30,7 +30,7 @@ typedef struct vp_exact {
     int *stamp, stamp_now;    /* [m] sections touched at this node */
     int *touched;             /* [m] their list */
     int *ord;                 /* orderings per depth and the groups of decompositions: a stack
-                                 of at most n + n * n entries (see search) */
+                                 of at most 3n + n * n entries (see search) */
     int *cuts;                /* [m - 1] unplaced items live on both sides of the boundary
                                  after section s; 0 splits the search there */
     int new_cut;              /* set by place: a boundary it spans lost its last unplaced item */
@@ -43,9 +43,18 @@ typedef struct vp_exact {
     int64_t undo_top, undo_cap;
     int64_t capacity;
     int64_t work, work_limit;    /* about one unit per item or section visited */
+    int64_t nodes;               /* search calls of this decision (for measurements) */
+    int heur;                 /* the attempt's rank keys (vp_exact_key_cmp), which a
+                                 decomposition's groups are ranked by again */
+    int64_t *dyn;             /* [n] scratch of a ranking: the crowd it reads */
     int out_of_work;
     int64_t found_arena;
 } vp_exact;
+
+/* qsort_r order of items by the rank keys of attempt heur (descending): 0 width, area,
+ * crowd; 1 crowd, area, width; 2 crowd, width, area (MiniMalloc's WAT, TAW, TWA), the
+ * crowd read from dyn[]; ties by rank[].  ctx: the vp_exact. */
+int vp_exact_key_cmp(const void *a, const void *b, void *ctx);
 
 /* Whether items rank[] (set by the caller) fit capacity c, spending at most work units:
  * 1 found (best_off, found_arena), 0 proved none, 2 undecided (the work ran out), -1

@@ -1,6 +1,6 @@
 /* The arena's placers (arena_place.c): given an order, each puts every item into a gap
  * among the placed items that overlap it in time, best fit or first fit; they give the
- * same offsets and differ in speed (see choose_placer in arena.c).  Private to the
+ * same offsets and differ in speed (see choose_placer in arena_portfolio.c).  Private to the
  * arena solver. */
 #ifndef VP_ARENA_PLACE_H
 #define VP_ARENA_PLACE_H
