@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cpu_par.h"
+#include "cpu_profile.h"
 #include "dn_impl.h"
 
 struct vp_dn {
@@ -136,6 +137,19 @@ static void *tensor_data(const vp_tensor *const *in, vp_tensor *const *out, int 
     return which >= 0 ? in[which]->data : out[~which]->data;
 }
 
+/* VP_PROFILE's row for a reorder of argument arg. */
+static const char *reorder_key(int arg) {
+    switch (arg) {
+    case DNNL_ARG_SRC: return "(reorder src)";
+    case DNNL_ARG_WEIGHTS: return "(reorder weights)";
+    case DNNL_ARG_DST: return "(reorder dst)";
+    case DNNL_ARG_DIFF_SRC: return "(reorder diff_src)";
+    case DNNL_ARG_DIFF_DST: return "(reorder diff_dst)";
+    case DNNL_ARG_DIFF_WEIGHTS: return "(reorder diff_weights)";
+    default: return "(reorder other)";
+    }
+}
+
 static int op_run(vp_dn *d, const dn_op *op, const vp_tensor *const *in, vp_tensor *const *out) {
     char *base = d->buf;
     dnnl_exec_arg_t args[DN_MAX_ARGS + 1];
@@ -150,7 +164,9 @@ static int op_run(vp_dn *d, const dn_op *op, const vp_tensor *const *in, vp_tens
         args[k].memory = a->inner;
         if (a->tensor >= 0) {
             dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->inner}};
+            double t0 = vp_prof_on() ? vp_prof_now() : 0;
             st |= dnnl_primitive_execute(a->reorder, d->stream, 2, r);
+            if (vp_prof_on()) vp_prof_add(reorder_key(a->arg), "onednn", vp_prof_now() - t0);
         }
     }
     int n = op->n_args;
@@ -164,7 +180,9 @@ static int op_run(vp_dn *d, const dn_op *op, const vp_tensor *const *in, vp_tens
         const dn_arg *a = &op->args[k];
         if (!a->inner || a->tensor >= 0) continue;
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->inner}, {DNNL_ARG_TO, a->user}};
+        double t0 = vp_prof_on() ? vp_prof_now() : 0;
         st |= dnnl_primitive_execute(a->reorder, d->stream, 2, r);
+        if (vp_prof_on()) vp_prof_add(reorder_key(a->arg), "onednn", vp_prof_now() - t0);
     }
     if (!st) st = dnnl_stream_wait(d->stream);
     return st;

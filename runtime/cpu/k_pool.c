@@ -121,12 +121,19 @@ enum { ARGMAX_NONE = 255 };
 
 /* Index among the window's taps of its largest element (first on ties), -1 when it
  * reads none: the rule MaxPool's Indices, MaxPoolArgmax and MaxPoolInputGrad share. */
+/* The best value rides in a register and each step is a select, not a branch: which
+ * tap wins is data, and a mispredicted branch per tap cost more than the comparison.
+ * A padding tap reads element 0 and is never taken. */
 #define DEFINE_ARGMAX_K(T, NAME)                                                                    \
-    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {                           \
+    static inline int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {                    \
         int64_t best = -1;                                                                          \
+        T bv = 0;                                                                                   \
         for (int64_t k = 0; k < kvol; k++) {                                                        \
             int64_t off = taps[k];                                                                  \
-            if (off >= 0 && (best < 0 || x[off] > x[taps[best]] || isnan(x[taps[best]]))) best = k; \
+            T v = x[off >= 0 ? off : 0];                                                            \
+            int take = (off >= 0) & ((best < 0) | (v > bv) | (bv != bv));                           \
+            best = take ? k : best;                                                                 \
+            bv = take ? v : bv;                                                                     \
         }                                                                                           \
         return best;                                                                                \
     }
