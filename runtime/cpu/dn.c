@@ -101,8 +101,26 @@ int vp_dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs) {
+/* An argument of e's ops so far that reordered input tensor `tensor` into layout md. */
+static const dn_arg *reordered_before(const dn_entry *e, int tensor, const dnnl_memory_desc_t *md) {
+    for (int j = 0; j < e->n_ops; j++)
+        for (int k = 0; k < e->ops[j].n_args; k++) {
+            const dn_arg *a = &e->ops[j].args[k];
+            const dnnl_memory_desc_t *inner = NULL;
+            if (a->tensor != tensor || !a->reorder || dnnl_memory_get_memory_desc(a->inner, &inner)) continue;
+            if (dnnl_memory_desc_equal(inner, md)) return a;
+        }
+    return NULL;
+}
+
+int vp_dn_op_init(vp_dn *d, dn_entry *e, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs) {
+    if (e->n_ops >= DN_MAX_OPS) {
+        dnnl_primitive_desc_destroy(pd);
+        return 1;
+    }
+    dn_op *op = &e->ops[e->n_ops];
     memset(op, 0, sizeof *op);
+    op->bytes = e->n_ops ? e->ops[e->n_ops - 1].bytes : 0;
     int bad = dnnl_primitive_create(&op->prim, pd) != dnnl_success;
     for (int k = 0; k < n_specs && !bad; k++) {
         const dn_spec *s = &specs[k];
@@ -112,6 +130,12 @@ int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, co
         const dnnl_memory_desc_t *inner = dnnl_primitive_desc_query_md(pd, s->what, s->index);
         bad = !inner || dnnl_memory_create(&a->user, s->user_md, d->engine, DNNL_MEMORY_NONE) != dnnl_success;
         if (bad || dnnl_memory_desc_equal(inner, s->user_md)) continue;
+        const dn_arg *same = s->tensor >= 0 ? reordered_before(e, s->tensor, inner) : NULL;
+        if (same) { /* the earlier op's copy stays intact: later ops' parts follow it */
+            bad = dnnl_memory_create(&a->inner, inner, d->engine, DNNL_MEMORY_NONE) != dnnl_success;
+            a->off = same->off;
+            continue;
+        }
         int is_out = s->tensor < 0;
         dnnl_primitive_desc_t rpd = NULL;
         bad = dnnl_memory_create(&a->inner, inner, d->engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -130,6 +154,7 @@ int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, co
     }
     dnnl_primitive_desc_destroy(pd);
     if (bad) op_free(op);
+    else e->n_ops++;
     return bad;
 }
 
@@ -162,7 +187,7 @@ static int op_run(vp_dn *d, const dn_op *op, const vp_tensor *const *in, vp_tens
         if (!a->inner) continue;
         st |= dnnl_memory_set_data_handle(a->inner, base + a->off);
         args[k].memory = a->inner;
-        if (a->tensor >= 0) {
+        if (a->tensor >= 0 && a->reorder) {
             dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->inner}};
             double t0 = vp_prof_on() ? vp_prof_now() : 0;
             st |= dnnl_primitive_execute(a->reorder, d->stream, 2, r);
@@ -246,9 +271,7 @@ static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const v
         e->uncovered = 1;
         return e;
     }
-    size_t need = 0;
-    for (int j = 0; j < e->n_ops; j++)
-        if (e->ops[j].bytes > need) need = e->ops[j].bytes;
+    size_t need = e->n_ops ? e->ops[e->n_ops - 1].bytes : 0;
     if (need > d->buf_bytes) {
         void *buf = aligned_alloc(64, align64(need));
         if (!buf) {

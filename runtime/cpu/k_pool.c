@@ -14,6 +14,7 @@
 #include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
+#include "k_pool2d.h"
 #include "k_train.h"
 
 enum { TAP_PAD = -1, TAP_BEYOND = -2 };
@@ -166,6 +167,11 @@ static vp_status maxpool_forward(const vp_node *n, const vp_tensor *x, vp_tensor
                                  vp_error *err) {
     pool_pass r = {.plane = maxpool_plane, .x = x, .out = y, .indices = indices, .a_out = a,
                    .col_major = vp_attr_int(n, "storage_order", 0) != 0};
+    if (x->dtype == VP_F32 && !indices) { /* the common case in rows (k_pool2d.c), where it takes it */
+        vp_window w;
+        vp_status s = vp_window_resolve(n, VP_WINDOW_MAXPOOL, x->rank - 2, x->dims + 2, NULL, &w, err);
+        if (s || vp_pool2d_max_f32(&w, x->dims[0] * x->dims[1], x->data, y->data, a)) return s;
+    }
     vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &r.j, err);
     if (!s) pool_pass_run(&r);
     return s;
@@ -202,6 +208,12 @@ static void maxpool_scatter_plane(const pool_pass *r, int64_t p) {
 static vp_status maxpool_scatter(const vp_node *n, const vp_tensor *dy, vp_tensor *dx, const vp_tensor *x,
                                  const uint8_t *a, const vp_tensor *y, vp_error *err) {
     pool_pass r = {.plane = maxpool_scatter_plane, .x = x, .dy = dy, .y = y, .out = dx, .a_in = a};
+    if (a && dy->dtype == VP_F32 && dx->dtype == VP_F32 && (!y || y->dtype == VP_F32)) { /* in rows (k_pool2d.c) */
+        vp_window w;
+        vp_status s = vp_window_resolve(n, VP_WINDOW_MAXPOOL, dx->rank - 2, dx->dims + 2, NULL, &w, err);
+        if (s || vp_pool2d_max_scatter_f32(&w, dx->dims[0] * dx->dims[1], dy->data, a, y ? y->data : NULL, dx->data))
+            return s;
+    }
     vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &r.j, err);
     if (s) return s;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
