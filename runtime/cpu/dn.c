@@ -120,7 +120,14 @@ int vp_dn_op_init(vp_dn *d, dn_entry *e, dnnl_primitive_desc_t pd, int n_specs, 
     }
     dn_op *op = &e->ops[e->n_ops];
     memset(op, 0, sizeof *op);
-    op->bytes = e->n_ops ? e->ops[e->n_ops - 1].bytes : 0;
+    /* this op's own parts go past the copies it reads from earlier ops, and may reuse
+     * the rest of their parts (scratchpads, outputs' copies): those ops have run */
+    for (int k = 0; k < n_specs; k++) {
+        const dnnl_memory_desc_t *inner = dnnl_primitive_desc_query_md(pd, specs[k].what, specs[k].index);
+        const dn_arg *same = inner && specs[k].tensor >= 0 ? reordered_before(e, specs[k].tensor, inner) : NULL;
+        if (same && same->off + align64(dnnl_memory_desc_get_size(inner)) > op->bytes)
+            op->bytes = same->off + align64(dnnl_memory_desc_get_size(inner));
+    }
     int bad = dnnl_primitive_create(&op->prim, pd) != dnnl_success;
     for (int k = 0; k < n_specs && !bad; k++) {
         const dn_spec *s = &specs[k];
@@ -271,7 +278,9 @@ static dn_entry *entry_for(vp_dn *d, const dn_kind *k, const vp_node *n, const v
         e->uncovered = 1;
         return e;
     }
-    size_t need = e->n_ops ? e->ops[e->n_ops - 1].bytes : 0;
+    size_t need = 0;
+    for (int j = 0; j < e->n_ops; j++)
+        if (e->ops[j].bytes > need) need = e->ops[j].bytes;
     if (need > d->buf_bytes) {
         void *buf = aligned_alloc(64, align64(need));
         if (!buf) {

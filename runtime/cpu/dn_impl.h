@@ -27,7 +27,7 @@ typedef struct dn_op {
     int n_args;
     dn_arg args[DN_MAX_ARGS];
     dnnl_memory_t scratchpad; /* NULL when the primitive needs none */
-    size_t scratch_off, bytes; /* bytes: where this op's part of the shared buffer ends */
+    size_t scratch_off, bytes; /* bytes: where this op's parts of the shared buffer end */
 } dn_op;
 
 typedef struct dn_entry {
@@ -54,9 +54,9 @@ typedef struct dn_spec {
 dnnl_engine_t vp_dn_engine(vp_dn *d);
 
 /* Appends an op to e: its primitive from pd (which it takes over) and the reorders its
- * specs need.  Its part of the shared buffer follows the earlier ops' parts, so that an
- * input an earlier op of e already reordered into the same layout (ConvGrad's dY, for
- * its data and weight gradients) is read from there rather than reordered again.
+ * specs need.  An input an earlier op of e already reordered into the same layout
+ * (ConvGrad's dY, for its data and weight gradients) is read from that op's copy rather
+ * than reordered again; this op's own parts of the shared buffer follow that copy.
  * 0 on success, else nonzero with nothing left allocated in the new op. */
 int vp_dn_op_init(vp_dn *d, dn_entry *e, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs);
 
