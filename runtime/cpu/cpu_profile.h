@@ -1,10 +1,12 @@
 /* Per-op time of the CPU backend, for finding where a step's time goes (VP_PROFILE=1).
  *
  * In: the wall time of each node the backend runs, under a key (its op type, and
- * whether oneDNN or the reference kernel ran it).  Out: on stderr, when the backend is
- * freed, a table of keys by total time with counts and shares.  Keeps true: off (the
- * default) it costs one branch per node and changes nothing; on, it only reads clocks,
- * so every result keeps its bits. */
+ * whether oneDNN or the reference kernel ran it), and of oneDNN's reorders (keys in
+ * parentheses, parts of their nodes' time).  Out: on stderr, when the backend is freed,
+ * a table of keys by total time with counts and shares of the nodes' total.  Keeps
+ * true: off (the default) it costs one branch per node and changes nothing; on, it only
+ * reads clocks, so every result keeps its bits.  One table per process: for one backend
+ * running at a time (what `run` and `train` do). */
 #ifndef VP_CPU_PROFILE_H
 #define VP_CPU_PROFILE_H
 
