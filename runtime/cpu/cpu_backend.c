@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "comm.h"
+#include "cpu_profile.h"
 #include "dn.h"
 #include "ir/op_registry.h"
 #include "vplanrt.h"
@@ -73,12 +74,20 @@ static vp_status cpu_dispatch(vp_backend *b, const vp_node *n, const vp_tensor *
     vp_dn_gemm_select(c && c->dn);
     if (c && c->dn) {
         int handled;
+        double t0 = vp_prof_on() ? vp_prof_now() : 0;
         vp_status s = vp_dn_run(c->dn, n, in, out, b->workspace, b->workspace_bytes, &handled, err);
+        if (handled && vp_prof_on()) vp_prof_add(n->op_type, "onednn", vp_prof_now() - t0);
         if (s || handled) return s;
     }
     if (!n->op || !n->op->cpu)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
-    if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) return n->op->cpu(n, in, out, err);
+    if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) {
+        if (!vp_prof_on()) return n->op->cpu(n, in, out, err);
+        double t0 = vp_prof_now();
+        vp_status s = n->op->cpu(n, in, out, err);
+        vp_prof_add(n->op_type, "kernel", vp_prof_now() - t0);
+        return s;
+    }
     if (n->op->flags & (VP_OP_COLLECTIVE_GATHER | VP_OP_COLLECTIVE_SCATTER)) {
         vp_status s = cpu_axis_collective(b->comm, n, in[0], out[0], err);
         if (s) vp_error_prefix(err, "node '%s': ", n->name);
@@ -111,6 +120,7 @@ static vp_status cpu_sync(vp_backend *b, vp_error *err) {
 
 static void cpu_destroy(vp_backend *b) {
     cpu_ctx *c = b->ctx;
+    if (vp_prof_on()) vp_prof_report();
     if (c) vp_dn_free(c->dn);
     free(c);
     free(b);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu_par.h"
+#include "cpu_profile.h"
 #include "dn_impl.h"
 
 struct vp_dn {
@@ -102,8 +103,33 @@ int vp_dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs) {
+/* An argument of e's ops so far that reordered input tensor `tensor` into layout md. */
+static const dn_arg *reordered_before(const dn_entry *e, int tensor, const dnnl_memory_desc_t *md) {
+    for (int j = 0; j < e->n_ops; j++)
+        for (int k = 0; k < e->ops[j].n_args; k++) {
+            const dn_arg *a = &e->ops[j].args[k];
+            const dnnl_memory_desc_t *inner = NULL;
+            if (a->tensor != tensor || !a->reorder || dnnl_memory_get_memory_desc(a->inner, &inner)) continue;
+            if (dnnl_memory_desc_equal(inner, md)) return a;
+        }
+    return NULL;
+}
+
+int vp_dn_op_init(vp_dn *d, dn_entry *e, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs) {
+    if (e->n_ops >= DN_MAX_OPS) {
+        dnnl_primitive_desc_destroy(pd);
+        return 1;
+    }
+    dn_op *op = &e->ops[e->n_ops];
     memset(op, 0, sizeof *op);
+    /* this op's own parts go past the copies it reads from earlier ops, and may reuse
+     * the rest of their parts (scratchpads, outputs' copies): those ops have run */
+    for (int k = 0; k < n_specs; k++) {
+        const dnnl_memory_desc_t *inner = dnnl_primitive_desc_query_md(pd, specs[k].what, specs[k].index);
+        const dn_arg *same = inner && specs[k].tensor >= 0 ? reordered_before(e, specs[k].tensor, inner) : NULL;
+        if (same && same->off + align64(dnnl_memory_desc_get_size(inner)) > op->bytes)
+            op->bytes = same->off + align64(dnnl_memory_desc_get_size(inner));
+    }
     int bad = dnnl_primitive_create(&op->prim, pd) != dnnl_success;
     for (int k = 0; k < n_specs && !bad; k++) {
         const dn_spec *s = &specs[k];
@@ -113,6 +139,12 @@ int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, co
         const dnnl_memory_desc_t *inner = dnnl_primitive_desc_query_md(pd, s->what, s->index);
         bad = !inner || dnnl_memory_create(&a->user, s->user_md, d->engine, DNNL_MEMORY_NONE) != dnnl_success;
         if (bad || dnnl_memory_desc_equal(inner, s->user_md)) continue;
+        const dn_arg *same = s->tensor >= 0 ? reordered_before(e, s->tensor, inner) : NULL;
+        if (same) { /* the earlier op's copy stays intact: later ops' parts follow it */
+            bad = dnnl_memory_create(&a->inner, inner, d->engine, DNNL_MEMORY_NONE) != dnnl_success;
+            a->off = same->off;
+            continue;
+        }
         int is_out = s->tensor < 0;
         dnnl_primitive_desc_t rpd = NULL;
         bad = dnnl_memory_create(&a->inner, inner, d->engine, DNNL_MEMORY_NONE) != dnnl_success ||
@@ -131,11 +163,25 @@ int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, co
     }
     dnnl_primitive_desc_destroy(pd);
     if (bad) op_free(op);
+    else e->n_ops++;
     return bad;
 }
 
 static void *tensor_data(const vp_tensor *const *in, vp_tensor *const *out, int which) {
     return which >= 0 ? in[which]->data : out[~which]->data;
+}
+
+/* VP_PROFILE's row for a reorder of argument arg. */
+static const char *reorder_key(int arg) {
+    switch (arg) {
+    case DNNL_ARG_SRC: return "(reorder src)";
+    case DNNL_ARG_WEIGHTS: return "(reorder weights)";
+    case DNNL_ARG_DST: return "(reorder dst)";
+    case DNNL_ARG_DIFF_SRC: return "(reorder diff_src)";
+    case DNNL_ARG_DIFF_DST: return "(reorder diff_dst)";
+    case DNNL_ARG_DIFF_WEIGHTS: return "(reorder diff_weights)";
+    default: return "(reorder other)";
+    }
 }
 
 static int op_run(vp_dn *d, const dn_op *op, char *base, const vp_tensor *const *in, vp_tensor *const *out) {
@@ -149,9 +195,11 @@ static int op_run(vp_dn *d, const dn_op *op, char *base, const vp_tensor *const 
         if (!a->inner) continue;
         st |= dnnl_memory_set_data_handle(a->inner, base + a->off);
         args[k].memory = a->inner;
-        if (a->tensor >= 0) {
+        if (a->tensor >= 0 && a->reorder) {
             dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->inner}};
+            double t0 = vp_prof_on() ? vp_prof_now() : 0;
             st |= dnnl_primitive_execute(a->reorder, d->stream, 2, r);
+            if (vp_prof_on()) vp_prof_add(reorder_key(a->arg), "onednn", vp_prof_now() - t0);
         }
     }
     int n = op->n_args;
@@ -165,7 +213,9 @@ static int op_run(vp_dn *d, const dn_op *op, char *base, const vp_tensor *const 
         const dn_arg *a = &op->args[k];
         if (!a->inner || a->tensor >= 0) continue;
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->inner}, {DNNL_ARG_TO, a->user}};
+        double t0 = vp_prof_on() ? vp_prof_now() : 0;
         st |= dnnl_primitive_execute(a->reorder, d->stream, 2, r);
+        if (vp_prof_on()) vp_prof_add(reorder_key(a->arg), "onednn", vp_prof_now() - t0);
     }
     if (!st) st = dnnl_stream_wait(d->stream);
     return st;

@@ -155,9 +155,7 @@ int vp_dn_conv_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tensor *c
         {DNNL_ARG_DST, dnnl_query_dst_md, 0, &m.y, DN_OUT(0)},
         {DNNL_ARG_BIAS, dnnl_query_weights_md, 1, &m.b, DN_IN(2)},
     };
-    if (vp_dn_op_init(d, &e->ops[0], pd, bias ? 4 : 3, specs)) return 1;
-    e->n_ops = 1;
-    return 0;
+    return vp_dn_op_init(d, e, pd, bias ? 4 : 3, specs);
 }
 
 int vp_dn_conv_grad_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tensor *const *in,
@@ -184,8 +182,7 @@ int vp_dn_conv_grad_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tens
             {DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, &m.w, DN_IN(2)},
             {DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, &m.x, DN_OUT(0)},
         };
-        if (!bad) bad = vp_dn_op_init(d, &e->ops[e->n_ops], pd, 3, specs);
-        if (!bad) e->n_ops++;
+        if (!bad) bad = vp_dn_op_init(d, e, pd, 3, specs);
     }
     if (!bad && dw) {
         bad = dnnl_dilated_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &m.x_any, &m.w_any,
@@ -198,8 +195,7 @@ int vp_dn_conv_grad_build(vp_dn *d, dn_entry *e, const vp_node *n, const vp_tens
             {DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, &m.w, DN_OUT(1)},
             {DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md, 1, &m.b, DN_OUT(2)},
         };
-        if (!bad) bad = vp_dn_op_init(d, &e->ops[e->n_ops], pd, db ? 4 : 3, specs);
-        if (!bad) e->n_ops++;
+        if (!bad) bad = vp_dn_op_init(d, e, pd, db ? 4 : 3, specs);
     }
     if (hint) dnnl_primitive_desc_destroy(hint);
     if (attr) dnnl_primitive_attr_destroy(attr);

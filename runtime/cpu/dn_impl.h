@@ -18,7 +18,7 @@ typedef struct dn_arg {
     int tensor;              /* DN_IN(k) or DN_OUT(k) */
     dnnl_memory_t user;      /* our plain layout, handle set at each run */
     dnnl_memory_t inner;     /* the primitive's layout; NULL when the same */
-    dnnl_primitive_t reorder;
+    dnnl_primitive_t reorder; /* NULL for an input an earlier op of the node reordered */
     size_t off;              /* of inner in the shared buffer */
 } dn_arg;
 
@@ -27,7 +27,7 @@ typedef struct dn_op {
     int n_args;
     dn_arg args[DN_MAX_ARGS];
     dnnl_memory_t scratchpad; /* NULL when the primitive needs none */
-    size_t scratch_off, bytes;
+    size_t scratch_off, bytes; /* bytes: where this op's parts of the shared buffer end */
 } dn_op;
 
 typedef struct dn_entry {
@@ -54,9 +54,12 @@ typedef struct dn_spec {
 
 dnnl_engine_t vp_dn_engine(vp_dn *d);
 
-/* Creates op's primitive from pd (which it takes over) and the reorders its specs
- * need; 0 on success, else nonzero with nothing left allocated in op. */
-int vp_dn_op_init(vp_dn *d, dn_op *op, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs);
+/* Appends an op to e: its primitive from pd (which it takes over) and the reorders its
+ * specs need.  An input an earlier op of e already reordered into the same layout
+ * (ConvGrad's dY, for its data and weight gradients) is read from that op's copy rather
+ * than reordered again; this op's own parts of the shared buffer follow that copy.
+ * 0 on success, else nonzero with nothing left allocated in the new op. */
+int vp_dn_op_init(vp_dn *d, dn_entry *e, dnnl_primitive_desc_t pd, int n_specs, const dn_spec *specs);
 
 /* A plain (row-major) float32 memory descriptor; 0 on success. */
 int vp_dn_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);

@@ -14,6 +14,7 @@
 #include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
+#include "k_pool2d.h"
 #include "k_train.h"
 
 enum { TAP_PAD = -1, TAP_BEYOND = -2 };
@@ -121,12 +122,19 @@ enum { ARGMAX_NONE = 255 };
 
 /* Index among the window's taps of its largest element (first on ties), -1 when it
  * reads none: the rule MaxPool's Indices, MaxPoolArgmax and MaxPoolInputGrad share. */
+/* The best value rides in a register and each step is a select, not a branch: which
+ * tap wins is data, and a mispredicted branch per tap cost more than the comparison.
+ * A padding tap reads element 0 and is never taken. */
 #define DEFINE_ARGMAX_K(T, NAME)                                                                    \
-    static int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {                           \
+    static inline int64_t NAME(const T *x, const int64_t *taps, int64_t kvol) {                    \
         int64_t best = -1;                                                                          \
+        T bv = 0;                                                                                   \
         for (int64_t k = 0; k < kvol; k++) {                                                        \
             int64_t off = taps[k];                                                                  \
-            if (off >= 0 && (best < 0 || x[off] > x[taps[best]] || isnan(x[taps[best]]))) best = k; \
+            T v = x[off >= 0 ? off : 0];                                                            \
+            int take = (off >= 0) & ((best < 0) | (v > bv) | (bv != bv));                           \
+            best = take ? k : best;                                                                 \
+            bv = take ? v : bv;                                                                     \
         }                                                                                           \
         return best;                                                                                \
     }
@@ -159,6 +167,11 @@ static vp_status maxpool_forward(const vp_node *n, const vp_tensor *x, vp_tensor
                                  vp_error *err) {
     pool_pass r = {.plane = maxpool_plane, .x = x, .out = y, .indices = indices, .a_out = a,
                    .col_major = vp_attr_int(n, "storage_order", 0) != 0};
+    if (x->dtype == VP_F32 && !indices) { /* the common case in rows (k_pool2d.c), where it takes it */
+        vp_window w;
+        vp_status s = vp_window_resolve(n, VP_WINDOW_MAXPOOL, x->rank - 2, x->dims + 2, NULL, &w, err);
+        if (s || vp_pool2d_max_f32(&w, x->dims[0] * x->dims[1], x->data, y->data, a)) return s;
+    }
     vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, x, &r.j, err);
     if (!s) pool_pass_run(&r);
     return s;
@@ -195,6 +208,12 @@ static void maxpool_scatter_plane(const pool_pass *r, int64_t p) {
 static vp_status maxpool_scatter(const vp_node *n, const vp_tensor *dy, vp_tensor *dx, const vp_tensor *x,
                                  const uint8_t *a, const vp_tensor *y, vp_error *err) {
     pool_pass r = {.plane = maxpool_scatter_plane, .x = x, .dy = dy, .y = y, .out = dx, .a_in = a};
+    if (a && dy->dtype == VP_F32 && dx->dtype == VP_F32 && (!y || y->dtype == VP_F32)) { /* in rows (k_pool2d.c) */
+        vp_window w;
+        vp_status s = vp_window_resolve(n, VP_WINDOW_MAXPOOL, dx->rank - 2, dx->dims + 2, NULL, &w, err);
+        if (s || vp_pool2d_max_scatter_f32(&w, dx->dims[0] * dx->dims[1], dy->data, a, y ? y->data : NULL, dx->data))
+            return s;
+    }
     vp_status s = pool_job_init(n, VP_WINDOW_MAXPOOL, dx, &r.j, err);
     if (s) return s;
     memset(dx->data, 0, vp_tensor_nbytes(dx));

@@ -10,6 +10,7 @@
 #include <tgmath.h>
 
 #include "cpu_par.h"
+#include "cpu_simd.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -66,7 +67,7 @@ static void pw_run(pw_loop loop, const vp_tensor *dy, const vp_tensor *v, vp_ten
 }
 
 #define DEFINE_POINTWISE_FLOAT(NAME, EXPR)                                                         \
-    static void NAME##_float(const void *pdy, const void *pv, void *pdx, int64_t n) {              \
+    VP_SIMD static void NAME##_float(const void *pdy, const void *pv, void *pdx, int64_t n) {              \
         const float *dy = pdy, *v = pv;                                                            \
         float *dx = pdx;                                                                           \
         for (int64_t i = 0; i < n; i++) dx[i] = EXPR(float, dy[i], v[i]);                          \

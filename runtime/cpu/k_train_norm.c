@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_par.h"
+#include "cpu_simd.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
@@ -140,7 +141,7 @@ static double lanes_total(const double *l) {
 
 /* sum(x - shift) and sum((x - shift)^2) over one plane. */
 #define DEFINE_PLANE_MOMENTS(T)                                                                    \
-    static void plane_moments_##T(const T *p, int64_t count, double shift, double *s1, double *s2) { \
+    VP_SIMD static void plane_moments_##T(const T *p, int64_t count, double shift, double *s1, double *s2) { \
         double a[LANES] = {0}, b[LANES] = {0};                                                     \
         int64_t i = 0;                                                                             \
         for (; i + LANES <= count; i += LANES)                                                     \
@@ -166,7 +167,7 @@ static void plane_moments(const void *x, vp_dtype t, int64_t count, double shift
 }
 
 /* y = x * a + b over one plane. */
-static void plane_affine(const void *x, void *y, vp_dtype t, int64_t count, double a, double b) {
+VP_SIMD static void plane_affine(const void *x, void *y, vp_dtype t, int64_t count, double a, double b) {
     if (t == VP_F32) {
         const float *p = x;
         float *q = y, fa = (float)a, fb = (float)b;
@@ -277,7 +278,7 @@ done:
 
 /* sum(dy) and sum(dy * (x - mean)) over one plane, in lanes as plane_moments. */
 #define DEFINE_PLANE_GRAD_SUMS(T)                                                                  \
-    static void plane_grad_sums_##T(const T *d, const T *p, int64_t count, double mean, double *sdy, \
+    VP_SIMD static void plane_grad_sums_##T(const T *d, const T *p, int64_t count, double mean, double *sdy, \
                                     double *sdyx) {                                                \
         double a[LANES] = {0}, b[LANES] = {0};                                                     \
         int64_t i = 0;                                                                             \
@@ -303,7 +304,7 @@ static void plane_grad_sums(const void *dy, const void *x, vp_dtype t, int64_t c
 }
 
 /* dx = k * (dy - cb - (x - mean) * cx) over one plane. */
-static void plane_bn_dx(const void *dy, const void *x, void *dx, vp_dtype t, int64_t count, double k, double cb,
+VP_SIMD static void plane_bn_dx(const void *dy, const void *x, void *dx, vp_dtype t, int64_t count, double k, double cb,
                         double mean, double cx) {
     if (t == VP_F32) {
         const float *d = dy, *p = x;

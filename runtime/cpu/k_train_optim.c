@@ -14,6 +14,7 @@
 #include <tgmath.h>
 
 #include "cpu_par.h"
+#include "cpu_simd.h"
 #include "cpu_util.h"
 #include "k_adam.h"
 #include "k_train.h"
@@ -112,10 +113,18 @@ typedef struct adam_job {
     int f32;
 } adam_job;
 
-static void adam_body(int64_t lo, int64_t hi, void *ctx) {
+/* The update inlined into each SIMD version (cpu_simd.h), and in float32 with the flags
+ * of the usual nodes (every output written) as constants: loops without branches,
+ * which the compiler vectorises. */
+VP_SIMD static void adam_body(int64_t lo, int64_t hi, void *ctx) {
     const adam_job *j = ctx;
-    if (j->f32) vp_adam_range_float(j->h, j->st, lo, hi, j->io);
-    else vp_adam_range_double(j->h, j->st, lo, hi, j->io);
+    const vp_opt_hyper *h = j->h;
+    const vp_adam_io *io = j->io;
+    if (!j->f32) vp_adam_range_double(h, j->st, lo, hi, io);
+    else if (!io->w_out || !io->m_out || !io->v_out) vp_adam_range_float(h, j->st, lo, hi, io);
+    else if (h->decoupled) vp_adam_core_float(h, j->st, lo, hi, io, 1, 0, 1, 1, 1);
+    else if (h->weight_decay != 0) vp_adam_core_float(h, j->st, lo, hi, io, 0, 1, 1, 1, 1);
+    else vp_adam_core_float(h, j->st, lo, hi, io, 0, 0, 1, 1, 1);
 }
 
 VP_TRAIN_KERNEL(vp_cpu_adam) {
