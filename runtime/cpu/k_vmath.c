@@ -30,11 +30,11 @@
     __attribute__((target("avx2,fma"))) static void name##_hw params { VM_BODY_##name; }  \
     static void name##_base params { VM_BODY_##name; }                                    \
     void name params {                                                                    \
-        if (vm_has_avx2_fma()) name##_hw args;                                            \
+        if (vp_vm_has_avx2_fma()) name##_hw args;                                            \
         else name##_base args;                                                            \
     }
 
-static int vm_has_avx2_fma(void) {
+int vp_vm_has_avx2_fma(void) {
     static int known = -1; /* every thread computes the same answer: a benign race */
     if (known < 0) {
         __builtin_cpu_init();
@@ -43,6 +43,7 @@ static int vm_has_avx2_fma(void) {
     return known;
 }
 #else
+int vp_vm_has_avx2_fma(void) { return 0; }
 #define VM_DISPATCH(name, params, args) \
     void name params { VM_BODY_##name; }
 #endif
@@ -118,7 +119,8 @@ float vp_vm_expf(float x) { return vm_exp(x); }
                     const int64_t i = i0 + k;                                             \
                     blk[k] = (F);                                                         \
                 }                                                                         \
-            } else {                                                                      \
+            } else { /* in lanes too, all but the last few (attention's rows end anywhere) */ \
+                _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < m; k++) {                                         \
                     const int64_t i = i0 + k;                                             \
                     blk[k] = (F);                                                         \
@@ -158,6 +160,7 @@ VM_DISPATCH(vp_vm_exp_shift_f32, (const float *x, float shift, float *y, int64_t
                 _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < VM_BLOCK; k++) blk[k] = vm_exp(x[i0 + k] - shift); \
             } else {                                                                      \
+                _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < m; k++) blk[k] = vm_exp(x[i0 + k] - shift);       \
             }                                                                             \
             for (int64_t k = 0; k < m; k++) acc += blk[k];                                \
