@@ -14,7 +14,6 @@
 #include "cpu_util.h"
 #include "cpu_par.h"
 #include "k_reduce.h"
-#include "k_vmath.h"
 
 enum { LABEL_CHUNK = 256 };
 
@@ -197,32 +196,12 @@ typedef struct lse_job {
     _Atomic int nomem; /* a thread out of memory for its fiber */
 } lse_job;
 
-/* One float32 fiber with its classes contiguous (spatial 1): the max and the sum of
- * exp(x - max) in float32 lanes (k_vmath.h: exp within an ulp, the sum in double in
- * index order), the rest as the general fiber below. */
-static void lse_row_f32(const float *x, int64_t classes, double *lse, float *log_prob) {
-    float m = -INFINITY;
-    for (int64_t c = 0; c < classes; c++) m = x[c] > m ? x[c] : m;
-    double sum;
-    vp_vm_exp_sum_f32(x, m, classes, &sum);
-    double log_sum = log(sum);
-    *lse = m + log_sum;
-    if (log_prob)
-        for (int64_t c = 0; c < classes; c++) log_prob[c] = (float)(((double)x[c] - m) - log_sum);
-}
-
 /* Images [b0, b1), for the threads: each fiber on one thread. */
 static void lse_images(int64_t b0, int64_t b1, void *ctx) {
     lse_job *j = ctx;
     const loss_args *a = j->a;
     double *lse = j->lse;
     vp_tensor *log_prob = j->log_prob;
-    if (a->x->dtype == VP_F32 && a->spatial == 1 && (!log_prob || log_prob->dtype == VP_F32)) {
-        for (int64_t b = b0; b < b1; b++)
-            lse_row_f32((const float *)a->x->data + b * a->classes, a->classes, &lse[b],
-                        log_prob ? (float *)log_prob->data + b * a->classes : NULL);
-        return;
-    }
     double *fiber = malloc((size_t)(a->classes ? a->classes : 1) * sizeof *fiber);
     if (!fiber) {
         j->nomem = 1;
