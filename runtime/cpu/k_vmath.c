@@ -30,11 +30,11 @@
     __attribute__((target("avx2,fma"))) static void name##_hw params { VM_BODY_##name; }  \
     static void name##_base params { VM_BODY_##name; }                                    \
     void name params {                                                                    \
-        if (vp_vm_has_avx2_fma()) name##_hw args;                                            \
+        if (vm_has_avx2_fma()) name##_hw args;                                            \
         else name##_base args;                                                            \
     }
 
-int vp_vm_has_avx2_fma(void) {
+static int vm_has_avx2_fma(void) {
     static int known = -1; /* every thread computes the same answer: a benign race */
     if (known < 0) {
         __builtin_cpu_init();
@@ -43,7 +43,6 @@ int vp_vm_has_avx2_fma(void) {
     return known;
 }
 #else
-int vp_vm_has_avx2_fma(void) { return 0; }
 #define VM_DISPATCH(name, params, args) \
     void name params { VM_BODY_##name; }
 #endif

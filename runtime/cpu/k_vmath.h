@@ -19,19 +19,6 @@ void vp_vm_exp_shift_f32(const float *x, float shift, float *y, int64_t n);
  * added in index order in float64 */
 void vp_vm_exp_sum_f32(const float *x, float shift, int64_t n, double *sum);
 
-/* Whether the AVX2+FMA versions run here.  Kernels elsewhere compile a loop twice the
- * same way (VP_VM_HW: the loop's function for AVX2 and FMA; only where VP_VM_HAVE_HW)
- * and call the AVX2 one when this says so: with fmaf the only fused operation (as
- * -ffp-contract=off keeps it) both versions give the same bits. */
-int vp_vm_has_avx2_fma(void);
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define VP_VM_HAVE_HW 1
-#define VP_VM_HW __attribute__((target("avx2,fma")))
-#else
-#define VP_VM_HAVE_HW 0
-#define VP_VM_HW
-#endif
-
 /* One element of the same functions (tests). */
 float vp_vm_erff(float x);
 float vp_vm_expf(float x);
