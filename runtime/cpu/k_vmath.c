@@ -118,7 +118,7 @@ float vp_vm_expf(float x) { return vm_exp(x); }
                     const int64_t i = i0 + k;                                             \
                     blk[k] = (F);                                                         \
                 }                                                                         \
-            } else { /* in lanes too, all but the last few (attention's rows end anywhere) */ \
+            } else { /* lanes too: attention's causal rows end anywhere */                \
                 _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < m; k++) {                                         \
                     const int64_t i = i0 + k;                                             \
