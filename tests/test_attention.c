@@ -24,8 +24,10 @@
 
 #include "backend.h"
 #include "check.h"
+#include "dn.h"
 #include "exec.h"
 #include "gradcheck_harness.h"
+#include "k_attention.h"
 #include "ir/infer.h"
 #include "memory/plan.h"
 #include "model_util.h"
@@ -340,8 +342,82 @@ static void model_cases(void) {
     check(n >= 8, "%d torch.onnx exports in %s", n, ATTENTION_DATA);
 }
 
+/* ---- a causal additive mask ----
+ *
+ * An additive mask of 0 on and below the diagonal and -inf above runs as the causal
+ * attribute (runtime/cpu/k_attention.c): Y and the gradients must be the bits of
+ * causal=1 without a mask; a mask with one more -inf is not causal and must change row
+ * 2 alone; a causal mask written with -1e30 (the general masked path) must agree within
+ * float32 rounding.  On the reference and the fast path. */
+enum { MB = 2, MH = 2, MS = 6, MD = 4, M_IO = 5 * MB * MH * MS * MD };
+
+/* Y, then dQ, dK, dV (dY all ones) into r; causal attribute and/or mask */
+static int run_masked(int causal, const float *mask, float *r) {
+    static float io[M_IO];
+    for (int i = 0; i < M_IO; i++) io[i] = (float)((i * 37 % 101) - 50) / 50.0f;
+    int64_t d4[4] = {MB, MH, MS, MD}, m4[4] = {1, 1, MS, MS}, l3[3] = {MB, MH, MS};
+    int64_t n = MB * MH * MS * MD;
+    float lse[MB * MH * MS], ones[MB * MH * MS * MD];
+    for (int64_t i = 0; i < n; i++) ones[i] = 1;
+    vp_tensor q = {.dtype = VP_F32, .rank = 4, .data = io}, k = q, v = q, y = q, dy = q, dq = q, dk = q, dv = q;
+    vp_tensor m = {.dtype = VP_F32, .rank = 4, .data = (void *)mask}, l = {.dtype = VP_F32, .rank = 3, .data = lse};
+    memcpy(q.dims, d4, sizeof d4);
+    k = v = y = dy = dq = dk = dv = q;
+    k.data = io + n, v.data = io + 2 * n, y.data = r, dy.data = ones;
+    dq.data = r + n, dk.data = r + 2 * n, dv.data = r + 3 * n;
+    memcpy(m.dims, m4, sizeof m4);
+    memcpy(l.dims, l3, sizeof l3);
+    vp_attr at = {.name = (char *)"causal", .type = VP_ATTR_INT, .i = 1};
+    vp_node fw = {.op_type = (char *)"Attention", .domain = (char *)"vplan", .n_inputs = mask ? 4 : 3,
+                  .n_outputs = 2, .n_attrs = causal, .attrs = &at};
+    vp_node bw = fw;
+    bw.op_type = (char *)"AttentionGrad", bw.n_inputs = mask ? 7 : 6, bw.n_outputs = 3;
+    const vp_tensor *fin[4] = {&q, &k, &v, &m}, *bin[7] = {&dy, &q, &k, &v, &y, &l, &m};
+    vp_tensor *fout[2] = {&y, &l}, *bout[3] = {&dq, &dk, &dv};
+    vp_error err;
+    return vp_cpu_attention(&fw, fin, fout, &err) || vp_cpu_attention_grad(&bw, bin, bout, &err);
+}
+
+static void causal_mask_cases(void) {
+    float mask[MS * MS], off[MS * MS], soft[MS * MS];
+    for (int i = 0; i < MS; i++)
+        for (int j = 0; j < MS; j++) {
+            mask[i * MS + j] = off[i * MS + j] = j <= i ? 0.0f : -INFINITY;
+            soft[i * MS + j] = j <= i ? 0.0f : -1e30f;
+        }
+    off[2 * MS + 1] = -INFINITY;
+    enum { N = 4 * MB * MH * MS * MD };
+    static float want[N], got[N], other[N], general[N];
+    for (int fast = 0; fast <= 1; fast++) {
+        vp_dn_gemm_select(fast);
+        const char *path = fast ? "fast path" : "reference";
+        int bad = run_masked(1, NULL, want) || run_masked(0, mask, got) || run_masked(0, off, other) ||
+                  run_masked(0, soft, general);
+        check(!bad, "%s: attention with masks runs", path);
+        if (bad) continue;
+        check(!memcmp(want, got, sizeof want), "%s: a causal additive mask gives causal=1's bits (Y, dQ, dK, dV)", path);
+        int rows_changed = 0, elsewhere = 0;
+        for (int b = 0; b < MB * MH; b++)
+            for (int i = 0; i < MS; i++) {
+                int differs = memcmp(want + (b * MS + i) * MD, other + (b * MS + i) * MD, MD * sizeof(float)) != 0;
+                if (i == 2) rows_changed += differs;
+                else elsewhere += differs;
+            }
+        check(rows_changed == MB * MH && !elsewhere, "%s: a mask one entry off is not causal (Y of row 2 changes, %d/%d; %d other rows)",
+              path, rows_changed, MB * MH, elsewhere);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            double e = fabs((double)want[i] - general[i]) / (fabs((double)general[i]) + 1e-3);
+            if (e > worst) worst = e;
+        }
+        check(worst < 1e-5, "%s: causal mask as causal against the general masked path: worst %.2g (< 1e-5)", path, worst);
+    }
+    vp_dn_gemm_select(0);
+}
+
 int main(int argc, char **argv) {
     int rc = gc_check_all(argc > 1 ? argv[1] : NULL, gradient_cases);
+    if (argc == 1) causal_mask_cases();
     if (argc == 1) model_cases();
     return rc | check_summary();
 }

@@ -48,6 +48,22 @@ static const void *at(const void *base, const geom *g, int64_t elems) {
     return (const char *)base + (size_t)elems * g->es;
 }
 
+/* Whether the additive mask is causal: one [S, T] pattern for every (batch, head), 0 for
+ * j <= i and -inf above, as the exported graph of a causal model builds it (masked_fill
+ * of a lower triangle).  Such a mask runs as the causal attribute, whose blocks skip the
+ * columns it masks rather than add -inf to them: the probabilities are the same (a score
+ * plus a zero is the score, exp(-inf) = 0, and the row maximum and sum see the same
+ * values), and a quarter of the products go (half, less the diagonal blocks). */
+static int mask_is_causal(const geom *g) {
+    if ((g->B > 1 && g->mstr[0]) || (g->H > 1 && g->mstr[1])) return 0;
+    for (int64_t i = 0; i < g->S; i++)
+        for (int64_t j = 0; j < g->T; j++) {
+            double m = vp_load_wide(g->mask, g->dt, i * g->mstr[2] + j * g->mstr[3]);
+            if (j <= i ? m != 0 : m != -INFINITY) return 0;
+        }
+    return 1;
+}
+
 static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, const vp_tensor *v, const vp_tensor *mask,
                     geom *g) {
     g->dt = q->dtype;
@@ -64,6 +80,7 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->yld = g->bshd ? g->H * g->Dv : g->Dv;
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
+    if (mask && !g->causal && mask_is_causal(g)) g->causal = 1, g->mask = NULL;
 }
 
 /* Element offset of row i of pair (b, h) in Y and dY. */
@@ -206,6 +223,19 @@ vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tens
     return job_run(&j, forward_pairs);
 }
 
+/* dS = P * (dP - D) in place of dP, D_i = sum dY_i * Y_i in double: the general loop's
+ * operations on float32 rows, without its per-element type dispatch. */
+static void ds_f32(const geom *g, int64_t yo, int64_t r, int64_t cols, const float *dy, const float *y, const float *p,
+                   float *ds) {
+    for (int64_t ii = 0; ii < r; ii++) {
+        const float *dyr = dy + yo + ii * g->yld, *yr = y + yo + ii * g->yld, *pr = p + ii * g->T;
+        float *dr = ds + ii * g->T;
+        double d = 0;
+        for (int64_t c = 0; c < g->Dv; c++) d += (double)dyr[c] * (double)yr[c];
+        for (int64_t jj = 0; jj < cols; jj++) dr[jj] = (float)((double)pr[jj] * ((double)dr[jj] - d));
+    }
+}
+
 static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     job *j = ctx;
     const geom *g = &j->g;
@@ -227,7 +257,8 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
             int64_t qo = (bh * g->S + i0) * g->D, yo = y_row(g, b, h, i0);
             s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, lse_in, NULL, &e);
             if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->Dv, 0.0, ds, g->T, &e);
-            for (int64_t ii = 0; ii < r && !s; ii++) {
+            if (!s && g->dt == VP_F32) ds_f32(g, yo, r, cols, dyd, yd, (const float *)(void *)p, (float *)(void *)ds);
+            for (int64_t ii = 0; ii < r && !s && g->dt != VP_F32; ii++) {
                 double d = 0;
                 for (int64_t c = 0; c < g->Dv; c++)
                     d += vp_load_wide(dyd, g->dt, yo + ii * g->yld + c) * vp_load_wide(yd, g->dt, yo + ii * g->yld + c);

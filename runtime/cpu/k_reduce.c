@@ -253,12 +253,29 @@ static double fold_run_f64(reduce_kind k, const double *x, int64_t n, double a, 
     return a;
 }
 
+enum { SUM_BLOCK = 64 }; /* a fixed trip count: the compiler vectorises the block at -O2 */
+
+/* acc[c] += row[c] for c in [0, n), float32 widened: the sum of a kept line (a bias
+ * gradient) without the staging buffer.  Each element is the same addition in double as
+ * fold_row_f64's, so the bits are those of the general walk. */
+static void sum_row_f32(const float *row, int64_t n, double *acc) {
+    int64_t c = 0;
+    for (; c + SUM_BLOCK <= n; c += SUM_BLOCK)
+        for (int t = 0; t < SUM_BLOCK; t++) acc[c + t] += (double)row[c + t];
+    for (; c < n; c++) acc[c] += (double)row[c];
+}
+
 /* Folds columns [c_lo, c_hi) of every line into acc, lines in order. */
 static void walk_f64(reduce_kind k, const vp_tensor *x, const reduce_walk *w, double *acc, const double *shift,
                      int64_t c_lo, int64_t c_hi) {
     double buf[LINE_CHUNK];
     vp_nd_iter it;
     reduce_walk_iter(w, &it);
+    if (x->dtype == VP_F32 && !w->line_reduced && (k == RED_SUM || k == RED_MEAN || k == RED_LOG_SUM)) {
+        for (int64_t l = 0; l < w->n_lines; l++, vp_nd_iter_next(&it))
+            sum_row_f32((const float *)x->data + l * w->line_len + c_lo, c_hi - c_lo, acc + it.off[0] + c_lo);
+        return;
+    }
     for (int64_t l = 0; l < w->n_lines; l++, vp_nd_iter_next(&it)) {
         for (int64_t c = c_lo; c < c_hi; c += LINE_CHUNK) {
             int64_t m = c_hi - c < LINE_CHUNK ? c_hi - c : LINE_CHUNK, o = it.off[0];

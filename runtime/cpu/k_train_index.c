@@ -6,6 +6,7 @@
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
+#include "k_vmath.h"
 
 static int64_t load_index(const vp_tensor *t, int64_t i) {
     return t->dtype == VP_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
@@ -95,9 +96,32 @@ typedef struct sce_grad_job {
     double total;
 } sce_grad_job;
 
+/* float32 log-probabilities and gradient with the classes contiguous (inner 1, no bias):
+ * exp(log_prob) through k_vmath's float32 exp (within an ulp; the double exp was most of
+ * the kernel), written into the row first and scaled there in double as below. */
+static void sce_grad_rows_f32(const sce_grad_job *g, int64_t lo, int64_t hi) {
+    const sce_job *j = g->j;
+    for (int64_t pos = lo; pos < hi; pos++) {
+        int64_t c = load_index(g->label, pos), base = pos * j->classes;
+        float *row = (float *)g->dl->data + base;
+        if (c == j->ignore) {
+            memset(row, 0, (size_t)j->classes * sizeof *row);
+            continue;
+        }
+        double scale = vp_train_scalar(g->dy, g->none ? pos : 0) * (g->weight ? vp_train_scalar(g->weight, c) : 1);
+        if (g->mean) scale /= g->total;
+        vp_vm_exp_shift_f32((const float *)g->lp->data + base, 0.0f, row, j->classes);
+        for (int64_t k = 0; k < j->classes; k++) row[k] = (float)(scale * ((double)row[k] - (k == c)));
+    }
+}
+
 static void sce_grad_rows(int64_t lo, int64_t hi, void *ctx) {
     const sce_grad_job *g = ctx;
     const sce_job *j = g->j;
+    if (g->lp->dtype == VP_F32 && g->dl->dtype == VP_F32 && j->inner == 1 && !g->bias) {
+        sce_grad_rows_f32(g, lo, hi);
+        return;
+    }
     for (int64_t pos = lo; pos < hi; pos++) {
         int64_t b = pos / j->inner, i = pos % j->inner;
         int64_t c = load_index(g->label, pos), base = b * j->classes * j->inner + i;

@@ -80,8 +80,67 @@ typedef struct ln_job {
             }                                                                                      \
         }                                                                                          \
     }
-DEFINE_LN_GRAD(float)
 DEFINE_LN_GRAD(double)
+
+enum { LN_LANES = 8 };
+
+/* float32: ln_dx_double's arithmetic with the row sums in LN_LANES double partial sums (element k in lane
+ * k % LN_LANES, lanes added pairwise in a fixed order), independent chains in vector
+ * lanes rather than one running sum waiting an add's latency per element; the order
+ * depends only on the row's length, never on the threads. */
+static void ln_dx_f32_lanes(int64_t r0, int64_t r1, void *ctx) {
+    const ln_job *j = ctx;
+    const float *dy = j->dy, *x = j->x, *scale = j->scale;
+    float *dx = j->dx;
+    int64_t len = j->len;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *dyr = dy + r * len, *xr = x + r * len;
+        float *dxr = dx + r * len;
+        double m = j->mean[r], s = j->inv_std[r], a[LN_LANES] = {0}, b[LN_LANES] = {0};
+        int64_t k = 0;
+        for (; k + LN_LANES <= len; k += LN_LANES) {
+            _Pragma("omp simd")
+            for (int l = 0; l < LN_LANES; l++) {
+                double xh = (xr[k + l] - m) * s, gk = (double)dyr[k + l] * scale[k + l];
+                a[l] += gk;
+                b[l] += gk * xh;
+            }
+        }
+        for (int l = 0; k < len; k++, l++) {
+            double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];
+            a[l] += gk;
+            b[l] += gk * xh;
+        }
+        double sum_g = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        double sum_gx = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+        sum_g /= (double)len;
+        sum_gx /= (double)len;
+        _Pragma("omp simd")
+        for (k = 0; k < len; k++) {
+            double xh = (xr[k] - m) * s;
+            dxr[k] = (float)(s * ((double)dyr[k] * scale[k] - sum_g - xh * sum_gx));
+        }
+    }
+}
+
+/* float32: ln_dparams_double's sums (each column's over rows, in row order), the columns
+ * in vector lanes. */
+static void ln_dparams_f32_cols(int64_t k0, int64_t k1, void *ctx) {
+    const ln_job *j = ctx;
+    const float *dy = j->dy, *x = j->x;
+    double *ds = j->dscale, *db = j->dbias;
+    for (int64_t k = k0; k < k1; k++) ds[k] = db[k] = 0;
+    for (int64_t r = 0; r < j->rows; r++) {
+        const float *dyr = dy + r * j->len, *xr = x + r * j->len;
+        double m = j->mean[r], s = j->inv_std[r];
+        _Pragma("omp simd")
+        for (int64_t k = k0; k < k1; k++) {
+            double xh = (xr[k] - m) * s;
+            ds[k] += dyr[k] * xh;
+            db[k] += dyr[k];
+        }
+    }
+}
 
 VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
     const vp_tensor *dy = in[0], *x = in[1], *scale = in[2];
@@ -104,8 +163,8 @@ VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
     j.scale = scale->data;
     j.dx = out[0] ? out[0]->data : NULL;
     int f32 = x->dtype == VP_F32;
-    if (j.dx) vp_par_for(j.rows, 6 * j.len, f32 ? ln_dx_float : ln_dx_double, &j);
-    if (n->n_outputs > 1) vp_par_for(j.len, 4 * j.rows, f32 ? ln_dparams_float : ln_dparams_double, &j);
+    if (j.dx) vp_par_for(j.rows, 6 * j.len, f32 ? ln_dx_f32_lanes : ln_dx_double, &j);
+    if (n->n_outputs > 1) vp_par_for(j.len, 4 * j.rows, f32 ? ln_dparams_f32_cols : ln_dparams_double, &j);
     if (n->n_outputs > 1) store_doubles(out[1], j.dscale);
     if (n->n_outputs > 2) store_doubles(out[2], j.dbias);
 done:

@@ -118,7 +118,8 @@ float vp_vm_expf(float x) { return vm_exp(x); }
                     const int64_t i = i0 + k;                                             \
                     blk[k] = (F);                                                         \
                 }                                                                         \
-            } else {                                                                      \
+            } else { /* lanes too: attention's causal rows end anywhere */                \
+                _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < m; k++) {                                         \
                     const int64_t i = i0 + k;                                             \
                     blk[k] = (F);                                                         \
@@ -158,6 +159,7 @@ VM_DISPATCH(vp_vm_exp_shift_f32, (const float *x, float shift, float *y, int64_t
                 _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < VM_BLOCK; k++) blk[k] = vm_exp(x[i0 + k] - shift); \
             } else {                                                                      \
+                _Pragma("omp simd")                                                       \
                 for (int64_t k = 0; k < m; k++) blk[k] = vm_exp(x[i0 + k] - shift);       \
             }                                                                             \
             for (int64_t k = 0; k < m; k++) acc += blk[k];                                \
