@@ -50,6 +50,10 @@
  * at random, seeded by the round, since the outcome follows the order more than any
  * pruning rule (RESULTS.md: it solved perfect_100, perfect_200 and H); whatever is best
  * when the work runs out is kept (anytime).  The decision itself is arena_exact_search.c.
+ * A quarter of the work is kept for the neighbourhood search of arena_exact_lns.c, run
+ * after the capacities when the arena is not proven: it re-decides a column of the
+ * incumbent with the rest held (MiniMalloc's D and J, where every capacity near the
+ * optimum stays undecided).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"

@@ -36,7 +36,7 @@ typedef struct lns {
     const int *idx, *loc;
     int ns;
     int64_t *top;   /* [ns] tops in the step's image */
-    int *by_top;    /* [ns] search items by top, highest first */
+    int *by_top;    /* [ns] search items by top, highest first; then the freed first */
     int *sub;       /* [ns] piece indices of the freed items */
     int *scratch;   /* [ns] */
     int64_t *times; /* [2 ns] */
