@@ -50,6 +50,10 @@
  * at random, seeded by the round, since the outcome follows the order more than any
  * pruning rule (RESULTS.md: it solved perfect_100, perfect_200 and H); whatever is best
  * when the work runs out is kept (anytime).  The decision itself is arena_exact_search.c.
+ * A quarter of the work is kept for the neighbourhood search of arena_exact_lns.c, run
+ * after the capacities when the arena is not proven: it re-decides a column of the
+ * incumbent with the rest held (MiniMalloc's D and J, where every capacity near the
+ * optimum stays undecided).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"
@@ -71,7 +75,7 @@ static int jit_cmp(const void *pa, const void *pb, void *ctx) {
  * (a key of 1024 rank + a draw below 1024 window, so neighbours swap often and far ones
  * rarely): a restart that is not the same three orders again.  Any rank keeps the
  * search complete; the seed keeps it deterministic. */
-static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
+void vp_exact_set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
     x->heur = h;
     for (int i = 0; i < x->n; i++) {
         tmp[i] = i;
@@ -108,7 +112,7 @@ static void set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp) {
 /* One decision at capacity c with ranks h, jittered when seed is not 0 (see
  * vp_exact_decide). */
 static int decide(vp_exact *x, int h, uint64_t seed, int window, int64_t c, int64_t work, int *scratch) {
-    set_ranks(x, h, seed, window, scratch);
+    vp_exact_set_ranks(x, h, seed, window, scratch);
     return vp_exact_decide(x, c, work);
 }
 
@@ -126,7 +130,7 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
-static void exact_free(vp_exact *x) {
+void vp_exact_free(vp_exact *x) {
     free(x->size);
     free(x->lo);
     free(x->hi);
@@ -158,11 +162,12 @@ static void exact_free(vp_exact *x) {
     free(x->placed);
     free(x->dyn);
     free(x->undo);
+    free(x->base);
 }
 
 /* Fills x from the items that take space (a size and at least one step); loc[k] is
  * the piece index of search item k.  Returns 0 when out of memory. */
-static int exact_build(vp_exact *x, const vp_arena_item *items, const int *idx, const int *loc, int n) {
+int vp_exact_build(vp_exact *x, const vp_arena_item *items, const int *idx, const int *loc, int n) {
     x->n = n;
     size_t N = (size_t)n;
     int64_t *times = malloc(2 * N * sizeof *times);
@@ -298,12 +303,16 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     memset(&x, 0, sizeof x);
     vp_status s = VP_OK;
     if (loc && scratch && (!ns || instant)) goto done;
-    if (!loc || !scratch || !exact_build(&x, items, idx, loc, ns)) {
+    if (!loc || !scratch || !vp_exact_build(&x, items, idx, loc, ns)) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
         goto done;
     }
     /* Every top is a sum of sizes, so capacities need only be multiples of their gcd. */
-    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget;
+    /* a quarter of the work is kept for the neighbourhood search around the incumbent
+     * (arena_exact_lns.c) after the capacities: on MiniMalloc's D and J the last rounds
+     * of the decision search lowered nothing (a tenth to a half kept: the same arenas) */
+    int64_t lns_work = work_budget / 4;
+    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget - lns_work;
     int64_t limit = 4 * (int64_t)ns * (ns + x.m); /* about 4n nodes' work */
     int h = 0, round = 0, up = 0;
     while (lo < hi && hi > enough && left > 0) {
@@ -353,6 +362,14 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
         h = (h + 1) % 3;
         limit *= 2;
     }
+    if (lo < hi && hi > enough) {
+        int64_t used = res->work;
+        if (vp_exact_lns(items, idx, loc, ns, g, lo > enough ? lo : enough, &hi, work_budget, &used, &res->attempts) < 0) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
+            goto done;
+        }
+        res->work = used;
+    }
     if (lo > hi) lo = hi;
     res->arena = hi;
     res->proven_lower = lo > lower ? lo : lower;
@@ -360,6 +377,6 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
 done:
     free(loc);
     free(scratch);
-    exact_free(&x);
+    vp_exact_free(&x);
     return s;
 }

@@ -335,23 +335,28 @@ int vp_exact_decide(vp_exact *x, int64_t c, int64_t work) {
     x->work_limit = work;
     x->out_of_work = 0;
     x->undo_top = 0;
-    memset(x->floor_, 0, (size_t)x->m * sizeof *x->floor_);
+    if (x->base) memcpy(x->floor_, x->base, (size_t)x->m * sizeof *x->floor_);
+    else memset(x->floor_, 0, (size_t)x->m * sizeof *x->floor_);
     memset(x->total, 0, (size_t)x->m * sizeof *x->total);
     for (int i = 0; i < x->n; i++) {
         x->off[i] = -1;
         x->minoff[i] = 0;
-        for (int s = x->lo[i]; s < x->hi[i]; s++) x->total[s] += x->size[i];
+        for (int s = x->lo[i]; s < x->hi[i]; s++) {
+            x->total[s] += x->size[i];
+            if (x->floor_[s] > x->minoff[i]) x->minoff[i] = x->floor_[s];
+        }
     }
     for (int s = 0; s < x->m; s++) {
         x->sec_left[s] = x->sec_at[s + 1] - x->sec_at[s];
-        if (x->total[s] > c) return 0;
+        if (x->floor_[s] + x->total[s] > c) return 0;
     }
     memset(x->cuts, 0, (size_t)x->m * sizeof *x->cuts);
     for (int i = 0; i < x->n; i++)
         for (int s = x->lo[i]; s + 1 < x->hi[i]; s++) x->cuts[s]++;
     x->n_placed = 0;
-    int *root = x->ord; /* the rank order; the search's levels follow it */
+    int *root = x->ord; /* (floor, rank) order; the search's levels follow it */
     for (int i = 0; i < x->n; i++) root[x->rank[i]] = i;
+    if (x->base) qsort_r(root, (size_t)x->n, sizeof *root, by_floor, x);
     int r = search(x, root, x->n, root + x->n, x->n, 0, x->m, 0, -1, 0);
     if (r < 0) return -1;
     if (r == 0) return x->out_of_work ? 2 : 0;

@@ -27,6 +27,8 @@ typedef struct vp_exact {
     int64_t *off;             /* [n] offset while placed, -1 while not */
     int64_t *best_off;        /* [n] the last assignment found */
     int64_t *floor_, *total;  /* [m] lowest offset still usable; unplaced bytes */
+    int64_t *base;            /* [m] or NULL: bytes below it are taken in section s (the
+                                 skyline of items held fixed around a neighbourhood) */
     int *stamp, stamp_now;    /* [m] sections touched at this node */
     int *touched;             /* [m] their list */
     int *ord;                 /* orderings per depth and the groups of decompositions: a stack
@@ -60,5 +62,24 @@ int vp_exact_key_cmp(const void *a, const void *b, void *ctx);
  * 1 found (best_off, found_arena), 0 proved none, 2 undecided (the work ran out), -1
  * out of memory. */
 int vp_exact_decide(vp_exact *x, int64_t c, int64_t work);
+
+/* Built by arena_exact.c from the items that take space, loc[k] the piece index
+ * (idx[loc[k]] the item) of search item k: returns 0 when out of memory (free it
+ * anyway).  set_ranks: the static ranks of attempt h, jittered within window places
+ * when seed is not 0 (tmp: room for n). */
+struct vp_arena_item;
+int vp_exact_build(vp_exact *x, const struct vp_arena_item *items, const int *idx, const int *loc, int n);
+void vp_exact_free(vp_exact *x);
+void vp_exact_set_ranks(vp_exact *x, int h, uint64_t seed, int window, int *tmp);
+
+/* The neighbourhood search of arena_exact_lns.c: lowers the assignment in the items
+ * (search items loc[0..ns), arena *hi, sizes multiples of g) toward lower while
+ * *work_used stays below budget; 0, or -1 out of memory.  Neighbourhoods of
+ * VP_LNS_ITEMS, twice and four times as many items, each decided with at most
+ * VP_LNS_WORK_PER_PAIR units of work per pair of its items. */
+#define VP_LNS_ITEMS 32
+#define VP_LNS_WORK_PER_PAIR 64
+int vp_exact_lns(struct vp_arena_item *items, const int *idx, const int *loc, int ns, int64_t g, int64_t lower,
+                 int64_t *hi, int64_t budget, int64_t *work_used, int *attempts);
 
 #endif
