@@ -3,7 +3,7 @@
  * The message is built on the heap and released with protobuf-c's free_unpacked,
  * which frees every pointer field; initializer bytes are borrowed from the graph
  * (no copy of the weights) and detached before that. */
-#include "onnx_write.h"
+#include "onnx_write_internal.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -12,40 +12,6 @@
 #include <string.h>
 
 #include "onnx/attr_proto.h"
-#include "onnx.pb-c.h"
-
-enum { ROLE_NONE = 0, ROLE_NODE, ROLE_INPUT, ROLE_INIT, ROLE_CONST };
-
-typedef struct writer {
-    const vp_graph *g;
-    const vp_training *t;
-    const char *path;
-    vp_error *err;
-    int oom;
-    unsigned char *need;  /* per value: read by a written node or a graph output */
-    unsigned char *role;  /* per value: ROLE_* */
-    unsigned char *is_out;
-    char **alias;         /* per value: the name written when not its own (gradients) */
-    Onnx__ModelProto *mp;
-    Onnx__GraphProto *gp;
-    void **zeros;         /* zero-filled bytes of state that starts at zero, freed at the end */
-    int n_zeros;
-} writer;
-
-static void *w_calloc(writer *w, size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) w->oom = 1;
-    return p;
-}
-
-static char *w_strdup(writer *w, const char *s) {
-    char *p = strdup(s ? s : "");
-    if (!p) w->oom = 1;
-    return p;
-}
-
-/* The name a value is written under. */
-static const char *vname(const writer *w, int v) { return w->alias[v] ? w->alias[v] : w->g->values[v].name; }
 
 /* Gradients are written as "<param>_grad", ONNX Runtime's naming, where that name is free. */
 static void name_gradients(writer *w) {
@@ -62,8 +28,6 @@ static void name_gradients(writer *w) {
         else w->alias[gv] = name;
     }
 }
-
-static int is_default_domain(const char *d) { return !d || !d[0] || !strcmp(d, "ai.onnx"); }
 
 /* ---- what each value becomes ---- */
 
@@ -289,132 +253,6 @@ static vp_status constant_node(writer *w, int v, Onnx__NodeProto **out) {
     return node_proto(w, &n, out);
 }
 
-/* ---- opsets ---- */
-
-/* ONNX IR version a default-domain opset needs (onnx/helper.py's table). */
-static int64_t ir_for_opset(int opset) {
-    if (opset >= 15) return 8;
-    if (opset >= 12) return 7;
-    if (opset == 11) return 6;
-    if (opset == 10) return 5;
-    if (opset == 9) return 4;
-    return 4; /* initializers outside the graph inputs need IR 4 */
-}
-
-static vp_status add_opset(writer *w, const char *domain, int64_t version) {
-    Onnx__OperatorSetIdProto *op = w_calloc(w, 1, sizeof *op);
-    if (!op) return VP_OK;
-    onnx__operator_set_id_proto__init(op);
-    op->domain = w_strdup(w, domain);
-    op->has_version = 1;
-    op->version = version;
-    w->mp->opset_import[w->mp->n_opset_import++] = op;
-    return VP_OK;
-}
-
-static vp_status opsets(writer *w, int any_const) {
-    const vp_graph *g = w->g;
-    int onnx = 0, onnx_node = -1, any_default = any_const;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const vp_node *n = &g->nodes[i];
-        if (n->folded || !is_default_domain(n->domain)) continue;
-        any_default = 1;
-        if (n->opset > onnx) {
-            onnx = n->opset;
-            onnx_node = i;
-        }
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const vp_node *n = &g->nodes[i];
-        if (n->folded || !is_default_domain(n->domain) || n->opset == onnx) continue;
-        const vp_node *hi = &g->nodes[onnx_node];
-        return vp_fail(w->err, VP_ERR_UNSUPPORTED,
-                       "%s: node '%s' (%s) is at opset %d and node '%s' (%s) at opset %d; an ONNX model imports one "
-                       "opset, and writing both at %d could change what the first computes (re-export the model at "
-                       "opset %d or later)",
-                       w->path, n->name, n->op_type, n->opset, hi->name, hi->op_type, onnx, onnx, onnx);
-    }
-    if (!onnx) onnx = g->opset_onnx > 0 ? g->opset_onnx : 13;
-    /* every distinct domain once: "" first, then in order of first use */
-    int cap = 1;
-    for (int i = 0; i < g->n_nodes; i++) cap += !g->nodes[i].folded;
-    w->mp->opset_import = w_calloc(w, (size_t)cap, sizeof *w->mp->opset_import);
-    if (!w->mp->opset_import) return VP_OK;
-    if (any_default) add_opset(w, "", onnx);
-    for (int i = 0; i < g->n_nodes && !w->oom; i++) {
-        const vp_node *n = &g->nodes[i];
-        if (n->folded || is_default_domain(n->domain)) continue;
-        int seen = 0;
-        for (size_t k = 0; k < w->mp->n_opset_import && !seen; k++) seen = !strcmp(w->mp->opset_import[k]->domain, n->domain);
-        if (seen) continue;
-        int64_t version = 1; /* com.microsoft and vplan ops are version 1 */
-        if (strcmp(n->domain, "com.microsoft") && strcmp(n->domain, "vplan"))
-            for (int j = i; j < g->n_nodes; j++)
-                if (!g->nodes[j].folded && !strcmp(g->nodes[j].domain, n->domain) && g->nodes[j].opset > version)
-                    version = g->nodes[j].opset;
-        add_opset(w, n->domain, version);
-    }
-    int64_t ir = ir_for_opset(onnx);
-    int64_t model_ir = g->ir_version > 8 ? 8 : g->ir_version;
-    w->mp->has_ir_version = 1;
-    w->mp->ir_version = ir > model_ir ? ir : model_ir;
-    return VP_OK;
-}
-
-/* ---- metadata ---- */
-
-static void add_meta(writer *w, const char *key, const char *value) {
-    Onnx__StringStringEntryProto *e = w_calloc(w, 1, sizeof *e);
-    if (!e) return;
-    onnx__string_string_entry_proto__init(e);
-    e->key = w_strdup(w, key);
-    e->value = w_strdup(w, value);
-    w->mp->metadata_props[w->mp->n_metadata_props++] = e;
-}
-
-/* "a\tb\n" lines for pairs of value ids, heap. */
-static char *pair_lines(writer *w, int n, const int *from, const int *to) {
-    size_t len = 1;
-    for (int i = 0; i < n; i++)
-        if (from[i] >= 0 && to[i] >= 0) len += strlen(vname(w, from[i])) + strlen(vname(w, to[i])) + 2;
-    char *s = w_calloc(w, len, 1);
-    if (!s) return NULL;
-    size_t at = 0;
-    for (int i = 0; i < n; i++) {
-        int a = from[i], b = to[i];
-        if (a < 0 || b < 0) continue;
-        at += (size_t)snprintf(s + at, len - at, "%s\t%s\n", vname(w, a), vname(w, b));
-    }
-    return s;
-}
-
-static void metadata(writer *w) {
-    const vp_training *t = w->t;
-    if (!t) return;
-    w->mp->metadata_props = w_calloc(w, 3, sizeof *w->mp->metadata_props);
-    if (!w->mp->metadata_props) return;
-    if (t->loss >= 0) add_meta(w, "vplan.loss", vname(w, t->loss));
-    if (t->n_carry) {
-        int *from = w_calloc(w, (size_t)t->n_carry, sizeof *from), *to = w_calloc(w, (size_t)t->n_carry, sizeof *to);
-        for (int i = 0; i < t->n_carry && from && to; i++) {
-            from[i] = t->carry[i].from;
-            to[i] = t->carry[i].to;
-        }
-        char *s = from && to ? pair_lines(w, t->n_carry, from, to) : NULL;
-        if (s) add_meta(w, "vplan.carry", s);
-        free(s);
-        free(from);
-        free(to);
-    }
-    int any_grad = 0;
-    for (int i = 0; i < t->n_params && t->grads; i++) any_grad |= t->grads[i] >= 0;
-    if (any_grad) {
-        char *s = pair_lines(w, t->n_params, t->params, t->grads);
-        if (s) add_meta(w, "vplan.gradients", s);
-        free(s);
-    }
-}
-
 /* ---- the model ---- */
 
 static vp_status build(writer *w, const vp_onnx_write_opts *o) {
@@ -489,8 +327,8 @@ static vp_status build(writer *w, const vp_onnx_write_opts *o) {
             if ((gp->value_info[gp->n_value_info] = value_info(w, v))) gp->n_value_info++;
     free(outs);
 
-    if (!s) s = opsets(w, n_const > 0);
-    if (!s) metadata(w);
+    if (!s) s = vp_onnx_write_opsets(w, n_const > 0);
+    if (!s) vp_onnx_write_metadata(w);
     if (!s && w->oom) s = vp_fail(w->err, VP_ERR_NOMEM, "%s: out of memory building the ONNX model", w->path);
     return s;
 }
