@@ -7,6 +7,12 @@
  *              broadcast shapes, S != T both ways, Dv != D, the LSE output omitted,
  *              Y in the heads-merged layout [B, S, H, Dv] (y_bshd).
  *   refusals   a mask that depends on a parameter is refused, never differentiated.
+ *   masks      the kernel's explicit mask path: a causal -inf mask against causal=1, a
+ *              mask one entry off changes one row; at plan time, nanoGPT's mask (a
+ *              frozen float buffer, Slice, Equal, Where) folds to causal=1 with no
+ *              mask op left, the buffer one entry off either way stays a mask (and
+ *              the fused step computes the plain one's results), a trainable buffer
+ *              folds nothing.
  *   models     for the bundled GPT and the torch.onnx exports in tests/data/attention:
  *              the pattern count the pass must find; the fused step's loss, logits and
  *              every parameter's gradient against the plain (unfused) step's within
@@ -104,10 +110,9 @@ static int count_ops(const vp_graph *g, const char *op) {
     return n;
 }
 
-/* Loads dir/model.onnx (meta.json beside it, fixtures below) as a training step, as
- * test_model_load does for models/: the meta's buffers frozen, the loss ce:logits. */
-static vp_status load_as(test_model *m, const char *dir, vp_attention_form form, const char *opt, int freeze,
-                         vp_error *err) {
+/* Loads dir/model.onnx (meta.json beside it, fixtures below): dims bound, shapes
+ * inferred, as test_model_load does for models/. */
+static vp_status load_graph(test_model *m, const char *dir, vp_error *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", strrchr(dir, '/') + 1);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
@@ -121,12 +126,16 @@ static vp_status load_as(test_model *m, const char *dir, vp_attention_form form,
     const mj *md = mj_get(m->meta, "dims");
     for (int i = 0; md && i < md->n && nd < 8; i++) dims[nd++] = (vp_dim_binding){md->items[i].key, (int64_t)md->items[i].num};
     if (!s) s = vp_bind_dims(m->g, dims, nd, err);
-    if (!s) s = vp_infer(m->g, NULL, NULL, err);
-    if (s) return s;
+    return s ? s : vp_infer(m->g, NULL, NULL, err);
+}
+
+/* Builds m's training step: the loss ce:logits, the meta's buffers frozen (freeze). */
+static vp_status build_step(test_model *m, vp_attention_form form, const char *opt, int freeze, vp_error *err) {
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     vp_loss_parse("ce:logits", &spec.loss, err);
     spec.attention = form;
+    vp_status s = VP_OK;
     if (opt) s = vp_opt_parse(opt, &spec.opt, err);
     else spec.no_optimizer = 1;
     const mj *bufs = mj_get(m->meta, "buffers");
@@ -136,6 +145,13 @@ static vp_status load_as(test_model *m, const char *dir, vp_attention_form form,
     if (used < sizeof m->freeze) snprintf(m->freeze + used, sizeof m->freeze - used, ")$");
     spec.freeze = bufs && bufs->n && freeze ? m->freeze : NULL;
     return s ? s : vp_training_build(m->g, &spec, &m->t, err);
+}
+
+/* Loads dir as a training step, as test_model_load does for models/. */
+static vp_status load_as(test_model *m, const char *dir, vp_attention_form form, const char *opt, int freeze,
+                         vp_error *err) {
+    vp_status s = load_graph(m, dir, err);
+    return s ? s : build_step(m, form, opt, freeze, err);
 }
 
 static vp_status load(test_model *m, const char *dir, vp_attention_form form, const char *opt, vp_error *err) {
@@ -342,13 +358,13 @@ static void model_cases(void) {
     check(n >= 8, "%d torch.onnx exports in %s", n, ATTENTION_DATA);
 }
 
-/* ---- a causal additive mask ----
+/* ---- an explicit causal mask on the kernel ----
  *
- * An additive mask of 0 on and below the diagonal and -inf above runs as the causal
- * attribute (runtime/cpu/k_attention.c): Y and the gradients must be the bits of
- * causal=1 without a mask; a mask with one more -inf is not causal and must change row
- * 2 alone; a causal mask written with -1e30 (the general masked path) must agree within
- * float32 rounding.  On the reference and the fast path. */
+ * The kernel takes a mask as it is given: an additive mask of 0 on and below the
+ * diagonal and -inf above gives causal=1's results within float32 rounding (the masked
+ * columns are computed and added, not skipped), as does the same mask written with
+ * -1e30; a mask with one more -inf changes row 2 of Y alone.  On the reference and the
+ * fast path.  That such a mask becomes causal=1 is the planner's business (below). */
 enum { MB = 2, MH = 2, MS = 6, MD = 4, M_IO = 5 * MB * MH * MS * MD };
 
 /* Y, then dQ, dK, dV (dY all ones) into r; causal attribute and/or mask */
@@ -378,7 +394,17 @@ static int run_masked(int causal, const float *mask, float *r) {
     return vp_cpu_attention(&fw, fin, fout, &err) || vp_cpu_attention_grad(&bw, bin, bout, &err);
 }
 
-static void causal_mask_cases(void) {
+/* max over i of |a - b| / (|b| + 1e-3) */
+static double worst_rel(const float *a, const float *b, int n) {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (fabs((double)b[i]) + 1e-3);
+        if (e > worst || e != e) worst = e != e ? INFINITY : e;
+    }
+    return worst;
+}
+
+static void kernel_mask_cases(void) {
     float mask[MS * MS], off[MS * MS], soft[MS * MS];
     for (int i = 0; i < MS; i++)
         for (int j = 0; j < MS; j++) {
@@ -395,29 +421,138 @@ static void causal_mask_cases(void) {
                   run_masked(0, soft, general);
         check(!bad, "%s: attention with masks runs", path);
         if (bad) continue;
-        check(!memcmp(want, got, sizeof want), "%s: a causal additive mask gives causal=1's bits (Y, dQ, dK, dV)", path);
+        double w = worst_rel(got, want, N);
+        check(w < 1e-5, "%s: a causal -inf mask through the mask path against causal=1: worst %.2g (< 1e-5)", path, w);
+        /* Y's rows are independent: the same path with one more -inf differs in row 2 only */
         int rows_changed = 0, elsewhere = 0;
         for (int b = 0; b < MB * MH; b++)
             for (int i = 0; i < MS; i++) {
-                int differs = memcmp(want + (b * MS + i) * MD, other + (b * MS + i) * MD, MD * sizeof(float)) != 0;
+                int differs = memcmp(got + (b * MS + i) * MD, other + (b * MS + i) * MD, MD * sizeof(float)) != 0;
                 if (i == 2) rows_changed += differs;
                 else elsewhere += differs;
             }
-        check(rows_changed == MB * MH && !elsewhere, "%s: a mask one entry off is not causal (Y of row 2 changes, %d/%d; %d other rows)",
+        check(rows_changed == MB * MH && !elsewhere, "%s: a mask one entry off changes Y's row 2 alone (%d/%d; %d other rows)",
               path, rows_changed, MB * MH, elsewhere);
-        double worst = 0;
-        for (int i = 0; i < N; i++) {
-            double e = fabs((double)want[i] - general[i]) / (fabs((double)general[i]) + 1e-3);
-            if (e > worst) worst = e;
-        }
-        check(worst < 1e-5, "%s: causal mask as causal against the general masked path: worst %.2g (< 1e-5)", path, worst);
+        w = worst_rel(want, general, N);
+        check(w < 1e-5, "%s: causal=1 against a -1e30 causal mask (the general masked path): worst %.2g (< 1e-5)", path, w);
     }
     vp_dn_gemm_select(0);
 }
 
+/* ---- a causal mask recognised at plan time ----
+ *
+ * where_float is nanoGPT's attention as torch.onnx exports it: a float tril(ones)
+ * buffer, Slice, Equal(0), Where(-inf).  The mask is arithmetic over an initializer;
+ * once the buffer is frozen the training builder folds it (train/fold_frozen.h), and
+ * the fusion sees a constant causal mask: causal=1, no mask input, no mask op left in
+ * the step.  Not so when the buffer is one entry off either way (causal=0, the folded
+ * mask as an input, the step still the plain graph's), nor when it trains (nothing
+ * folded, nothing fused). */
+#define WHERE_FLOAT ATTENTION_DATA "/where_float"
+
+typedef struct attn_count {
+    int causal, masked, live_mask_ops; /* Attention nodes causal=1, with a mask input; unfolded Equal/Where */
+} attn_count;
+
+static attn_count count_attention(const vp_graph *g) {
+    attn_count c = {0, 0, 0};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (!strcmp(n->op_type, "Attention")) {
+            c.causal += vp_attr_int(n, "causal", 0) == 1;
+            c.masked += n->n_inputs > 3 && n->inputs[3] >= 0;
+        }
+        c.live_mask_ops += !n->folded && (!strcmp(n->op_type, "Equal") || !strcmp(n->op_type, "Where"));
+    }
+    return c;
+}
+
+/* Unfolded nodes reading the value named name. */
+static int live_readers(const vp_graph *g, const char *name) {
+    int v = vp_graph_find_value(g, name), r = 0;
+    for (int i = 0; v >= 0 && i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) r += !g->nodes[i].folded && g->nodes[i].inputs[k] == v;
+    return r;
+}
+
+/* where_float with its buffer's entry (i, j) set to x (1 sees, 0 masks). */
+static vp_status load_edited(test_model *m, vp_attention_form form, int64_t i, int64_t j, float x, vp_error *err) {
+    vp_status s = load_graph(m, WHERE_FLOAT, err);
+    int v = s ? -1 : vp_graph_find_value(m->g, "blocks.0.mask");
+    if (!s && v < 0) s = vp_fail(err, VP_ERR_INVALID, "where_float has no blocks.0.mask");
+    if (s) return s;
+    const vp_value *mv = &m->g->values[v];
+    int64_t n = vp_value_numel(mv), S = mv->dims[mv->rank - 1];
+    float *d = malloc((size_t)n * sizeof *d);
+    if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    memcpy(d, mv->data, (size_t)n * sizeof *d);
+    d[i * S + j] = x;
+    vp_value_set_data(m->g, v, d, VP_DATA_HEAP);
+    return build_step(m, form, NULL, 1, err);
+}
+
+static void causal_plan_cases(void) {
+    test_model m, p;
+    vp_error err;
+    vp_status s = load(&m, WHERE_FLOAT, VP_ATTENTION_FUSED, NULL, &err);
+    attn_count c = s ? (attn_count){-1, -1, -1} : count_attention(m.g);
+    check(!s && m.t.n_attention == 2 && c.causal == 2 && c.masked == 0 && c.live_mask_ops == 0 &&
+              m.t.n_frozen_folded > 0 && live_readers(m.g, "blocks.0.mask") == 0,
+          "where_float, buffer frozen: %s; %d fused, %d causal=1, %d with a mask, %d Equal/Where left, %d nodes folded "
+          "over the buffer, %d step nodes read it", s ? err.msg : "built", s ? -1 : m.t.n_attention, c.causal, c.masked,
+          c.live_mask_ops, s ? -1 : m.t.n_frozen_folded, s ? -1 : live_readers(m.g, "blocks.0.mask"));
+    test_model_free(&m);
+
+    /* one more -inf (row 2 may not see column 1), one fewer (row 1 sees column 4) */
+    static const struct { int64_t i, j; float x; const char *what; } edits[] = {
+        {2, 1, 0.0f, "one entry more masked"}, {1, 4, 1.0f, "one entry above the diagonal seen"}};
+    for (int e = 0; e < 2; e++) {
+        memset(&p, 0, sizeof p);
+        s = load_edited(&m, VP_ATTENTION_FUSED, edits[e].i, edits[e].j, edits[e].x, &err);
+        if (!s) s = load_edited(&p, VP_ATTENTION_PLAIN, edits[e].i, edits[e].j, edits[e].x, &err);
+        if (s) {
+            check(0, "where_float, %s: %s", edits[e].what, err.msg);
+            test_model_free(&m);
+            test_model_free(&p);
+            continue;
+        }
+        c = count_attention(m.g);
+        check(m.t.n_attention == 2 && c.causal == 0 && c.masked == 2,
+              "where_float, %s: %d fused, %d causal=1 (none), %d with the folded mask (2)", edits[e].what,
+              m.t.n_attention, c.causal, c.masked);
+        /* the explicit mask through the step: fused as the plain graph computes it */
+        int n = 2 + m.t.n_params;
+        vp_tensor *vf = calloc((size_t)n, sizeof *vf), *vq = calloc((size_t)n, sizeof *vq);
+        s = run_naive(&m, vf, &err);
+        if (!s) s = run_naive(&p, vq, &err);
+        double worst = s ? 1 : 0;
+        for (int i = 0; !s && i < n; i++)
+            if (normwise(&vf[i], &vq[i]) > worst) worst = normwise(&vf[i], &vq[i]);
+        check(!s && worst <= 1e-5, "where_float, %s: fused loss, logits and gradients match the plain graph's: %s, worst %.1e",
+              edits[e].what, s ? err.msg : "ran", worst);
+        for (int i = 0; i < n; i++) free(vf[i].data), free(vq[i].data);
+        free(vf);
+        free(vq);
+        test_model_free(&m);
+        test_model_free(&p);
+    }
+
+    /* the buffer trains: nothing folds over it; the fusion still takes the condition
+     * (a bool, no gradient passes Equal) as a mask the step computes */
+    s = load_as(&m, WHERE_FLOAT, VP_ATTENTION_FUSED, NULL, 0, &err);
+    c = s ? (attn_count){-1, -1, -1} : count_attention(m.g);
+    check(!s && m.t.n_frozen_folded == 0 && c.causal == 0 && c.masked == m.t.n_attention && c.live_mask_ops > 0 &&
+              live_readers(m.g, "blocks.0.mask") > 0,
+          "where_float, buffer trainable: %s, %d folded, %d fused, %d causal=1 (none), %d with a mask computed in the "
+          "step (%d Equal/Where), %d step nodes read the buffer", s ? err.msg : "built", s ? -1 : m.t.n_frozen_folded,
+          s ? -1 : m.t.n_attention, c.causal, c.masked, c.live_mask_ops, s ? -1 : live_readers(m.g, "blocks.0.mask"));
+    test_model_free(&m);
+}
+
 int main(int argc, char **argv) {
     int rc = gc_check_all(argc > 1 ? argv[1] : NULL, gradient_cases);
-    if (argc == 1) causal_mask_cases();
+    if (argc == 1) kernel_mask_cases();
+    if (argc == 1) causal_plan_cases();
     if (argc == 1) model_cases();
     return rc | check_summary();
 }

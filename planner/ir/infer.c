@@ -73,25 +73,27 @@ vp_status vp_bind_input_data(vp_graph *g, const char *name, const vp_tensor *t, 
     return VP_OK;
 }
 
-/* Data known ahead of time that folding may use: constants, folded values, and integer
- * initializers.  Float initializers are parameters: folding them would hide them from
- * training. */
-static int foldable_input(const vp_value *v) {
+/* Data known ahead of time that folding may use: constants, folded values, integer
+ * initializers, and what `frozen` marks.  Float initializers are parameters until the
+ * trainable set is chosen: folding them would hide them from training; after it, the
+ * training builder marks those the step never writes (train/fold_frozen.h). */
+static int foldable_input(const vp_graph *g, int id, const char *frozen) {
+    const vp_value *v = &g->values[id];
     if (!v->data && vp_value_numel(v) != 0) return 0;
     if (v->flags & VP_VAL_CONST) return 1;
     if ((v->flags & VP_VAL_INITIALIZER) && !vp_dtype_is_float(v->dtype)) return 1;
-    return 0;
+    return frozen && frozen[id] && v->data;
 }
 
-static vp_status fold_node(vp_graph *g, vp_node *n, int64_t max_elems, int *folded, vp_error *err) {
+static vp_status fold_node(vp_graph *g, vp_node *n, const char *frozen, int64_t max_elems, int *folded, vp_error *err) {
     *folded = 0;
     /* a fused cast's node runs through the backends' store wrapper, never folded */
-    if (!n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR)) return VP_OK;
+    if (!n->op || !n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR))
+        return VP_OK;
     int shape_only = (n->op->flags & VP_OP_FOLD_SHAPE_ONLY) != 0;
     for (int i = 0; i < n->n_inputs; i++) {
         if (n->inputs[i] < 0) continue;
-        const vp_value *v = &g->values[n->inputs[i]];
-        if (!shape_only && !foldable_input(v)) return VP_OK;
+        if (!shape_only && !foldable_input(g, n->inputs[i], frozen)) return VP_OK;
     }
     for (int i = 0; i < n->n_outputs; i++) {
         if (n->outputs[i] < 0) continue;
@@ -170,7 +172,17 @@ static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, 
                             n->opset, n->op->min_opset);
     vp_status s = n->op->shape(g, n, err);
     if (!s) s = vp_infer_store_casts(g, n, err);
-    if (!s) s = fold_node(g, n, max_elems, folded, err);
+    if (!s) s = fold_node(g, n, NULL, max_elems, folded, err);
+    return s;
+}
+
+vp_status vp_fold_node(vp_graph *g, int node, const char *frozen, int64_t max_elems, int *folded, vp_error *err) {
+    int dummy;
+    if (!folded) folded = &dummy;
+    *folded = 0;
+    if (g->nodes[node].folded) return VP_OK;
+    vp_status s = fold_node(g, &g->nodes[node], frozen, max_elems, folded, err);
+    if (s) vp_error_prefix(err, "%s: ", g->path ? g->path : "graph");
     return s;
 }
 

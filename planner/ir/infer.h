@@ -3,7 +3,9 @@
  * In: a loaded graph.  Out: every value has a concrete dtype and shape; nodes whose
  * outputs are computable ahead of time from constants (Shape -> Gather -> Concat ->
  * Reshape chains that exporters emit) are folded: their outputs carry data and
- * node->folded is set.  Trainable parameters are never folded into anything. */
+ * node->folded is set.  Trainable parameters are never folded into anything; float
+ * initializers are folded only once the training builder knows they are frozen
+ * (vp_fold_node, train/fold_frozen.h). */
 #ifndef VP_INFER_H
 #define VP_INFER_H
 
@@ -44,6 +46,14 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
  * entry point for passes that add nodes (autodiff, recompute).  The error names the
  * node and starts with the model path. */
 vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err);
+
+/* Folds one inferred node, not folded yet, when each input is data known ahead of time:
+ * a constant, a folded value, an integer initializer, or a value frozen marks
+ * (frozen[v] != 0, with data; NULL marks none), and no output holds more than max_elems
+ * elements.  The node's CPU kernel computes the outputs, so they are the bits a step
+ * running it would compute.  *folded (may be NULL) says whether it did.  For passes that
+ * learn late what is constant (train/fold_frozen.h). */
+vp_status vp_fold_node(vp_graph *g, int node, const char *frozen, int64_t max_elems, int *folded, vp_error *err);
 
 /* After an op's shape function: each output a fused Cast converts on store
  * (VP_CAST_ATTR) takes the stored dtype; fails when the op computed another dtype than

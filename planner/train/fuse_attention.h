@@ -18,7 +18,10 @@
  * shape, a constant when C is one.  With detect_causal a constant mask of shape
  * [S, T] (after leading 1s) that is 0 on and below the diagonal and -inf above becomes
  * causal=1 and no mask, so the kernels skip the masked half; only -inf qualifies, for
- * which the two forms agree exactly whatever the scores.
+ * which the two forms agree exactly whatever the scores.  A mask computed from a frozen
+ * buffer (torch.onnx's Slice, Equal, Cast of a registered causal_mask) is such a
+ * constant: the training builder folds it first (train/fold_frozen.h).  The kernels
+ * take any other mask as given.
  *
  * Keeps true: the fused graph computes what the decomposed one did (the same
  * arithmetic up to rounding: scale * (QK^T) + mask, softmax over the last axis).

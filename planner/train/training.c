@@ -1,5 +1,6 @@
 /* Builds the training step from an inferred forward graph:
- *   fusion -> training mode -> trainable set -> attention fusion -> tensor-parallel split
+ *   fusion -> training mode -> trainable set -> folding over frozen initializers
+ *   -> attention fusion -> tensor-parallel split
  *   -> fake quantisation
  *   -> loss -> precision -> autodiff -> optimizer -> optimizer-state offload -> cast fusion.
  * Each stage is its own file; this one chooses the parameters and keeps the order.
@@ -9,6 +10,7 @@
  * optimizer reads it, as autograd does through autocast's casts. */
 #include "train/training.h"
 
+#include "train/fold_frozen.h"
 #include "train/fuse_attention.h"
 #include "train/fuse_gelu_matmul.h"
 #include "train/fuse_pool_grad.h"
@@ -68,6 +70,9 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     if (!s && !spec->no_fuse && !spec->qat.enabled) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
     if (!s) s = vp_train_mode_apply(g, t, err);
     if (!s) s = select_params(g, spec->freeze, t, err);
+    /* once the trainable set is known: a frozen buffer's arithmetic (a causal mask made
+     * from a registered buffer) is a constant the attention fusion can read */
+    if (!s) s = vp_fold_frozen(g, t, &t->n_frozen_folded, err);
     /* after the trainable set: a mask that depends on a parameter is not fused */
     if (!s && spec->attention == VP_ATTENTION_FUSED) {
         vp_fuse_attention_opts fo = {.detect_causal = 1};

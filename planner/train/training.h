@@ -89,6 +89,7 @@ typedef struct vp_training {
     int64_t label_classes; /* ce: labels lie in [0, label_classes) */
     int n_frozen;        /* parameters --freeze matched */
     int n_unused;        /* trainable parameters the loss does not depend on */
+    int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
     int n_attention;     /* attention cores fused into vplan.Attention */
     int n_pool_grad;     /* MaxPool(Relu) gradients taken without the Relu output */
     int n_gelu_matmul;   /* GELUs fused with the product reading them (vplan.GeluMatMul) */

@@ -48,22 +48,6 @@ static const void *at(const void *base, const geom *g, int64_t elems) {
     return (const char *)base + (size_t)elems * g->es;
 }
 
-/* Whether the additive mask is causal: one [S, T] pattern for every (batch, head), 0 for
- * j <= i and -inf above, as the exported graph of a causal model builds it (masked_fill
- * of a lower triangle).  Such a mask runs as the causal attribute, whose blocks skip the
- * columns it masks rather than add -inf to them: the probabilities are the same (a score
- * plus a zero is the score, exp(-inf) = 0, and the row maximum and sum see the same
- * values), and a quarter of the products go (half, less the diagonal blocks). */
-static int mask_is_causal(const geom *g) {
-    if ((g->B > 1 && g->mstr[0]) || (g->H > 1 && g->mstr[1])) return 0;
-    for (int64_t i = 0; i < g->S; i++)
-        for (int64_t j = 0; j < g->T; j++) {
-            double m = vp_load_wide(g->mask, g->dt, i * g->mstr[2] + j * g->mstr[3]);
-            if (j <= i ? m != 0 : m != -INFINITY) return 0;
-        }
-    return 1;
-}
-
 static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, const vp_tensor *v, const vp_tensor *mask,
                     geom *g) {
     g->dt = q->dtype;
@@ -80,7 +64,6 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->yld = g->bshd ? g->H * g->Dv : g->Dv;
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
-    if (mask && !g->causal && mask_is_causal(g)) g->causal = 1, g->mask = NULL;
 }
 
 /* Element offset of row i of pair (b, h) in Y and dY. */

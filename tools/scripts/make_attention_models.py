@@ -12,6 +12,10 @@ fusion pass (planner/train/fuse_attention.c) must recognise:
 
   where_bool_opsetN   q @ k.transpose(-2, -1) * scale, masked_fill(~tril_bool, -inf),
                       softmax, @ v; two blocks; opsets 13 to 17
+  where_float         nanoGPT's form: a float tril(ones) buffer [1, 1, S, S] and
+                      masked_fill(mask[:, :, :S, :S] == 0, -inf); the mask is arithmetic
+                      (Slice, Equal, Where) over a float initializer, a constant only
+                      once the buffer is frozen (planner/train/fold_frozen.h): causal=1
   additive_div        q @ k.transpose(-2, -1) / sqrt(hd) + triu(-inf) float buffer
                       (an Add of a constant causal mask: becomes causal=1)
   cross_mem           queries from the sequence, keys and values from a learned memory
@@ -60,6 +64,8 @@ class Attention(nn.Module):
         nn.init.normal_(self.c_attn.weight, 0.0, 0.3)  # attention far from uniform
         if kind == "where_bool":
             self.register_buffer("mask", torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq))
+        elif kind == "where_float":
+            self.register_buffer("mask", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
         elif kind == "additive_div":
             self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1))
         elif kind == "cross_mem":
@@ -81,6 +87,10 @@ class Attention(nn.Module):
         if self.kind == "where_bool":
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             att = att.masked_fill(~self.mask[:, :, :S, :S], float("-inf"))
+            att = F.softmax(att, dim=-1)
+        elif self.kind == "where_float":
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.masked_fill(self.mask[:, :, :S, :S] == 0, float("-inf"))
             att = F.softmax(att, dim=-1)
         elif self.kind == "additive_div":
             att = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(hd) + self.mask
@@ -156,6 +166,7 @@ def build(name, kind, opset, layers=2, hidden=16, heads=2, seq=12, mem=0, seed=0
 def main():
     for opset in range(13, 18):
         build(f"where_bool_opset{opset}", "where_bool", opset, seed=opset)
+    build("where_float", "where_float", 17, seed=4)
     build("additive_div", "additive_div", 14, seed=1)
     build("cross_mem", "cross_mem", 15, layers=1, mem=5, seed=2)
     build("long_seq", "where_bool", 17, layers=1, hidden=32, heads=4, seq=128, seed=3)
