@@ -373,7 +373,7 @@ vp_status vp_dn_workspace_bytes_memo(vp_dn **d, const vp_node *n, const vp_tenso
                                      int64_t *bytes, vp_error *err) {
     *bytes = 0;
     const dn_kind *k = kind_of(n);
-    enum { HEAD = 5 };
+    enum { HEAD = 6 };
     int64_t key[DN_MEMO_MAX_KEY], work = 0;
     _Static_assert(HEAD + DN_MAX_SIG <= DN_MEMO_MAX_KEY, "the memo's key holds a signature");
     int n_sig = k ? k->sig(n, in, out, key + HEAD, &work) : 0;
@@ -384,6 +384,8 @@ vp_status vp_dn_workspace_bytes_memo(vp_dn **d, const vp_node *n, const vp_tenso
     key[2] = dnnl_get_cpu_isa_hints();
     key[3] = dtypes_of(in, n->n_inputs);
     key[4] = dtypes_of((const vp_tensor *const *)out, n->n_outputs);
+    dnnl_fpmath_mode_t fpmath = dnnl_fpmath_mode_strict; /* which down-conversions oneDNN may make */
+    key[5] = dnnl_get_default_fpmath_mode(&fpmath) == dnnl_success ? (int64_t)fpmath : -1;
     if (vp_dn_memo_find(key, HEAD + n_sig, bytes)) return VP_OK;
     if (!*d && !(*d = vp_dn_new())) return VP_OK; /* no engine: the reference runs, no workspace */
     dn_entry *e;

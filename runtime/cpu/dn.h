@@ -45,9 +45,10 @@ vp_status vp_dn_workspace_bytes(vp_dn *d, const vp_node *n, const vp_tensor *con
 /* vp_dn_workspace_bytes through the process's memo of sizes (dn_memo.c): each distinct
  * primitive is built once per process, keyed by everything that changes oneDNN's answer
  * (op, dtypes, every shape, strides, pads, dilations, groups, which gradients, bias, the
- * threads it is built for, the ISA oneDNN dispatches to and its hints).  *d is the context
- * that builds on a miss, created then when NULL (the caller frees it): a plan whose every
- * convolution is known creates none.  Thread-safe; the memo is freed at exit. */
+ * threads it is built for, the ISA oneDNN dispatches to and its hints, its default
+ * floating-point math mode).  *d is the context that builds on a miss, created then when
+ * NULL (the caller frees it): a plan whose every convolution is known creates none.
+ * Thread-safe; the memo is freed at exit. */
 vp_status vp_dn_workspace_bytes_memo(vp_dn **d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                      int64_t *bytes, vp_error *err);
 

@@ -2,7 +2,8 @@
  *
  * In: a key, every number oneDNN's answer depends on (dn.c composes it: the family's
  * signature, the tensors' dtypes, the threads the primitives are built for, the ISA
- * oneDNN dispatches to and its hints), and the bytes once a context has built them.
+ * oneDNN dispatches to and its hints, its default math mode), and the bytes once a
+ * context has built them.
  * Out: the bytes of a key seen before.  Keeps true: a key maps to what a fresh context
  * builds for it, so a plan is the same with the memo or without; one mutex guards the
  * table and its counters, so plans made on several threads at once share it; everything
