@@ -7,19 +7,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "prof_table.h"
+
 /* VP_PLAN_PROFILE=1 in the environment: time every step (the backend synchronized after
  * each) and print, when the executor is freed, the time per op type, largest first, on
  * stderr: per training step the mean, the least over the steps run (what a loaded
  * machine distorts least) and the mean CPU time of the process (every thread's: the
  * work done); VP_PLAN_PROFILE=2 keys by op type and input shapes.  Off, it costs a
- * branch per step; on, it only reads clocks, so no result changes a bit. */
-typedef struct prof_row {
-    char key[200];
-    double sec, step_sec, min_step; /* all steps; this training step; least of a step */
-    double cpu;                     /* the process's CPU time, all steps */
-    long calls;
-} prof_row;
-
+ * branch per step; on, it only reads clocks, so no result changes a bit.  The rows are
+ * runtime/prof_table.h's, a round per training step. */
 struct vp_plan_exec {
     const vp_plan *p;
     vp_backend *b;
@@ -27,16 +23,8 @@ struct vp_plan_exec {
     int64_t arena_bytes;
     void *host;      /* the host block (optimizer-state offload), or NULL */
     int profile;     /* VP_PLAN_PROFILE: 0 off, 1 per op type, 2 per op type and shapes */
-    prof_row *prof;  /* profile rows, n_prof of them */
-    int n_prof, cap_prof;
-    int prof_runs;   /* training steps profiled */
+    vp_prof_table prof;
 };
-
-static double now_s(clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void prof_add(vp_plan_exec *x, const vp_node *n, const vp_tensor *const *in, double sec, double cpu) {
     char key[200];
@@ -46,50 +34,26 @@ static void prof_add(vp_plan_exec *x, const vp_node *n, const vp_tensor *const *
         at += snprintf(key + at, sizeof key - (size_t)at, " %s",
                        in[k] ? vp_shape_str(in[k]->rank, in[k]->dims, sh, sizeof sh) : "-");
     }
-    for (int i = 0; i < x->n_prof; i++)
-        if (!strcmp(x->prof[i].key, key)) {
-            x->prof[i].sec += sec, x->prof[i].step_sec += sec, x->prof[i].cpu += cpu, x->prof[i].calls++;
-            return;
-        }
-    if (x->n_prof == x->cap_prof) {
-        int cap = x->cap_prof ? 2 * x->cap_prof : 64;
-        prof_row *r = realloc(x->prof, (size_t)cap * sizeof *r);
-        if (!r) return; /* a profile row lost, not the step */
-        x->prof = r, x->cap_prof = cap;
-    }
-    prof_row *r = &x->prof[x->n_prof++];
-    snprintf(r->key, sizeof r->key, "%s", key);
-    r->sec = r->step_sec = sec, r->cpu = cpu, r->calls = 1;
-    r->min_step = x->prof_runs ? 0 : -1; /* a row new after the first step was absent from one */
+    vp_prof_table_add(&x->prof, key, NULL, sec, cpu);
 }
 
-static void prof_end_step(vp_plan_exec *x) {
-    for (int i = 0; i < x->n_prof; i++) {
-        prof_row *r = &x->prof[i];
-        if (r->min_step < 0 || r->step_sec < r->min_step) r->min_step = r->step_sec;
-        r->step_sec = 0;
-    }
-    x->prof_runs++;
-}
-
-static int prof_cmp(const void *a, const void *b) {
-    double d = ((const prof_row *)b)->sec - ((const prof_row *)a)->sec;
-    return (d > 0) - (d < 0);
+static void prof_line(FILE *f, const vp_prof_row *r, void *ctx) {
+    const double *sums = ctx; /* total, runs */
+    double total = sums[0], runs = sums[1];
+    fprintf(f, "%10.2f %10.2f %10.2f %6.2f %6ld  %s\n", 1e3 * r->total / runs, 1e3 * r->least, 1e3 * r->cpu / runs,
+            total > 0 ? 100 * r->total / total : 0, r->count / (long)runs, r->key);
 }
 
 static void prof_print(vp_plan_exec *x) {
     double total = 0, least = 0;
-    int runs = x->prof_runs ? x->prof_runs : 1;
-    for (int i = 0; i < x->n_prof; i++) total += x->prof[i].sec, least += x->prof[i].min_step;
-    qsort(x->prof, (size_t)x->n_prof, sizeof *x->prof, prof_cmp);
+    int runs = x->prof.rounds ? x->prof.rounds : 1;
+    for (int i = 0; i < x->prof.n; i++) total += x->prof.rows[i].total, least += x->prof.rows[i].least;
+    vp_prof_table_sort(&x->prof);
     fprintf(stderr, "profile (VP_PLAN_PROFILE) of %d training steps: per step %.2f ms mean, %.2f ms summing each op's least\n",
             runs, 1e3 * total / runs, 1e3 * least);
     fprintf(stderr, "%10s %10s %10s %6s %6s  %s\n", "mean ms", "least ms", "cpu ms", "%", "calls", "op");
-    for (int i = 0; i < x->n_prof; i++) {
-        const prof_row *r = &x->prof[i];
-        fprintf(stderr, "%10.2f %10.2f %10.2f %6.2f %6ld  %s\n", 1e3 * r->sec / runs, 1e3 * r->min_step,
-                1e3 * r->cpu / runs, total > 0 ? 100 * r->sec / total : 0, r->calls / runs, r->key);
-    }
+    double sums[2] = {total, runs};
+    vp_prof_table_print(&x->prof, stderr, prof_line, sums);
 }
 
 static void *ptr_of(const vp_plan_exec *x, int buffer) {
@@ -163,8 +127,8 @@ vp_status vp_plan_exec_new(const vp_plan *p, vp_backend *b, vp_plan_exec **out, 
 
 void vp_plan_exec_free(vp_plan_exec *x) {
     if (!x) return;
-    if (x->profile && x->n_prof) prof_print(x);
-    free(x->prof);
+    if (x->profile && x->prof.n) prof_print(x);
+    vp_prof_table_clear(&x->prof);
     if (x->arena) x->b->iface->free(x->b, x->arena);
     if (x->host) (x->b->iface->host_memory ? x->b->iface->free : x->b->iface->free_host)(x->b, x->host);
     free(x);
@@ -221,7 +185,8 @@ vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
         int ws = p->workspace ? p->workspace[s] : -1;
         x->b->workspace = ws >= 0 ? ptr_of(x, ws) : NULL;
         x->b->workspace_bytes = ws >= 0 ? (size_t)p->buffers[ws].bytes : 0;
-        double t0 = x->profile ? now_s(CLOCK_MONOTONIC) : 0, c0 = x->profile ? now_s(CLOCK_PROCESS_CPUTIME_ID) : 0;
+        double t0 = x->profile ? vp_prof_clock(CLOCK_MONOTONIC) : 0;
+        double c0 = x->profile ? vp_prof_clock(CLOCK_PROCESS_CPUTIME_ID) : 0;
         int kind = x->host && !x->b->iface->host_memory ? host_step_kind(x, n, err) : -1;
         if (kind == -2) st = VP_ERR_INVALID;
         else if (kind >= 0) st = x->b->iface->run_host_step(x->b, (vp_host_step)kind, n, pin, pout, err);
@@ -229,11 +194,11 @@ vp_status vp_plan_exec_run(vp_plan_exec *x, vp_error *err) {
         x->b->workspace = NULL, x->b->workspace_bytes = 0;
         if (x->profile && !st) st = x->b->iface->synchronize(x->b, err);
         if (x->profile && !st)
-            prof_add(x, n, pin, now_s(CLOCK_MONOTONIC) - t0, now_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
+            prof_add(x, n, pin, vp_prof_clock(CLOCK_MONOTONIC) - t0, vp_prof_clock(CLOCK_PROCESS_CPUTIME_ID) - c0);
         if (st) vp_error_prefix(err, "step %d: ", s);
     }
     vp_io_args_free(&io);
-    if (x->profile && !st) prof_end_step(x);
+    if (x->profile && !st) vp_prof_table_end_round(&x->prof);
     return st ? st : x->b->iface->synchronize(x->b, err);
 }
 

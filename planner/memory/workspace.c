@@ -89,18 +89,16 @@ static int workspace_value(vp_graph *g, int node, int64_t bytes) {
 
 static int64_t align_up(int64_t x, int64_t a) { return a > 1 ? (x + a - 1) / a * a : x; }
 
-/* The bytes oneDNN's primitives for node n use beside its tensors on this machine (d's
- * threads), 0 when oneDNN does not take n: built from the values' shapes, no data read. */
-static vp_status host_dnn_bytes(vp_dn *d, const vp_graph *g, const vp_node *n, int64_t *bytes, vp_error *err) {
+/* The bytes oneDNN's primitives for node n use beside its tensors on this machine (at
+ * OpenMP's threads), 0 when oneDNN does not take n: from the values' shapes, no data read;
+ * remembered for the process, so that the many plans checkpointing and the search make
+ * of the same convolutions ask oneDNN once each (*d: a context made on the first miss). */
+static vp_status host_dnn_bytes(vp_dn **d, vp_io_args *io, const vp_graph *g, const vp_node *n, int64_t *bytes,
+                                vp_error *err) {
     *bytes = 0;
     if (vp_workspace_kind_of(n) != VP_WORKSPACE_CONV || !vp_dn_may_cover(n)) return VP_OK;
-    vp_io_args io;
-    vp_status s = vp_io_args_init(&io, g, err);
-    if (s) return s;
-    vp_io_args_describe(&io, g, n);
-    s = vp_dn_workspace_bytes(d, n, io.pin, io.pout, bytes, err);
-    vp_io_args_free(&io);
-    return s;
+    vp_io_args_describe(io, g, n);
+    return vp_dn_workspace_bytes_memo(d, n, io->pin, io->pout, bytes, err);
 }
 
 vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
@@ -108,16 +106,23 @@ vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
     vp_graph *g = p->g;
     int64_t *want = calloc((size_t)p->n_steps + 1, sizeof *want);
     if (!want) return vp_fail(err, VP_ERR_NOMEM, "out of memory planning workspaces");
-    /* a context of our own: its primitives are built for sizing only, then freed */
-    vp_dn *dn = p->device.host_dnn ? vp_dn_new() : NULL;
+    /* a context of our own, made on the first size the memo lacks: its primitives are
+     * built for sizing only, then freed */
+    vp_dn *dn = NULL;
+    vp_io_args io; /* the tensors oneDNN is asked about, sized for the graph's widest node */
     int count = 0;
-    vp_status s = VP_OK;
+    vp_status s = p->device.host_dnn ? vp_io_args_init(&io, g, err) : VP_OK;
+    if (s) {
+        free(want);
+        return s;
+    }
     for (int st = 0; st < p->n_steps && !s; st++) {
         const vp_node *n = &g->nodes[p->steps[st]];
-        if (p->device.host_dnn) s = dn ? host_dnn_bytes(dn, g, n, &want[st], err) : VP_OK;
+        if (p->device.host_dnn) s = host_dnn_bytes(&dn, &io, g, n, &want[st], err);
         else want[st] = vp_workspace_bytes(g, n, &p->device);
         count += want[st] > 0;
     }
+    if (p->device.host_dnn) vp_io_args_free(&io);
     vp_dn_free(dn);
     if (s || !count) {
         free(want);

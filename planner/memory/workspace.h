@@ -23,9 +23,11 @@
  * On the CPU profile (host_dnn), a convolution oneDNN takes (Conv, ConvGrad in float32)
  * gets what oneDNN's primitives for it use beside its tensors on the planning machine:
  * the copies reordered to oneDNN's blocked layouts and the scratchpad (runtime/cpu/dn.h
- * asks the library, at OpenMP's thread count); the CPU backend runs them there.  A plan
- * run where oneDNN wants more (more threads, another ISA) still runs, in a buffer of the
- * backend's own, with the same bits. */
+ * asks the library, at OpenMP's thread count, once per distinct primitive in a process:
+ * a memo keyed by everything the answer depends on, so checkpointing's many candidate
+ * plans ask it nothing new); the CPU backend runs them there.  A plan run where oneDNN
+ * wants more (more threads, another ISA) still runs, in a buffer of the backend's own,
+ * with the same bits. */
 #ifndef VP_WORKSPACE_H
 #define VP_WORKSPACE_H
 

@@ -7,6 +7,7 @@
 #include "cpu_par.h"
 #include "cpu_profile.h"
 #include "dn_impl.h"
+#include "dn_memo.h"
 
 struct vp_dn {
     dnnl_engine_t engine;
@@ -358,5 +359,39 @@ vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_t
     if (e->threads != d->threads) vp_par_set_threads(d->threads);
     if (bad >= 0) return vp_node_fail(err, VP_ERR_RUNTIME, n, "oneDNN failed to execute primitive %d of this node", bad);
     *handled = 1;
+    return VP_OK;
+}
+
+/* The tensors' dtypes, eight bits each (0: absent), up to eight tensors a word. */
+static int64_t dtypes_of(const vp_tensor *const *t, int count) {
+    int64_t packed = 0;
+    for (int k = 0; k < count && k < 8; k++) packed |= (int64_t)(t[k] ? (t[k]->dtype + 1) & 0xff : 0) << (8 * k);
+    return packed;
+}
+
+vp_status vp_dn_workspace_bytes_memo(vp_dn **d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                     int64_t *bytes, vp_error *err) {
+    *bytes = 0;
+    const dn_kind *k = kind_of(n);
+    enum { HEAD = 6 };
+    int64_t key[DN_MEMO_MAX_KEY], work = 0;
+    _Static_assert(HEAD + DN_MAX_SIG <= DN_MEMO_MAX_KEY, "the memo's key holds a signature");
+    int n_sig = k ? k->sig(n, in, out, key + HEAD, &work) : 0;
+    if (!n_sig) return VP_OK; /* the reference runs it: no workspace */
+    /* what entry_for builds with besides the signature */
+    key[0] = work < DN_PAR_MIN_WORK ? 1 : *d ? (*d)->threads : vp_par_threads();
+    key[1] = dnnl_get_effective_cpu_isa();
+    key[2] = dnnl_get_cpu_isa_hints();
+    key[3] = dtypes_of(in, n->n_inputs);
+    key[4] = dtypes_of((const vp_tensor *const *)out, n->n_outputs);
+    dnnl_fpmath_mode_t fpmath = dnnl_fpmath_mode_strict; /* which down-conversions oneDNN may make */
+    key[5] = dnnl_get_default_fpmath_mode(&fpmath) == dnnl_success ? (int64_t)fpmath : -1;
+    if (vp_dn_memo_find(key, HEAD + n_sig, bytes)) return VP_OK;
+    if (!*d && !(*d = vp_dn_new())) return VP_OK; /* no engine: the reference runs, no workspace */
+    dn_entry *e;
+    vp_status s = entry_of(*d, n, in, out, &e, err);
+    if (s) return s;
+    *bytes = e ? (int64_t)e->need : 0;
+    vp_dn_memo_put(key, HEAD + n_sig, *bytes);
     return VP_OK;
 }

@@ -11,7 +11,7 @@
  * oneDNN picks its own (blocked) layouts; our tensors stay plain NCHW, so reorders run
  * around each primitive.  The reordered copies and the primitives' scratchpads
  * (user-mode scratchpad) of a node go in the workspace its caller hands it: a planned
- * step's buffer in the arena (memory/workspace.h sizes it with vp_dn_workspace_bytes
+ * step's buffer in the arena (memory/workspace.h sizes it with vp_dn_workspace_bytes_memo
  * on the planning machine); without one that holds them (naive execution, a plan made
  * for fewer threads or another machine), in one host buffer owned by the context,
  * grown to the largest any node needs. */
@@ -41,6 +41,25 @@ vp_status vp_dn_run(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_t
  * oneDNN does not take n.  Tensors need shapes, not data. */
 vp_status vp_dn_workspace_bytes(vp_dn *d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                 int64_t *bytes, vp_error *err);
+
+/* vp_dn_workspace_bytes through the process's memo of sizes (dn_memo.c): each distinct
+ * primitive is built once per process, keyed by everything that changes oneDNN's answer
+ * (op, dtypes, every shape, strides, pads, dilations, groups, which gradients, bias, the
+ * threads it is built for, the ISA oneDNN dispatches to and its hints, its default
+ * floating-point math mode).  *d is the context that builds on a miss, created then when
+ * NULL (the caller frees it): a plan whose every convolution is known creates none.
+ * Thread-safe; the memo is freed at exit. */
+vp_status vp_dn_workspace_bytes_memo(vp_dn **d, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                     int64_t *bytes, vp_error *err);
+
+/* The memo's counters since the last clear: lookups answered, lookups that built, and
+ * sizes held (for tests and benchmarks). */
+typedef struct vp_dn_memo_counts {
+    int64_t hits, misses, sizes;
+} vp_dn_memo_counts;
+vp_dn_memo_counts vp_dn_memo_count(void);
+/* Forgets every size and zeroes the counters (tests). */
+void vp_dn_memo_clear(void);
 
 /* Builds n's primitives now (as its first vp_dn_run would), so that a later run only
  * executes them: for generated steps, whose init prepares every node of the plan.
