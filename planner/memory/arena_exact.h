@@ -31,4 +31,8 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
  * vary by machine or load. */
 #define VP_ARENA_EXACT_WORK_PER_SECOND 250000000
 
+/* The most work of the short search at the bound arena.c tries on a piece before the
+ * portfolio's improving search (20 ms). */
+#define VP_ARENA_QUICK_WORK 5000000
+
 #endif
