@@ -366,3 +366,15 @@ void test_planned_free(test_planned *pl) {
     if (pl->g && pl->g != pl->m.g) vp_graph_free(pl->g);
     test_model_free(&pl->m);
 }
+
+int test_f32_initializer(vp_graph *g, int id, int rank, const int64_t *dims, float **data) {
+    vp_value *v = &g->values[id];
+    v->dtype = VP_F32;
+    v->rank = rank;
+    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
+    v->flags |= VP_VAL_INITIALIZER;
+    int64_t n = vp_value_numel(v);
+    *data = malloc((size_t)(n ? n : 1) * sizeof **data);
+    vp_value_set_data(g, id, *data, VP_DATA_HEAP);
+    return id;
+}

@@ -56,6 +56,10 @@ vp_status test_model_plan(test_planned *pl, const char *name, const char *opt, i
                           vp_error *err);
 void test_planned_free(test_planned *pl);
 
+/* Makes value id of g a float32 initializer of that shape owning fresh, unfilled data
+ * (*data, for the caller to fill); returns id. */
+int test_f32_initializer(vp_graph *g, int id, int rank, const int64_t *dims, float **data);
+
 /* Reads models/<name>/fixtures/<file> (a TensorProto). */
 vp_status test_model_fixture(const test_model *m, const char *file, vp_tensor *out, vp_error *err);
 

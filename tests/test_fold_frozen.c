@@ -17,6 +17,7 @@
 #include "check.h"
 #include "exec.h"
 #include "ir/graph_build.h"
+#include "model_util.h"
 #include "train/training.h"
 
 static vp_graph *new_graph(void) {
@@ -29,16 +30,9 @@ static vp_graph *new_graph(void) {
 
 /* A float32 initializer, element i = scale * ((i % 7) - 3). */
 static int init(vp_graph *g, const char *name, int rank, const int64_t *dims, float scale) {
-    int id = vp_graph_add_value(g, name);
-    vp_value *v = &g->values[id];
-    v->dtype = VP_F32;
-    v->rank = rank;
-    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
-    v->flags |= VP_VAL_INITIALIZER;
-    int64_t n = vp_value_numel(v);
-    float *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++) d[i] = scale * (float)((i % 7) - 3);
-    vp_value_set_data(g, id, d, VP_DATA_HEAP);
+    float *d;
+    int id = test_f32_initializer(g, vp_graph_add_value(g, name), rank, dims, &d);
+    for (int64_t i = 0, n = vp_value_numel(&g->values[id]); i < n; i++) d[i] = scale * (float)((i % 7) - 3);
     return id;
 }
 

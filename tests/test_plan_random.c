@@ -24,21 +24,15 @@
 #include "rng.h"
 #include "train/training.h"
 #include "memory/verify.h"
+#include "model_util.h"
 
 
 static int rnd(vp_rng *r, int n) { return (int)(vp_rng_next(r) % (uint64_t)n); }
 
 static int add_param(vp_graph *g, vp_rng *r, const char *stem, int rank, const int64_t *dims) {
-    int id = vp_graph_add_unique_value(g, stem);
-    vp_value *v = &g->values[id];
-    v->dtype = VP_F32;
-    v->rank = rank;
-    memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
-    v->flags |= VP_VAL_INITIALIZER;
-    int64_t n = vp_value_numel(v);
-    float *d = malloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++) d[i] = (float)(vp_rng_uniform(r) - 0.5);
-    vp_value_set_data(g, id, d, VP_DATA_HEAP);
+    float *d;
+    int id = test_f32_initializer(g, vp_graph_add_unique_value(g, stem), rank, dims, &d);
+    for (int64_t i = 0, n = vp_value_numel(&g->values[id]); i < n; i++) d[i] = (float)(vp_rng_uniform(r) - 0.5);
     return id;
 }
 
