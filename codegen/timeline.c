@@ -16,20 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan_artifacts.h"
-#include "report.h"
-
-#define TL_MAX_X 2000    /* stack samples along x */
-#define TL_W 1280.0      /* canvas */
-#define TL_H 930.0
-#define TL_LEFT 96.0     /* plot area, both charts */
-#define TL_PW 930.0
-#define TL_TOP1 112.0    /* live-bytes chart */
-#define TL_PH1 320.0
-#define TL_TOP2 540.0    /* arena layout */
-#define TL_PH2 320.0
-#define TL_CELL 2.0      /* grid pitch for layout rectangles too small to draw alone */
-#define TL_MIN_AREA 8.0  /* px^2; rectangles never overlap, so at most plot area / 8 of them */
+#include "timeline_internal.h"
 
 /* Stack order, bottom to top: what lives the whole step first, the activation hump and
  * the short-lived temporaries on top where their swings are readable. */
@@ -55,23 +42,11 @@ static const char *const cat_color[VP_CAT_COUNT] = {
 static const char *const phase_color[] = {"#a0cbe8", "#ffbe7d", "#ff9d9a", "#8cd17d", "#d4a6c8", "#bab0ac"};
 static const char *const phase_label[] = {"forward", "loss", "backward", "recompute", "optimizer", "comm"};
 
-typedef struct tl_ctx {
-    const vp_plan *p;
-    FILE *f;
-    int n;            /* steps */
-    int nx;           /* stack samples */
-    int64_t *live;    /* live[c * (n + 1) + s]: bytes of category c live at step s */
-    int *sample;      /* bucket -> its step of highest total */
-    int64_t max_live; /* highest total */
-    double ymax1;     /* top of the live-bytes axis, bytes */
-    double ymax2;     /* top of the layout axis, bytes */
-} tl_ctx;
-
 /* ---- data ---- */
 
-static int is_root(const vp_buffer *b) { return b->alias_of < 0 && b->size > 0 && b->last >= b->first; }
+int vp_tl_is_root(const vp_buffer *b) { return b->alias_of < 0 && b->size > 0 && b->last >= b->first; }
 
-static int cat_index(const vp_buffer *b) { return (int)b->cat >= 0 && b->cat < VP_CAT_COUNT ? (int)b->cat : VP_CAT_TEMPORARIES; }
+int vp_tl_cat_index(const vp_buffer *b) { return (int)b->cat >= 0 && b->cat < VP_CAT_COUNT ? (int)b->cat : VP_CAT_TEMPORARIES; }
 
 static int64_t live_at(const tl_ctx *c, int cat, int s) { return c->live[(size_t)cat * ((size_t)c->n + 1) + (size_t)s]; }
 
@@ -89,8 +64,8 @@ static vp_status live_compute(tl_ctx *c) {
     for (int b = 0; b < c->p->n_buffers; b++) {
         const vp_buffer *buf = &c->p->buffers[b];
         /* the host block (offload) is not the arena's: neither its live bytes nor its layout */
-        if (!is_root(buf) || buf->cat == VP_CAT_HOST || buf->first < 0 || buf->first >= c->n) continue;
-        int64_t *row = c->live + (size_t)cat_index(buf) * stride;
+        if (!vp_tl_is_root(buf) || buf->cat == VP_CAT_HOST || buf->first < 0 || buf->first >= c->n) continue;
+        int64_t *row = c->live + (size_t)vp_tl_cat_index(buf) * stride;
         row[buf->first] += buf->size;
         row[buf->last + 1 < c->n ? buf->last + 1 : c->n] -= buf->size;
     }
@@ -121,9 +96,9 @@ static vp_status buckets_compute(tl_ctx *c) {
 
 /* ---- scales and units ---- */
 
-static double x_of(const tl_ctx *c, double step) { return TL_LEFT + TL_PW * step / (c->n > 0 ? c->n : 1); }
+double vp_tl_x(const tl_ctx *c, double step) { return TL_LEFT + TL_PW * step / (c->n > 0 ? c->n : 1); }
 static double y1_of(const tl_ctx *c, double bytes) { return TL_TOP1 + TL_PH1 * (1.0 - bytes / c->ymax1); }
-static double y2_of(const tl_ctx *c, double bytes) { return TL_TOP2 + TL_PH2 * (1.0 - bytes / c->ymax2); }
+double vp_tl_y2(const tl_ctx *c, double bytes) { return TL_TOP2 + TL_PH2 * (1.0 - bytes / c->ymax2); }
 
 /* 1, 2, 2.5 or 5 times a power of ten, at least x. */
 static double nice_step(double x) {
@@ -134,15 +109,9 @@ static double nice_step(double x) {
     return 10 * e;
 }
 
-typedef struct tl_axis {
-    double unit;      /* bytes per displayed unit */
-    const char *name; /* B, KiB, ... */
-    double step;      /* tick distance, displayed units */
-    double top;       /* axis top, bytes */
-} tl_axis;
 
 /* Byte axis for values up to vmax: binary units, about five ticks. */
-static tl_axis byte_axis(double vmax) {
+tl_axis vp_tl_byte_axis(double vmax) {
     static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     tl_axis a = {1, "B", 1, 1};
     if (vmax < 1) vmax = 1;
@@ -152,13 +121,13 @@ static tl_axis byte_axis(double vmax) {
     a.step = nice_step(vmax / a.unit / 5);
     if (k == 0 && a.step < 1) a.step = 1;
     a.top = ceil(vmax / a.unit / a.step - 1e-9) * a.step * a.unit;
-    if (k < 4 && a.top / a.unit >= 1024) return byte_axis(a.top); /* "1.25 MiB", not "1250 KiB" */
+    if (k < 4 && a.top / a.unit >= 1024) return vp_tl_byte_axis(a.top); /* "1.25 MiB", not "1250 KiB" */
     return a;
 }
 
 /* ---- output helpers ---- */
 
-static void put_xml(FILE *f, const char *s) {
+void vp_tl_put_xml(FILE *f, const char *s) {
     for (; s && *s; s++) {
         switch (*s) {
         case '&': fputs("&amp;", f); break;
@@ -172,13 +141,13 @@ static void put_xml(FILE *f, const char *s) {
     }
 }
 
-static void text(FILE *f, double x, double y, const char *cls, const char *anchor, const char *s) {
+void vp_tl_text(FILE *f, double x, double y, const char *cls, const char *anchor, const char *s) {
     fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" class=\"%s\" text-anchor=\"%s\">", x, y, cls, anchor);
-    put_xml(f, s);
+    vp_tl_put_xml(f, s);
     fputs("</text>\n", f);
 }
 
-static void line(FILE *f, double x1, double y1, double x2, double y2, const char *cls) {
+void vp_tl_line(FILE *f, double x1, double y1, double x2, double y2, const char *cls) {
     fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" class=\"%s\"/>\n", x1, y1, x2, y2, cls);
 }
 
@@ -211,7 +180,7 @@ static void write_title(const tl_ctx *c) {
     const vp_plan *p = c->p;
     char t[1024], a[32], lb[32], bud[32];
     snprintf(t, sizeof t, "Memory plan: %s", model_name(p->g));
-    text(c->f, TL_LEFT, 30, "title", "start", t);
+    vp_tl_text(c->f, TL_LEFT, 30, "title", "start", t);
     double over = p->lower_bound_bytes > 0 ? 100.0 * ((double)p->arena_bytes / (double)p->lower_bound_bytes - 1) : 0;
     int len = snprintf(t, sizeof t, "%d steps, %d buffers | arena %s | lower bound %s (arena +%.1f%%)", p->n_steps,
                        p->n_buffers, vp_human_bytes(p->arena_bytes, a, sizeof a),
@@ -219,36 +188,36 @@ static void write_title(const tl_ctx *c) {
     if (p->budget_bytes > 0 && len > 0 && (size_t)len < sizeof t)
         snprintf(t + len, sizeof t - (size_t)len, " | budget %s, %s", vp_human_bytes(p->budget_bytes, bud, sizeof bud),
                  p->arena_bytes <= p->budget_bytes ? "fits" : "does NOT fit");
-    text(c->f, TL_LEFT, 50, "sub", "start", t);
+    vp_tl_text(c->f, TL_LEFT, 50, "sub", "start", t);
     if (p->device.name) {
         snprintf(t, sizeof t, "device %s, %lld-byte alignment, %s optimizer update", p->device.name,
                  (long long)p->device.alignment, p->fused_update ? "fused" : "separate");
-        text(c->f, TL_LEFT, 66, "sub", "start", t);
+        vp_tl_text(c->f, TL_LEFT, 66, "sub", "start", t);
     }
 }
 
 /* Horizontal grid and tick labels of a byte axis over [top, top + h]. */
-static void write_byte_axis(const tl_ctx *c, const tl_axis *a, double top, double h) {
+void vp_tl_write_byte_axis(const tl_ctx *c, const tl_axis *a, double top, double h) {
     char s[48];
     int decimals = a->step < 1 ? 2 : a->step != floor(a->step) ? 1 : 0;
     for (double v = 0; v <= a->top + 0.5 * a->step * a->unit; v += a->step * a->unit) {
         double y = top + h * (1.0 - v / a->top);
-        line(c->f, TL_LEFT, y, TL_LEFT + TL_PW, y, v == 0 ? "axis" : "grid");
+        vp_tl_line(c->f, TL_LEFT, y, TL_LEFT + TL_PW, y, v == 0 ? "axis" : "grid");
         if (v == 0) snprintf(s, sizeof s, "0");
         else snprintf(s, sizeof s, "%.*f %s", decimals, v / a->unit, a->name);
-        text(c->f, TL_LEFT - 8, y + 3.5, "tick", "end", s);
+        vp_tl_text(c->f, TL_LEFT - 8, y + 3.5, "tick", "end", s);
     }
 }
 
 /* Step ticks and labels hanging from y. */
-static void write_step_axis(const tl_ctx *c, double y) {
+void vp_tl_write_step_axis(const tl_ctx *c, double y) {
     char s[32];
     double step = nice_step(c->n / 10.0);
     if (step < 1) step = 1;
     for (double v = 0; v <= c->n; v += step) {
-        line(c->f, x_of(c, v), y, x_of(c, v), y + 4, "axis");
+        vp_tl_line(c->f, vp_tl_x(c, v), y, vp_tl_x(c, v), y + 4, "axis");
         snprintf(s, sizeof s, "%.0f", v);
-        text(c->f, x_of(c, v), y + 15, "tick", "middle", s);
+        vp_tl_text(c->f, vp_tl_x(c, v), y + 15, "tick", "middle", s);
     }
 }
 
@@ -263,19 +232,19 @@ static int64_t stack_at(const tl_ctx *c, int k, int j) {
  * only changes are emitted, so flat stretches cost nothing. */
 static void write_band(const tl_ctx *c, int k) {
     FILE *f = c->f;
-    fprintf(f, "<path class=\"c%d\" d=\"M%.2f,%.2f", stack_order[k], x_of(c, 0), y1_of(c, (double)stack_at(c, k, 0)));
+    fprintf(f, "<path class=\"c%d\" d=\"M%.2f,%.2f", stack_order[k], vp_tl_x(c, 0), y1_of(c, (double)stack_at(c, k, 0)));
     for (int j = 1; j < c->nx; j++)
         if (stack_at(c, k, j) != stack_at(c, k, j - 1))
-            fprintf(f, "H%.2fV%.2f", x_of(c, bucket_lo(c, j)), y1_of(c, (double)stack_at(c, k, j)));
-    fprintf(f, "H%.2f", x_of(c, c->n));
+            fprintf(f, "H%.2fV%.2f", vp_tl_x(c, bucket_lo(c, j)), y1_of(c, (double)stack_at(c, k, j)));
+    fprintf(f, "H%.2f", vp_tl_x(c, c->n));
     int64_t below = k ? stack_at(c, k - 1, c->nx - 1) : 0;
     fprintf(f, "V%.2f", y1_of(c, (double)below));
     for (int j = c->nx - 1; j > 0; j--) {
         int64_t prev = k ? stack_at(c, k - 1, j - 1) : 0;
-        if (prev != below) fprintf(f, "H%.2fV%.2f", x_of(c, bucket_lo(c, j)), y1_of(c, (double)prev));
+        if (prev != below) fprintf(f, "H%.2fV%.2f", vp_tl_x(c, bucket_lo(c, j)), y1_of(c, (double)prev));
         below = prev;
     }
-    fprintf(f, "H%.2fZ\"><title>%s</title></path>\n", x_of(c, 0), vp_category_name(stack_order[k]));
+    fprintf(f, "H%.2fZ\"><title>%s</title></path>\n", vp_tl_x(c, 0), vp_category_name(stack_order[k]));
 }
 
 static int category_used(const tl_ctx *c, int cat) {
@@ -291,7 +260,7 @@ static void write_phase_strip(const tl_ctx *c, double y) {
         int ph0 = c->p->g->nodes[c->p->steps[bucket_lo(c, j0)]].phase;
         if (j < c->nx && (int)c->p->g->nodes[c->p->steps[bucket_lo(c, j)]].phase == ph0) continue;
         int ph = ph0 >= 0 && ph0 <= VP_PHASE_COMM ? ph0 : 0;
-        double x0 = x_of(c, bucket_lo(c, j0)), x1 = x_of(c, j < c->nx ? bucket_lo(c, j) : c->n);
+        double x0 = vp_tl_x(c, bucket_lo(c, j0)), x1 = vp_tl_x(c, j < c->nx ? bucket_lo(c, j) : c->n);
         fprintf(c->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"7.00\" fill=\"%s\"><title>%s</title></rect>\n",
                 x0, y, x1 - x0, phase_color[ph], phase_label[ph]);
         j0 = j;
@@ -304,17 +273,17 @@ static void write_limits(const tl_ctx *c) {
     char s[64], b[32];
     const vp_plan *p = c->p;
     double ya = y1_of(c, (double)p->arena_bytes);
-    line(c->f, TL_LEFT, ya, TL_LEFT + TL_PW, ya, "arena");
+    vp_tl_line(c->f, TL_LEFT, ya, TL_LEFT + TL_PW, ya, "arena");
     snprintf(s, sizeof s, "arena %s", vp_human_bytes(p->arena_bytes, b, sizeof b));
-    text(c->f, TL_LEFT + TL_PW - 4, ya - 5, "lbl", "end", s);
+    vp_tl_text(c->f, TL_LEFT + TL_PW - 4, ya - 5, "lbl", "end", s);
     if (p->budget_bytes <= 0) return;
     snprintf(s, sizeof s, "budget %s", vp_human_bytes(p->budget_bytes, b, sizeof b));
     if ((double)p->budget_bytes > c->ymax1) return; /* the legend names it */
     double yb = y1_of(c, (double)p->budget_bytes);
-    line(c->f, TL_LEFT, yb, TL_LEFT + TL_PW, yb, "budget");
+    vp_tl_line(c->f, TL_LEFT, yb, TL_LEFT + TL_PW, yb, "budget");
     /* keep the two labels apart when the lines are close */
     double ty = fabs(yb - ya) < 16 && yb >= ya ? yb + 13 : yb - 5;
-    text(c->f, TL_LEFT + TL_PW - 4, ty, "bud", "end", s);
+    vp_tl_text(c->f, TL_LEFT + TL_PW - 4, ty, "bud", "end", s);
 }
 
 static void write_peak(const tl_ctx *c) {
@@ -322,12 +291,12 @@ static void write_peak(const tl_ctx *c) {
     if (p->peak_step < 0 || p->peak_step >= c->n) return;
     char s[300], b[32];
     const vp_node *n = &p->g->nodes[p->steps[p->peak_step]];
-    double x = x_of(c, p->peak_step + 0.5);
-    line(c->f, x, TL_TOP1 - 16, x, TL_TOP2 + TL_PH2, "peak");
+    double x = vp_tl_x(c, p->peak_step + 0.5);
+    vp_tl_line(c->f, x, TL_TOP1 - 16, x, TL_TOP2 + TL_PH2, "peak");
     snprintf(s, sizeof s, "peak: step %d, %s live (%.60s %.120s)", p->peak_step,
              vp_human_bytes(total_at(c, p->peak_step), b, sizeof b), n->op_type, n->name ? n->name : "");
     int right = x > TL_LEFT + TL_PW * 0.55;
-    text(c->f, right ? x - 5 : x + 5, TL_TOP1 - 6, "peakt", right ? "end" : "start", s);
+    vp_tl_text(c->f, right ? x - 5 : x + 5, TL_TOP1 - 6, "peakt", right ? "end" : "start", s);
 }
 
 static void write_legend(const tl_ctx *c) {
@@ -335,153 +304,64 @@ static void write_legend(const tl_ctx *c) {
     double x = TL_LEFT + TL_PW + 24, y = TL_TOP1 + 4;
     int peak = c->p->peak_step >= 0 && c->p->peak_step < c->n ? c->p->peak_step : -1;
     snprintf(s, sizeof s, peak >= 0 ? "live at the peak (step %d)" : "live bytes", peak);
-    text(c->f, x, y, "h", "start", s);
+    vp_tl_text(c->f, x, y, "h", "start", s);
     for (int k = VP_CAT_COUNT - 1; k >= 0; k--) {
         int cat = stack_order[k];
         y += 19;
         fprintf(c->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"12.00\" height=\"12.00\" class=\"c%d\"/>\n", x, y - 10, cat);
-        text(c->f, x + 18, y, "lbl", "start", vp_category_name((vp_category)cat));
-        text(c->f, x + 172, y, "lbl", "end", peak >= 0 ? vp_human_bytes(live_at(c, cat, peak), b, sizeof b) : "");
+        vp_tl_text(c->f, x + 18, y, "lbl", "start", vp_category_name((vp_category)cat));
+        vp_tl_text(c->f, x + 172, y, "lbl", "end", peak >= 0 ? vp_human_bytes(live_at(c, cat, peak), b, sizeof b) : "");
     }
     y += 19;
-    text(c->f, x + 18, y, "h", "start", "total");
-    text(c->f, x + 172, y, "h", "end", vp_human_bytes(peak >= 0 ? total_at(c, peak) : 0, b, sizeof b));
+    vp_tl_text(c->f, x + 18, y, "h", "start", "total");
+    vp_tl_text(c->f, x + 172, y, "h", "end", vp_human_bytes(peak >= 0 ? total_at(c, peak) : 0, b, sizeof b));
     y += 30;
-    line(c->f, x, y - 4, x + 12, y - 4, "arena");
-    text(c->f, x + 18, y, "lbl", "start", "arena size");
+    vp_tl_line(c->f, x, y - 4, x + 12, y - 4, "arena");
+    vp_tl_text(c->f, x + 18, y, "lbl", "start", "arena size");
     y += 18;
-    line(c->f, x, y - 4, x + 12, y - 4, "budget");
+    vp_tl_line(c->f, x, y - 4, x + 12, y - 4, "budget");
     if (c->p->budget_bytes <= 0) snprintf(s, sizeof s, "budget (none set)");
     else if ((double)c->p->budget_bytes > c->ymax1)
         snprintf(s, sizeof s, "budget %s, off the scale", vp_human_bytes(c->p->budget_bytes, b, sizeof b));
     else snprintf(s, sizeof s, "budget");
-    text(c->f, x + 18, y, "lbl", "start", s);
+    vp_tl_text(c->f, x + 18, y, "lbl", "start", s);
     y += 18;
-    line(c->f, x + 6, y - 10, x + 6, y + 2, "peak");
-    text(c->f, x + 18, y, "lbl", "start", "peak step");
+    vp_tl_line(c->f, x + 6, y - 10, x + 6, y + 2, "peak");
+    vp_tl_text(c->f, x + 18, y, "lbl", "start", "peak step");
     y += 30;
-    text(c->f, x, y, "h", "start", "phases (strip under chart)");
+    vp_tl_text(c->f, x, y, "h", "start", "phases (strip under chart)");
     for (int i = 0; i <= VP_PHASE_COMM; i++) {
         y += 17;
         fprintf(c->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"12.00\" height=\"7.00\" fill=\"%s\"/>\n", x, y - 7,
                 phase_color[i]);
-        text(c->f, x + 18, y, "lbl", "start", phase_label[i]);
+        vp_tl_text(c->f, x + 18, y, "lbl", "start", phase_label[i]);
     }
     /* mixed precision's effect at a glance: what the low dtypes hold */
     int64_t by[VP_DTYPE_COUNT_];
     vp_report_dtype_bytes(c->p, by);
     y += 30;
-    text(c->f, x, y, "h", "start", "bytes by dtype");
+    vp_tl_text(c->f, x, y, "h", "start", "bytes by dtype");
     for (int t = 0; t < VP_DTYPE_COUNT_; t++) {
         if (!by[t]) continue;
         y += 17;
-        text(c->f, x + 18, y, "lbl", "start", vp_dtype_name((vp_dtype)t));
-        text(c->f, x + 172, y, "lbl", "end", vp_human_bytes(by[t], b, sizeof b));
+        vp_tl_text(c->f, x + 18, y, "lbl", "start", vp_dtype_name((vp_dtype)t));
+        vp_tl_text(c->f, x + 172, y, "lbl", "end", vp_human_bytes(by[t], b, sizeof b));
     }
 }
 
 static void write_live_chart(tl_ctx *c) {
-    tl_axis a = byte_axis(fmax((double)c->max_live, (double)c->p->arena_bytes) * 1.04);
+    tl_axis a = vp_tl_byte_axis(fmax((double)c->max_live, (double)c->p->arena_bytes) * 1.04);
     if (c->p->budget_bytes > 0 && (double)c->p->budget_bytes <= 1.5 * a.top)
-        a = byte_axis(fmax(a.top, (double)c->p->budget_bytes * 1.04));
+        a = vp_tl_byte_axis(fmax(a.top, (double)c->p->budget_bytes * 1.04));
     c->ymax1 = a.top;
-    text(c->f, TL_LEFT, TL_TOP1 - 24, "h", "start", "Live bytes per step, by category");
-    write_byte_axis(c, &a, TL_TOP1, TL_PH1);
+    vp_tl_text(c->f, TL_LEFT, TL_TOP1 - 24, "h", "start", "Live bytes per step, by category");
+    vp_tl_write_byte_axis(c, &a, TL_TOP1, TL_PH1);
     for (int k = 0; k < VP_CAT_COUNT; k++)
         if (category_used(c, stack_order[k])) write_band(c, k);
     write_limits(c);
     write_phase_strip(c, TL_TOP1 + TL_PH1 + 3);
-    write_step_axis(c, TL_TOP1 + TL_PH1 + 10);
+    vp_tl_write_step_axis(c, TL_TOP1 + TL_PH1 + 10);
     write_legend(c);
-}
-
-/* ---- the arena layout ---- */
-
-typedef struct tl_grid {
-    int w, h;
-    float *cover; /* cover[(row * w + col) * VP_CAT_COUNT + cat]: px^2 of small buffers */
-} tl_grid;
-
-/* Spreads a rectangle over the grid cells it overlaps, by overlapped area. */
-static void grid_add(tl_grid *g, double x, double y, double w, double h, int cat) {
-    int c0 = (int)(x / TL_CELL), c1 = (int)((x + w) / TL_CELL), r0 = (int)(y / TL_CELL), r1 = (int)((y + h) / TL_CELL);
-    for (int r = r0 < 0 ? 0 : r0; r <= r1 && r < g->h; r++) {
-        double oy = fmin(y + h, (r + 1) * TL_CELL) - fmax(y, r * TL_CELL);
-        for (int col = c0 < 0 ? 0 : c0; col <= c1 && col < g->w; col++) {
-            double ox = fmin(x + w, (col + 1) * TL_CELL) - fmax(x, col * TL_CELL);
-            if (ox > 0 && oy > 0) g->cover[((size_t)r * (size_t)g->w + (size_t)col) * VP_CAT_COUNT + (size_t)cat] += (float)(ox * oy);
-        }
-    }
-}
-
-/* A cell's dominant category and how solid to draw it (0: empty). */
-static int grid_cell(const tl_grid *g, int r, int col, double *opacity) {
-    const float *v = g->cover + ((size_t)r * (size_t)g->w + (size_t)col) * VP_CAT_COUNT;
-    int best = 0;
-    double total = 0;
-    for (int k = 0; k < VP_CAT_COUNT; k++) {
-        total += v[k];
-        if (v[k] > v[best]) best = k;
-    }
-    double fill = total / (TL_CELL * TL_CELL);
-    *opacity = fill <= 0 ? 0 : fill >= 0.5 ? 1.0 : fill >= 0.15 ? 0.65 : 0.35;
-    return best;
-}
-
-/* Cells in runs of one category and opacity per row, one rectangle each. */
-static void grid_write(const tl_ctx *c, const tl_grid *g) {
-    for (int r = 0; r < g->h; r++) {
-        for (int col = 0; col < g->w;) {
-            double op, op2;
-            int cat = grid_cell(g, r, col, &op), end = col + 1;
-            while (end < g->w && grid_cell(g, r, end, &op2) == cat && op2 == op) end++;
-            if (op > 0)
-                fprintf(c->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" class=\"c%d\" opacity=\"%.2f\"/>\n",
-                        TL_LEFT + col * TL_CELL, TL_TOP2 + r * TL_CELL, (end - col) * TL_CELL, TL_CELL, cat, op);
-            col = end;
-        }
-    }
-}
-
-static void write_buffer_rect(const tl_ctx *c, const vp_buffer *b, double x, double y, double w, double h) {
-    char s[48];
-    const vp_value *v = b->value >= 0 && b->value < c->p->g->n_values ? &c->p->g->values[b->value] : NULL;
-    fprintf(c->f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" class=\"c%d%s\"><title>", x, y, w, h,
-            cat_index(b), w > 3 && h > 3 ? " buf" : "");
-    put_xml(c->f, v && v->name ? v->name : "?");
-    fprintf(c->f, ": %s, %s, steps %d-%d, offset %lld</title></rect>\n", vp_human_bytes(b->size, s, sizeof s),
-            vp_category_name(b->cat), b->first, b->last, (long long)b->offset);
-}
-
-static vp_status write_layout(tl_ctx *c) {
-    tl_axis a = byte_axis((double)c->p->arena_bytes);
-    c->ymax2 = a.top;
-    text(c->f, TL_LEFT, TL_TOP2 - 10, "h", "start", "Arena layout: offset against lifetime, one rectangle per buffer");
-    write_byte_axis(c, &a, TL_TOP2, TL_PH2);
-    tl_grid g = {(int)ceil(TL_PW / TL_CELL), (int)ceil(TL_PH2 / TL_CELL), NULL};
-    g.cover = calloc((size_t)g.w * (size_t)g.h * VP_CAT_COUNT, sizeof *g.cover);
-    if (!g.cover) return VP_ERR_NOMEM;
-    for (int i = 0; i < c->p->n_buffers; i++) {
-        const vp_buffer *b = &c->p->buffers[i];
-        if (!is_root(b) || b->cat == VP_CAT_HOST) continue;
-        if (b->first < 0 || b->first >= c->n) continue;
-        double x = x_of(c, b->first), w = x_of(c, b->last < c->n ? b->last + 1 : c->n) - x;
-        double y = y2_of(c, (double)(b->offset + b->size)), h = y2_of(c, (double)b->offset) - y;
-        /* thinner than a pixel, antialiasing would wash a stack of them out: the grid
-         * sums their coverage instead */
-        if (w * h >= TL_MIN_AREA && w >= 1 && h >= 1) write_buffer_rect(c, b, x, y, w, h);
-        else grid_add(&g, x - TL_LEFT, y - TL_TOP2, w, h, cat_index(b));
-    }
-    grid_write(c, &g);
-    free(g.cover);
-    double ya = y2_of(c, (double)c->p->arena_bytes);
-    line(c->f, TL_LEFT, ya, TL_LEFT + TL_PW, ya, "arena");
-    write_step_axis(c, TL_TOP2 + TL_PH2);
-    text(c->f, TL_LEFT + TL_PW / 2, TL_TOP2 + TL_PH2 + 34, "lbl", "middle", "step");
-    text(c->f, TL_LEFT + TL_PW + 24, TL_TOP2 + 4, "h", "start", "colours as above;");
-    text(c->f, TL_LEFT + TL_PW + 24, TL_TOP2 + 20, "lbl", "start", "hover a buffer for its name,");
-    text(c->f, TL_LEFT + TL_PW + 24, TL_TOP2 + 36, "lbl", "start", "size, lifetime and offset");
-    return VP_OK;
 }
 
 static vp_status write_page(tl_ctx *c) {
@@ -491,12 +371,12 @@ static vp_status write_page(tl_ctx *c) {
     write_head(c);
     write_title(c);
     if (c->n == 0) {
-        text(c->f, TL_LEFT, TL_TOP1 + 40, "h", "start", "empty plan: no steps");
+        vp_tl_text(c->f, TL_LEFT, TL_TOP1 + 40, "h", "start", "empty plan: no steps");
         fputs("</svg>\n", c->f);
         return VP_OK;
     }
     write_live_chart(c);
-    s = write_layout(c);
+    s = vp_tl_write_layout(c);
     write_peak(c);
     fputs("</svg>\n", c->f);
     return s;
