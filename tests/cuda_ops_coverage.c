@@ -87,7 +87,7 @@ static void torch_exports(coverage *c, FILE *log) {
     for (struct dirent *e; d && (e = readdir(d));) {
         size_t len = strlen(e->d_name);
         if (len < 11 || strcmp(e->d_name + len - 11, "-train.onnx")) continue;
-        char path[4400], meta[4400];
+        char path[4608], meta[4608]; /* the default dir (4200) and a file name (255) */
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(meta, sizeof meta, "%s/%.*s.json", dir, (int)(len - 5), e->d_name);
         mj *j = mj_parse_file(meta);

@@ -1,4 +1,5 @@
-/* What the emulator's runtime (cuda_emu.cc) lends its cuBLAS (cuda_emu_blas.cc). */
+/* What the emulator's runtime (cuda_emu.cc) lends its launches (cuda_emu_launch.cc) and
+ * its cuBLAS (cuda_emu_blas.cc). */
 #ifndef VP_CUDA_EMU_INTERNAL_H
 #define VP_CUDA_EMU_INTERNAL_H
 
@@ -10,6 +11,8 @@
 bool vp_emu_on_device(const void *p, size_t n);
 /* records e as the sticky last error (the first failure wins); returns e */
 cudaError_t vp_emu_set_error(cudaError_t e);
+/* the sticky last error, left as it is */
+cudaError_t vp_emu_peek_error(void);
 /* Runs the late work queued on st (all of it). */
 extern "C" void vp_emu_stream_drain(cudaStream_t st);
 
