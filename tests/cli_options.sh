@@ -46,10 +46,9 @@ for cmd in inspect eval train train-graph plan show verify run codegen export ar
     # every option it lists is one the parser knows
     for o in ${options[$cmd]}; do
         expect 2 "$cmd: " -- "$tool" "$cmd" "$o" --frobnicate
-        out=$("$tool" "$cmd" "$o" --frobnicate 2>&1)
-        if grep -q "unknown option '$o'" <<<"$out"; then
+        if grep -q "unknown option '$o'" <<<"$expect_out"; then
             fail=$((fail + 1))
-            echo "FAIL: $cmd --help lists $o, but $cmd does not know it: $out"
+            echo "FAIL: $cmd --help lists $o, but $cmd does not know it: $expect_out"
         fi
     done
     expect 2 "^onnx-vplan: $cmd: unknown option '--frobnicate' (see onnx-vplan $cmd --help)" -- "$tool" "$cmd" x --frobnicate

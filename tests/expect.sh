@@ -1,8 +1,10 @@
 # Sourced by the CLI test scripts: `expect CODE PATTERN -- command...` runs the command
 # and passes when it exits with CODE and its output (stdout and stderr) matches
-# PATTERN; `expect_summary` prints the closing line and sets the script's status.
+# PATTERN (its output stays in $expect_out for further checks); `expect_summary` prints
+# the closing line and sets the script's status.
 pass=0
 fail=0
+expect_out=
 
 expect() {
     local code=$1 pattern=$2
@@ -10,6 +12,7 @@ expect() {
     local out rc
     out=$("$@" 2>&1)
     rc=$?
+    expect_out=$out
     if [[ $rc -eq $code ]] && grep -q -- "$pattern" <<<"$out"; then
         pass=$((pass + 1))
     else
