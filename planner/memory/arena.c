@@ -72,6 +72,8 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     vp_portfolio *st = vp_portfolio_new(items, n, opts, res);
     int *idx = malloc((size_t)n * sizeof *idx);
     int64_t *piece_algo = calloc(VP_ARENA_N_ALGOS, sizeof *piece_algo);
+    int (*open)[2] = NULL;                    /* pieces left above their bound: [lo, hi) */
+    int64_t *open_bound = NULL, *held = NULL; /* their bounds; a piece's offsets set aside */
     vp_status s = VP_OK;
     if (!st || !idx || !piece_algo) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
@@ -102,11 +104,10 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     }
     /* pieces the portfolio left above their bound, for the complete search after it */
     int n_open = 0;
-    int (*open)[2] = malloc((size_t)(rest + 1) * sizeof *open);
-    int64_t *open_bound = malloc((size_t)(rest + 1) * sizeof *open_bound);
-    if (!open || !open_bound) {
-        free(open);
-        free(open_bound);
+    open = malloc((size_t)(rest + 1) * sizeof *open);
+    open_bound = malloc((size_t)(rest + 1) * sizeof *open_bound);
+    held = malloc((size_t)(rest + 1) * sizeof *held);
+    if (!open || !open_bound || !held) {
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
         goto done;
     }
@@ -148,8 +149,18 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
                 arena = er.arena;
                 kept = "exact";
                 snprintf(res->kept, sizeof res->kept, "exact");
-            } else { /* the greedy orders again (cheap), then their improving search */
-                arena = vp_portfolio_piece(st, idx + lo, hi - lo, bound, piece_algo, &kept, budget);
+            } else {
+                /* the improving search from the greedy orders' best; the short search's
+                 * assignment, where lower, is put back after it */
+                int lowered = er.arena < arena;
+                for (int i = lo; i < hi && lowered; i++) held[i - lo] = items[idx[i]].offset;
+                int64_t walked = vp_portfolio_improve(st, idx + lo, hi - lo, bound, &kept, budget);
+                if (walked >= 0 && lowered && er.arena < walked) {
+                    for (int i = lo; i < hi; i++) items[idx[i]].offset = held[i - lo];
+                    snprintf(res->kept, sizeof res->kept, "exact");
+                    walked = er.arena;
+                }
+                arena = walked;
             }
         }
         if (arena < 0) {
@@ -202,8 +213,6 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         if (er.arena < before) snprintf(res->kept, sizeof res->kept, "exact");
         if (er.proven_lower > proven) proven = er.proven_lower;
     }
-    free(open);
-    free(open_bound);
     if (s) goto done;
     if (n_open) { /* the widest piece decides: recompute the arena over all pieces */
         int64_t top = 0;
@@ -222,6 +231,9 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
     }
     if (strcmp(res->kept, "exact")) snprintf(res->kept, sizeof res->kept, "%s", kept_all ? kept_all : rest ? "none" : "stacked");
 done:
+    free(open);
+    free(open_bound);
+    free(held);
     free(idx);
     vp_portfolio_free(st);
     free(piece_algo);

@@ -161,6 +161,9 @@ struct vp_portfolio {
     slot_tree tree;
     block_list blocks;
     int placer;    /* how this piece is placed: PLACE_SCAN, PLACE_BLOCKS, PLACE_TREE */
+    double pairs;  /* the piece's overlapping pairs (a placement's work) */
+    int64_t best;  /* the best arena of the piece so far (best_order, offsets_best) */
+    int best_algo; /* the algorithm that gave the best order */
 };
 
 enum { PLACE_SCAN, PLACE_BLOCKS, PLACE_TREE };
@@ -257,8 +260,6 @@ int64_t vp_portfolio_piece(vp_portfolio *st, const int *idx, int n, int64_t boun
     if (st->placer == PLACE_TREE && !vp_slot_tree_prepare(&st->tree, items, idx, n)) return -1;
     if (st->placer == PLACE_BLOCKS && !vp_block_list_prepare(&st->blocks, n)) return -1;
     int large = n > VP_ARENA_LARGE_PIECE && !st->opts->run_all;
-    double placing = 0;
-    int placed_runs = 0;
     for (int a = 0; a < N_ORDERS * 2; a++) {
         if (st->opts->only >= 0 && a != st->opts->only) continue;
         if (large && st->opts->only < 0 && a / 2 != ORDER_SIZE && a / 2 != ORDER_LIFETIME) continue;
@@ -269,12 +270,9 @@ int64_t vp_portfolio_piece(vp_portfolio *st, const int *idx, int n, int64_t boun
             have_crowd = 1;
         }
         make_order(items, idx, n, which, st->crowd, st->order, st->scratch);
-        double t1 = vp_arena_clock();
         int64_t arena = place(st, st->order, n, a % 2 == 0);
         if (arena < 0) return -1;
         double t2 = vp_arena_clock();
-        placing += t2 - t1;
-        placed_runs++;
         st->res->algos[a].seconds += t2 - t0;
         piece_algo_arena[a] = arena;
         if (arena < best) {
@@ -287,6 +285,18 @@ int64_t vp_portfolio_piece(vp_portfolio *st, const int *idx, int n, int64_t boun
     }
     *kept = vp_arena_algo_name(best_algo);
     restore_offsets(items, idx, n, st->offsets_best);
+    st->pairs = pairs;
+    st->best = best;
+    st->best_algo = best_algo;
+    return vp_portfolio_improve(st, idx, n, bound, kept, search_budget);
+}
+
+int64_t vp_portfolio_improve(vp_portfolio *st, const int *idx, int n, int64_t bound, const char **kept,
+                             double search_budget) {
+    vp_arena_item *items = st->items;
+    int64_t best = st->best;
+    double pairs = st->pairs;
+    restore_offsets(items, idx, n, st->offsets_best);
     /* bounded search: perturb the best order and keep what does not get worse (so the
      * walk crosses plateaus; "search" is named only when it beats the portfolio).  Half
      * the moves take an item that reaches the top (those decide the arena) to an
@@ -297,9 +307,8 @@ int64_t vp_portfolio_piece(vp_portfolio *st, const int *idx, int n, int64_t boun
      * a placement's work is taken as its items plus their overlapping pairs, at
      * place_work_per_second (calibrated on one machine; elsewhere the time spent
      * follows the machine's speed, the result does not). */
-    (void)placing;
     int64_t placements = (int64_t)(search_budget * place_work_per_second[st->placer] / ((double)n + pairs));
-    int fit = best_algo % 2 == 0;
+    int fit = st->best_algo % 2 == 0;
     int n_top = best > bound && n > 2 ? top_positions(st, n, best) : 0;
     while (best > bound && n > 2 && placements-- > 0) {
         memcpy(st->order, st->best_order, (size_t)n * sizeof *st->order);
@@ -332,6 +341,7 @@ int64_t vp_portfolio_piece(vp_portfolio *st, const int *idx, int n, int64_t boun
         }
     }
     restore_offsets(items, idx, n, st->offsets_best);
+    st->best = best;
     return best;
 }
 

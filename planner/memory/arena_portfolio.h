@@ -39,4 +39,11 @@ void vp_portfolio_free(vp_portfolio *p);
 int64_t vp_portfolio_piece(vp_portfolio *p, const int *idx, int n, int64_t bound, int64_t *piece_algo_arena,
                            const char **kept, double search_budget);
 
+/* The improving search alone, from where the last vp_portfolio_piece on the same piece
+ * left its best order (so a caller can try something between the greedy orders and the
+ * search without placing them twice): writes the best offsets into the items, names
+ * "search" in *kept when it beats the orders, returns the arena or -1 out of memory. */
+int64_t vp_portfolio_improve(vp_portfolio *p, const int *idx, int n, int64_t bound, const char **kept,
+                             double search_budget);
+
 #endif
