@@ -25,6 +25,10 @@ static const char *blas_status_name(cublasStatus_t s) {
 
 vp_status vp_cuda_blas_check(cublasStatus_t s, const vp_node *n, const char *what, vp_error *err) {
     if (s == CUBLAS_STATUS_SUCCESS) return VP_OK;
+#ifndef VP_CUDA_EMU
+    const char *why = s == CUBLAS_STATUS_NOT_INITIALIZED ? vp_cublas_lazy_error() : NULL;
+    if (why) return vp_fail(err, VP_ERR_RUNTIME, "%s: %s (%s)", what, blas_status_name(s), why);
+#endif
     if (n) return vp_node_fail(err, VP_ERR_RUNTIME, n, "%s: %s", what, blas_status_name(s));
     return vp_fail(err, VP_ERR_RUNTIME, "%s: %s", what, blas_status_name(s));
 }

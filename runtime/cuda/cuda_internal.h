@@ -108,6 +108,10 @@ vp_status vp_cuda_cudnn_conv_grad(cuda_ctx *c, const vp_node *n, const vp_conv_s
 /* VP_ERR_RUNTIME naming the node (when n is not NULL), what failed and the CUDA error. */
 vp_status vp_cuda_check(cudaError_t e, const vp_node *n, const char *what, vp_error *err);
 vp_status vp_cuda_blas_check(cublasStatus_t s, const vp_node *n, const char *what, vp_error *err);
+#ifndef VP_CUDA_EMU
+/* why libcublas could not be opened (lazy/cublas_lazy.c), NULL when it was */
+const char *vp_cublas_lazy_error(void);
+#endif
 
 /* Checks a launch or CUDA call inside an op, where n and err are in scope. */
 #define LAUNCH(call) vp_cuda_check((call), n, #call, err)
