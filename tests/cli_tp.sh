@@ -53,6 +53,8 @@ worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 
 
 if [[ -n $mpirun ]]; then
     mpi=("$mpirun" --allow-run-as-root --oversubscribe)
+    # the sanitizer build: the ranks' options (full stacks for tests/lsan_mpi.supp)
+    [[ -n ${VP_MPI_ASAN_OPTIONS:-} ]] && mpi=(env "ASAN_OPTIONS=$VP_MPI_ASAN_OPTIONS" "${mpi[@]}")
     for n in 1 2 4; do
         "$tool" plan "$qkv" "${qopt[@]}" --tp $n -o "$tmp/qkv$n.vplan" >/dev/null || echo "FAIL: plan --tp $n"
     done
