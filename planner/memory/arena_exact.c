@@ -58,6 +58,7 @@
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"
 #include "memory/arena_exact_search.h"
+#include "memory/arena_strip.h"
 
 #include "rng.h"
 
@@ -285,6 +286,23 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     res->arena = incumbent;
     res->proven_lower = lower < incumbent ? lower : incumbent;
     if (incumbent <= lower || n == 0 || n > VP_ARENA_EXACT_MAX_ITEMS || work_budget <= 0) return VP_OK;
+    /* A piece full at every step of its span: strips and time cuts first (arena_strip.c),
+     * with up to half the work; what it finds is the piece's bound, so optimal. */
+    if (n <= VP_ARENA_STRIP_MAX_ITEMS) {
+        int64_t used = 0;
+        int r = vp_arena_strip_piece(items, idx, n, work_budget / 2, &used);
+        if (r < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
+        res->work += used;
+        if (r == 1) {
+            int64_t top = 0;
+            for (int i = 0; i < n; i++)
+                if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
+            res->arena = top;
+            res->proven_lower = top;
+            res->attempts = 1;
+            return VP_OK;
+        }
+    }
     /* items without bytes or steps sit at 0 and take no part */
     int *loc = malloc((size_t)n * sizeof *loc), *scratch = malloc((size_t)n * sizeof *scratch);
     /* Items of no bytes sit at 0 and take no part.  An item of no steps [a, a) still
@@ -312,7 +330,7 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
      * (arena_exact_lns.c) after the capacities: on MiniMalloc's D and J the last rounds
      * of the decision search lowered nothing (a tenth to a half kept: the same arenas) */
     int64_t lns_work = work_budget / 4;
-    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget - lns_work;
+    int64_t lo = (lower + g - 1) / g * g, hi = incumbent, left = work_budget - lns_work - res->work;
     int64_t limit = 4 * (int64_t)ns * (ns + x.m); /* about 4n nodes' work */
     int h = 0, round = 0, up = 0;
     while (lo < hi && hi > enough && left > 0) {

@@ -1,0 +1,165 @@
+/* The strip search for flat pieces (planner/memory/arena_strip.c), checked independently:
+ * - random guillotine packings (a rectangle of steps x bytes cut in two, a random piece
+ *   again, until n buffers; shuffled; some buffers of no bytes among them): the search
+ *   finds an assignment, no two buffers live at once share a byte (checked pairwise) and
+ *   the arena is the packing's height; the whole solver (vp_arena_solve) reaches it too;
+ * - a pinwheel (five buffers, full at every step, but no strip or time cut splits it): the
+ *   strip search finds nothing and leaves the offsets alone, and the complete search
+ *   still reaches the bound;
+ * - a piece not full at every step, a buffer of no steps and a budget too small: nothing,
+ *   offsets untouched.
+ *
+ * Prints one line per failure and a final "N passed, N failed". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/arena.h"
+#include "memory/arena_strip.h"
+#include "rng.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what, const char *detail) {
+    if (ok) {
+        passed++;
+        return;
+    }
+    failed++;
+    printf("FAIL %s: %s\n", what, detail);
+}
+
+static const char *overlap(const vp_arena_item *it, int n) {
+    static char why[96];
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const vp_arena_item *a = &it[i], *b = &it[j];
+            if (!a->size || !b->size) continue;
+            if (a->start < b->end && b->start < a->end && a->offset < b->offset + b->size &&
+                b->offset < a->offset + a->size) {
+                snprintf(why, sizeof why, "buffers %d and %d overlap", i, j);
+                return why;
+            }
+        }
+    return NULL;
+}
+
+static int64_t top_of(const vp_arena_item *it, int n) {
+    int64_t top = 0;
+    for (int i = 0; i < n; i++)
+        if (it[i].offset + it[i].size > top) top = it[i].offset + it[i].size;
+    return top;
+}
+
+static int64_t rnd(vp_rng *r, int64_t n) { return (int64_t)(vp_rng_next(r) % (uint64_t)n); }
+
+/* n buffers cut from [0, steps) x [0, cap units), unit bytes each; every fifth seed
+ * adds buffers of no bytes; returns the count */
+static int guillotine(vp_rng *r, int n, int64_t steps, int64_t cap, int64_t unit, vp_arena_item *it) {
+    int64_t rect[64][4] = {{0, steps, 0, cap}};
+    int m = 1, zeros = rnd(r, 5) == 0 ? 2 : 0;
+    for (int tries = 0; m < n && tries < 1000; tries++) {
+        int64_t *b = rect[rnd(r, m)], w = b[1] - b[0], h = b[3] - b[2];
+        int in_time = rnd(r, 2) ? w > 1 : h <= 1;
+        int64_t len = in_time ? w : h;
+        if (len <= 1) continue;
+        int64_t cut = 1 + rnd(r, len - 1);
+        memcpy(rect[m], b, sizeof rect[m]);
+        if (in_time) b[1] = b[0] + cut, rect[m][0] = b[1];
+        else b[3] = b[2] + cut, rect[m][2] = b[3];
+        m++;
+    }
+    for (int k = 0; k < m; k++) {
+        int j = (int)rnd(r, k + 1);
+        it[k] = it[j];
+        it[j] = (vp_arena_item){(rect[k][3] - rect[k][2]) * unit, rect[k][0], rect[k][1], 0};
+    }
+    for (int z = 0; z < zeros; z++) it[m++] = (vp_arena_item){0, rnd(r, steps), steps, 9 * unit};
+    return m;
+}
+
+static void test_guillotine(void) {
+    vp_rng r = {0x5712};
+    char what[96];
+    for (int seed = 0; seed < 300; seed++) {
+        vp_arena_item it[70], again[70];
+        int want = 2 + (int)rnd(&r, 59);
+        int64_t steps = 2 + rnd(&r, 30), cap = 2 + rnd(&r, 200), unit = 256;
+        int n = guillotine(&r, want, steps, cap, unit, it);
+        memcpy(again, it, sizeof again);
+        int idx[70];
+        for (int i = 0; i < n; i++) idx[i] = i;
+        int64_t work = 0;
+        int got = vp_arena_strip_piece(it, idx, n, 200000000, &work);
+        snprintf(what, sizeof what, "guillotine %d (%d buffers, %lld steps)", seed, n, (long long)steps);
+        check(got == 1, what, "no assignment found");
+        if (got != 1) continue;
+        const char *why = overlap(it, n);
+        check(!why, what, why ? why : "");
+        char detail[96];
+        snprintf(detail, sizeof detail, "arena %lld, packing %lld", (long long)top_of(it, n), (long long)(cap * unit));
+        check(top_of(it, n) == cap * unit, what, detail);
+        check(work > 0, what, "no work counted");
+        int zeros_at_0 = 1;
+        for (int i = 0; i < n; i++) zeros_at_0 &= it[i].size || !it[i].offset;
+        check(zeros_at_0, what, "a buffer of no bytes not at 0");
+
+        vp_arena_opts o = {.search_seconds = 0.002, .only = -1, .exact_seconds = 0.05};
+        vp_arena_result res;
+        vp_error err;
+        vp_status s = vp_arena_solve(again, n, &o, &res, &err);
+        snprintf(detail, sizeof detail, "status %d, arena %lld, packing %lld", (int)s, (long long)res.arena,
+                 (long long)(cap * unit));
+        check(s == VP_OK && res.arena == cap * unit && !overlap(again, n), what, detail);
+    }
+}
+
+/* Five buffers around a centre, every step full, no straight cut through: no strips. */
+static void test_pinwheel(void) {
+    const int64_t u = 1024;
+    vp_arena_item it[5] = {
+        {1 * u, 0, 2, 77}, {2 * u, 2, 3, 77}, {1 * u, 1, 3, 77}, {2 * u, 0, 1, 77}, {1 * u, 1, 2, 77},
+    };
+    int idx[5] = {0, 1, 2, 3, 4};
+    int64_t work = 0;
+    int got = vp_arena_strip_piece(it, idx, 5, 1000000, &work);
+    check(got == 0, "pinwheel", "the strip search found an assignment where none of strips exists");
+    int untouched = 1;
+    for (int i = 0; i < 5; i++) untouched &= it[i].offset == 77;
+    check(untouched, "pinwheel", "offsets written without an assignment");
+
+    vp_arena_opts o = {.search_seconds = 0.002, .only = -1, .exact_seconds = 0.05};
+    vp_arena_result res;
+    vp_error err;
+    vp_status s = vp_arena_solve(it, 5, &o, &res, &err);
+    check(s == VP_OK && res.arena == 3 * u && !overlap(it, 5), "pinwheel", "the complete search misses the bound");
+}
+
+static void test_nothing(void) {
+    int idx[3] = {0, 1, 2};
+    int64_t work = 0;
+    /* 3 bytes at step 0, 2 at step 1: not flat */
+    vp_arena_item slope[3] = {{1, 0, 2, 5}, {1, 0, 2, 5}, {1, 0, 1, 5}};
+    check(vp_arena_strip_piece(slope, idx, 3, 1000000, &work) == 0 && slope[0].offset == 5 && slope[2].offset == 5,
+          "not flat", "an assignment or offsets written");
+    vp_arena_item instant[3] = {{4, 0, 2, 5}, {4, 1, 1, 5}, {4, 0, 2, 5}};
+    check(vp_arena_strip_piece(instant, idx, 3, 1000000, &work) == 0 && instant[1].offset == 5, "no steps",
+          "an assignment for a buffer of no steps");
+    vp_rng r = {7};
+    vp_arena_item it[70];
+    int n = guillotine(&r, 60, 20, 500, 64, it);
+    int all[70];
+    for (int i = 0; i < n; i++) all[i] = i, it[i].offset = 5;
+    int got = vp_arena_strip_piece(it, all, n, 10, &work);
+    int untouched = 1;
+    for (int i = 0; i < n; i++) untouched &= it[i].offset == 5;
+    check(got == 0 && untouched && work <= 10, "budget of 10", "an assignment, offsets written or work over budget");
+}
+
+int main(void) {
+    test_guillotine();
+    test_pinwheel();
+    test_nothing();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
