@@ -68,6 +68,8 @@ int main(int argc, char **argv) {
         VP_SOURCE_DIR "/tests/data/arch/embbag_mean_op13/model.onnx",
         VP_SOURCE_DIR "/tests/data/bad/loop_data_cond.onnx",
         VP_ONNX_TESTS "/node/test_if/model.onnx",
+        /* found by this fuzzer: a Constant whose output name was cut, folded at load */
+        VP_SOURCE_DIR "/tests/data/bad/fuzz_constant_unnamed_output.onnx",
     };
     const char **seeds = argc > 2 ? (const char **)argv + 2 : dflt;
     int n_seeds = argc > 2 ? argc - 2 : (int)(sizeof dflt / sizeof dflt[0]);

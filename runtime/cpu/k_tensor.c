@@ -400,6 +400,7 @@ const vp_attr *vp_constant_value_attr(const vp_node *n) {
 
 vp_status vp_cpu_constant(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     (void)in;
+    if (!out[0]) return vp_node_fail(err, VP_ERR_INVALID, n, "Constant has no output to write");
     const vp_attr *a = vp_constant_value_attr(n);
     size_t bytes = vp_tensor_nbytes(out[0]);
     const void *src = NULL;
