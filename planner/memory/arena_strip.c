@@ -124,7 +124,9 @@ typedef struct sweep_ctx {
     strip *st;
     const int *S; /* the level's items */
     int ns;
-    int64_t t0, t1, H, base;
+    int64_t T0, T1, H, base; /* the level's span, its bytes and where it sits */
+    int rev;            /* the sweep runs back from T1: its steps are the negated times */
+    int64_t t0, t1;     /* the span in the sweep's direction */
     int E;              /* steps strictly inside (t0, t1) where something starts or ends */
     int64_t *ev;        /* their times */
     int *eend;          /* per position in S: the index of its end step (E: at t1) */
@@ -151,11 +153,16 @@ static int by_lo(const void *pa, const void *pb, void *ctx) {
 /* thin buffers first (the strips through them are often thin), long first among equals */
 static int by_thin(const void *pa, const void *pb, void *ctx) {
     const strip *st = ctx;
-    int a = *(const int *)pa, b = *(const int *)pb;
+    int ca = *(const int *)pa, cb = *(const int *)pb, a = ca >> 1, b = cb >> 1;
     if (st->sz[a] != st->sz[b]) return st->sz[a] < st->sz[b] ? -1 : 1;
-    if (st->hi[a] != st->hi[b]) return st->hi[a] > st->hi[b] ? -1 : 1;
-    return a - b;
+    int64_t la = st->hi[a] - st->lo[a], lb = st->hi[b] - st->lo[b];
+    if (la != lb) return la > lb ? -1 : 1;
+    return ca - cb;
 }
+
+/* an item's first step and end in the sweep's direction */
+static int64_t sweep_lo(const sweep_ctx *f, int it) { return f->rev ? -f->st->hi[it] : f->st->lo[it]; }
+static int64_t sweep_hi(const sweep_ctx *f, int it) { return f->rev ? -f->st->lo[it] : f->st->hi[it]; }
 
 static int64_t pos_size(const sweep_ctx *f, int p) { return f->st->sz[f->S[p]]; }
 
@@ -187,7 +194,7 @@ static int find_step(const sweep_ctx *f, int64_t t) {
 static int check_block(sweep_ctx *f, int bs, int64_t lm, int64_t t, int64_t h) {
     int k = 0;
     for (int i = bs; i < f->nch; i++) f->ids[k++] = f->S[f->chosen[i]];
-    return solve(f->st, f->ids, k, lm, t, h, 0);
+    return f->rev ? solve(f->st, f->ids, k, -t, -lm, h, 0) : solve(f->st, f->ids, k, lm, t, h, 0);
 }
 
 /* a complete flat strip: it at the bottom, the rest above */
@@ -202,8 +209,8 @@ static int try_cut(sweep_ctx *f, int64_t h) {
     for (int i = 0; i < f->ns; i++)
         if (!st->mark[f->S[i]]) f->rest[nr++] = f->S[i];
     for (int i = 0; i < f->nch; i++) st->mark[f->ids[i]] = 0;
-    int r = solve(st, f->ids, f->nch, f->t0, f->t1, h, f->base);
-    if (r == DONE) r = solve(st, f->rest, nr, f->t0, f->t1, f->H - h, f->base + h);
+    int r = solve(st, f->ids, f->nch, f->T0, f->T1, h, f->base);
+    if (r == DONE) r = solve(st, f->rest, nr, f->T0, f->T1, f->H - h, f->base + h);
     if (r == FAIL && keyset_add(f->tried, k) < 0) st->oom = 1, r = OUT;
     return r;
 }
@@ -294,9 +301,11 @@ static int first_step(sweep_ctx *f, const int *c0, int nc, int from, int left, i
     return FAIL;
 }
 
-static int strips_through(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int64_t H, int64_t base, int x,
-                          int64_t budget, keyset *tried) {
-    sweep_ctx f = {.st = st, .S = S, .ns = ns, .t0 = t0, .t1 = t1, .H = H, .base = base, .budget = budget, .tried = tried};
+static int strips_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x,
+                          int rev, int64_t budget, keyset *tried) {
+    sweep_ctx f = {.st = st, .S = S, .ns = ns, .T0 = T0, .T1 = T1, .H = H, .base = base, .rev = rev,
+                   .t0 = rev ? -T1 : T0, .t1 = rev ? -T0 : T1, .budget = budget, .tried = tried};
+    int64_t t0 = f.t0, t1 = f.t1;
     int r = OUT;
     st->work += 32 * (int64_t)ns; /* the steps and lists built again for each buffer and round */
     f.ev = malloc(2 * (size_t)ns * sizeof *f.ev);
@@ -316,8 +325,8 @@ static int strips_through(strip *st, const int *S, int ns, int64_t t0, int64_t t
     }
     int m = 0;
     for (int i = 0; i < ns; i++) {
-        if (st->lo[S[i]] > t0) f.ev[m++] = st->lo[S[i]];
-        if (st->hi[S[i]] < t1) f.ev[m++] = st->hi[S[i]];
+        if (sweep_lo(&f, S[i]) > t0) f.ev[m++] = sweep_lo(&f, S[i]);
+        if (sweep_hi(&f, S[i]) < t1) f.ev[m++] = sweep_hi(&f, S[i]);
     }
     qsort(f.ev, (size_t)m, sizeof *f.ev, cmp_i64);
     f.E = 0;
@@ -325,8 +334,8 @@ static int strips_through(strip *st, const int *S, int ns, int64_t t0, int64_t t
         if (!f.E || f.ev[f.E - 1] != f.ev[i]) f.ev[f.E++] = f.ev[i];
     int nc = 0, xp = -1;
     for (int i = 0; i < ns; i++) {
-        f.eend[i] = st->hi[S[i]] < t1 ? find_step(&f, st->hi[S[i]]) : f.E;
-        sidx[i] = st->lo[S[i]] > t0 ? find_step(&f, st->lo[S[i]]) : -1;
+        f.eend[i] = sweep_hi(&f, S[i]) < t1 ? find_step(&f, sweep_hi(&f, S[i])) : f.E;
+        sidx[i] = sweep_lo(&f, S[i]) > t0 ? find_step(&f, sweep_lo(&f, S[i])) : -1;
         if (sidx[i] >= 0) f.cs[sidx[i] + 1]++;
         else if (S[i] == x) xp = i;
         else c0[nc++] = i;
@@ -388,22 +397,26 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
         else v[nr++] = v[i];
     }
     if (used) return used > H ? FAIL : solve(st, v, nr, t0, t1, H - used, base + used);
-    /* a strip through each buffer starting at t0 in turn, with a budget that doubles */
+    /* a strip through each buffer starting at t0 (swept forward) or ending at t1 (swept
+     * back) in turn, with a budget that doubles: the end from which a level is proved
+     * impossible soonest differs */
     int nc = 0;
-    int *c0 = malloc((size_t)ns * sizeof *c0);
+    int *c0 = ns > 0 ? malloc(2 * (size_t)ns * sizeof *c0) : NULL;
     if (!c0) {
         st->oom = 1;
         return OUT;
     }
-    for (int i = 0; i < ns; i++)
-        if (st->lo[v[i]] == t0) c0[nc++] = v[i];
+    for (int i = 0; i < ns; i++) {
+        if (st->lo[v[i]] == t0) c0[nc++] = 2 * v[i];
+        if (st->hi[v[i]] == t1) c0[nc++] = 2 * v[i] + 1;
+    }
     qsort_r(c0, (size_t)nc, sizeof *c0, by_thin, st);
     keyset tried = {0};
     int r = FAIL;
     for (int64_t budget = 16;; budget *= 2) {
         int paused = 0;
         for (int i = 0; i < nc; i++) {
-            r = strips_through(st, v, ns, t0, t1, H, base, c0[i], budget, &tried);
+            r = strips_through(st, v, ns, t0, t1, H, base, c0[i] >> 1, c0[i] & 1, budget, &tried);
             if (r == PAUSE) paused = 1;
             else break; /* placed; no strip through c0[i] works, so none at all; out */
         }
