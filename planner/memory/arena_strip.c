@@ -23,7 +23,10 @@
  * buffers it takes at the first step fix h, and at each later step the buffers ending
  * are replaced by a subset, of exactly their bytes, of the buffers starting there.  A
  * step where all of T's buffers end is a time cut of the strip: the block behind it is
- * solved at once (height h), which prunes most sweeps long before T is complete.  Every
+ * solved at once (height h), which prunes most sweeps long before T is complete.  Only
+ * strips with such a cut inside are built: the strips between two neighbouring full-width
+ * cuts of a guillotine assignment have one (their first cut cannot be full-width), so the
+ * first block takes no buffer that ends at the level's last step.  Every
  * strip contains a buffer that starts at the first step, so the sweep is run for each
  * such buffer x in turn (T containing x), with a budget of nodes that doubles every round
  * (which x leads to a small strip is not known; a strip through a thin buffer can be the
@@ -105,6 +108,7 @@ typedef struct strip {
     uint64_t *z1, *z2;           /* a random key per item: a set's key is their xor */
     unsigned char *mark;         /* scratch: the items of a strip, while its rest is listed */
     keyset failed;               /* (set, height) with no assignment of strips */
+    keyset solved;               /* blocks (set, height) that have one */
     int64_t work, limit;
     int depth, oom;
 } strip;
@@ -194,7 +198,11 @@ static int find_step(const sweep_ctx *f, int64_t t) {
 static int check_block(sweep_ctx *f, int bs, int64_t lm, int64_t t, int64_t h) {
     int k = 0;
     for (int i = bs; i < f->nch; i++) f->ids[k++] = f->S[f->chosen[i]];
-    return f->rev ? solve(f->st, f->ids, k, -t, -lm, h, 0) : solve(f->st, f->ids, k, lm, t, h, 0);
+    key2 key = set_key(f->st, f->ids, k, h);
+    if (keyset_has(&f->st->solved, key)) return DONE; /* the same block met again: its offsets are not needed */
+    int r = f->rev ? solve(f->st, f->ids, k, -t, -lm, h, 0) : solve(f->st, f->ids, k, lm, t, h, 0);
+    if (r == DONE && keyset_add(&f->st->solved, key) < 0) f->st->oom = 1, r = OUT;
+    return r;
 }
 
 /* a complete flat strip: it at the bottom, the rest above */
@@ -231,6 +239,8 @@ static int pick(sweep_ctx *f, int ei, int j, int64_t need, int bs, int64_t lm, i
         int64_t s = st->sz[it];
         st->work += 2;
         if (s > need) continue;
+        /* a strip's first block closes before its end (below) */
+        if (lm == f->t0 && f->eend[p] == f->E) continue;
         f->chosen[f->nch++] = p;
         f->ending[f->eend[p]] += s;
         r = pick(f, ei, j + 1, need - s, bs, lm, h, b1 ^ st->z1[it], b2 ^ st->z2[it]);
@@ -539,5 +549,6 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
 done:
     free(loc), free(all), free(st.lo), free(st.hi), free(st.sz), free(st.off), free(st.z1), free(st.z2), free(st.mark);
     free(st.failed.slot);
+    free(st.solved.slot);
     return ret;
 }
