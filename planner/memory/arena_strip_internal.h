@@ -1,0 +1,63 @@
+/* What the strip search shares between its recursion (arena_strip.c) and its sweep for a
+ * strip (arena_strip_sweep.c): step results, the search's state, a set of 128-bit keys.
+ * See arena_strip.c for the method. */
+#ifndef VP_ARENA_STRIP_INTERNAL_H
+#define VP_ARENA_STRIP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* what a search step returns: no assignment (proved), one found and written, out of work
+ * or memory, or (a sweep) out of its round's budget */
+enum { STRIP_FAIL = 0, STRIP_DONE = 1, STRIP_OUT = -1, STRIP_PAUSE = 2 };
+
+/* Work is counted at about VP_ARENA_EXACT_WORK_PER_SECOND's rate: 2 units per step a
+ * sweep state's key reads and per candidate it tries, 8 per item a level copies and
+ * sorts, 32 per item a sweep lists (measured on a quiet machine: 1.25G units in 4.1 to
+ * 4.7 s on a perfect packing it does not solve; perfect_400 in 6.6M, 0.02 to 0.04 s). */
+
+/* frames of the recursion (solve, sweep, pick) before the search gives up: the stack of
+ * a planning thread, not the work, is what this protects */
+#define STRIP_MAX_DEPTH 20000
+
+typedef struct strip_key {
+    uint64_t a, b;
+} strip_key;
+
+/* a set of 128-bit keys, open addressing (an all-zero key marks an empty slot, so every
+ * key has its low bit set) */
+typedef struct strip_keyset {
+    strip_key *slot;
+    size_t cap, used;
+} strip_keyset;
+
+typedef struct strip {
+    int64_t *lo, *hi, *sz, *off; /* per item of the piece */
+    uint64_t *z1, *z2;           /* a random key per item: a set's key is their xor */
+    unsigned char *mark;         /* scratch: the items of a strip, while its rest is listed */
+    strip_keyset failed;         /* (set, height) with no assignment of strips */
+    strip_keyset solved;         /* blocks (set, height) that have one */
+    int64_t work, limit;
+    int depth, oom;
+} strip;
+
+/* a 64-bit mixer (splitmix64's finaliser) for keys */
+uint64_t vp_strip_mix(uint64_t z);
+int vp_strip_keyset_has(const strip_keyset *s, strip_key k);
+/* 0, or -1 when out of memory */
+int vp_strip_keyset_add(strip_keyset *s, strip_key k);
+/* the key of a set of items at a height: order-free */
+strip_key vp_strip_set_key(const strip *st, const int *S, int ns, int64_t h);
+
+/* Items S, flat at h over [t0, t1): an assignment of strips and time cuts into st->off,
+ * from base up (arena_strip.c). */
+int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int64_t h, int64_t base);
+
+/* The strips of S (flat at H over [T0, T1)) through item x, which starts at T0 (rev: ends
+ * at T1 and the sweep runs back): each complete one is tried (it at base, the rest above)
+ * unless in `tried`; STRIP_DONE when one works, STRIP_FAIL when none does, STRIP_PAUSE
+ * when `budget` sweep nodes ran out first (arena_strip_sweep.c). */
+int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
+                     int64_t budget, strip_keyset *tried);
+
+#endif
