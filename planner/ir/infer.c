@@ -90,9 +90,6 @@ static vp_status fold_node(vp_graph *g, vp_node *n, const char *frozen, int64_t 
     /* a fused cast's node runs through the backends' store wrapper, never folded */
     if (!n->op || !n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR))
         return VP_OK;
-    /* a node whose first output is left unnamed computes nothing anyone reads (a kernel
-     * may write its first output unconditionally: Constant's did, the fuzzer found) */
-    if (n->n_outputs < 1 || n->outputs[0] < 0) return VP_OK;
     int shape_only = (n->op->flags & VP_OP_FOLD_SHAPE_ONLY) != 0;
     for (int i = 0; i < n->n_inputs; i++) {
         if (n->inputs[i] < 0) continue;

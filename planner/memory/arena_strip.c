@@ -160,8 +160,8 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
         int paused = 0;
         for (int i = 0; i < nc; i++) {
             /* the k-th buffer gets 1/k of the round's budget: the thin ones first find
-             * the thin strips, and prove a level impossible soonest (perfect_400_s4 463M
-             * -> 143M units; out-of-tree seed 3 out of work -> 8M, seed 1 1.1G -> out) */
+             * the thin strips, and prove a level impossible soonest (perfect_400_s4: 463M
+             * units with an equal share, 143M with 1/k; bench_arena --strip) */
             r = vp_strip_through(st, v, ns, t0, t1, H, base, c0[i] >> 1, c0[i] & 1, budget / (i + 1) + 16, &tried);
             if (r == STRIP_PAUSE) paused = 1;
             else break; /* placed; no strip through c0[i] works, so none at all; out */
@@ -194,11 +194,6 @@ int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int6
     return r;
 }
 
-static int cmp_i64(const void *pa, const void *pb) {
-    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-    return (a > b) - (a < b);
-}
-
 /* the piece's bound when its load is the same at every step of its span, else -1 */
 static int64_t flat_load(const strip *st, int n) {
     int64_t *d = calloc((size_t)(2 * n), sizeof *d), *tm = malloc((size_t)(2 * n) * sizeof *tm);
@@ -206,7 +201,7 @@ static int64_t flat_load(const strip *st, int n) {
     if (d && tm) {
         int m = 0;
         for (int i = 0; i < n; i++) tm[m++] = st->lo[i], tm[m++] = st->hi[i];
-        qsort(tm, (size_t)m, sizeof *tm, cmp_i64);
+        qsort(tm, (size_t)m, sizeof *tm, vp_strip_cmp_i64);
         int u = 0;
         for (int i = 0; i < m; i++)
             if (!u || tm[u - 1] != tm[i]) tm[u++] = tm[i];

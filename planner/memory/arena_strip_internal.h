@@ -41,6 +41,12 @@ typedef struct strip {
     int depth, oom;
 } strip;
 
+/* qsort's order on int64_t */
+static inline int vp_strip_cmp_i64(const void *pa, const void *pb) {
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
 /* a 64-bit mixer (splitmix64's finaliser) for keys */
 uint64_t vp_strip_mix(uint64_t z);
 int vp_strip_keyset_has(const strip_keyset *s, strip_key k);

@@ -36,8 +36,6 @@ typedef struct sweep_ctx {
     strip_keyset *tried; /* strips tried at this level */
 } sweep_ctx;
 
-
-
 /* an item's first step and end in the sweep's direction */
 static int64_t sweep_lo(const sweep_ctx *f, int it) { return f->rev ? -f->st->hi[it] : f->st->lo[it]; }
 static int64_t sweep_hi(const sweep_ctx *f, int it) { return f->rev ? -f->st->lo[it] : f->st->hi[it]; }
@@ -51,11 +49,6 @@ static int by_big(const void *pa, const void *pb, void *ctx) {
     if (pos_size(f, a) != pos_size(f, b)) return pos_size(f, a) > pos_size(f, b) ? -1 : 1;
     if (f->eend[a] != f->eend[b]) return f->eend[a] < f->eend[b] ? -1 : 1;
     return a - b;
-}
-
-static int cmp_i64(const void *pa, const void *pb) {
-    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-    return (a > b) - (a < b);
 }
 
 static int find_step(const sweep_ctx *f, int64_t t) {
@@ -212,7 +205,7 @@ int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, in
         if (sweep_lo(&f, S[i]) > t0) f.ev[m++] = sweep_lo(&f, S[i]);
         if (sweep_hi(&f, S[i]) < t1) f.ev[m++] = sweep_hi(&f, S[i]);
     }
-    qsort(f.ev, (size_t)m, sizeof *f.ev, cmp_i64);
+    qsort(f.ev, (size_t)m, sizeof *f.ev, vp_strip_cmp_i64);
     f.E = 0;
     for (int i = 0; i < m; i++)
         if (!f.E || f.ev[f.E - 1] != f.ev[i]) f.ev[f.E++] = f.ev[i];

@@ -374,6 +374,12 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
             s = vp_fail(err, VP_ERR_INVALID, "%s: node '%s' has no op_type", model, name);
             break;
         }
+        /* a node with no named output computes nothing anyone can read (ONNX ops have no
+         * side effects): it is left out, so no pass or kernel meets a node with nowhere to
+         * write (the fuzzer's Constant whose output name was cut; a Relu writing to "") */
+        int named = 0;
+        for (size_t k = 0; k < np->n_output; k++) named |= np->output[k] && np->output[k][0];
+        if (!named) continue;
         for (size_t k = 0; k < np->n_input; k++)
             ins[k] = np->input[k] && np->input[k][0] ? vp_graph_find_value(g, np->input[k]) : -1;
         for (size_t k = 0; k < np->n_output; k++) {

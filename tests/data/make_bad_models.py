@@ -59,6 +59,13 @@ def main():
                [vi("x", [2, 3])], [vi("y", [2, 3])]), "duplicate_value.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [2, -3])], [vi("y", [2, 3])]),
          "negative_dim.onnx")
+    # nodes with no named output (a Relu writing to "", a Constant whose output name is empty):
+    # dead, left out at load; the rest runs
+    save(model([helper.make_node("Relu", ["x"], [""], name="dead_relu"),
+                helper.make_node("Constant", [], [""], name="dead_constant",
+                                 value=numpy_helper.from_array(np.ones(3, np.float32))),
+                helper.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
+               [vi("x", [2, 3])], [vi("y", [2, 3])]), "unnamed_output.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
                [vi("x", [1 << 40, 1 << 40, 1 << 40])], [vi("y", None)]), "overflow_dim.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", ["batch", 3])],
