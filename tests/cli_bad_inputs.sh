@@ -15,6 +15,7 @@ expect 2 "cycle through node 'cyc_a'" -- "$tool" inspect "$data/cycle.onnx"
 expect 2 "value 'y' is defined twice: by node 'first' (Relu) and node 'second' (Neg)" -- "$tool" inspect "$data/duplicate_value.onnx"
 expect 2 "graph input 'x' has negative dim -3" -- "$tool" inspect "$data/negative_dim.onnx"
 expect 0 "y  *float32  *\[2, 3\]" -- "$tool" eval "$data/unnamed_output.onnx"
+expect 2 "node 'pool_no_y' (MaxPool): output 0 has no name, but ONNX requires it" -- "$tool" eval "$data/unnamed_first_output.onnx"
 expect 2 "graph input 'x' of shape .* is too large" -- "$tool" inspect "$data/overflow_dim.onnx"
 expect 2 "symbolic dim 'batch'; bind it with --dim batch=VALUE" -- "$tool" inspect "$data/symbolic_dim.onnx"
 expect 0 "x .*float32 .*\[7, 3\]" -- "$tool" inspect "$data/symbolic_dim.onnx" --dim batch=7

@@ -45,6 +45,9 @@ enum {
     VP_OP_STOP_GRADIENT = 1u << 6,   /* its outputs carry no gradient (autodiff treats them as
                                         constants): a value the result does not depend on, as
                                         the shift of a softmax */
+    VP_OP_OUTPUT0_OPTIONAL = 1u << 9, /* ONNX lets a model leave output 0 unnamed (LSTM's and
+                                         GRU's Y); for every other ai.onnx op the loader
+                                         refuses that, as ONNX's checker does */
 };
 
 struct vp_grad_ctx;

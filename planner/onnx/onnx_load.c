@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/op_registry.h"
 #include "onnx.pb-c.h"
 #include "onnx/attr_proto.h"
 #include "onnx/tensor_proto.h"
@@ -380,6 +381,16 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
         int named = 0;
         for (size_t k = 0; k < np->n_output; k++) named |= np->output[k] && np->output[k][0];
         if (!named) continue;
+        /* ONNX's output 0 is a required ("single") output of every ai.onnx op but LSTM's and
+         * GRU's, and the kernels write it: refused as ONNX's checker and ONNX Runtime refuse
+         * it (a BatchNormalization writing only its running mean crashed eval) */
+        const char *domain = np->domain ? np->domain : "";
+        const vp_op_def *op = vp_op_find(domain, op_type);
+        if ((!domain[0] || !strcmp(domain, "ai.onnx")) && op && !(op->flags & VP_OP_OUTPUT0_OPTIONAL) &&
+            !(np->output[0] && np->output[0][0])) {
+            s = vp_fail(err, VP_ERR_INVALID, "%s: node '%s' (%s): output 0 has no name, but ONNX requires it (only LSTM's and GRU's may be left out)", model, name, op_type);
+            break;
+        }
         for (size_t k = 0; k < np->n_input; k++)
             ins[k] = np->input[k] && np->input[k][0] ? vp_graph_find_value(g, np->input[k]) : -1;
         for (size_t k = 0; k < np->n_output; k++) {

@@ -66,6 +66,10 @@ def main():
                                  value=numpy_helper.from_array(np.ones(3, np.float32))),
                 helper.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
                [vi("x", [2, 3])], [vi("y", [2, 3])]), "unnamed_output.onnx")
+    # a MaxPool whose required output 0 is unnamed but whose indices are read: ONNX's
+    # checker and ONNX Runtime refuse it; the kernels write output 0, so eval crashed
+    save(model([helper.make_node("MaxPool", ["x"], ["", "idx"], name="pool_no_y", kernel_shape=[2, 2])],
+               [vi("x", [1, 2, 4, 4])], [vi("idx", [1, 2, 3, 3], TensorProto.INT64)]), "unnamed_first_output.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
                [vi("x", [1 << 40, 1 << 40, 1 << 40])], [vi("y", None)]), "overflow_dim.onnx")
     save(model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", ["batch", 3])],
