@@ -388,7 +388,10 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
         const vp_op_def *op = vp_op_find(domain, op_type);
         if ((!domain[0] || !strcmp(domain, "ai.onnx")) && op && !(op->flags & VP_OP_OUTPUT0_OPTIONAL) &&
             !(np->output[0] && np->output[0][0])) {
-            s = vp_fail(err, VP_ERR_INVALID, "%s: node '%s' (%s): output 0 has no name, but ONNX requires it (only LSTM's and GRU's may be left out)", model, name, op_type);
+            s = vp_fail(err, VP_ERR_INVALID,
+                        "%s: node '%s' (%s): output 0 has no name, but ONNX requires it (only LSTM's and GRU's "
+                        "may be left out)",
+                        model, name, op_type);
             break;
         }
         for (size_t k = 0; k < np->n_input; k++)
