@@ -137,5 +137,14 @@ printf 'id,lower,upper,size\n0,0,2,64\n1,1,3,64\n2,2,4,128\n' >"$tmp/a.csv"
 expect 0 "lower bound: 192 bytes" -- "$tool" arena "$tmp/a.csv" -o "$tmp/out.csv"
 printf 'id,lower,upper,size\n0,5,2,64\n' >"$tmp/bad.csv"
 expect 2 "lifetime \[5, 2)" -- "$tool" arena "$tmp/bad.csv"
+# numbers the searches' int64_t sums would overflow are refused, naming the line and field
+printf 'id,lower,upper,size\n0,0,5,99999999999999999999\n' >"$tmp/big.csv"
+expect 2 "big.csv:2: size is out of range (at most 2^62 bytes)" -- "$tool" arena "$tmp/big.csv"
+printf '0,0,5,4611686018427387904\n1,0,5,1\n' >"$tmp/sum.csv"
+expect 2 "sum.csv:2: the sizes up to buffer 1 add up past 2^62 bytes" -- "$tool" arena "$tmp/sum.csv"
+printf '0,-4611686018427387904,4611686018427387904,8\n' >"$tmp/span.csv"
+expect 2 "span.csv:1: lower is out of range (steps within +-2^61)" -- "$tool" arena "$tmp/span.csv"
+printf '0 , 0 , 2 , 64 \r\n1,1,3,64\n' >"$tmp/spaces.csv"
+expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/spaces.csv"
 
 expect_summary

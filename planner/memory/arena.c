@@ -241,6 +241,31 @@ done:
     return s;
 }
 
+/* A CSV's sizes add up to at most 2^CSV_MAX_LOG2 bytes and its steps lie within
+ * +-2^(CSV_MAX_LOG2 - 1): the searches add sizes and subtract steps in int64_t, which
+ * these bounds keep from overflowing (an arena of 2^62 bytes is beyond any machine). */
+#define CSV_MAX_LOG2 62
+
+/* "id, lower, upper, size" (spaces allowed around the commas, a line end after): -2 when
+ * read, -1 when the line is not four integers, else the field out of range */
+static int parse_fields(const char *p, long long v[4]) {
+    for (int k = 0; k < 4; k++) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (k && *p++ != ',') return -1;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!(*p == '-' || *p == '+' || (*p >= '0' && *p <= '9'))) return -1;
+        char *end;
+        errno = 0;
+        v[k] = strtoll(p, &end, 10);
+        if (end == p) return -1;
+        int64_t lim = INT64_C(1) << (k == 3 ? CSV_MAX_LOG2 : CSV_MAX_LOG2 - 1);
+        if (errno == ERANGE || (k && (v[k] > lim || v[k] < -lim))) return k;
+        p = end;
+    }
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return *p ? -1 : -2;
+}
+
 vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -248,6 +273,7 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_
     vp_arena_item *it = malloc((size_t)cap * sizeof *it);
     char line[512];
     int lineno = 0;
+    int64_t total = 0;
     vp_status s = it ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     while (!s && fgets(line, sizeof line, f)) {
         lineno++;
@@ -255,18 +281,30 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_
         while (*p == ' ' || *p == '\t') p++;
         if (!*p || *p == '\n' || *p == '#') continue;
         if (lineno == 1 && (p[0] < '0' || p[0] > '9') && p[0] != '-') continue; /* header */
-        long long id, lower, upper, size;
-        char tail;
-        int got = sscanf(p, "%lld , %lld , %lld , %lld %c", &id, &lower, &upper, &size, &tail);
-        if (got != 4 && !(got == 5 && (tail == '\n' || tail == '\r'))) {
+        long long v[4];
+        int field = parse_fields(p, v);
+        if (field == -1) {
             s = vp_fail(err, VP_ERR_PARSE, "%s:%d: expected 'id,lower,upper,size', got '%.60s'", path, lineno, p);
             break;
         }
+        if (field >= 0) {
+            static const char *const names[4] = {"id", "lower", "upper", "size"};
+            s = vp_fail(err, VP_ERR_INVALID, "%s:%d: %s is out of range (%s)", path, lineno, names[field],
+                        field == 0 ? "a 64-bit integer" : field == 3 ? "at most 2^62 bytes" : "steps within +-2^61");
+            break;
+        }
+        long long id = v[0], lower = v[1], upper = v[2], size = v[3];
         if (size < 0 || upper < lower) {
             s = vp_fail(err, VP_ERR_INVALID, "%s:%d: buffer %lld has size %lld and lifetime [%lld, %lld)", path, lineno,
                         id, size, lower, upper);
             break;
         }
+        if (size > (INT64_C(1) << CSV_MAX_LOG2) - total) {
+            s = vp_fail(err, VP_ERR_INVALID, "%s:%d: the sizes up to buffer %lld add up past 2^%d bytes", path, lineno, id,
+                        CSV_MAX_LOG2);
+            break;
+        }
+        total += size;
         if (count == cap) {
             vp_arena_item *m = realloc(it, (size_t)(cap *= 2) * sizeof *it);
             if (!m) {
