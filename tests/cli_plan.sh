@@ -144,6 +144,10 @@ printf '0,0,5,4611686018427387904\n1,0,5,1\n' >"$tmp/sum.csv"
 expect 2 "sum.csv:2: the sizes up to buffer 1 add up past 2^62 bytes" -- "$tool" arena "$tmp/sum.csv"
 printf '0,-4611686018427387904,4611686018427387904,8\n' >"$tmp/span.csv"
 expect 2 "span.csv:1: lower is out of range (steps within +-2^61)" -- "$tool" arena "$tmp/span.csv"
+# -o writes back the file's own ids
+printf 'id,lower,upper,size\n17,0,2,64\n5,1,3,64\n' >"$tmp/ids.csv"
+expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/ids.csv" -o "$tmp/ids_out.csv"
+expect 0 "^5,1,3,64," -- cat "$tmp/ids_out.csv"
 printf '0 , 0 , 2 , 64 \r\n1,1,3,64\n' >"$tmp/spaces.csv"
 expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/spaces.csv"
 

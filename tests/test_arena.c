@@ -274,7 +274,7 @@ static void csv_error(const char *name, const char *text, vp_status want, const 
     vp_arena_item *it = NULL;
     int n = 0;
     vp_error err;
-    vp_status s = vp_arena_read_csv(path, &it, &n, &err);
+    vp_status s = vp_arena_read_csv(path, &it, &n, NULL, &err);
     char what[128], why[1200];
     snprintf(what, sizeof what, "csv %s", name);
     snprintf(why, sizeof why, "status %d, message '%s' (want %d and '%s')", (int)s, s ? err.msg : "", (int)want, msg_part);
@@ -284,22 +284,28 @@ static void csv_error(const char *name, const char *text, vp_status want, const 
 }
 
 static void test_csv(void) {
-    const char *path = write_tmp("good", "id,lower,upper,size\n0,0,3,128\n# a comment\n\n1, 2, 5, 64\n2,4,6,0\r\n");
+    const char *path = write_tmp("good", "id,lower,upper,size\n40,0,3,128\n# a comment\n\n-7, 2, 5, 64\n2,4,6,0\r\n");
     vp_arena_item *it = NULL;
+    int64_t *ids = NULL;
     int n = 0;
     vp_error err;
-    vp_status s = vp_arena_read_csv(path, &it, &n, &err);
+    vp_status s = vp_arena_read_csv(path, &it, &n, &ids, &err);
     check(!s && n == 3 && it[0].size == 128 && it[1].start == 2 && it[1].end == 5 && it[2].size == 0, "csv good",
           s ? err.msg : "wrong items");
+    /* the file's ids, not line numbers: `arena -o` writes them back */
+    check(!s && ids[0] == 40 && ids[1] == -7 && ids[2] == 2, "csv ids", s ? err.msg : "wrong ids");
     free(it);
+    free(ids);
     remove(path);
     csv_error("bad_line", "0,0,3,128\n1,2,x,64\n", VP_ERR_PARSE, ":2: expected 'id,lower,upper,size', got '1,2,x,64");
     csv_error("short_line", "0,0,3\n", VP_ERR_PARSE, ":1: expected 'id,lower,upper,size'");
     csv_error("extra_field", "0,0,3,128,9\n", VP_ERR_PARSE, ":1: expected");
     csv_error("negative_size", "id,lower,upper,size\n7,0,3,-128\n", VP_ERR_INVALID, ":2: buffer 7 has size -128");
     csv_error("upper_below_lower", "0,5,3,128\n", VP_ERR_INVALID, ":1: buffer 0 has size 128 and lifetime [5, 3)");
+    csv_error("size_past_int64", "0,0,3,99999999999999999999\n", VP_ERR_INVALID, ":1: size is out of range");
+    csv_error("sizes_past_2_62", "0,0,3,4611686018427387904\n1,0,3,1\n", VP_ERR_INVALID, ":2: the sizes up to buffer 1");
     it = NULL;
-    s = vp_arena_read_csv(VP_BINARY_DIR "/no_such_file.csv", &it, &n, &err);
+    s = vp_arena_read_csv(VP_BINARY_DIR "/no_such_file.csv", &it, &n, NULL, &err);
     check(s == VP_ERR_IO && strstr(err.msg, "no_such_file.csv: cannot open"), "csv missing file", s ? err.msg : "read");
 }
 

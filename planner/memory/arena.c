@@ -98,6 +98,7 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         if (it->start == t_min && it->end == t_max && it->size > 0 && t_max > t_min) {
             it->offset = pinned_bytes;
             pinned_bytes += it->size;
+            res->n_pinned++;
         } else {
             idx[rest++] = idx[i];
         }
@@ -266,15 +267,16 @@ static int parse_fields(const char *p, long long v[4]) {
     return *p ? -1 : -2;
 }
 
-vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_error *err) {
+vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int64_t **ids, vp_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     int cap = 1024, count = 0;
     vp_arena_item *it = malloc((size_t)cap * sizeof *it);
+    int64_t *id_of = malloc((size_t)cap * sizeof *id_of);
     char line[512];
     int lineno = 0;
     int64_t total = 0;
-    vp_status s = it ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_status s = it && id_of ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     while (!s && fgets(line, sizeof line, f)) {
         lineno++;
         char *p = line;
@@ -306,21 +308,28 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_
         }
         total += size;
         if (count == cap) {
-            vp_arena_item *m = realloc(it, (size_t)(cap *= 2) * sizeof *it);
-            if (!m) {
+            cap *= 2;
+            vp_arena_item *m = realloc(it, (size_t)cap * sizeof *it);
+            if (m) it = m;
+            int64_t *mi = realloc(id_of, (size_t)cap * sizeof *id_of);
+            if (mi) id_of = mi;
+            if (!m || !mi) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
                 break;
             }
-            it = m;
         }
+        id_of[count] = id;
         it[count++] = (vp_arena_item){size, lower, upper, 0};
     }
     fclose(f);
     if (s) {
         free(it);
+        free(id_of);
         return s;
     }
     *items = it;
     *n = count;
+    if (ids) *ids = id_of;
+    else free(id_of);
     return VP_OK;
 }

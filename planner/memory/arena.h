@@ -42,7 +42,8 @@ typedef struct vp_arena_algo_result {
 typedef struct vp_arena_result {
     int64_t arena;           /* bytes of the assignment kept */
     int64_t lower_bound;     /* max live bytes at one step */
-    int n_pieces;
+    int n_pieces;            /* independent pieces the buffers split into, besides... */
+    int n_pinned;            /* ...the buffers live at every step, stacked at the bottom */
     double seconds;
     char kept[48];           /* the algorithm whose result was kept ("mixed" when pieces differ) */
     int64_t proven_lower;    /* no assignment is smaller: the bound, or more where the search proved it */
@@ -74,7 +75,8 @@ int64_t vp_arena_lower_bound(const vp_arena_item *items, int n);
 int vp_arena_algo_count(void);
 const char *vp_arena_algo_name(int i);
 
-/* Reads the MiniMalloc CSV format "id,lower,upper,size" (a header line is allowed). */
-vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, vp_error *err);
+/* Reads the MiniMalloc CSV format "id,lower,upper,size" (a header line is allowed); the
+ * ids, in the items' order, into *ids when ids is not NULL (the caller frees both). */
+vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int64_t **ids, vp_error *err);
 
 #endif

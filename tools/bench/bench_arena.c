@@ -408,7 +408,7 @@ static void hard_section(const char *csv_dir) {
         vp_arena_item *it = NULL;
         int n = 0;
         vp_error err;
-        if (vp_arena_read_csv(path, &it, &n, &err)) break;
+        if (vp_arena_read_csv(path, &it, &n, NULL, &err)) break;
         char name[32];
         snprintf(name, sizeof name, "minimalloc %c", c);
         hard_row(name, it, n, minimalloc_best(c));

@@ -30,12 +30,15 @@ static int run_arena(int argc, char **argv) {
     vp_error err;
     vp_arena_item *items = NULL;
     int n = 0;
-    vp_status s = vp_arena_read_csv(path, &items, &n, &err);
+    int64_t *ids = NULL;
+    vp_status s = vp_arena_read_csv(path, &items, &n, &ids, &err);
     vp_arena_result res;
     if (!s) s = vp_arena_solve(items, n, &opts, &res, &err);
     if (!s) {
         char b1[32], b2[32];
-        printf("%s: %d buffers in %d pieces\n", path, n, res.n_pieces);
+        printf("%s: %d buffer%s in %d piece%s", path, n, n == 1 ? "" : "s", res.n_pieces, res.n_pieces == 1 ? "" : "s");
+        if (res.n_pinned) printf(", and %d live at every step, at the bottom", res.n_pinned);
+        printf("\n");
         printf("arena:       %lld bytes (%s)\n", (long long)res.arena, vp_human_bytes(res.arena, b1, sizeof b1));
         printf("lower bound: %lld bytes (%s)\n", (long long)res.lower_bound, vp_human_bytes(res.lower_bound, b2, sizeof b2));
         printf("ratio:       %.5f, kept %s, %.3f s\n", res.lower_bound ? (double)res.arena / (double)res.lower_bound : 1.0,
@@ -57,12 +60,13 @@ static int run_arena(int argc, char **argv) {
         else {
             fprintf(f, "id,lower,upper,size,offset\n");
             for (int i = 0; i < n; i++)
-                fprintf(f, "%d,%lld,%lld,%lld,%lld\n", i, (long long)items[i].start, (long long)items[i].end,
+                fprintf(f, "%lld,%lld,%lld,%lld,%lld\n", (long long)ids[i], (long long)items[i].start, (long long)items[i].end,
                         (long long)items[i].size, (long long)items[i].offset);
             if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", out);
         }
     }
     free(items);
+    free(ids);
     return cli_report(s, &err);
 }
 
