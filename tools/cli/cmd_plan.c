@@ -230,7 +230,7 @@ static int run_plan(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *json = NULL, *device = "cpu", *remat_arg = NULL;
     const char *max_dim = NULL, *dot = NULL, *timeline = NULL;
     int fused = -1, automatic = 0;
-    int64_t budget = 0, max_tp = 0;
+    int64_t budget = -1, max_tp = 0; /* -1: no --budget */
     double ilp_limit = NAN, arena_limit = NAN;
     cli_pairs dims = {0};
     cli_train_opts o;
@@ -288,6 +288,9 @@ static int run_plan(int argc, char **argv) {
     vp_error err;
     vp_remat_opts ro = {0};
     vp_status s = cli_train_finish(&o, &err);
+    /* a budget of nothing is a typo, not "no budget": no plan fits in 0 bytes */
+    if (!s && budget == 0) s = vp_fail(&err, VP_ERR_USAGE, "--budget 0: a budget must be more than 0 bytes (leave --budget out for none)");
+    if (budget < 0) budget = 0;
     const vp_device_profile *dev = vp_device_find(device);
     if (!s && !dev) s = vp_fail(&err, VP_ERR_INVALID, "--device %s: no profile", device);
     vp_remat_kind remat = budget > 0 ? VP_REMAT_DP : VP_REMAT_NONE;
