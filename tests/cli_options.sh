@@ -105,6 +105,8 @@ expect 2 "verify: unknown option '--json'" -- "$tool" verify x.vplan --json
 # a missing value; a misspelt option gets the near one suggested
 expect 2 "plan: --budget needs a value (--budget SIZE)" -- "$tool" plan "$mlp" --budget
 expect 2 "budget 0: a budget must be more than 0 bytes (leave --budget out for none)" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --budget 0
+expect 2 "loss reads 'logits' of shape \[0, 10\], which has no elements" -- "$tool" plan "$mlp" --dim batch=0 --loss ce:logits
+expect 2 "loss reads 'logits' of shape \[0, 10\], which has no elements" -- "$tool" train "$mlp" --dim batch=0 --loss mse:logits --steps 1
 expect 2 "run: --backend needs a value (--backend cpu|cuda)" -- "$tool" run x.vplan --backend
 expect 2 "unknown option '--bugdet'; did you mean --budget?" -- "$tool" plan "$mlp" --bugdet 1MiB
 expect 2 "unknown option '--outptu'; did you mean --output?" -- "$tool" train-graph "$mlp" --outptu x.onnx

@@ -109,6 +109,16 @@ vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, v
                        g->n_outputs > 1 ? ", ..." : "");
     if (!vp_value_known(&g->values[v]))
         return vp_fail(err, VP_ERR_INVALID, "%s: the shape of '%s' is not known", g->path, spec->value);
+    /* a mean over no elements is NaN (as in PyTorch), and every update after it too: an
+     * empty batch (--dim batch=0) is refused rather than trained on */
+    if (spec->kind != VP_LOSS_OUTPUT && vp_value_numel(&g->values[v]) == 0) {
+        char sh[128];
+        const vp_value *L = &g->values[v];
+        return vp_fail(err, VP_ERR_INVALID,
+                       "%s: --loss reads '%s' of shape %s, which has no elements: the loss would be a mean over "
+                       "nothing (is a dim bound to 0?)",
+                       g->path, L->name, vp_shape_str(L->rank, L->dims, sh, sizeof sh));
+    }
     t->first_loss_node = g->n_nodes;
     int opset = g->opset_onnx > 13 ? g->opset_onnx : 13;
     switch (spec->kind) {
