@@ -92,6 +92,13 @@ expect 0 "qat int8:per-tensor:sym:lsq: 3 nodes, 3 weights, 3 activations (0 resi
 expect 2 "--qdq needs --save and --qat" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qdq --save "$tmp/q.onnx"
 expect 0 "QDQ: 3 weights int8, 3 activations quantised, 3 biases int32" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8 --save "$tmp/q.onnx" --qdq
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
+# values the parser takes but no training step can use; 0 is never read as "not given"
+expect 2 "eps must be more than 0" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer adam --eps 0
+expect 2 "eps applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --eps 1e-6
+expect 2 "lr must be more than 0 and at most 1e30" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --lr 1e40
+expect 2 "tp must be between 1 and 4096" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --tp 0
+expect 2 "qat-freeze-after applies to --qat only" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --qat-freeze-after 0
+expect 2 "qat-freeze-after must be at least 1 step" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --qat int8 --qat-freeze-after 0
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB
 expect 2 "plan: --remat expects none, sqrtn, dp or ilp, got 'magic'" -- "$tool" plan "$mlp" --remat=magic

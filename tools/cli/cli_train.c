@@ -11,6 +11,7 @@
 void cli_train_init(cli_train_opts *o) {
     memset(o, 0, sizeof *o);
     o->lr = o->momentum = o->eps = o->weight_decay = o->loss_scale = NAN;
+    o->tp = o->qat_freeze_after = -1; /* not given: a 0 given is refused, not taken for "off" */
     const cli_opt t[] = {
         {"--loss", CLI_STR, &o->loss, "ce:LOGITS|mse:OUTPUT|output:NAME",
          "ce: softmax cross-entropy over the last axis of LOGITS, mean\n"
@@ -122,13 +123,15 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
                            o->loss_scale);
         o->spec.loss_scale.init = o->loss_scale;
     }
-    if (o->tp < 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
-    o->spec.tp.n = o->tp ? (int)o->tp : 1;
+    if (o->tp == 0 || o->tp > 4096) return vp_fail(err, VP_ERR_USAGE, "--tp must be between 1 and 4096");
+    o->spec.tp.n = o->tp > 0 ? (int)o->tp : 1;
     if (o->spec.tp.sp && o->spec.tp.n < 2) return vp_fail(err, VP_ERR_USAGE, "--sp needs --tp 2 or more");
     if (o->qat && (s = vp_qat_parse(o->qat, &o->spec.qat, err))) return s;
-    if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after))
+    if (!o->qat && (o->spec.qat.exclude || o->qat_freeze_after >= 0))
         return vp_fail(err, VP_ERR_USAGE, "--%s applies to --qat only", o->spec.qat.exclude ? "qat-exclude" : "qat-freeze-after");
-    o->spec.qat.freeze_after = o->qat_freeze_after;
+    if (o->qat_freeze_after == 0)
+        return vp_fail(err, VP_ERR_USAGE, "--qat-freeze-after must be at least 1 step (leave it out for never)");
+    o->spec.qat.freeze_after = o->qat_freeze_after > 0 ? o->qat_freeze_after : 0;
     if (o->spec.offload && o->spec.opt.kind != VP_OPT_ADAM && o->spec.opt.kind != VP_OPT_ADAMW)
         return vp_fail(err, VP_ERR_USAGE, "--offload applies to --optimizer adam or adamw only");
     if (o->lora) {
@@ -143,7 +146,11 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (!isnan(o->momentum)) opt->momentum = o->momentum;
     if (!isnan(o->eps)) opt->eps = o->eps;
     if (!isnan(o->weight_decay)) opt->weight_decay = o->weight_decay;
-    if (!(opt->lr > 0)) return vp_fail(err, VP_ERR_USAGE, "--lr must be positive");
+    if (!(opt->lr > 0) || opt->lr > 1e30) return vp_fail(err, VP_ERR_USAGE, "--lr must be more than 0 and at most 1e30");
+    if (!isnan(o->eps) && opt->kind != VP_OPT_ADAM && opt->kind != VP_OPT_ADAMW)
+        return vp_fail(err, VP_ERR_USAGE, "--eps applies to --optimizer adam or adamw only");
+    /* with eps 0 a parameter whose gradient is 0 is moved by 0/0: NaN from the first step */
+    if (!isnan(o->eps) && !(o->eps > 0)) return vp_fail(err, VP_ERR_USAGE, "--eps must be more than 0");
     if (!isnan(o->momentum) && opt->kind != VP_OPT_MOMENTUM)
         return vp_fail(err, VP_ERR_USAGE, "--momentum applies to --optimizer momentum only");
     if (o->betas && opt->kind != VP_OPT_ADAM && opt->kind != VP_OPT_ADAMW)

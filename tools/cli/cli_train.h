@@ -12,10 +12,10 @@ typedef struct cli_train_opts {
     const char *attention;                  /* "fused", "plain", or NULL (fused) */
     const char *precision;                  /* "fp32", "bf16", "fp16", or NULL (fp32) */
     const char *qat;                        /* "int8[:variant...]", or NULL (no QAT) */
-    int64_t qat_freeze_after;               /* --qat-freeze-after, 0 when not given */
+    int64_t qat_freeze_after;               /* --qat-freeze-after, -1 when not given */
     double lr, momentum, eps, weight_decay; /* NAN when not given; override the optimizer's defaults */
     double loss_scale;                      /* --loss-scale, NAN when not given */
-    int64_t tp;                             /* --tp, 0 when not given */
+    int64_t tp;                             /* --tp, -1 when not given */
     const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
     cli_opt table[24];                      /* points into this struct: do not copy it */
 } cli_train_opts;

@@ -303,7 +303,7 @@ static int run_plan(int argc, char **argv) {
             s = vp_fail(&err, VP_ERR_USAGE, "--ilp-time-limit applies to --remat ilp only");
     }
     int adam = o.spec.opt.kind == VP_OPT_ADAM || o.spec.opt.kind == VP_OPT_ADAMW;
-    vp_search_space sp = {(int)max_tp, o.tp != 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1,
+    vp_search_space sp = {(int)max_tp, o.tp > 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1,
                           adam && !o.spec.offload};
     if (fused < 0) fused = 1;
     if (!s && automatic && budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--auto needs --budget");
