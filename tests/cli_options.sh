@@ -92,6 +92,7 @@ expect 0 "qat int8:per-tensor:sym:lsq: 3 nodes, 3 weights, 3 activations (0 resi
 expect 2 "--qdq needs --save and --qat" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qdq --save "$tmp/q.onnx"
 expect 0 "QDQ: 3 weights int8, 3 activations quantised, 3 biases int32" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --qat int8 --save "$tmp/q.onnx" --qdq
 expect 2 "train: --eps expects a non-negative number, got 'inf'" -- "$tool" train "$mlp" --eps inf
+expect 0 "warning: --dim foo: .* has no input dim of that name" -- "$tool" inspect "$mlp" --dim batch=4 --dim foo=3
 # values the parser takes but no training step can use; 0 is never read as "not given"
 expect 2 "eps must be more than 0" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --optimizer adam --eps 0
 expect 2 "eps applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --eps 1e-6

@@ -18,6 +18,16 @@ int cli_report(vp_status s, const vp_error *err) {
 vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err) {
     vp_status s = vp_onnx_load(path, out, err);
     if (s) return s;
+    /* a --dim no input uses is most likely a misspelt name: said, not fatal (one command
+     * line may bind a batch dim over several models, some of them fixed) */
+    for (int i = 0; i < dims->n; i++) {
+        int used = 0;
+        for (int k = 0; k < (*out)->n_inputs && !used; k++) {
+            const vp_value *v = &(*out)->values[(*out)->inputs[k]];
+            for (int d = 0; d < v->rank && !used; d++) used = v->dim_param[d] && !strcmp(v->dim_param[d], dims->b[i].name);
+        }
+        if (!used) fprintf(stderr, "onnx-vplan: warning: --dim %s: %s has no input dim of that name\n", dims->b[i].name, path);
+    }
     s = vp_bind_dims(*out, dims->b, dims->n, err);
     if (s) {
         vp_graph_free(*out);
