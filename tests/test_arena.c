@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_check.h"
 #include "memory/arena.h"
 #include "memory/arena_exact.h"
 #include "memory/arena_exact_search.h"
@@ -92,22 +93,6 @@ static int valid_sweep(const vp_arena_item *it, int n, char *why, size_t len) {
     return ok;
 }
 
-/* Pairwise, for instances with lifetimes of no steps: [a, a) overlaps what strictly
- * contains a, two such never overlap each other. */
-static int valid_pairs(const vp_arena_item *it, int n, char *why, size_t len) {
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            const vp_arena_item *a = &it[i], *b = &it[j];
-            int in_time = a->start < b->end && b->start < a->end;
-            int in_bytes = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
-            if (in_time && in_bytes) {
-                snprintf(why, len, "items %d and %d overlap", i, j);
-                return 0;
-            }
-        }
-    return 1;
-}
-
 /* The most bytes live at one step: at each start time, the sum over every item. */
 static int64_t brute_bound(const vp_arena_item *it, int n) {
     int64_t best = 0;
@@ -118,13 +103,6 @@ static int64_t brute_bound(const vp_arena_item *it, int n) {
         if (live > best) best = live;
     }
     return best;
-}
-
-static int64_t top_of(const vp_arena_item *it, int n) {
-    int64_t top = 0;
-    for (int i = 0; i < n; i++)
-        if (it[i].offset + it[i].size > top) top = it[i].offset + it[i].size;
-    return top;
 }
 
 /* ---- instances ---- */
@@ -160,11 +138,11 @@ static void make_instance(vp_rng *r, int kind, int n, vp_arena_item *it) {
 static void check_solution(const char *what, const vp_arena_item *it, int n, const vp_arena_result *res, int64_t bound,
                            int zero_life) {
     char why[400];
-    int ok = zero_life ? valid_pairs(it, n, why, sizeof why) : valid_sweep(it, n, why, sizeof why);
+    int ok = zero_life ? arena_check_pairs(it, n, why, sizeof why) : valid_sweep(it, n, why, sizeof why);
     check(ok, what, why);
     snprintf(why, sizeof why, "arena %lld, highest end %lld, lower bound %lld (expected %lld)", (long long)res->arena,
-             (long long)top_of(it, n), (long long)res->lower_bound, (long long)bound);
-    check(res->arena == top_of(it, n) && res->arena >= bound && res->lower_bound == bound, what, why);
+             (long long)arena_check_top(it, n), (long long)res->lower_bound, (long long)bound);
+    check(res->arena == arena_check_top(it, n) && res->arena >= bound && res->lower_bound == bound, what, why);
 }
 
 static void test_random_instances(void) {
@@ -238,7 +216,7 @@ static void test_checker(void) {
     it[1].offset = 100;
     it[2].offset = 140; /* inside item 1 during steps 5 to 7 */
     check(!valid_sweep(it, 3, why, sizeof why), "checker finds an overlap above", "accepted");
-    check(!valid_pairs(it, 3, why, sizeof why), "pairwise checker finds it too", "accepted");
+    check(!arena_check_pairs(it, 3, why, sizeof why), "pairwise checker finds it too", "accepted");
     check(brute_bound(it, 3) == 150, "brute-force bound", "not 150");
 }
 

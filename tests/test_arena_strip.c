@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena_check.h"
 #include "memory/arena.h"
 #include "memory/arena_strip.h"
 #include "rng.h"
@@ -29,26 +30,10 @@ static void check(int ok, const char *what, const char *detail) {
     printf("FAIL %s: %s\n", what, detail);
 }
 
+/* the pairwise check, its reason in a static buffer (NULL: none overlap) */
 static const char *overlap(const vp_arena_item *it, int n) {
     static char why[96];
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            const vp_arena_item *a = &it[i], *b = &it[j];
-            if (!a->size || !b->size) continue;
-            if (a->start < b->end && b->start < a->end && a->offset < b->offset + b->size &&
-                b->offset < a->offset + a->size) {
-                snprintf(why, sizeof why, "buffers %d and %d overlap", i, j);
-                return why;
-            }
-        }
-    return NULL;
-}
-
-static int64_t top_of(const vp_arena_item *it, int n) {
-    int64_t top = 0;
-    for (int i = 0; i < n; i++)
-        if (it[i].offset + it[i].size > top) top = it[i].offset + it[i].size;
-    return top;
+    return arena_check_pairs(it, n, why, sizeof why) ? NULL : why;
 }
 
 static int64_t rnd(vp_rng *r, int64_t n) { return (int64_t)(vp_rng_next(r) % (uint64_t)n); }
@@ -97,8 +82,8 @@ static void test_guillotine(void) {
         const char *why = overlap(it, n);
         check(!why, what, why ? why : "");
         char detail[96];
-        snprintf(detail, sizeof detail, "arena %lld, packing %lld", (long long)top_of(it, n), (long long)(cap * unit));
-        check(top_of(it, n) == cap * unit, what, detail);
+        snprintf(detail, sizeof detail, "arena %lld, packing %lld", (long long)arena_check_top(it, n), (long long)(cap * unit));
+        check(arena_check_top(it, n) == cap * unit, what, detail);
         check(work > 0, what, "no work counted");
         int zeros_at_0 = 1;
         for (int i = 0; i < n; i++) zeros_at_0 &= it[i].size || !it[i].offset;
