@@ -30,12 +30,17 @@
  * strip contains a buffer that starts at the first step, so the sweep is run for each
  * such buffer x in turn (T containing x), thinnest first, the k-th with 1/k of a budget
  * of nodes that doubles every round (which x leads to a small strip is not known; a
- * strip through a thin buffer can be the whole piece).  Remembered: a (set, height) proved impossible; a sweep state (step, bytes
- * pending by end step, the open block) from which no flat T follows; strips already
- * tried at a level.  When the sweep through some x finishes without a strip that works
+ * strip through a thin buffer can be the whole piece).  Remembered: a (set, height)
+ * proved impossible; a sweep state (step, bytes pending by end step, the open block) from
+ * which no flat T follows; strips already tried at a level.  When the sweep through some x finishes without a strip that works
  * the level fails: complete for assignments made of strips and time cuts (guillotine
  * ones), which is what the perfect packings are; on others it may miss, and the caller
- * goes on with its own search.
+ * goes on with its own search.  A level of few items is first given, with a little
+ * work, to the placement search (arena_strip_place.c), whose answers hold for every
+ * assignment, not only strips: where sizes add up alike in many ways the flat strips are
+ * many and the sweep tries them one by one, while placing buffer by buffer decides the
+ * level soon (a window of 39 buffers over 7 steps of perfect_400_s5: 111M units by
+ * strips, 0.4M by placement).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard (perfect_400). */
 #include "memory/arena_strip.h"
@@ -109,6 +114,15 @@ static int by_thin(const void *pa, const void *pb, void *ctx) {
     return ca - cb;
 }
 
+/* Levels of up to this many items go to the placement search first, with this much
+ * work per pair of items for each of its three orders.  Measured on the 400-buffer
+ * perfect packings of seeds k = 11..40 (bench_arena --strip's generator, beyond its ten)
+ * at 625M units each: 16 solved instead of 15, and the 15 solved before in 668M units in
+ * all instead of 1389M; limits of 60, 80 or 400 items and 4 or 16 per pair did alike, 250
+ * items at 2 per pair solved one fewer. */
+#define STRIP_PLACE_MAX_ITEMS 120
+#define STRIP_PLACE_WORK_PER_PAIR 4
+
 static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H, int64_t base) {
     qsort_r(v, (size_t)ns, sizeof *v, by_lo, st);
     /* time cuts: the items in start order split wherever none spans the step */
@@ -140,6 +154,11 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
         else v[nr++] = v[i];
     }
     if (used) return used > H ? STRIP_FAIL : vp_strip_solve(st, v, nr, t0, t1, H - used, base + used);
+    /* a small level: the placement search first, with a little work (arena_strip_place.c) */
+    if (ns <= STRIP_PLACE_MAX_ITEMS) {
+        int r = vp_strip_place(st, v, ns, H, base, STRIP_PLACE_WORK_PER_PAIR * (int64_t)ns * ns);
+        if (r != STRIP_PAUSE) return r;
+    }
     /* a strip through each buffer starting at t0 (swept forward) or ending at t1 (swept
      * back) in turn, thinnest first, with a budget that doubles: the end from which a level
      * is proved impossible soonest differs */

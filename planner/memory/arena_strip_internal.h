@@ -66,4 +66,9 @@ int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int6
 int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
                      int64_t budget, strip_keyset *tried);
 
+/* Items S, flat at H over their span with no time cut and no item spanning it: the
+ * placement search of arena_exact_search.c at capacity H, up to `work` units for each of
+ * its orders (arena_strip_place.c).  STRIP_PAUSE when undecided. */
+int vp_strip_place(strip *st, const int *S, int ns, int64_t H, int64_t base, int64_t work);
+
 #endif
