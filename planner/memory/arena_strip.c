@@ -32,15 +32,15 @@
  * of nodes that doubles every round (which x leads to a small strip is not known; a
  * strip through a thin buffer can be the whole piece).  Remembered: a (set, height)
  * proved impossible; a sweep state (step, bytes pending by end step, the open block) from
- * which no flat T follows; strips already tried at a level.  When the sweep through some x finishes without a strip that works
- * the level fails: complete for assignments made of strips and time cuts (guillotine
- * ones), which is what the perfect packings are; on others it may miss, and the caller
- * goes on with its own search.  A level of few items is first given, with a little
+ * which no flat T follows; strips already tried at a level.  When the sweep through some
+ * x finishes without a strip that works the level fails: complete for assignments made
+ * of strips and time cuts (guillotine ones), which is what the perfect packings are; on
+ * others it may miss, and the caller goes on with its own search.  A level of few items is first given, with a little
  * work, to the placement search (arena_strip_place.c), whose answers hold for every
  * assignment, not only strips: where sizes add up alike in many ways the flat strips are
  * many and the sweep tries them one by one, while placing buffer by buffer decides the
- * level soon (a window of 39 buffers over 7 steps of perfect_400_s5: 111M units by
- * strips, 0.4M by placement).
+ * level soon (a window of 7 steps, 39 buffers, of the level left after perfect_400_s5's
+ * wrong third strip: 111.6M units by strips, under 0.01M with this step).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard (perfect_400). */
 #include "memory/arena_strip.h"
@@ -156,8 +156,17 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
     if (used) return used > H ? STRIP_FAIL : vp_strip_solve(st, v, nr, t0, t1, H - used, base + used);
     /* a small level: the placement search first, with a little work (arena_strip_place.c) */
     if (ns <= STRIP_PLACE_MAX_ITEMS) {
-        int r = vp_strip_place(st, v, ns, H, base, STRIP_PLACE_WORK_PER_PAIR * (int64_t)ns * ns);
-        if (r != STRIP_PAUSE) return r;
+        /* once per level: a level met again (the rounds above revisit what ran out) would
+         * get the same budget and the same undecided answer */
+        strip_key k = vp_strip_set_key(st, v, ns, H);
+        if (!vp_strip_keyset_has(&st->placed, k)) {
+            int r = vp_strip_place(st, v, ns, H, base, STRIP_PLACE_WORK_PER_PAIR * (int64_t)ns * ns);
+            if (r != STRIP_PAUSE) return r;
+            if (vp_strip_keyset_add(&st->placed, k) < 0) {
+                st->oom = 1;
+                return STRIP_OUT;
+            }
+        }
     }
     /* a strip through each buffer starting at t0 (swept forward) or ending at t1 (swept
      * back) in turn, thinnest first, with a budget that doubles: the end from which a level
@@ -305,5 +314,6 @@ done:
     free(loc), free(all), free(st.lo), free(st.hi), free(st.sz), free(st.off), free(st.z1), free(st.z2), free(st.mark);
     free(st.failed.slot);
     free(st.solved.slot);
+    free(st.placed.slot);
     return ret;
 }

@@ -37,6 +37,7 @@ typedef struct strip {
     unsigned char *mark;         /* scratch: the items of a strip, while its rest is listed */
     strip_keyset failed;         /* (set, height) with no assignment of strips */
     strip_keyset solved;         /* blocks (set, height) that have one */
+    strip_keyset placed;         /* levels (set, height) the placement search left undecided */
     int64_t work, limit;
     int depth, oom;
 } strip;
