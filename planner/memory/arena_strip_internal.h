@@ -31,6 +31,13 @@ typedef struct strip_keyset {
     size_t cap, used;
 } strip_keyset;
 
+/* a lossy set of 128-bit keys: a fixed table of buckets of two, where a new key pushes
+ * out the older of a full bucket (a key forgotten costs work again, never an answer) */
+typedef struct strip_cache {
+    strip_key *slot; /* 2 * (mask + 1) keys */
+    size_t mask;
+} strip_cache;
+
 typedef struct strip {
     int64_t *lo, *hi, *sz, *off; /* per item of the piece */
     uint64_t *z1, *z2;           /* a random key per item: a set's key is their xor */
@@ -38,6 +45,7 @@ typedef struct strip {
     strip_keyset failed;         /* (set, height) with no assignment of strips */
     strip_keyset solved;         /* blocks (set, height) that have one */
     strip_keyset placed;         /* levels (set, height) the placement search left undecided */
+    strip_cache dead;            /* sweep states with no flat completion (arena_strip_sweep.c) */
     int64_t work, limit;
     int depth, oom;
 } strip;
@@ -53,6 +61,8 @@ uint64_t vp_strip_mix(uint64_t z);
 int vp_strip_keyset_has(const strip_keyset *s, strip_key k);
 /* 0, or -1 when out of memory */
 int vp_strip_keyset_add(strip_keyset *s, strip_key k);
+int vp_strip_cache_has(const strip_cache *c, strip_key k);
+void vp_strip_cache_add(strip_cache *c, strip_key k);
 /* the key of a set of items at a height: order-free */
 strip_key vp_strip_set_key(const strip *st, const int *S, int ns, int64_t h);
 

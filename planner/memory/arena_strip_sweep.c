@@ -6,8 +6,10 @@
  * level's bottom strip by the recursion (arena_strip.c), until one works, none is left,
  * or the round's budget of nodes runs out.  Keeps true: the subsets it tries are flat;
  * a sweep state is remembered as failed only when nothing below it was tried (what was
- * tried depends on the blocks before it, which its key leaves out).  See arena_strip.c
- * for the method. */
+ * tried depends on the blocks before it, which its key leaves out); the key is in times
+ * and names the items still to come, so it holds across rounds, buffers and levels (the
+ * rests of neighbouring strips share most of their sweeps).  See arena_strip.c for the
+ * method. */
 #include "memory/arena_strip_internal.h"
 
 #include <stdlib.h>
@@ -32,7 +34,7 @@ typedef struct sweep_ctx {
     int *ids, *rest;    /* scratch lists of items */
     int64_t budget;     /* nodes left this round */
     int64_t cuts;       /* strips completed (tried or skipped as tried) */
-    strip_keyset memo;  /* sweep states from which no flat strip follows */
+    uint64_t *za, *zb;  /* per step: the keys of the items that start there or later */
     strip_keyset *tried; /* strips tried at this level */
 } sweep_ctx;
 
@@ -140,11 +142,18 @@ static int sweep(sweep_ctx *f, int ei, int bs, int64_t lm, int64_t h, uint64_t b
         if (r != STRIP_DONE) return r;
         bs = f->nch, lm = t, b1 = b2 = 0;
     }
-    strip_key k = {vp_strip_mix((uint64_t)ei) ^ vp_strip_mix((uint64_t)lm + 0x632be5abu) ^ b1, vp_strip_mix((uint64_t)ei + 0x7f4a7c15u) ^ b2};
+    /* The state in times, not step numbers, with the items still to come: what follows
+     * from it depends on nothing else, so the key holds in every sweep of the piece (other
+     * rounds, other buffers, other levels) */
+    uint64_t span = vp_strip_mix((uint64_t)f->t0 * 0x9e3779b97f4a7c15ull ^ (uint64_t)f->t1) ^ vp_strip_mix((uint64_t)h + 3 * (uint64_t)f->rev);
+    strip_key k = {span ^ vp_strip_mix((uint64_t)t) ^ vp_strip_mix((uint64_t)lm + 0x632be5abu) ^ b1 ^ f->za[ei],
+                   vp_strip_mix(span + (uint64_t)t + 0x7f4a7c15u) ^ b2 ^ f->zb[ei]};
     for (int q = ei; q < f->E; q++)
-        if (f->ending[q]) k.a ^= vp_strip_mix((uint64_t)q * 0x100000001b3ull ^ (uint64_t)f->ending[q]), k.b ^= vp_strip_mix((uint64_t)f->ending[q] * 31 + (uint64_t)q);
+        if (f->ending[q])
+            k.a ^= vp_strip_mix((uint64_t)f->ev[q] * 0x100000001b3ull ^ (uint64_t)f->ending[q]),
+                k.b ^= vp_strip_mix((uint64_t)f->ending[q] * 31 + (uint64_t)f->ev[q]);
     k.b |= 1;
-    if (vp_strip_keyset_has(&f->memo, k)) return STRIP_FAIL;
+    if (vp_strip_cache_has(&st->dead, k)) return STRIP_FAIL;
     int64_t cuts = f->cuts;
     if (++st->depth > STRIP_MAX_DEPTH) {
         st->depth--;
@@ -154,7 +163,7 @@ static int sweep(sweep_ctx *f, int ei, int bs, int64_t lm, int64_t h, uint64_t b
     st->depth--;
     /* remembered only when no strip came out of it: a strip that did depends on the
      * blocks before this state, which the key leaves out */
-    if (r == STRIP_FAIL && f->cuts == cuts && vp_strip_keyset_add(&f->memo, k) < 0) st->oom = 1, r = STRIP_OUT;
+    if (r == STRIP_FAIL && f->cuts == cuts) vp_strip_cache_add(&st->dead, k);
     return r;
 }
 
@@ -217,6 +226,15 @@ int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, in
         else if (S[i] == x) xp = i;
         else c0[nc++] = i;
     }
+    f.za = calloc((size_t)f.E + 1, sizeof *f.za);
+    f.zb = calloc((size_t)f.E + 1, sizeof *f.zb);
+    if (!f.za || !f.zb) {
+        st->oom = 1;
+        goto done;
+    }
+    for (int i = 0; i < ns; i++)
+        if (sidx[i] >= 0) f.za[sidx[i]] ^= st->z1[S[i]], f.zb[sidx[i]] ^= st->z2[S[i]];
+    for (int e = f.E - 1; e >= 0; e--) f.za[e] ^= f.za[e + 1], f.zb[e] ^= f.zb[e + 1];
     for (int e = 0; e < f.E; e++) f.cs[e + 1] += f.cs[e];
     for (int e = 0; e <= f.E; e++) fill[e] = f.cs[e];
     for (int i = 0; i < ns; i++)
@@ -237,6 +255,6 @@ int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, in
         r = first_step(&f, c0, nc, 0, left, st->sz[x], st->z1[x], st->z2[x]);
 done:
     free(f.ev), free(f.eend), free(f.cs), free(f.cl), free(f.suf), free(f.ending), free(f.chosen), free(f.ids);
-    free(f.rest), free(c0), free(sidx), free(fill), free(f.memo.slot);
+    free(f.rest), free(c0), free(sidx), free(fill), free(f.za), free(f.zb);
     return st->oom ? STRIP_OUT : r;
 }
