@@ -152,7 +152,9 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
                 if (st->hi[v[b]] > reach) reach = st->hi[v[b]];
                 b++;
             }
+            if (vp_strip_pend_push(st, v + b, ns - b) < 0) return STRIP_OUT;
             int r = vp_strip_solve(st, v + a, b - a, st->lo[v[a]], reach, H, base);
+            vp_strip_pend_pop(st);
             if (r != STRIP_DONE) return r;
             a = b;
         }
@@ -283,7 +285,8 @@ static int64_t flat_load(const strip *st, int n) {
  * work took more CPU time (the table outgrows the caches), and the 32 were the same. */
 #define STRIP_DEAD_BUCKETS ((size_t)1 << 16)
 
-int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t max_work, int64_t *work) {
+int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t max_work, int64_t *work,
+                         int64_t *fallback) {
     *work = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -304,8 +307,17 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
     st.mark = calloc((size_t)m, 1);
     st.dead.mask = STRIP_DEAD_BUCKETS - 1;
     st.dead.slot = calloc(2 * STRIP_DEAD_BUCKETS, sizeof *st.dead.slot);
+    st.fb_off = fallback ? malloc((size_t)m * sizeof *st.fb_off) : NULL;
+    st.m = m, st.fb_pending = INT64_MAX;
     int ret = -1;
-    if (!loc || !all || !st.lo || !st.hi || !st.sz || !st.off || !st.z1 || !st.z2 || !st.mark || !st.dead.slot) goto done;
+    if (!loc || !all || !st.lo || !st.hi || !st.sz || !st.off || !st.z1 || !st.z2 || !st.mark || !st.dead.slot ||
+        (fallback && !st.fb_off))
+        goto done;
+    /* a completion must beat what the items hold (the portfolio's assignment) */
+    st.fb_top = 0;
+    for (int i = 0; i < n; i++)
+        if (items[idx[i]].offset + items[idx[i]].size > st.fb_top) st.fb_top = items[idx[i]].offset + items[idx[i]].size;
+    int64_t held = st.fb_top;
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
     for (int i = 0, k = 0; i < n; i++) {
         const vp_arena_item *it = &items[idx[i]];
@@ -327,6 +339,10 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
             ret = 1;
         } else if (st.oom) {
             ret = -1;
+        } else if (fallback && st.fb_top < held) { /* a completion lower than the items' arena */
+            for (int i = 0; i < n; i++) fallback[i] = 0;
+            for (int k = 0; k < m; k++) fallback[loc[k]] = st.fb_off[k];
+            ret = 2;
         }
     }
     *work = st.work < max_work ? st.work : max_work;
@@ -336,5 +352,7 @@ done:
     free(st.solved.slot);
     free(st.placed.slot);
     free(st.dead.slot);
+    free(st.fb_off);
+    free(st.pend);
     return ret;
 }

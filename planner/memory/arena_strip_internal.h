@@ -38,6 +38,12 @@ typedef struct strip_cache {
     size_t mask;
 } strip_cache;
 
+/* items not yet placed on the search's path from the piece's root */
+struct strip_pending {
+    const int *S;
+    int n;
+};
+
 typedef struct strip {
     int64_t *lo, *hi, *sz, *off; /* per item of the piece */
     uint64_t *z1, *z2;           /* a random key per item: a set's key is their xor */
@@ -48,6 +54,13 @@ typedef struct strip {
     strip_cache dead;            /* sweep states with no flat completion (arena_strip_sweep.c) */
     int64_t work, limit;
     int depth, oom;
+    int m;                       /* items of the piece */
+    /* the best assignment above the bound met on the way (arena_strip_fallback.c) */
+    struct strip_pending *pend;  /* a stack of lists of items pending on the path */
+    int npend, pend_cap;
+    int relative;                /* inside a block's check, whose offsets are not the piece's */
+    int64_t fb_pending;          /* the least area (bytes x steps) pending at a snapshot so far */
+    int64_t fb_top, *fb_off;     /* the lowest completion and its offsets */
 } strip;
 
 /* qsort's order on int64_t */
@@ -76,6 +89,13 @@ int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int6
  * when `budget` sweep nodes ran out first (arena_strip_sweep.c). */
 int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
                      int64_t budget, strip_keyset *tried);
+
+/* The stack of pending lists (arena_strip_fallback.c): push returns -1 when out of
+ * memory.  A snapshot, taken when a strip is placed on the path, completes the placed
+ * items greedily when fewer are pending than ever before, and keeps the lowest. */
+int vp_strip_pend_push(strip *st, const int *S, int ns);
+void vp_strip_pend_pop(strip *st);
+void vp_strip_snapshot(strip *st);
 
 /* Items S, flat at H over their span with no time cut and no item spanning it: the
  * placement search of arena_exact_search.c at capacity H, up to `work` units for each of

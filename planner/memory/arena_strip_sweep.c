@@ -69,7 +69,9 @@ static int check_block(sweep_ctx *f, int bs, int64_t lm, int64_t t, int64_t h) {
     for (int i = bs; i < f->nch; i++) f->ids[k++] = f->S[f->chosen[i]];
     strip_key key = vp_strip_set_key(f->st, f->ids, k, h);
     if (vp_strip_keyset_has(&f->st->solved, key)) return STRIP_DONE; /* the same block met again: its offsets are not needed */
+    f->st->relative++;
     int r = f->rev ? vp_strip_solve(f->st, f->ids, k, -t, -lm, h, 0) : vp_strip_solve(f->st, f->ids, k, lm, t, h, 0);
+    f->st->relative--;
     if (r == STRIP_DONE && vp_strip_keyset_add(&f->st->solved, key) < 0) f->st->oom = 1, r = STRIP_OUT;
     return r;
 }
@@ -86,7 +88,10 @@ static int try_cut(sweep_ctx *f, int64_t h) {
     for (int i = 0; i < f->ns; i++)
         if (!st->mark[f->S[i]]) f->rest[nr++] = f->S[i];
     for (int i = 0; i < f->nch; i++) st->mark[f->ids[i]] = 0;
+    if (vp_strip_pend_push(st, f->rest, nr) < 0) return STRIP_OUT;
     int r = vp_strip_solve(st, f->ids, f->nch, f->T0, f->T1, h, f->base);
+    if (r == STRIP_DONE) vp_strip_snapshot(st);
+    vp_strip_pend_pop(st);
     if (r == STRIP_DONE) r = vp_strip_solve(st, f->rest, nr, f->T0, f->T1, f->H - h, f->base + h);
     if (r == STRIP_FAIL && vp_strip_keyset_add(f->tried, k) < 0) st->oom = 1, r = STRIP_OUT;
     return r;

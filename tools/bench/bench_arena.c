@@ -40,6 +40,8 @@
 #include "light_step.h"
 #include "memory/plan.h"
 #include "train/promote.h"
+#include "arena_check.h"
+#include "arena_perfect.h"
 #include "rng.h"
 #include "model_util.h"
 #include "train/training.h"
@@ -294,32 +296,6 @@ static void instance_row(const char *shape, int n, const char *csv_dir) {
 
 /* ---- 3. hard instances for the complete search ---- */
 
-/* A perfect packing: the rectangle [0, steps) x [0, cap) cut in two, the larger
- * piece again, until n rectangles; each is a buffer (bytes in KiB units). */
-static void gen_perfect(vp_arena_item *it, int n, int64_t steps, int64_t cap_kib, uint64_t seed) {
-    vp_rng r = {seed};
-    int64_t (*rect)[4] = malloc((size_t)n * sizeof *rect); /* t0, t1, b0, b1 */
-    int m = 1;
-    rect[0][0] = 0, rect[0][1] = steps, rect[0][2] = 0, rect[0][3] = cap_kib;
-    while (m < n) {
-        int big = 0;
-        for (int k = 1; k < m; k++)
-            if ((rect[k][1] - rect[k][0]) * (rect[k][3] - rect[k][2]) > (rect[big][1] - rect[big][0]) * (rect[big][3] - rect[big][2]))
-                big = k;
-        int64_t *b = rect[big], w = b[1] - b[0], h = b[3] - b[2];
-        int in_time = (vp_rng_next(&r) & 1) ? w > 1 : h <= 1;
-        if (w <= 1 && h <= 1) break;
-        int64_t len = in_time ? w : h, cut = 1 + (int64_t)(vp_rng_next(&r) % (uint64_t)(len - 1));
-        rect[m][0] = b[0], rect[m][1] = b[1], rect[m][2] = b[2], rect[m][3] = b[3];
-        if (in_time) b[1] = b[0] + cut, rect[m][0] = b[1];
-        else b[3] = b[2] + cut, rect[m][2] = b[3];
-        m++;
-    }
-    for (int k = 0; k < n; k++)
-        it[k] = k < m ? (vp_arena_item){(rect[k][3] - rect[k][2]) * 1024, rect[k][0], rect[k][1], 0} : (vp_arena_item){0, 0, 1, 0};
-    free(rect);
-}
-
 /* One row: the portfolio alone (default 0.2 s improving search), then with the
  * complete search at a 5 s limit; best: the best known arena (0: unknown). */
 static double cpu_seconds(void) {
@@ -343,7 +319,11 @@ static void hard_row(const char *name, vp_arena_item *items, int n, int64_t best
     t0 = cpu_seconds();
     if (!s) s = vp_arena_solve(work, n, &fo, &full, &err);
     full.seconds = cpu_seconds() - t0;
+    char why[96] = "no overlap";
     if (s) printf("| %s | %d | %s |\n", name, n, err.msg);
+    else if (!arena_check_pairs(work, n, why, sizeof why) || arena_check_top(work, n) != full.arena)
+        printf("| %s | %d | WRONG: %s (arena %lld, reported %lld) |\n", name, n, why, (long long)arena_check_top(work, n),
+               (long long)full.arena);
     else {
         if (!best || full.arena < best) best = full.arena;
         printf("| %s | %d | %lld | %lld | %.4f / %.2f s | **%.4f** / %.2f s | %.4f | %s | %.4f |\n", name, n,
@@ -384,7 +364,10 @@ static void hard_section(const char *csv_dir) {
     int ns[] = {100, 200, 400, 400, 400, 400, 400, 400};
     for (int k = 0; k < 8; k++) {
         vp_arena_item *it = malloc((size_t)ns[k] * sizeof *it);
-        gen_perfect(it, ns[k], 64, 1024, 0xfeed + (uint64_t)ns[k] + (k < 3 ? 0 : 1000 * (uint64_t)(k - 2)));
+        if (!it || arena_perfect_packing(it, ns[k], 64, 1024, 0xfeed + (uint64_t)ns[k] + (k < 3 ? 0 : 1000 * (uint64_t)(k - 2))) < 0) {
+            fprintf(stderr, "bench_arena: out of memory\n");
+            exit(1);
+        }
         char name[64];
         if (k < 3) snprintf(name, sizeof name, "perfect_%d", ns[k]);
         else snprintf(name, sizeof name, "perfect_400_s%d", k - 2);
@@ -429,17 +412,15 @@ static void hard_section(const char *csv_dir) {
 static double strip_one(int n, int k, int64_t budget) {
     vp_arena_item *it = malloc((size_t)n * sizeof *it);
     int *idx = malloc((size_t)n * sizeof *idx);
-    gen_perfect(it, n, 64, 1024, 0xfeed + (uint64_t)n + 1000 * (uint64_t)k);
+    if (!it || !idx || arena_perfect_packing(it, n, 64, 1024, 0xfeed + (uint64_t)n + 1000 * (uint64_t)k) < 0) {
+        fprintf(stderr, "bench_arena: out of memory\n");
+        exit(1);
+    }
     for (int i = 0; i < n; i++) idx[i] = i, it[i].offset = 0;
-    int64_t work = 0, top = 0;
-    int r = vp_arena_strip_piece(it, idx, n, budget, &work);
-    for (int i = 0; i < n; i++)
-        if (it[i].offset + it[i].size > top) top = it[i].offset + it[i].size;
-    int ok = r == 1 && top == vp_arena_lower_bound(it, n);
-    for (int i = 0; i < n && ok; i++)
-        for (int j = i + 1; j < n && ok; j++)
-            ok = !(it[i].size && it[j].size && it[i].start < it[j].end && it[j].start < it[i].end &&
-                   it[i].offset < it[j].offset + it[j].size && it[j].offset < it[i].offset + it[i].size);
+    int64_t work = 0;
+    int r = vp_arena_strip_piece(it, idx, n, budget, &work, NULL);
+    char why[96];
+    int ok = r == 1 && arena_check_top(it, n) == vp_arena_lower_bound(it, n) && arena_check_pairs(it, n, why, sizeof why);
     free(it);
     free(idx);
     return r == 1 && !ok ? -2 : ok ? (double)work / 1e6 : -1;
