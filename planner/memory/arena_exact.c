@@ -394,29 +394,41 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
         h = (h + 1) % 3;
         limit *= 2;
     }
-    /* The strip search's completion (arena_strip_fallback.c), where lower than what the
-     * capacities found, is where the neighbourhood search starts: what the strips placed
-     * wastes nothing and the steps rework the rest (perfect_400_s5: the completion 1.0605
-     * of the bound, then 1.0312).  The capacities start from the portfolio's assignment
-     * all the same (started from the completion their probes move; one seed of forty
-     * ended 1.6% higher).  With a short budget (the solver's quick pass before its
-     * improving search) the completion is only kept where it ends lower: started from, it
-     * changed what the improving search and the full search got, and 3 of 40 ended up to
-     * 0.8% higher. */
+    /* The strip search's completion (arena_strip_fallback.c): the neighbourhood search gets
+     * half its work from the capacities' incumbent and half from the completion, and the
+     * lower is kept.  What the strips placed wastes nothing, so the steps from there often
+     * go further, even from a higher start (perfect_400_s5: from the completion 1.0605 of
+     * the bound to 1.0312; seeds k = 14, 15, 25, 33 of bench_arena --strip's 400-buffer
+     * packings 3 to 4% lower), but not always (k = 10, 11, 37, 40 are lower by the steps
+     * from the capacities' incumbent).  The capacities start from the portfolio's
+     * assignment all the same: started from the completion, their probes moved, and one
+     * seed of forty ended 1.6% higher.  With a short budget (the solver's quick pass
+     * before its improving search) the completion is only kept where it is lower: started
+     * from, it changed what the improving search and the full search got, and 3 of 40
+     * ended up to 0.8% higher. */
     int full = work_budget > VP_ARENA_QUICK_WORK;
-    if (full && fallback_top < hi) {
-        for (int i = 0; i < n; i++) items[idx[i]].offset = fallback[i];
-        hi = fallback_top;
-    }
     if (lo < hi && hi > enough) {
-        int64_t used = res->work;
-        if (vp_exact_lns(items, idx, loc, ns, g, lo > enough ? lo : enough, &hi, work_budget, &used, &res->attempts) < 0) {
-            s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
-            goto done;
+        int64_t used = res->work, floor = lo > enough ? lo : enough;
+        int both = full && fallback_top < INT64_MAX;
+        if (vp_exact_lns(items, idx, loc, ns, g, floor, &hi, both ? used + (work_budget - used) / 2 : work_budget, &used,
+                         &res->attempts) < 0)
+            goto nomem;
+        if (both && lo < hi && hi > enough) {
+            /* the capacities' assignment, lowered, kept in fallback's place */
+            int64_t from_completion = fallback_top;
+            for (int i = 0; i < n; i++) {
+                int64_t o = items[idx[i]].offset;
+                items[idx[i]].offset = fallback[i];
+                fallback[i] = o;
+            }
+            fallback_top = hi;
+            if (vp_exact_lns(items, idx, loc, ns, g, floor, &from_completion, work_budget, &used, &res->attempts) < 0)
+                goto nomem;
+            hi = from_completion;
         }
         res->work = used;
     }
-    if (!full && fallback_top < hi) {
+    if (fallback_top < hi) {
         for (int i = 0; i < n; i++) items[idx[i]].offset = fallback[i];
         hi = fallback_top;
     }
@@ -424,6 +436,9 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     res->arena = hi;
     res->proven_lower = lo > lower ? lo : lower;
     if (res->proven_lower > hi) res->proven_lower = hi;
+    goto done;
+nomem:
+    s = vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
 done:
     free(loc);
     free(scratch);

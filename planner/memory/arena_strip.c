@@ -313,11 +313,7 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
     if (!loc || !all || !st.lo || !st.hi || !st.sz || !st.off || !st.z1 || !st.z2 || !st.mark || !st.dead.slot ||
         (fallback && !st.fb_off))
         goto done;
-    /* a completion must beat what the items hold (the portfolio's assignment) */
-    st.fb_top = 0;
-    for (int i = 0; i < n; i++)
-        if (items[idx[i]].offset + items[idx[i]].size > st.fb_top) st.fb_top = items[idx[i]].offset + items[idx[i]].size;
-    int64_t held = st.fb_top;
+    st.fb_top = INT64_MAX; /* none yet */
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
     for (int i = 0, k = 0; i < n; i++) {
         const vp_arena_item *it = &items[idx[i]];
@@ -339,7 +335,7 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
             ret = 1;
         } else if (st.oom) {
             ret = -1;
-        } else if (fallback && st.fb_top < held) { /* a completion lower than the items' arena */
+        } else if (fallback && st.fb_top < INT64_MAX) { /* a completion */
             for (int i = 0; i < n; i++) fallback[i] = 0;
             for (int k = 0; k < m; k++) fallback[loc[k]] = st.fb_off[k];
             ret = 2;

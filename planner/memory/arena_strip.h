@@ -10,9 +10,9 @@
  * one such assignment into the items' offsets and returns 1.  Otherwise (the load is not
  * flat, no such assignment exists, or max_work units, about one per node, ran out) the
  * offsets are untouched; when fallback (room for n offsets, by position in idx) is given
- * and the strips placed on the way, completed greedily (arena_strip_fallback.c), give an
- * arena below the one the items' offsets hold, that assignment is written there and the
- * return is 2, else 0.  -1 when out of memory.  *work: the work spent. */
+ * and strips were placed on the way, the least wasteful of them completed greedily
+ * (arena_strip_fallback.c) is written there and the return is 2, else 0.  -1 when out
+ * of memory.  *work: the work spent. */
 int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t max_work, int64_t *work,
                          int64_t *fallback);
 
