@@ -9,9 +9,9 @@
  *   the whole solver reaches the bound too;
  * - a piece not full at every step, a buffer of no steps and a budget too small: nothing,
  *   offsets untouched;
- * - bench_arena's perfect_400_s5, which the strips do not solve: the completion of what
- *   they placed (arena_strip_fallback.c) comes back when asked for, with no overlap, near
- *   the bound, the items untouched.
+ * - seven 400-buffer perfect packings the strips do not solve (perfect_400_s5 among them):
+ *   the completion of what they placed (arena_strip_fallback.c) comes back when asked
+ *   for, with no overlap, near the bound, the items untouched; not asked for, nothing.
  *
  * Prints one line per failure and a final "N passed, N failed". */
 #include <stdio.h>
@@ -145,40 +145,47 @@ static void test_nothing(void) {
     check(got == 0 && untouched && work <= 10, "budget of 10", "an assignment, offsets written or work over budget");
 }
 
-/* perfect_400_s5 of bench_arena --hard, which the strips do not solve: with a completion
- * asked for, the strips placed on the way and the rest put around them greedily must
- * come back as an assignment with no overlap, below the one the items hold (all stacked)
- * and near the bound, the items' own offsets untouched; without, nothing. */
+/* 400-buffer perfect packings of bench_arena --strip that the strips do not solve (k = 5
+ * is --hard's perfect_400_s5): with a completion asked for, the strips placed on the way
+ * and the groups left, each assigned on its own and dropped whole (or every item put
+ * around the rest), must come back as an assignment with no overlap, below the one the
+ * items hold (all stacked) and near the bound, the items' own offsets untouched; without,
+ * nothing. */
 static void test_fallback(void) {
     enum { N = 400 };
-    const int64_t BUDGET = 5000000; /* 0.02 s; the arena gives it 625M at --time-limit 5 */
+    const int64_t budget = 5000000; /* 0.02 s; the arena gives the strips 625M at --time-limit 5 */
+    static const int seeds[] = {5, 8, 9, 10, 11, 14, 15};
     vp_arena_item *it = malloc(N * sizeof *it), *done = malloc(N * sizeof *done);
     int *idx = malloc(N * sizeof *idx);
-    int64_t *fb = malloc(N * sizeof *fb), stacked = 0, work = 0;
-    if (!it || !done || !idx || !fb || arena_perfect_packing(it, N, 64, 1024, 0xfeed + N + 5000) < 0) {
-        check(0, "fallback", "out of memory");
-        free(it), free(done), free(idx), free(fb);
-        return;
+    int64_t *fb = malloc(N * sizeof *fb);
+    for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++) {
+        char what[64];
+        snprintf(what, sizeof what, "fallback, perfect packing k = %d", seeds[s]);
+        if (!it || !done || !idx || !fb || arena_perfect_packing(it, N, 64, 1024, 0xfeed + N + 1000 * (uint64_t)seeds[s]) < 0) {
+            check(0, what, "out of memory");
+            break;
+        }
+        int64_t stacked = 0, work = 0, at = 0;
+        for (int i = 0; i < N; i++) idx[i] = i, it[i].offset = stacked, stacked += it[i].size;
+        int untouched = 1, got;
+        if (s == 0) {
+            got = vp_arena_strip_piece(it, idx, N, budget, &work, NULL);
+            for (int i = 0; i < N; i++) untouched &= it[i].offset == at, at += it[i].size;
+            check(got == 0 && untouched, what, "no completion asked for, yet offsets written or an answer");
+        }
+        got = vp_arena_strip_piece(it, idx, N, budget, &work, fb);
+        at = 0;
+        for (int i = 0; i < N; i++) untouched &= it[i].offset == at, at += it[i].size;
+        memcpy(done, it, N * sizeof *it);
+        for (int i = 0; i < N; i++) done[i].offset = fb[i];
+        const char *why = got == 2 ? overlap(done, N) : "not returned";
+        int64_t top = arena_check_top(done, N), bound = 1024 * 1024;
+        char detail[128];
+        snprintf(detail, sizeof detail, "returned %d, %s, arena %lld of bound %lld (stacked %lld)", got,
+                 why ? why : "no overlap", (long long)top, (long long)bound, (long long)stacked);
+        /* measured: 1.24 to 1.33 of the bound at this budget (s5: 1.0176 at 625M) */
+        check(got == 2 && !why && untouched && top >= bound && top <= 14 * bound / 10, what, detail);
     }
-    for (int i = 0; i < N; i++) idx[i] = i, it[i].offset = stacked, stacked += it[i].size;
-    int got = vp_arena_strip_piece(it, idx, N, BUDGET, &work, NULL);
-    int untouched = 1;
-    int64_t at = 0;
-    for (int i = 0; i < N; i++) untouched &= it[i].offset == at, at += it[i].size;
-    check(got == 0 && untouched, "fallback", "no completion asked for, yet offsets written or an answer");
-    got = vp_arena_strip_piece(it, idx, N, BUDGET, &work, fb);
-    at = 0;
-    for (int i = 0; i < N; i++) untouched &= it[i].offset == at, at += it[i].size;
-    memcpy(done, it, N * sizeof *it);
-    for (int i = 0; i < N; i++) done[i].offset = fb[i];
-    const char *why = got == 2 ? overlap(done, N) : "not returned";
-    char detail[128];
-    snprintf(detail, sizeof detail, "returned %d, %s, arena %lld of bound %d (stacked %lld)", got, why ? why : "no overlap",
-             (long long)arena_check_top(done, N), 1024 * 1024, (long long)stacked);
-    /* measured: 1324032 (1.263 of the bound) at this budget, 1112064 (1.061) at 625M */
-    check(got == 2 && !why && untouched && arena_check_top(done, N) >= 1024 * 1024 &&
-              arena_check_top(done, N) <= 13 * 1024 * 1024 / 10,
-          "fallback", detail);
     free(it), free(done), free(idx), free(fb);
 }
 

@@ -397,15 +397,16 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
     /* The strip search's completion (arena_strip_fallback.c): the neighbourhood search gets
      * half its work from the capacities' incumbent and half from the completion, and the
      * lower is kept.  What the strips placed wastes nothing, so the steps from there often
-     * go further, even from a higher start (perfect_400_s5: from the completion 1.0605 of
-     * the bound to 1.0312; seeds k = 14, 15, 25, 33 of bench_arena --strip's 400-buffer
-     * packings 3 to 4% lower), but not always (k = 10, 11, 37, 40 are lower by the steps
-     * from the capacities' incumbent).  The capacities start from the portfolio's
-     * assignment all the same: started from the completion, their probes moved, and one
-     * seed of forty ended 1.6% higher.  With a short budget (the solver's quick pass
-     * before its improving search) the completion is only kept where it is lower: started
-     * from, it changed what the improving search and the full search got, and 3 of 40
-     * ended up to 0.8% higher. */
+     * go further, even from a higher start, but not always: measured (before the
+     * completion's groups got a search of their own) on 40 perfect packings of 400
+     * buffers, the steps from the completion alone lowered k = 14, 15, 25, 33 by 3 to 4%
+     * and left k = 10, 11, 37, 40 up to 0.7% higher; with both halves none is higher and
+     * the 18 misses average 1.0990 of the bound instead of 1.1155 (1.0809 now).  The
+     * capacities start from the portfolio's assignment all the same: started from the
+     * completion, their probes moved, and one seed ended 1.6% higher.  With a short budget
+     * (the solver's quick pass before its improving search) the completion is only kept
+     * where it is lower: started from, it changed what the improving search and the full
+     * search got, and 3 of 40 ended up to 0.8% higher. */
     int full = work_budget > VP_ARENA_QUICK_WORK;
     if (lo < hi && hi > enough) {
         int64_t used = res->work, floor = lo > enough ? lo : enough;

@@ -38,11 +38,23 @@ typedef struct strip_cache {
     size_t mask;
 } strip_cache;
 
-/* items not yet placed on the search's path from the piece's root */
+/* items not yet placed on the search's path from the piece's root, and the offset they
+ * were to sit on */
 struct strip_pending {
     const int *S;
     int n;
+    int64_t floor;
 };
+
+/* A point of the search kept for its completion (arena_strip_fallback.c): the offsets of
+ * the items placed, and the pending groups, innermost first, each with its floor. */
+typedef struct strip_snap {
+    int64_t *off;           /* per item (those pending: stale) */
+    unsigned char *pending; /* per item */
+    int *items, *start;     /* group g: items[start[g] .. start[g + 1]) */
+    int64_t *floor;         /* per group */
+    int groups;             /* -1: none taken */
+} strip_snap;
 
 typedef struct strip {
     int64_t *lo, *hi, *sz, *off; /* per item of the piece */
@@ -61,6 +73,7 @@ typedef struct strip {
     int relative;                /* inside a block's check, whose offsets are not the piece's */
     int64_t fb_pending;          /* the least area (bytes x steps) pending at a snapshot so far */
     int64_t fb_top, *fb_off;     /* the lowest completion and its offsets */
+    strip_snap snap, best;       /* scratch; the point behind the lowest completion */
 } strip;
 
 /* qsort's order on int64_t */
@@ -90,12 +103,17 @@ int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int6
 int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
                      int64_t budget, strip_keyset *tried);
 
-/* The stack of pending lists (arena_strip_fallback.c): push returns -1 when out of
+/* The stack of pending groups (arena_strip_fallback.c): push returns -1 when out of
  * memory.  A snapshot, taken when a strip is placed on the path, completes the placed
- * items greedily when fewer are pending than ever before, and keeps the lowest. */
-int vp_strip_pend_push(strip *st, const int *S, int ns);
+ * items when the area pending is the least yet, and keeps the lowest completion. */
+int vp_strip_pend_push(strip *st, const int *S, int ns, int64_t floor);
 void vp_strip_pend_pop(strip *st);
 void vp_strip_snapshot(strip *st);
+/* the snapshot behind the best completion again, each group with the complete search
+ * for up to `exact` units */
+void vp_strip_refine(strip *st, int64_t exact);
+int vp_strip_snap_alloc(strip_snap *sn, int m); /* 0, or -1 out of memory */
+void vp_strip_snap_free(strip_snap *sn);
 
 /* Items S, flat at H over their span with no time cut and no item spanning it: the
  * placement search of arena_exact_search.c at capacity H, up to `work` units for each of

@@ -88,7 +88,7 @@ static int try_cut(sweep_ctx *f, int64_t h) {
     for (int i = 0; i < f->ns; i++)
         if (!st->mark[f->S[i]]) f->rest[nr++] = f->S[i];
     for (int i = 0; i < f->nch; i++) st->mark[f->ids[i]] = 0;
-    if (vp_strip_pend_push(st, f->rest, nr) < 0) return STRIP_OUT;
+    if (vp_strip_pend_push(st, f->rest, nr, f->base + h) < 0) return STRIP_OUT;
     int r = vp_strip_solve(st, f->ids, f->nch, f->T0, f->T1, h, f->base);
     if (r == STRIP_DONE) vp_strip_snapshot(st);
     vp_strip_pend_pop(st);
