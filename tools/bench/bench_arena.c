@@ -22,8 +22,12 @@
  *    buffers from ten more seeds each, at the 5 s budget: which it decides, in how much
  *    work (--strip only; not in the default run).
  *
- * usage: bench_arena [--quick | --hard | --strip]   (--quick: instances up to 10,000
- *                                          buffers; --hard: section 3 only; --strip: 4) */
+ * 5. The whole solver (vp_arena_solve, --time-limit 5) on 80 perfect packings of 400
+ *    buffers: how many reach the bound, and how far above it the rest end (--perfect
+ *    only; not in the default run).
+ *
+ * usage: bench_arena [--quick | --hard | --strip | --perfect]   (--quick: instances up
+ *        to 10,000 buffers; --hard: section 3 only; --strip: 4; --perfect: 5) */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -466,6 +470,49 @@ static void strip_section(void) {
            decided, wrong ? " (and WRONG ones)" : "", units, list, cpu_seconds() - t0);
 }
 
+/* ---- 5. the whole solver on more perfect packings ---- */
+
+static void perfect_section(void) {
+    enum { N = 400, K = 80 };
+    printf("The whole solver (vp_arena_solve, portfolio then complete search at --time-limit 5) on perfect packings\n"
+           "of %d buffers, the generator's seed + 1000 k, k = 1..%d (k = 1..5 are --hard's perfect_400_s1..s5). Each\n"
+           "assignment checked pairwise; *misses*: those left above the bound, arena / bound.\n\n",
+           N, K);
+    printf("| seeds | at the bound | misses: mean | misses: worst | CPU s |\n|---|---|---|---|---|\n");
+    vp_arena_item *it = malloc(N * sizeof *it);
+    char list[K * 16] = "";
+    size_t at = 0;
+    for (int half = 0; half < 2 && it; half++) {
+        int bound_hit = 0, misses = 0;
+        double sum = 0, worst = 0, t0 = cpu_seconds();
+        for (int k = 1 + half * K / 2; k <= (half + 1) * K / 2; k++) {
+            vp_arena_opts o = {.only = -1, .exact_seconds = 5};
+            vp_arena_result res;
+            vp_error err;
+            char why[96];
+            if (arena_perfect_packing(it, N, 64, 1024, 0xfeed + N + 1000 * (uint64_t)k) < 0 ||
+                vp_arena_solve(it, N, &o, &res, &err) != VP_OK) {
+                fprintf(stderr, "bench_arena: k = %d: %s\n", k, "out of memory");
+                exit(1);
+            }
+            double r = ratio(res.arena, res.lower_bound);
+            if (!arena_check_pairs(it, N, why, sizeof why) || arena_check_top(it, N) != res.arena) {
+                printf("| k = %d | WRONG: %s |\n", k, why);
+                continue;
+            }
+            if (res.arena <= res.lower_bound) bound_hit++;
+            else misses++, sum += r, worst = r > worst ? r : worst;
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%d: %.4f", k > 1 ? ", " : "", k, r);
+            fprintf(stderr, "bench_arena: perfect k = %d: %.4f\n", k, r);
+        }
+        printf("| k = %d..%d | %d/%d | %.4f | %.4f | %.1f |\n", 1 + half * K / 2, (half + 1) * K / 2, bound_hit, K / 2,
+               misses ? sum / misses : 1.0, misses ? worst : 1.0, cpu_seconds() - t0);
+        fflush(stdout);
+    }
+    printf("\nEach k: %s.\n", list);
+    free(it);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick"), hard_only = argc > 1 && !strcmp(argv[1], "--hard");
     char csv_dir[4200];
@@ -478,6 +525,10 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--strip")) {
         strip_section();
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--perfect")) {
+        perfect_section();
         return 0;
     }
     model_row rows[64];
