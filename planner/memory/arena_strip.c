@@ -287,8 +287,9 @@ static int64_t flat_load(const strip *st, int n) {
 
 /* Where the search misses the bound, the groups left at the point behind its best
  * completion get the complete search with 1/16 of its work more (arena_strip_fallback.c).
- * perfect_400_s5: the completion 1.0605 of the bound with the portfolio alone, 1.0186
- * with 0.05 s each; in the arena, after the neighbourhood search, 1.0312 and 1.0166. */
+ * perfect_400_s5: the completion 1.0605 of the bound put item by item, 1.0176 with the
+ * group searched; bench_arena --perfect's 36 misses average 1.0809 and 1.0707 on its two
+ * halves, 1.0777 on the first with 1/4, 1.0809 with 1/64. */
 #define STRIP_REFINE_SHARE 16
 
 int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t max_work, int64_t *work,
