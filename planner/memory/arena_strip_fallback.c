@@ -10,17 +10,19 @@
  * assigned on its own by the greedy portfolio (arena.c, no search) and dropped whole to
  * the lowest place at or above its floor where it meets nothing placed; (2) every
  * pending item put around the placed ones by the greedy placer (arena_place.c), in three
- * orders, best fit and first fit.  Keeps true: the kept offsets are a complete
- * assignment with no two items live at one step sharing a byte.
+ * orders, best fit and first fit.  When the search ends without the bound
+ * (vp_strip_refine), the point behind the lowest completion has its groups assigned
+ * again, each with the complete search as well.  Keeps true: the kept offsets are a
+ * complete assignment with no two items live at one step sharing a byte.
  *
  * Why: on a perfect packing the strip search misses, the complete search that follows
  * starts from the greedy portfolio's assignment, 13 to 23% above the bound, and ends 9 to
  * 15% above it (RESULTS.md).  Before it gave up, the strip search had placed most of the
  * piece at the bound (perfect_400_s5: 744 KiB of 1024 KiB, one group of 85 buffers left,
  * 297 KiB at its own bound); what it placed wastes nothing, so completing that is a
- * better start.  A group assigned on its own keeps the shape a greedy order gives it
- * (s5: 315 KiB); put item by item around the rest it loses that (the greedy completion
- * alone: 1.0605 of the bound). */
+ * better start.  A group assigned on its own keeps the shape its own search gives it
+ * (s5: 315 KiB, so 1.0176 of the bound in all); put item by item around the rest it
+ * loses that (1.0605). */
 #include "memory/arena_strip_internal.h"
 #include "memory/arena_exact.h"
 #include "memory/arena_place.h"
