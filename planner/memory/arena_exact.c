@@ -54,8 +54,8 @@
  * after the capacities when the arena is not proven: it re-decides a column of the
  * incumbent with the rest held (MiniMalloc's D and J, where every capacity near the
  * optimum stays undecided).  On a flat piece the strip search (arena_strip.c) goes first;
- * where it misses the bound, the strips it placed, completed greedily, are where the
- * neighbourhood search starts when that is lower than the capacities' incumbent.
+ * where it misses the bound, the strips it placed, completed (arena_strip_fallback.c),
+ * are a second start: the neighbourhood search spends half its work from each.
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
 #include "memory/arena_exact.h"
@@ -279,12 +279,20 @@ int vp_exact_build(vp_exact *x, const vp_arena_item *items, const int *idx, cons
     return 1;
 }
 
+/* the arena of items idx[0..n) at offsets off[] (by position), or at their own offsets */
+static int64_t top_of(const vp_arena_item *items, const int *idx, int n, const int64_t *off) {
+    int64_t top = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t t = (off ? off[i] : items[idx[i]].offset) + items[idx[i]].size;
+        if (t > top) top = t;
+    }
+    return top;
+}
+
 vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int64_t lower, int64_t enough,
                                int64_t work_budget, vp_arena_exact_result *res, vp_error *err) {
     memset(res, 0, sizeof *res);
-    int64_t incumbent = 0;
-    for (int i = 0; i < n; i++)
-        if (items[idx[i]].offset + items[idx[i]].size > incumbent) incumbent = items[idx[i]].offset + items[idx[i]].size;
+    int64_t incumbent = top_of(items, idx, n, NULL);
     res->arena = incumbent;
     res->proven_lower = lower < incumbent ? lower : incumbent;
     if (incumbent <= lower || n == 0 || n > VP_ARENA_EXACT_MAX_ITEMS || work_budget <= 0) return VP_OK;
@@ -301,15 +309,9 @@ vp_status vp_arena_exact_piece(vp_arena_item *items, const int *idx, int n, int6
             return vp_fail(err, VP_ERR_NOMEM, "out of memory in the arena search (%d buffers)", n);
         }
         res->work += used;
-        if (r == 2) {
-            fallback_top = 0;
-            for (int i = 0; i < n; i++)
-                if (fallback[i] + items[idx[i]].size > fallback_top) fallback_top = fallback[i] + items[idx[i]].size;
-        }
+        if (r == 2) fallback_top = top_of(items, idx, n, fallback);
         if (r == 1) {
-            int64_t top = 0;
-            for (int i = 0; i < n; i++)
-                if (items[idx[i]].offset + items[idx[i]].size > top) top = items[idx[i]].offset + items[idx[i]].size;
+            int64_t top = top_of(items, idx, n, NULL);
             res->arena = top;
             res->proven_lower = top;
             res->attempts = 1;
