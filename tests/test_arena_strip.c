@@ -11,7 +11,9 @@
  *   offsets untouched;
  * - seven 400-buffer perfect packings the strips do not solve (perfect_400_s5 among them):
  *   the completion of what they placed (arena_strip_fallback.c) comes back when asked
- *   for, with no overlap, near the bound, the items untouched; not asked for, nothing.
+ *   for, with no overlap, near the bound, the items untouched; not asked for, nothing;
+ * - a 400-buffer perfect packing only a pass after the first solves (arena_strip.c runs
+ *   the search in four orders): found at its bound, no overlap.
  *
  * Prints one line per failure and a final "N passed, N failed". */
 #include <stdio.h>
@@ -189,11 +191,38 @@ static void test_fallback(void) {
     free(it), free(done), free(idx), free(fb);
 }
 
+/* The passes after the first (other orders of the sweep and of a level's buffers): a
+ * perfect packing the first pass does not solve in its half of the work (k = 65, 400
+ * buffers: measured 312.5M units spent by it, 17M more by the second) must still come back
+ * at its bound with no overlap, and only after the first pass's half was spent. */
+static void test_passes(void) {
+    enum { N = 400 };
+    const int64_t budget = 625000000; /* the arena's share at --time-limit 5; 0.3 s here */
+    vp_arena_item *it = malloc(N * sizeof *it);
+    int *idx = malloc(N * sizeof *idx);
+    if (!it || !idx || arena_perfect_packing(it, N, 64, 1024, 0xfeed + N + 1000 * 65ull) < 0) {
+        check(0, "passes, perfect packing k = 65", "out of memory");
+        free(it), free(idx);
+        return;
+    }
+    for (int i = 0; i < N; i++) idx[i] = i;
+    int64_t work = 0;
+    int got = vp_arena_strip_piece(it, idx, N, budget, &work, NULL);
+    const char *why = got == 1 ? overlap(it, N) : "not solved";
+    char detail[128];
+    snprintf(detail, sizeof detail, "returned %d, %s, arena %lld, %lld units of work", got, why ? why : "no overlap",
+             (long long)arena_check_top(it, N), (long long)work);
+    check(got == 1 && !why && arena_check_top(it, N) == 1024 * 1024 && work > budget / 2, "passes, perfect packing k = 65",
+          detail);
+    free(it), free(idx);
+}
+
 int main(void) {
     test_guillotine();
     test_pinwheel();
     test_nothing();
     test_fallback();
+    test_passes();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -44,11 +44,13 @@ static int64_t sweep_hi(const sweep_ctx *f, int it) { return f->rev ? -f->st->lo
 
 static int64_t pos_size(const sweep_ctx *f, int p) { return f->st->sz[f->S[p]]; }
 
-/* at one step: biggest first, then the earliest end (so identical buffers sit together) */
-static int by_big(const void *pa, const void *pb, void *ctx) {
+/* at one step: biggest first (smallest in a pass with STRIP_ORDER_SMALL_FIRST), then the
+ * earliest end (so identical buffers sit together) */
+static int by_size(const void *pa, const void *pb, void *ctx) {
     const sweep_ctx *f = ctx;
     int a = *(const int *)pa, b = *(const int *)pb;
-    if (pos_size(f, a) != pos_size(f, b)) return pos_size(f, a) > pos_size(f, b) ? -1 : 1;
+    if (pos_size(f, a) != pos_size(f, b))
+        return (pos_size(f, a) > pos_size(f, b)) != !!(f->st->order & STRIP_ORDER_SMALL_FIRST) ? -1 : 1;
     if (f->eend[a] != f->eend[b]) return f->eend[a] < f->eend[b] ? -1 : 1;
     return a - b;
 }
@@ -245,7 +247,7 @@ int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, in
     for (int i = 0; i < ns; i++)
         if (sidx[i] >= 0) f.cl[fill[sidx[i]]++] = i;
     for (int e = 0; e < f.E; e++) {
-        qsort_r(f.cl + f.cs[e], (size_t)(f.cs[e + 1] - f.cs[e]), sizeof *f.cl, by_big, &f);
+        qsort_r(f.cl + f.cs[e], (size_t)(f.cs[e + 1] - f.cs[e]), sizeof *f.cl, by_size, &f);
         int64_t acc = 0;
         for (int j = f.cs[e + 1] - 1; j >= f.cs[e]; j--) acc += st->sz[S[f.cl[j]]], f.suf[j] = acc;
     }
