@@ -9,7 +9,7 @@
  *   the whole solver reaches the bound too;
  * - a piece not full at every step, a buffer of no steps and a budget too small: nothing,
  *   offsets untouched;
- * - seven 400-buffer perfect packings the strips do not solve (perfect_400_s5 among them):
+ * - seven 400-buffer perfect packings the strips do not solve at 5M units:
  *   the completion of what they placed (arena_strip_fallback.c) comes back when asked
  *   for, with no overlap, near the bound, the items untouched; not asked for, nothing;
  * - a 400-buffer perfect packing only a pass after the first solves (arena_strip.c runs
@@ -147,8 +147,8 @@ static void test_nothing(void) {
     check(got == 0 && untouched && work <= 10, "budget of 10", "an assignment, offsets written or work over budget");
 }
 
-/* 400-buffer perfect packings of bench_arena --strip that the strips do not solve (k = 5
- * is --hard's perfect_400_s5): with a completion asked for, the strips placed on the way
+/* 400-buffer perfect packings of bench_arena --strip that the strips do not solve at 5M
+ * units (k = 5 is --hard's perfect_400_s5, solved at 625M): with a completion asked for, the strips placed on the way
  * and the groups left, each assigned on its own and dropped whole (or every item put
  * around the rest), must come back as an assignment with no overlap, below the one the
  * items hold (all stacked) and near the bound, the items' own offsets untouched; without,
@@ -185,7 +185,7 @@ static void test_fallback(void) {
         char detail[128];
         snprintf(detail, sizeof detail, "returned %d, %s, arena %lld of bound %lld (stacked %lld)", got,
                  why ? why : "no overlap", (long long)top, (long long)bound, (long long)stacked);
-        /* measured: 1.24 to 1.33 of the bound at this budget (s5: 1.0176 at 625M) */
+        /* measured: 1.24 to 1.33 of the bound at this budget */
         check(got == 2 && !why && untouched && top >= bound && top <= 14 * bound / 10, what, detail);
     }
     free(it), free(done), free(idx), free(fb);

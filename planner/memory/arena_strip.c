@@ -43,15 +43,18 @@
  * level soon (a window of 7 steps, 39 buffers, of the level left after perfect_400_s5's
  * wrong third strip: 111.6M units by strips, under 0.01M with this step).
  *
- * The search runs in four passes, each in other orders (STRIP_ORDER_*: the sweep's
- * buffers at a step biggest or smallest first; a level's sweeps through its thinnest or
- * thickest buffers first), the first with half the work and the others a sixth each; what
- * a pass proves stays proved for the next.  Why: which strip a level takes first decides
- * whether the search finds the packing or stays below a wrong strip until the work runs
- * out, and that depends on the order far more than on the work: on the 400-buffer perfect
- * packings k = 1..80 at 625M units, one order reaches the bound on 41 to 45, the four
- * together on 55, half of those solved in under 10M units; the four passes in one 625M
- * reach 51 (the first order alone 44), and 79 of k = 81..200 against 68.
+ * The search runs in four passes (strip_passes), each in other orders: the sweep's
+ * buffers at a step biggest or smallest first; a level's sweeps through its thinnest
+ * buffers first, its thickest, or the two alternating.  The first pass has half the work,
+ * the others a sixth each; what a pass proves stays proved for the next.  Why: which strip
+ * a level takes first decides whether the search finds the packing or stays below a wrong
+ * strip until the work runs out, and that follows the order far more than the work: on the
+ * 400-buffer perfect packings k = 1..80 at 625M units, one order reaches the bound on 41 to
+ * 45, any of them on 55, half of those in under 10M units.  Alternating: with the k-th
+ * buffer's sweep given 1/k of a round, a thick buffer whose strip is quickly found waits
+ * behind thin ones whose sweeps never end (perfect_400_s5, smallest first: a 338-buffer
+ * level decided by the strip through its 172 KiB buffer, 26th of 28, in 20.6M units, after
+ * 230M units of rounds on the thinner ones; alternating, the whole piece in 49.6M).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard (perfect_400). */
 #include "memory/arena_strip.h"
@@ -126,12 +129,12 @@ static int by_lo(const void *pa, const void *pb, void *ctx) {
     return a - b;
 }
 
-/* thin buffers first (the strips through them are often thin; thick first in a pass with
- * STRIP_ORDER_THICK_FIRST), long first among equals */
+/* thin buffers first (the strips through them are often thin; thick first in a pass so
+ * ordered), long first among equals */
 static int by_thin(const void *pa, const void *pb, void *ctx) {
     const strip *st = ctx;
     int ca = *(const int *)pa, cb = *(const int *)pb, a = ca >> 1, b = cb >> 1;
-    if (st->sz[a] != st->sz[b]) return (st->sz[a] < st->sz[b]) != !!(st->order & STRIP_ORDER_THICK_FIRST) ? -1 : 1;
+    if (st->sz[a] != st->sz[b]) return (st->sz[a] < st->sz[b]) != (st->order.lead == STRIP_LEAD_THICK) ? -1 : 1;
     int64_t la = st->hi[a] - st->lo[a], lb = st->hi[b] - st->lo[b];
     if (la != lb) return la > lb ? -1 : 1;
     return ca - cb;
@@ -207,6 +210,14 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
         if (st->hi[v[i]] == t1) c0[nc++] = 2 * v[i] + 1;
     }
     qsort_r(c0, (size_t)nc, sizeof *c0, by_thin, st);
+    if (st->order.lead == STRIP_LEAD_ALTERNATE) { /* the thinnest, the thickest, the next thinnest, ... */
+        int *in = c0 + nc; /* room: no buffer spans the level, so each is listed once at most */
+        memcpy(in, c0, (size_t)nc * sizeof *c0);
+        for (int a = 0, b = nc - 1, k = 0; a <= b;) {
+            c0[k++] = in[a++];
+            if (a <= b) c0[k++] = in[b--];
+        }
+    }
     strip_keyset tried = {0};
     int r = STRIP_FAIL;
     for (int64_t budget = 16;; budget *= 2) {
@@ -290,6 +301,14 @@ static int64_t flat_load(const strip *st, int n) {
     return load;
 }
 
+/* The passes' orders (see the opening).  Measured, the strip search alone on the 400-buffer
+ * perfect packings k = 1..80 at 625M units, and k = 81..200 never looked at while choosing:
+ * these four 52/80 and 79/120; with smallest first and thinnest first in the second pass,
+ * 51 and 79; the first order alone 44 and 68. */
+static const strip_order strip_passes[] = {
+    {0, STRIP_LEAD_THIN}, {1, STRIP_LEAD_ALTERNATE}, {0, STRIP_LEAD_THICK}, {1, STRIP_LEAD_THICK}};
+#define STRIP_PASSES ((int)(sizeof strip_passes / sizeof *strip_passes))
+
 /* Buckets of the table of dead sweep states (two keys each, 2 MiB in all).  Measured on
  * the 400-buffer perfect packings k = 1..60 at 625M units: 32 decided as with a sweep's own
  * exact memo, in 1538M units instead of 2342M; 2^19 buckets (16 MiB) 1242M, but the same
@@ -298,7 +317,7 @@ static int64_t flat_load(const strip *st, int n) {
 
 /* Where the search misses the bound, the groups left at the point behind its best
  * completion get the complete search with 1/16 of its work more (arena_strip_fallback.c).
- * perfect_400_s5: the completion 1.0605 of the bound put item by item, 1.0176 with the
+ * Measured before the passes of other orders: perfect_400_s5 (solved by them now): the completion 1.0605 of the bound put item by item, 1.0176 with the
  * group searched; bench_arena --perfect's 36 misses average 1.0809 and 1.0707 on its two
  * halves, 1.0777 on the first with 1/4, 1.0809 with 1/64. */
 #define STRIP_REFINE_SHARE 16
@@ -347,12 +366,13 @@ int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t ma
     int64_t load = flat_load(&st, m);
     ret = 0;
     if (load > 0) {
-        /* a pass for each of STRIP_ORDERS orders: the first with half the work, each other
-         * with an equal share of what is left; what one proves (levels without strips, dead
-         * sweep states) holds for the next */
+        /* a pass in each order: the first with half the work, each other with an equal
+         * share of what is left; what one proves (levels without strips, dead sweep
+         * states) holds for the next */
         int r = STRIP_OUT;
-        for (st.order = 0; st.order < STRIP_ORDERS && r == STRIP_OUT && !st.oom; st.order++) {
-            st.limit = st.order == 0 ? max_work / 2 : st.work + (max_work - st.work) / (STRIP_ORDERS - st.order);
+        for (int p = 0; p < STRIP_PASSES && r == STRIP_OUT && !st.oom; p++) {
+            st.order = strip_passes[p];
+            st.limit = p == 0 ? max_work / 2 : st.work + (max_work - st.work) / (STRIP_PASSES - p);
             r = vp_strip_solve(&st, all, m, t0, t1, load, 0);
         }
         if (r != STRIP_DONE && fallback && !st.oom) /* the best point's groups again, with a search */

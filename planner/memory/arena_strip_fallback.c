@@ -18,7 +18,8 @@
  * Why: on a perfect packing the strip search misses, the complete search that follows
  * starts from the greedy portfolio's assignment, 13 to 23% above the bound, and ends 9 to
  * 15% above it (RESULTS.md).  Before it gave up, the strip search had placed most of the
- * piece at the bound (perfect_400_s5: 744 KiB of 1024 KiB, one group of 85 buffers left,
+ * piece at the bound (perfect_400_s5, measured before the search ran in passes of other
+ * orders, which now solve it: 744 KiB of 1024 KiB, one group of 85 buffers left,
  * 297 KiB at its own bound); what it placed wastes nothing, so completing that is a
  * better start.  A group assigned on its own keeps the shape its own search gives it
  * (s5: 315 KiB, so 1.0176 of the bound in all); put item by item around the rest it

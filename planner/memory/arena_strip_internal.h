@@ -20,10 +20,14 @@ enum { STRIP_FAIL = 0, STRIP_DONE = 1, STRIP_OUT = -1, STRIP_PAUSE = 2 };
  * a planning thread, not the work, is what this protects */
 #define STRIP_MAX_DEPTH 20000
 
-/* A pass's orders, as bits (arena_strip.c runs the four in turn): the sweep takes each
- * step's smallest buffers first instead of its biggest; a level's sweeps run through its
- * thickest buffers first instead of its thinnest. */
-enum { STRIP_ORDER_SMALL_FIRST = 1, STRIP_ORDER_THICK_FIRST = 2, STRIP_ORDERS = 4 };
+/* A pass's orders (arena_strip.c runs four passes in turn): the sweep takes each step's
+ * biggest or smallest buffers first; a level's sweeps run through its buffers thinnest
+ * first, thickest first, or alternating (the thinnest, the thickest, the next thinnest,
+ * ...). */
+typedef struct strip_order {
+    int small_first;
+    enum { STRIP_LEAD_THIN, STRIP_LEAD_THICK, STRIP_LEAD_ALTERNATE } lead;
+} strip_order;
 
 typedef struct strip_key {
     uint64_t a, b;
@@ -72,7 +76,7 @@ typedef struct strip {
     int64_t work, limit;
     int depth, oom;
     int m;                       /* items of the piece */
-    int order;                   /* the pass's orders (STRIP_ORDER_*) */
+    strip_order order;           /* the pass's */
     /* the best assignment above the bound met on the way (arena_strip_fallback.c) */
     struct strip_pending *pend;  /* a stack of lists of items pending on the path */
     int npend, pend_cap;

@@ -44,13 +44,13 @@ static int64_t sweep_hi(const sweep_ctx *f, int it) { return f->rev ? -f->st->lo
 
 static int64_t pos_size(const sweep_ctx *f, int p) { return f->st->sz[f->S[p]]; }
 
-/* at one step: biggest first (smallest in a pass with STRIP_ORDER_SMALL_FIRST), then the
- * earliest end (so identical buffers sit together) */
+/* at one step: biggest first (smallest in a pass so ordered), then the earliest end (so
+ * identical buffers sit together) */
 static int by_size(const void *pa, const void *pb, void *ctx) {
     const sweep_ctx *f = ctx;
     int a = *(const int *)pa, b = *(const int *)pb;
     if (pos_size(f, a) != pos_size(f, b))
-        return (pos_size(f, a) > pos_size(f, b)) != !!(f->st->order & STRIP_ORDER_SMALL_FIRST) ? -1 : 1;
+        return (pos_size(f, a) > pos_size(f, b)) != f->st->order.small_first ? -1 : 1;
     if (f->eend[a] != f->eend[b]) return f->eend[a] < f->eend[b] ? -1 : 1;
     return a - b;
 }
