@@ -148,11 +148,11 @@ static void test_nothing(void) {
 }
 
 /* 400-buffer perfect packings of bench_arena --strip that the strips do not solve at 5M
- * units (k = 5 is --hard's perfect_400_s5, solved at 625M): with a completion asked for, the strips placed on the way
- * and the groups left, each assigned on its own and dropped whole (or every item put
- * around the rest), must come back as an assignment with no overlap, below the one the
- * items hold (all stacked) and near the bound, the items' own offsets untouched; without,
- * nothing. */
+ * units (k = 5 is --hard's perfect_400_s5, solved at 625M): with a completion asked for,
+ * the strips placed on the way and the groups left, each assigned on its own and dropped
+ * whole (or every item put around the rest), must come back as an assignment with no
+ * overlap, below the one the items hold (all stacked) and near the bound, the items' own
+ * offsets untouched; without, nothing. */
 static void test_fallback(void) {
     enum { N = 400 };
     const int64_t budget = 5000000; /* 0.02 s; the arena gives the strips 625M at --time-limit 5 */

@@ -317,9 +317,10 @@ static const strip_order strip_passes[] = {
 
 /* Where the search misses the bound, the groups left at the point behind its best
  * completion get the complete search with 1/16 of its work more (arena_strip_fallback.c).
- * Measured before the passes of other orders: perfect_400_s5 (solved by them now): the completion 1.0605 of the bound put item by item, 1.0176 with the
- * group searched; bench_arena --perfect's 36 misses average 1.0809 and 1.0707 on its two
- * halves, 1.0777 on the first with 1/4, 1.0809 with 1/64. */
+ * Measured before the passes in other orders: perfect_400_s5 (which they now solve), the
+ * completion 1.0605 of the bound put item by item, 1.0176 with the group searched;
+ * bench_arena --perfect's 36 misses average 1.0809 and 1.0707 on its two halves, 1.0777 on
+ * the first with 1/4, 1.0809 with 1/64. */
 #define STRIP_REFINE_SHARE 16
 
 int vp_arena_strip_piece(vp_arena_item *items, const int *idx, int n, int64_t max_work, int64_t *work,
