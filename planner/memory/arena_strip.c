@@ -219,6 +219,7 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
         }
     }
     strip_keyset tried = {0};
+    strip_steps steps[2] = {{0}}; /* forward and back, built at their first sweep */
     int r = STRIP_FAIL;
     for (int64_t budget = 16;; budget *= 2) {
         int paused = 0;
@@ -226,7 +227,12 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
             /* the k-th buffer gets 1/k of the round's budget: the thin ones first find
              * the thin strips, and prove a level impossible soonest (perfect_400_s4: 463M
              * units with an equal share, 143M with 1/k; bench_arena --strip) */
-            r = vp_strip_through(st, v, ns, t0, t1, H, base, c0[i] >> 1, c0[i] & 1, budget / (i + 1) + 16, &tried);
+            int rev = c0[i] & 1;
+            if (!steps[rev].built && vp_strip_steps_build(st, v, ns, t0, t1, rev, &steps[rev]) < 0) {
+                r = STRIP_OUT;
+                break;
+            }
+            r = vp_strip_through(st, v, ns, t0, t1, H, base, c0[i] >> 1, rev, &steps[rev], budget / (i + 1) + 16, &tried);
             if (r == STRIP_PAUSE) paused = 1;
             else break; /* placed; no strip through c0[i] works, so none at all; out */
         }
@@ -234,6 +240,8 @@ static int solve_in(strip *st, int *v, int ns, int64_t t0, int64_t t1, int64_t H
     }
     free(c0);
     free(tried.slot);
+    vp_strip_steps_free(&steps[0]);
+    vp_strip_steps_free(&steps[1]);
     return r;
 }
 

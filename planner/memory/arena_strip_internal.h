@@ -102,16 +102,34 @@ void vp_strip_cache_add(strip_cache *c, strip_key k);
 /* the key of a set of items at a height: order-free */
 strip_key vp_strip_set_key(const strip *st, const int *S, int ns, int64_t h);
 
+/* A level's steps in one sweep direction, the same for every buffer it sweeps through
+ * and every round (arena_strip_sweep.c builds them once a level and pass). */
+typedef struct strip_steps {
+    int built;
+    int E;              /* steps strictly inside the span where something starts or ends */
+    int64_t *ev;        /* their times, in the sweep's direction */
+    int *eend;          /* per position in S: the index of its end step (E: at the span's end) */
+    int *sidx;          /* per position in S: the index of its first step (-1: the span's start) */
+    int *cs, *cl;       /* per step: the positions starting there, in the pass's size order */
+    int64_t *suf;       /* per entry of cl: its bytes and those after it at its step */
+    uint64_t *za, *zb;  /* per step: the keys of the items that start there or later */
+} strip_steps;
+
+/* 0, or -1 out of memory (st->oom set) */
+int vp_strip_steps_build(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int rev, strip_steps *sp);
+void vp_strip_steps_free(strip_steps *sp);
+
 /* Items S, flat at h over [t0, t1): an assignment of strips and time cuts into st->off,
  * from base up (arena_strip.c). */
 int vp_strip_solve(strip *st, const int *S, int ns, int64_t t0, int64_t t1, int64_t h, int64_t base);
 
 /* The strips of S (flat at H over [T0, T1)) through item x, which starts at T0 (rev: ends
- * at T1 and the sweep runs back): each complete one is tried (it at base, the rest above)
- * unless in `tried`; STRIP_DONE when one works, STRIP_FAIL when none does, STRIP_PAUSE
- * when `budget` sweep nodes ran out first (arena_strip_sweep.c). */
+ * at T1 and the sweep runs back; sp: S's steps in that direction): each complete one is
+ * tried (it at base, the rest above) unless in `tried`; STRIP_DONE when one works,
+ * STRIP_FAIL when none does, STRIP_PAUSE when `budget` sweep nodes ran out first
+ * (arena_strip_sweep.c). */
 int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
-                     int64_t budget, strip_keyset *tried);
+                     const strip_steps *sp, int64_t budget, strip_keyset *tried);
 
 /* The stack of pending groups (arena_strip_fallback.c): push returns -1 when out of
  * memory.  A snapshot, taken when a strip is placed on the path, completes the placed

@@ -24,17 +24,16 @@ typedef struct sweep_ctx {
     int64_t T0, T1, H, base; /* the level's span, its bytes and where it sits */
     int rev;            /* the sweep runs back from T1: its steps are the negated times */
     int64_t t0, t1;     /* the span in the sweep's direction */
-    int E;              /* steps strictly inside (t0, t1) where something starts or ends */
-    int64_t *ev;        /* their times */
-    int *eend;          /* per position in S: the index of its end step (E: at t1) */
-    int *cs, *cl;       /* per step: the positions starting there, by size down */
-    int64_t *suf;       /* per entry of cl: its bytes and those after it at its step */
+    int E;              /* the level's steps in that direction (strip_steps) */
+    const int64_t *ev;
+    const int *eend, *cs, *cl;
+    const int64_t *suf;
+    const uint64_t *za, *zb;
     int64_t *ending;    /* per step: the strip's bytes ending there */
     int *chosen, nch;   /* the strip so far (positions in S) */
     int *ids, *rest;    /* scratch lists of items */
     int64_t budget;     /* nodes left this round */
     int64_t cuts;       /* strips completed (tried or skipped as tried) */
-    uint64_t *za, *zb;  /* per step: the keys of the items that start there or later */
     strip_keyset *tried; /* strips tried at this level */
 } sweep_ctx;
 
@@ -194,62 +193,89 @@ static int first_step(sweep_ctx *f, const int *c0, int nc, int from, int left, i
     return STRIP_FAIL;
 }
 
-int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
-                     int64_t budget, strip_keyset *tried) {
-    sweep_ctx f = {.st = st, .S = S, .ns = ns, .T0 = T0, .T1 = T1, .H = H, .base = base, .rev = rev,
-                   .t0 = rev ? -T1 : T0, .t1 = rev ? -T0 : T1, .budget = budget, .tried = tried};
+/* the level's steps in one direction, and per step the items starting there in the pass's
+ * size order: the same for every buffer swept through and every round, so built once */
+int vp_strip_steps_build(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int rev, strip_steps *sp) {
+    memset(sp, 0, sizeof *sp);
+    sweep_ctx f = {.st = st, .S = S, .ns = ns, .rev = rev, .t0 = rev ? -T1 : T0, .t1 = rev ? -T0 : T1};
     int64_t t0 = f.t0, t1 = f.t1;
+    sp->ev = malloc(2 * (size_t)ns * sizeof *sp->ev);
+    sp->eend = malloc((size_t)ns * sizeof *sp->eend);
+    sp->sidx = malloc((size_t)ns * sizeof *sp->sidx);
+    sp->cs = calloc(2 * (size_t)ns + 2, sizeof *sp->cs);
+    sp->cl = malloc((size_t)ns * sizeof *sp->cl);
+    sp->suf = malloc((size_t)ns * sizeof *sp->suf);
+    int *fill = malloc((2 * (size_t)ns + 2) * sizeof *fill);
+    if (!sp->ev || !sp->eend || !sp->sidx || !sp->cs || !sp->cl || !sp->suf || !fill) goto oom;
+    int m = 0;
+    for (int i = 0; i < ns; i++) {
+        if (sweep_lo(&f, S[i]) > t0) sp->ev[m++] = sweep_lo(&f, S[i]);
+        if (sweep_hi(&f, S[i]) < t1) sp->ev[m++] = sweep_hi(&f, S[i]);
+    }
+    qsort(sp->ev, (size_t)m, sizeof *sp->ev, vp_strip_cmp_i64);
+    for (int i = 0; i < m; i++)
+        if (!sp->E || sp->ev[sp->E - 1] != sp->ev[i]) sp->ev[sp->E++] = sp->ev[i];
+    f.ev = sp->ev, f.E = sp->E;
+    for (int i = 0; i < ns; i++) {
+        sp->eend[i] = sweep_hi(&f, S[i]) < t1 ? find_step(&f, sweep_hi(&f, S[i])) : sp->E;
+        sp->sidx[i] = sweep_lo(&f, S[i]) > t0 ? find_step(&f, sweep_lo(&f, S[i])) : -1;
+        if (sp->sidx[i] >= 0) sp->cs[sp->sidx[i] + 1]++;
+    }
+    sp->za = calloc((size_t)sp->E + 1, sizeof *sp->za);
+    sp->zb = calloc((size_t)sp->E + 1, sizeof *sp->zb);
+    if (!sp->za || !sp->zb) goto oom;
+    for (int i = 0; i < ns; i++)
+        if (sp->sidx[i] >= 0) sp->za[sp->sidx[i]] ^= st->z1[S[i]], sp->zb[sp->sidx[i]] ^= st->z2[S[i]];
+    for (int e = sp->E - 1; e >= 0; e--) sp->za[e] ^= sp->za[e + 1], sp->zb[e] ^= sp->zb[e + 1];
+    for (int e = 0; e < sp->E; e++) sp->cs[e + 1] += sp->cs[e];
+    for (int e = 0; e <= sp->E; e++) fill[e] = sp->cs[e];
+    for (int i = 0; i < ns; i++)
+        if (sp->sidx[i] >= 0) sp->cl[fill[sp->sidx[i]]++] = i;
+    f.eend = sp->eend;
+    for (int e = 0; e < sp->E; e++) {
+        qsort_r(sp->cl + sp->cs[e], (size_t)(sp->cs[e + 1] - sp->cs[e]), sizeof *sp->cl, by_size, &f);
+        int64_t acc = 0;
+        for (int j = sp->cs[e + 1] - 1; j >= sp->cs[e]; j--) acc += st->sz[S[sp->cl[j]]], sp->suf[j] = acc;
+    }
+    free(fill);
+    sp->built = 1;
+    return 0;
+oom:
+    free(fill);
+    vp_strip_steps_free(sp);
+    st->oom = 1;
+    return -1;
+}
+
+void vp_strip_steps_free(strip_steps *sp) {
+    free(sp->ev), free(sp->eend), free(sp->sidx), free(sp->cs), free(sp->cl), free(sp->suf), free(sp->za), free(sp->zb);
+    memset(sp, 0, sizeof *sp);
+}
+
+int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, int64_t H, int64_t base, int x, int rev,
+                     const strip_steps *sp, int64_t budget, strip_keyset *tried) {
+    sweep_ctx f = {.st = st, .S = S, .ns = ns, .T0 = T0, .T1 = T1, .H = H, .base = base, .rev = rev,
+                   .t0 = rev ? -T1 : T0, .t1 = rev ? -T0 : T1, .E = sp->E, .ev = sp->ev, .eend = sp->eend,
+                   .cs = sp->cs, .cl = sp->cl, .suf = sp->suf, .za = sp->za, .zb = sp->zb, .budget = budget,
+                   .tried = tried};
     int r = STRIP_OUT;
-    st->work += 32 * (int64_t)ns; /* the steps and lists built again for each buffer and round */
-    f.ev = malloc(2 * (size_t)ns * sizeof *f.ev);
-    f.eend = malloc((size_t)ns * sizeof *f.eend);
-    f.cs = calloc(2 * (size_t)ns + 2, sizeof *f.cs);
-    f.cl = malloc((size_t)ns * sizeof *f.cl);
-    f.suf = malloc((size_t)ns * sizeof *f.suf);
-    f.ending = calloc(2 * (size_t)ns + 1, sizeof *f.ending);
+    /* charged as when every sweep built the level's steps itself (the rate the work was
+     * calibrated at); built once a level now, so a sweep takes less time than charged */
+    st->work += 32 * (int64_t)ns;
+    f.ending = calloc((size_t)sp->E + 1, sizeof *f.ending);
     f.chosen = malloc((size_t)ns * sizeof *f.chosen);
     f.ids = malloc((size_t)ns * sizeof *f.ids);
     f.rest = malloc((size_t)ns * sizeof *f.rest);
-    int *c0 = malloc((size_t)ns * sizeof *c0), *sidx = malloc((size_t)ns * sizeof *sidx);
-    int *fill = malloc((2 * (size_t)ns + 2) * sizeof *fill);
-    if (!f.ev || !f.eend || !f.cs || !f.cl || !f.suf || !f.ending || !f.chosen || !f.ids || !f.rest || !c0 || !sidx || !fill) {
+    int *c0 = malloc((size_t)ns * sizeof *c0);
+    if (!f.ending || !f.chosen || !f.ids || !f.rest || !c0) {
         st->oom = 1;
         goto done;
     }
-    int m = 0;
-    for (int i = 0; i < ns; i++) {
-        if (sweep_lo(&f, S[i]) > t0) f.ev[m++] = sweep_lo(&f, S[i]);
-        if (sweep_hi(&f, S[i]) < t1) f.ev[m++] = sweep_hi(&f, S[i]);
-    }
-    qsort(f.ev, (size_t)m, sizeof *f.ev, vp_strip_cmp_i64);
-    f.E = 0;
-    for (int i = 0; i < m; i++)
-        if (!f.E || f.ev[f.E - 1] != f.ev[i]) f.ev[f.E++] = f.ev[i];
     int nc = 0, xp = -1;
     for (int i = 0; i < ns; i++) {
-        f.eend[i] = sweep_hi(&f, S[i]) < t1 ? find_step(&f, sweep_hi(&f, S[i])) : f.E;
-        sidx[i] = sweep_lo(&f, S[i]) > t0 ? find_step(&f, sweep_lo(&f, S[i])) : -1;
-        if (sidx[i] >= 0) f.cs[sidx[i] + 1]++;
-        else if (S[i] == x) xp = i;
+        if (sp->sidx[i] >= 0) continue;
+        if (S[i] == x) xp = i;
         else c0[nc++] = i;
-    }
-    f.za = calloc((size_t)f.E + 1, sizeof *f.za);
-    f.zb = calloc((size_t)f.E + 1, sizeof *f.zb);
-    if (!f.za || !f.zb) {
-        st->oom = 1;
-        goto done;
-    }
-    for (int i = 0; i < ns; i++)
-        if (sidx[i] >= 0) f.za[sidx[i]] ^= st->z1[S[i]], f.zb[sidx[i]] ^= st->z2[S[i]];
-    for (int e = f.E - 1; e >= 0; e--) f.za[e] ^= f.za[e + 1], f.zb[e] ^= f.zb[e + 1];
-    for (int e = 0; e < f.E; e++) f.cs[e + 1] += f.cs[e];
-    for (int e = 0; e <= f.E; e++) fill[e] = f.cs[e];
-    for (int i = 0; i < ns; i++)
-        if (sidx[i] >= 0) f.cl[fill[sidx[i]]++] = i;
-    for (int e = 0; e < f.E; e++) {
-        qsort_r(f.cl + f.cs[e], (size_t)(f.cs[e + 1] - f.cs[e]), sizeof *f.cl, by_size, &f);
-        int64_t acc = 0;
-        for (int j = f.cs[e + 1] - 1; j >= f.cs[e]; j--) acc += st->sz[S[f.cl[j]]], f.suf[j] = acc;
     }
     if (xp < 0) { /* x does not start at t0: no strip through it is built here */
         r = STRIP_FAIL;
@@ -261,7 +287,6 @@ int vp_strip_through(strip *st, const int *S, int ns, int64_t T0, int64_t T1, in
     for (int left = 0; left <= nc && r == STRIP_FAIL; left++)
         r = first_step(&f, c0, nc, 0, left, st->sz[x], st->z1[x], st->z2[x]);
 done:
-    free(f.ev), free(f.eend), free(f.cs), free(f.cl), free(f.suf), free(f.ending), free(f.chosen), free(f.ids);
-    free(f.rest), free(c0), free(sidx), free(fill), free(f.za), free(f.zb);
+    free(f.ending), free(f.chosen), free(f.ids), free(f.rest), free(c0);
     return st->oom ? STRIP_OUT : r;
 }
