@@ -23,11 +23,11 @@
  *    work (--strip only; not in the default run).
  *
  * 5. The whole solver (vp_arena_solve, --time-limit 5) on 80 perfect packings of 400
- *    buffers: how many reach the bound, and how far above it the rest end (--perfect
- *    only; not in the default run).
+ *    buffers (or seeds K0..K1): how many reach the bound, and how far above it the rest
+ *    end (--perfect only; not in the default run).
  *
- * usage: bench_arena [--quick | --hard | --strip | --perfect]   (--quick: instances up
- *        to 10,000 buffers; --hard: section 3 only; --strip: 4; --perfect: 5) */
+ * usage: bench_arena [--quick | --hard | --strip | --perfect [K0 K1]]   (--quick:
+ *        instances up to 10,000 buffers; --hard: section 3 only; --strip: 4; --perfect: 5) */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -472,20 +472,23 @@ static void strip_section(void) {
 
 /* ---- 5. the whole solver on more perfect packings ---- */
 
-static void perfect_section(void) {
-    enum { N = 400, K = 80 };
+/* seeds k = k0..k1, in two halves */
+static void perfect_section(int k0, int k1) {
+    enum { N = 400 };
     printf("The whole solver (vp_arena_solve, portfolio then complete search at --time-limit 5) on perfect packings\n"
-           "of %d buffers, the generator's seed + 1000 k, k = 1..%d (k = 1..5 are --hard's perfect_400_s1..s5). Each\n"
+           "of %d buffers, the generator's seed + 1000 k, k = %d..%d (k = 1..5 are --hard's perfect_400_s1..s5). Each\n"
            "assignment checked pairwise; *misses*: those left above the bound, arena / bound.\n\n",
-           N, K);
+           N, k0, k1);
     printf("| seeds | at the bound | misses: mean | misses: worst | CPU s |\n|---|---|---|---|---|\n");
     vp_arena_item *it = malloc(N * sizeof *it);
-    char list[K * 16] = "";
-    size_t at = 0;
-    for (int half = 0; half < 2 && it; half++) {
-        int bound_hit = 0, misses = 0;
+    size_t cap = 24 * (size_t)(k1 - k0 + 1) + 1, at = 0;
+    char *list = calloc(cap, 1);
+    int mid = k0 + (k1 - k0 + 1) / 2; /* the second half's first seed */
+    for (int half = 0; half < 2 && it && list; half++) {
+        int bound_hit = 0, misses = 0, first = half ? mid : k0, last = half ? k1 : mid - 1;
         double sum = 0, worst = 0, t0 = cpu_seconds();
-        for (int k = 1 + half * K / 2; k <= (half + 1) * K / 2; k++) {
+        if (first > last) continue;
+        for (int k = first; k <= last; k++) {
             vp_arena_opts o = {.only = -1, .exact_seconds = 5};
             vp_arena_result res;
             vp_error err;
@@ -502,15 +505,20 @@ static void perfect_section(void) {
             }
             if (res.arena <= res.lower_bound) bound_hit++;
             else misses++, sum += r, worst = r > worst ? r : worst;
-            at += (size_t)snprintf(list + at, sizeof list - at, "%s%d: %.4f", k > 1 ? ", " : "", k, r);
+            at += (size_t)snprintf(list + at, cap - at, "%s%d: %.4f", k > k0 ? ", " : "", k, r);
             fprintf(stderr, "bench_arena: perfect k = %d: %.4f\n", k, r);
         }
-        printf("| k = %d..%d | %d/%d | %.4f | %.4f | %.1f |\n", 1 + half * K / 2, (half + 1) * K / 2, bound_hit, K / 2,
+        printf("| k = %d..%d | %d/%d | %.4f | %.4f | %.1f |\n", first, last, bound_hit, last - first + 1,
                misses ? sum / misses : 1.0, misses ? worst : 1.0, cpu_seconds() - t0);
         fflush(stdout);
     }
+    if (!it || !list) {
+        fprintf(stderr, "bench_arena: out of memory\n");
+        exit(1);
+    }
     printf("\nEach k: %s.\n", list);
     free(it);
+    free(list);
 }
 
 int main(int argc, char **argv) {
@@ -528,7 +536,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--perfect")) {
-        perfect_section();
+        int k0 = 1, k1 = 80;
+        if (argc > 2 && (argc != 4 || sscanf(argv[2], "%d", &k0) != 1 || sscanf(argv[3], "%d", &k1) != 1 || k0 < 1 ||
+                         k1 < k0 || k1 > 100000)) {
+            fprintf(stderr, "usage: bench_arena --perfect [K0 K1]   (seeds k = K0..K1, 1 <= K0 <= K1; default 1 80)\n");
+            return 2;
+        }
+        perfect_section(k0, k1);
         return 0;
     }
     model_row rows[64];
