@@ -1,7 +1,9 @@
 /* The sweep for a strip: a subset of a flat level whose own load is flat.
  *
  * In: a level of the strip search (items flat at H over [T0, T1), no time cut, no item
- * spanning it) and one item x at its first step (or, swept back, its last).  Out: every
+ * spanning it), its steps in the sweep's direction (strip_steps, listed once a level and
+ * pass by vp_strip_steps_build: every buffer's sweep in every round reads the same ones)
+ * and one item x at its first step (or, swept back, its last).  Out: every
  * flat subset through x whose first block closes inside the span, each tried as the
  * level's bottom strip by the recursion (arena_strip.c), until one works, none is left,
  * or the round's budget of nodes runs out.  Keeps true: the subsets it tries are flat;
