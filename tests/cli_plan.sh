@@ -85,6 +85,11 @@ expect 2 "--device expects cpu, a100, h100 or h200, got 'tpu'" -- "$tool" plan "
 expect 0 "MILP (Checkmate, GLPK): optimal; .* recompute [0-9.]*[1-9][0-9.]* ms" -- "$tool" plan "$cnn" --dim batch=4 --loss ce:logits --optimizer adamw --budget 980000 --remat ilp -o "$tmp/cnn_ilp.vplan"
 expect 0 "step 2  loss" -- "$tool" run "$tmp/cnn_ilp.vplan" --steps 2
 expect 0 "sound: " -- "$tool" verify "$tmp/cnn_ilp.vplan"
+# a device whose convolutions take a workspace: the MILP recomputes conv1 twice, and each
+# copy's step gets a workspace buffer of its own (once the same one, a plan that its own
+# reader refused: "duplicate name '/conv1/Conv/recompute.workspace'")
+expect 0 "recompute" -- "$tool" plan "$cnn" --dim batch=4 --loss ce:logits --optimizer adamw --budget 1190000 --remat ilp --device h100 -o "$tmp/cnn_ilp_ws.vplan"
+expect 0 "sound: " -- "$tool" verify "$tmp/cnn_ilp_ws.vplan"
 expect 2 "no recompute schedule fits the budget" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1KiB --remat ilp
 expect 2 "GLPK found no schedule within 0.001 s" -- "$tool" plan "$gpt" --dim batch=32 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --budget 2MB --remat ilp --ilp-time-limit 0.001
 expect 2 "--ilp-time-limit expects a non-negative number, got 'soon'" -- "$tool" plan "$mlp" --dim batch=32 --loss ce:logits --budget 1MiB --remat ilp --ilp-time-limit soon

@@ -71,12 +71,15 @@ int64_t vp_workspace_bytes(const vp_graph *g, const vp_node *n, const vp_device_
 }
 
 /* The value that stands for step st's workspace: the one an earlier plan of this graph
- * made for the node, or a new one. */
-static int workspace_value(vp_graph *g, int node, int64_t bytes) {
+ * made for the node, or a new one.  Not one this plan already gave a buffer (buffer_of,
+ * its first `known` entries): two recomputed copies of a node share its name, and each
+ * step's workspace must be a buffer of its own. */
+static int workspace_value(vp_graph *g, int node, int64_t bytes, const int *buffer_of, int known) {
     char name[512];
     snprintf(name, sizeof name, "%s.workspace", g->nodes[node].name[0] ? g->nodes[node].name : g->nodes[node].op_type);
     int v = vp_graph_find_value(g, name);
-    if (v < 0 || !(g->values[v].flags & VP_VAL_WORKSPACE) || g->values[v].producer >= 0 || g->values[v].n_consumers)
+    if (v < 0 || !(g->values[v].flags & VP_VAL_WORKSPACE) || g->values[v].producer >= 0 || g->values[v].n_consumers ||
+        (v < known && buffer_of[v] >= 0))
         v = vp_graph_add_unique_value(g, name);
     if (v < 0) return -1;
     vp_value *val = &g->values[v];
@@ -136,7 +139,7 @@ vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
     for (int st = 0; st < p->n_steps && !s; st++) {
         p->workspace[st] = -1;
         if (!want[st]) continue;
-        int v = workspace_value(g, p->steps[st], want[st]);
+        int v = workspace_value(g, p->steps[st], want[st], p->buffer_of, known);
         int *bo = v >= 0 ? realloc(p->buffer_of, ((size_t)g->n_values + 1) * sizeof *bo) : NULL;
         if (!bo) {
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory planning workspaces");
