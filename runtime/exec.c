@@ -88,6 +88,34 @@ vp_status vp_exec_set_input(vp_exec *x, const char *name, const vp_tensor *t, vp
     return s;
 }
 
+/* Runs node i on what its inputs hold now; io is scratch sized for the graph. */
+static vp_status exec_node(vp_exec *x, vp_io_args *io, int i, vp_error *err) {
+    const vp_graph *g = x->g;
+    const vp_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k];
+        io->pin[k] = NULL;
+        if (v < 0) continue;
+        if (!x->is_set[v]) /* in vp_exec_run, a broken invariant: the loader orders nodes topologically */
+            return vp_node_fail(err, VP_ERR_RUNTIME, n, "input '%s' read before it was written", g->values[v].name);
+        io->tin[k] = vp_value_tensor(&g->values[v]);
+        io->tin[k].data = x->buf[v];
+        io->pin[k] = &io->tin[k];
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        int v = n->outputs[k];
+        io->pout[k] = NULL;
+        if (v < 0) continue;
+        io->tout[k] = vp_value_tensor(&g->values[v]);
+        io->tout[k].data = x->buf[v];
+        io->pout[k] = &io->tout[k];
+    }
+    vp_status s = x->b->iface->run_node(x->b, n, io->pin, io->pout, err);
+    for (int k = 0; k < n->n_outputs && !s; k++)
+        if (n->outputs[k] >= 0) x->is_set[n->outputs[k]] = 1;
+    return s;
+}
+
 vp_status vp_exec_run(vp_exec *x, vp_error *err) {
     const vp_graph *g = x->g;
     for (int k = 0; k < g->n_inputs; k++)
@@ -96,36 +124,18 @@ vp_status vp_exec_run(vp_exec *x, vp_error *err) {
                            g->values[g->inputs[k]].name);
     vp_io_args io;
     vp_status s = vp_io_args_init(&io, g, err);
-    const vp_tensor **pin = io.pin;
-    vp_tensor *tin = io.tin, *tout = io.tout, **pout = io.pout;
-    for (int i = 0; i < g->n_nodes && !s; i++) {
-        const vp_node *n = &g->nodes[i];
-        if (n->folded) continue;
-        for (int k = 0; k < n->n_inputs; k++) {
-            int v = n->inputs[k];
-            pin[k] = NULL;
-            if (v < 0) continue;
-            if (!x->is_set[v]) { /* a broken invariant: the loader orders nodes topologically */
-                s = vp_node_fail(err, VP_ERR_RUNTIME, n, "input '%s' read before it was written", g->values[v].name);
-                break;
-            }
-            tin[k] = vp_value_tensor(&g->values[v]);
-            tin[k].data = x->buf[v];
-            pin[k] = &tin[k];
-        }
-        for (int k = 0; k < n->n_outputs; k++) {
-            int v = n->outputs[k];
-            pout[k] = NULL;
-            if (v < 0) continue;
-            tout[k] = vp_value_tensor(&g->values[v]);
-            tout[k].data = x->buf[v];
-            pout[k] = &tout[k];
-        }
-        if (s) break;
-        s = x->b->iface->run_node(x->b, n, pin, pout, err);
-        for (int k = 0; k < n->n_outputs && !s; k++)
-            if (n->outputs[k] >= 0) x->is_set[n->outputs[k]] = 1;
-    }
+    for (int i = 0; i < g->n_nodes && !s; i++)
+        if (!g->nodes[i].folded) s = exec_node(x, &io, i, err);
+    vp_io_args_free(&io);
+    return s ? s : x->b->iface->synchronize(x->b, err);
+}
+
+vp_status vp_exec_run_node(vp_exec *x, int node, vp_error *err) {
+    if (node < 0 || node >= x->g->n_nodes || x->g->nodes[node].folded)
+        return vp_fail(err, VP_ERR_USAGE, "%s: node %d is not a node the executor runs", x->g->path, node);
+    vp_io_args io;
+    vp_status s = vp_io_args_init(&io, x->g, err);
+    if (!s) s = exec_node(x, &io, node, err);
     vp_io_args_free(&io);
     return s ? s : x->b->iface->synchronize(x->b, err);
 }

@@ -20,6 +20,11 @@ vp_status vp_exec_set_input(vp_exec *x, const char *name, const vp_tensor *t, vp
 /* Runs every node that was not folded.  Fails naming the first graph input never set. */
 vp_status vp_exec_run(vp_exec *x, vp_error *err);
 
+/* Runs node `node` alone on what its inputs hold now (set, written or computed): how a
+ * test compares one kernel across backends on the same inputs.  Fails naming an input
+ * that holds nothing yet. */
+vp_status vp_exec_run_node(vp_exec *x, int node, vp_error *err);
+
 /* Copies a value to the host: out gets the value's dtype and shape and a heap buffer
  * the caller frees. */
 vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err);
