@@ -8,6 +8,7 @@
 
 #include "onnx/attr_proto.h"
 #include "ir/op_registry.h"
+#include "memory/verify.h"
 #include "plan_file.h"
 #include "onnx/tensor_proto.h"
 #include "vplan.pb-c.h"
@@ -293,6 +294,18 @@ vp_status vp_plan_read(const char *path, vp_loaded_plan *lp, vp_error *err) {
     }
     vplan__plan__free_unpacked(m, NULL);
     if (s) vp_loaded_plan_free(lp);
+    return s;
+}
+
+vp_status vp_plan_read_sound(const char *path, vp_loaded_plan *lp, vp_error *err) {
+    vp_status s = vp_plan_read(path, lp, err);
+    if (s) return s;
+    vp_verify_report rep;
+    s = vp_plan_verify(&lp->plan, &rep, err);
+    if (s) {
+        vp_error_prefix(err, "%s: unsound plan (refused; `onnx-vplan verify` says the same): ", path);
+        vp_loaded_plan_free(lp);
+    }
     return s;
 }
 

@@ -19,6 +19,12 @@ typedef struct vp_loaded_plan {
 /* Checks framing, version and checksum; rebuilds every step's op and re-derives its
  * output shapes, failing naming the step when the file disagrees with itself. */
 vp_status vp_plan_read(const char *path, vp_loaded_plan *out, vp_error *err);
+
+/* vp_plan_read, then the independent verifier (memory/verify.h) on what was read: what
+ * `run`, `codegen` and `export` execute or compile must be sound whatever its checksum
+ * says (the checksum catches accidents, not edits).  An unsound plan is refused with the
+ * verifier's message, as `verify` gives it, and nothing is left in *out. */
+vp_status vp_plan_read_sound(const char *path, vp_loaded_plan *out, vp_error *err);
 void vp_loaded_plan_free(vp_loaded_plan *lp);
 
 #endif

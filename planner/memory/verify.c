@@ -133,6 +133,10 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory verifying");
         goto done;
     }
+    if (p->n_steps <= 0) {
+        s = vp_fail(err, VP_ERR_INVALID, "the plan has no steps");
+        goto done;
+    }
     int ng = 0;
     for (int b = 0; b < nb; b++) {
         const vp_buffer *buf = &p->buffers[b];
@@ -142,7 +146,9 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             goto done;
         }
         int64_t limit = buf->cat == VP_CAT_HOST ? p->host_bytes : p->arena_bytes;
-        if (buf->size < buf->bytes || buf->offset < 0 || buf->offset + buf->size > limit) {
+        /* no sum that could overflow: an offset near 2^63 is input like any other */
+        if (buf->bytes < 0 || buf->size < buf->bytes || buf->offset < 0 || buf->size > limit ||
+            buf->offset > limit - buf->size) {
             s = vp_fail(err, VP_ERR_INVALID, "buffer '%s' (%lld bytes at offset %lld) does not fit the %lld-byte %s",
                         name_of(p, b), (long long)buf->bytes, (long long)buf->offset, (long long)limit,
                         buf->cat == VP_CAT_HOST ? "host block" : "arena");
@@ -225,6 +231,26 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
             group *G = &gr[gid[b]];
             if (G->first < 0) G->first = st;
             if (st > G->last) G->last = st;
+        }
+    }
+    /* the loss the caller reads after the step: a float32 scalar a step computed, never an
+     * input, a parameter or a constant that would be reported as a loss */
+    if (p->loss_buffer >= nb) {
+        s = vp_fail(err, VP_ERR_INVALID, "the loss buffer %d does not exist", p->loss_buffer);
+        goto done;
+    }
+    if (p->loss_buffer >= 0) {
+        const vp_value *v = &g->values[p->buffers[p->loss_buffer].value];
+        const char *is = v->flags & VP_VAL_INPUT ? "an input"
+                         : v->flags & (VP_VAL_INITIALIZER | VP_VAL_CONST | VP_VAL_PARAM | VP_VAL_STATE)
+                             ? "an initializer, a constant or carried state"
+                         : !written[p->loss_buffer] ? "written by no step"
+                         : v->dtype != VP_F32 || vp_value_numel(v) != 1 ? "not a float32 scalar"
+                                                                          : NULL;
+        if (is) {
+            s = vp_fail(err, VP_ERR_INVALID, "the loss buffer '%s' is %s: the loss is a float32 scalar a step computes",
+                        name_of(p, p->loss_buffer), is);
+            goto done;
         }
     }
     /* read by the caller after the step */

@@ -28,7 +28,8 @@ static void default_prefix(const char *path, char *dst, size_t size) { /* size >
     char id[44];
     vp_c_ident(id, sizeof id, stem, 40);
     dst[0] = 'm';
-    vp_c_ident(dst + isdigit((unsigned char)id[0]), size - 1, id, 40);
+    /* isdigit says "true" with any nonzero int (2048 in glibc): an offset needs 0 or 1 */
+    vp_c_ident(dst + (isdigit((unsigned char)id[0]) ? 1 : 0), size - 1, id, 40);
 }
 
 static int run_codegen(int argc, char **argv) {
@@ -66,7 +67,7 @@ static int run_codegen(int argc, char **argv) {
     for (int i = 0; i < argc; i++) strcat(strcat(cmd, " "), argv[i]);
 
     vp_loaded_plan lp;
-    vp_status s = vp_plan_read(path, &lp, &err);
+    vp_status s = vp_plan_read_sound(path, &lp, &err);
     if (s) {
         free(cmd);
         return cli_report(s, &err);

@@ -22,7 +22,7 @@ static int run_export(int argc, char **argv) {
     if (!out || !weights)
         return cli_report(vp_fail(&err, VP_ERR_USAGE, "export: --weights FILE and -o OUT.onnx are required"), &err);
     vp_loaded_plan lp;
-    vp_status s = vp_plan_read(path, &lp, &err);
+    vp_status s = vp_plan_read_sound(path, &lp, &err);
     if (s) return cli_report(s, &err);
     const vp_plan *p = &lp.plan;
     uint8_t *blob = NULL;

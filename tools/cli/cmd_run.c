@@ -130,7 +130,7 @@ static const char *knob(const vp_loaded_plan *lp, const char *name) {
  * must be of as many ranks as mpirun started. */
 static vp_status open_rank_plan(const char *path, vp_comm *comm, vp_loaded_plan *lp, char *used, size_t len, vp_error *err) {
     snprintf(used, len, comm && comm->size > 1 ? "%s.%d" : "%s", path, comm ? comm->rank : 0);
-    vp_status s = vp_plan_read(used, lp, err);
+    vp_status s = vp_plan_read_sound(used, lp, err);
     if (s) return s;
     const char *tp = knob(lp, "tp"), *rank = knob(lp, "tp_rank");
     int n = tp ? atoi(tp) : 1, r = rank ? atoi(rank) : 0, size = comm ? comm->size : 1, me = comm ? comm->rank : 0;
