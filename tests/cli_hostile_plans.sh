@@ -35,4 +35,12 @@ expect 2 "unsound plan (refused.*reads .* before any step writes it" -- "$tool" 
 # version set back to 1 on a plan without a host block) still runs
 expect 0 "sound: " -- "$tool" verify "$tmp/plans/version_1.vplan"
 expect 0 "step 1  loss" -- "$tool" run "$tmp/plans/version_1.vplan" --steps 1
+# codegen's default prefix from a plan whose name starts with a digit: an identifier
+# ("m9lives"), once garbage names from a write past the prefix's buffer
+cp "$tmp/plans/version_1.vplan" "$tmp/9lives.vplan"
+expect 0 "" -- "$tool" codegen "$tmp/9lives.vplan" -o "$tmp/gen9"
+for f in m9lives_step.c m9lives_step.h m9lives.weights; do
+    [[ -f $tmp/gen9/$f ]] || { fail=$((fail + 1)); echo "FAIL: codegen of 9lives.vplan wrote no $f: $(ls "$tmp/gen9" 2>&1)"; }
+done
+expect 0 "m9lives_step(" -- grep -h "m9lives_step(" "$tmp/gen9/m9lives_step.h"
 expect_summary

@@ -36,6 +36,8 @@ expect 0 ": sound: [0-9][0-9]* steps" -- "$tool" verify "$tmp/gpt.vplan.1"
 expect 2 "node '/blocks.0/attn/Reshape' (Reshape): --tp 4 does not divide the heads (2)" -- "$tool" plan "$gpt" "${gopt[@]}" --tp 4
 expect 2 "does not divide the output features of its weight (32)" -- "$tool" plan "$qkv" "${qopt[@]}" --tp 3
 expect 2 "rank 0 of a 2-rank tensor-parallel plan, but this is rank 0 of 1" -- "$tool" run "$tmp/gpt.vplan.0"
+# the name given to plan -o, which names no file under --tp: the per-rank files and mpirun
+expect 2 "gpt.vplan.0 is there: a tensor-parallel plan is written as one file per rank" -- "$tool" run "$tmp/gpt.vplan"
 expect 2 "run it as mpirun -np 2" -- "$tool" train "$gpt" "${gopt[@]}" --tp 2
 expect 2 "--sp needs --tp 2 or more" -- "$tool" plan "$gpt" "${gopt[@]}" --sp
 # --sp: the same all-reduces as reduce-scatters and all-gathers, plus the gradients of the

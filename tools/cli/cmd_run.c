@@ -3,12 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
 #include "cli_data.h"
 #include "comm.h"
 #include "cpu_util.h"
+#include "ir/atomic_file.h"
 #include "json_writer.h"
 #include "memory/workspace.h"
 #include "plan_exec.h"
@@ -130,6 +132,15 @@ static const char *knob(const vp_loaded_plan *lp, const char *name) {
  * must be of as many ranks as mpirun started. */
 static vp_status open_rank_plan(const char *path, vp_comm *comm, vp_loaded_plan *lp, char *used, size_t len, vp_error *err) {
     snprintf(used, len, comm && comm->size > 1 ? "%s.%d" : "%s", path, comm ? comm->rank : 0);
+    /* `plan --tp N -o PLAN` writes PLAN.0 .. PLAN.N-1 and no PLAN: say so, not "cannot open" */
+    struct stat st;
+    char rank0[4200];
+    snprintf(rank0, sizeof rank0, "%s.0", path);
+    if ((!comm || comm->size <= 1) && stat(path, &st) != 0 && errno == ENOENT && stat(rank0, &st) == 0)
+        return vp_fail(err, VP_ERR_USAGE,
+                       "%s: no such file, but %s is there: a tensor-parallel plan is written as one file per rank "
+                       "(PLAN.0 .. PLAN.N-1); run it under mpirun -np N: mpirun -np N onnx-vplan run %s",
+                       path, rank0, path);
     vp_status s = vp_plan_read_sound(used, lp, err);
     if (s) return s;
     const char *tp = knob(lp, "tp"), *rank = knob(lp, "tp_rank");
