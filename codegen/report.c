@@ -23,7 +23,9 @@ int vp_parse_size(const char *s, int64_t *out) {
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(end, units[i].u) == 0) {
             double b = v * units[i].m;
-            if (b > 9.0e18) return 0;
+            /* a size given as above zero that rounds to no bytes (1e-300) is not the 0 it
+             * would be reported as */
+            if (b > 9.0e18 || (b > 0 && b < 0.5)) return 0;
             *out = (int64_t)llround(b);
             return 1;
         }

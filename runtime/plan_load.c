@@ -37,9 +37,11 @@ static vp_status unpack(const char *path, Vplan__Plan **out, uint64_t *checksum,
     *version_out = version;
     uint64_t n = get_u64(buf + 8), sum = get_u64(buf + 16);
     if (n != len - VP_PLAN_HEADER_BYTES) {
+        size_t have = len - VP_PLAN_HEADER_BYTES;
         free(buf);
-        return vp_fail(err, VP_ERR_PARSE, "%s: truncated plan file (header says %llu payload bytes, the file has %zu)", path,
-                       (unsigned long long)n, len - VP_PLAN_HEADER_BYTES);
+        return vp_fail(err, VP_ERR_PARSE, "%s: %s plan file (header says %llu payload bytes, the file has %zu%s)", path,
+                       n > have ? "truncated" : "corrupt", (unsigned long long)n, have,
+                       n > have ? "" : ": bytes after the payload");
     }
     if (vp_fnv1a64(buf + VP_PLAN_HEADER_BYTES, (size_t)n) != sum) {
         free(buf);

@@ -102,6 +102,8 @@ expect 2 "qat-freeze-after applies to --qat only" -- "$tool" train "$mlp" --dim 
 expect 2 "qat-freeze-after must be at least 1 step" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --qat int8 --qat-freeze-after 0
 expect 2 "train-graph: --optimizer expects sgd, momentum, adam or adamw, got 'lion'" -- "$tool" train-graph "$mlp" --optimizer=lion
 expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '3.5XB'" -- "$tool" plan "$mlp" --budget 3.5XB
+# above zero, yet under one byte: refused as given, never planned as a budget of 0
+expect 2 "plan: --budget expects a size (examples: 16GiB, 800MB, 1.5G, 1073741824), got '1e-300'" -- "$tool" plan "$mlp" --budget 1e-300
 expect 2 "plan: --remat expects none, sqrtn, dp or ilp, got 'magic'" -- "$tool" plan "$mlp" --remat=magic
 expect 2 "show: --json takes no value, got '--json=yes'" -- "$tool" show x.vplan --json=yes
 expect 2 "run: --backend expects cpu or cuda, got 'tpu'" -- "$tool" run x.vplan --backend tpu

@@ -130,6 +130,8 @@ expect 2 "node '.*/lora_A' (com.microsoft.FusedMatMul): --tp 2 does not divide t
 size=$(stat -c %s "$tmp/gpt.vplan")
 head -c $((size / 2)) "$tmp/gpt.vplan" >"$tmp/truncated.vplan"
 expect 2 "truncated plan file" -- "$tool" verify "$tmp/truncated.vplan"
+cat "$tmp/gpt.vplan" "$tmp/gpt.vplan" >"$tmp/trailing.vplan"
+expect 2 "trailing.vplan: corrupt plan file (header says [0-9]* payload bytes, the file has [0-9]*: bytes after the payload)" -- "$tool" verify "$tmp/trailing.vplan"
 cp "$tmp/gpt.vplan" "$tmp/flipped.vplan"
 printf '\x5a' | dd of="$tmp/flipped.vplan" bs=1 seek=$((size - 100)) conv=notrunc status=none
 expect 2 "checksum mismatch" -- "$tool" run "$tmp/flipped.vplan"
