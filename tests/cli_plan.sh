@@ -157,5 +157,16 @@ expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/ids.csv" -o "$tmp/ids_o
 expect 0 "^5,1,3,64," -- cat "$tmp/ids_out.csv"
 printf '0 , 0 , 2 , 64 \r\n1,1,3,64\n' >"$tmp/spaces.csv"
 expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/spaces.csv"
+# hostile CSVs: a repeated id, a directory, a FIFO (refused at once, never read), binary
+# (shown escaped, never echoed raw), a line longer than the reader's
+printf 'id,lower,upper,size\n1,0,2,8\n2,1,3,8\n1,2,4,8\n' >"$tmp/dup.csv"
+expect 2 "dup.csv: buffer id 1 appears twice (buffers #1 and #3 in the file)" -- "$tool" arena "$tmp/dup.csv"
+expect 2 "$tmp: is a directory, not a regular file" -- "$tool" arena "$tmp"
+mkfifo "$tmp/fifo.csv"
+expect 2 "fifo.csv: is a FIFO, not a regular file" -- timeout 10 "$tool" arena "$tmp/fifo.csv"
+printf 'id,lower,upper,size\n\x01\x9b[31m\xff,2\n' >"$tmp/binary.csv"
+expect 2 "binary.csv:2: expected 'id,lower,upper,size', got '\\\\x01\\\\x9b\[31m\\\\xff,2'" -- "$tool" arena "$tmp/binary.csv"
+printf '1,0,2,%0600d\n' 7 >"$tmp/long.csv"
+expect 2 "long.csv:1: a line of over 510 bytes" -- "$tool" arena "$tmp/long.csv"
 
 expect_summary

@@ -15,8 +15,10 @@
 
 #include "arena_check.h"
 #include "memory/arena.h"
+#include "memory/arena_alloc.h"
 #include "memory/arena_exact.h"
 #include "memory/arena_exact_search.h"
+#include "memory/arena_portfolio.h"
 #include "rng.h"
 
 static int passed, failed;
@@ -484,12 +486,70 @@ static void test_exact_lns(void) {
     check(lowered >= CASES - 2, "the neighbourhood search lowers the portfolio's arenas", why);
 }
 
+/* The allocator's replay (memory/arena_alloc.c): a valid assignment on every kind of
+ * instance (pairwise where lifetimes of no steps make the sweep's rule differ), its pair
+ * count against brute force; and the solver gives it a piece exactly when the greedy
+ * orders' pairs would outrun the limits. */
+static void test_replay(void) {
+    vp_rng r = {20261206};
+    int sizes[] = {1, 2, 5, 30, 200, 1000, 3000};
+    int cap = 40000;
+    vp_arena_item *it = malloc((size_t)cap * sizeof *it);
+    int *idx = malloc((size_t)cap * sizeof *idx);
+    for (int i = 0; i < cap; i++) idx[i] = i;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int kind = 0; kind < N_KINDS; kind++) {
+            int n = sizes[si];
+            make_instance(&r, kind, n, it);
+            char what[160], why[400] = "";
+            snprintf(what, sizeof what, "replay: %s, %d items", kind_names[kind], n);
+            int64_t pairs = 0;
+            for (int i = 0; i < n && n <= 1000; i++)
+                for (int j = i + 1; j < n; j++) pairs += it[i].start < it[j].end && it[j].start < it[i].end;
+            if (n <= 1000 && kind != K_ZERO_LIFE)
+                check(vp_arena_overlap_pairs(it, idx, n) == pairs, what, "the pair count differs from brute force");
+            int64_t arena = vp_place_alloc(it, idx, n);
+            int ok = kind == K_ZERO_LIFE ? arena_check_pairs(it, n, why, sizeof why) : valid_sweep(it, n, why, sizeof why);
+            check(ok, what, why);
+            snprintf(why, sizeof why, "arena %lld, highest end %lld, bound %lld", (long long)arena,
+                     (long long)arena_check_top(it, n), (long long)vp_arena_lower_bound(it, n));
+            check(arena == arena_check_top(it, n) && arena >= vp_arena_lower_bound(it, n), what, why);
+        }
+    /* 40,000 buffers some 100 at a time: about 4e6 pairs, 1.6 s of the ten greedy orders
+     * by VP_ARENA_GREEDY_PAIRS_PER_SECOND, over the default limits' 1.2 s */
+    for (int i = 0; i < cap; i++) {
+        int64_t start = rnd(&r, cap);
+        it[i] = (vp_arena_item){1 + rnd(&r, 1 << 16), start, start + 1 + rnd(&r, 200), -1};
+    }
+    int64_t pairs = vp_arena_overlap_pairs(it, idx, cap);
+    double greedy_s = VP_ARENA_N_ALGOS * (double)pairs / VP_ARENA_GREEDY_PAIRS_PER_SECOND;
+    char why[400];
+    snprintf(why, sizeof why, "%lld pairs, %.2f s of greedy orders", (long long)pairs, greedy_s);
+    check(greedy_s > 1.2 && greedy_s < 3, "replay: the dense instance's size", why);
+    vp_arena_item *copy = malloc((size_t)cap * sizeof *copy);
+    memcpy(copy, it, (size_t)cap * sizeof *copy);
+    vp_arena_opts dflt = {.only = -1}, room = {.only = -1, .search_seconds = -1, .exact_seconds = greedy_s + 0.2};
+    vp_arena_result res;
+    vp_error err;
+    vp_status s = vp_arena_solve(it, cap, &dflt, &res, &err);
+    check(!s && res.n_replayed == 1 && !strcmp(res.kept, "first-fit replay"), "replay: taken under the default limits",
+          s ? err.msg : res.kept);
+    if (!s) check(valid_sweep(it, cap, why, sizeof why) && res.arena == arena_check_top(it, cap), "replay: dense, valid", why);
+    s = vp_arena_solve(copy, cap, &room, &res, &err);
+    check(!s && res.n_replayed == 0, "replay: the greedy orders run where the limits leave them room",
+          s ? err.msg : res.kept);
+    free(copy);
+    free(it);
+    free(idx);
+}
+
 int main(void) {
     test_checker();
     test_bad_items();
     test_csv();
     test_run_all();
     test_random_instances();
+    test_replay();
     test_exact_brute_force(17, 6, 5);
     test_exact_brute_force(29, 9, 4);
     test_exact_piece_groups();

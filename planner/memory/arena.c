@@ -3,6 +3,8 @@
  * arena_portfolio.c on each, then the complete search of arena_exact.c on the pieces
  * left above their bound; and reads MiniMalloc's CSV format. */
 #include "memory/arena.h"
+#include "memory/arena_alloc.h"
+#include "ir/file_read.h"
 #include "memory/arena_exact.h"
 #include "memory/arena_portfolio.h"
 
@@ -138,6 +140,31 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
         if (quick > VP_ARENA_QUICK_WORK) quick = VP_ARENA_QUICK_WORK;
         if (quick > quick_pool) quick = quick_pool;
         if (hi - lo > VP_ARENA_EXACT_MAX_ITEMS || budget <= 0 || quick < 0) quick = 0;
+        /* the greedy orders read every pair of items live at one step: where that would
+         * outrun the limits (a CSV of 10^6 buffers), the allocator's replay, n log n,
+         * places the piece alone (arena_alloc.h) */
+        int64_t pairs = opts->only < 0 ? vp_arena_overlap_pairs(items, idx + lo, hi - lo) : 0;
+        double greedy_s = (double)VP_ARENA_N_ALGOS * (double)pairs / VP_ARENA_GREEDY_PAIRS_PER_SECOND;
+        if (pairs < 0) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
+            goto done;
+        }
+        if (greedy_s > (budget + exact_s > 1.0 ? budget + exact_s : 1.0)) {
+            int64_t arena = vp_place_alloc(items, idx + lo, hi - lo);
+            if (arena < 0) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
+                goto done;
+            }
+            kept = "first-fit replay";
+            if (bound > proven) proven = bound;
+            if (arena > res->arena) res->arena = arena;
+            if (!kept_all) kept_all = kept;
+            else if (strcmp(kept_all, kept)) kept_all = "mixed";
+            res->n_replayed++;
+            res->n_pieces++;
+            lo = hi;
+            continue;
+        }
         int64_t arena = vp_portfolio_piece(st, idx + lo, hi - lo, bound, piece_algo, &kept, quick ? 0 : budget);
         if (arena > bound && quick) {
             vp_arena_exact_result er = {0};
@@ -267,9 +294,51 @@ static int parse_fields(const char *p, long long v[4]) {
     return *p ? -1 : -2;
 }
 
+/* At most max bytes of s for a message, a control or non-ASCII byte as \xNN and the
+ * line end dropped: raw binary from a file is never echoed to the terminal. */
+static const char *printable(const char *s, size_t max, char *dst, size_t size) {
+    size_t o = 0;
+    for (size_t i = 0; s[i] && s[i] != '\n' && i < max && o + 5 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f) dst[o++] = (char)c;
+        else o += (size_t)snprintf(dst + o, size - o, "\\x%02x", c);
+    }
+    dst[o] = 0;
+    return dst;
+}
+
+static int by_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Ids name the buffers of -o's output: two lines of one id would give two offsets for
+ * one name.  A sorted copy: n log n. */
+static vp_status check_unique_ids(const char *path, const int64_t *ids, int n, vp_error *err) {
+    int64_t *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+    if (!sorted) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    memcpy(sorted, ids, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_id);
+    vp_status s = VP_OK;
+    for (int i = 1; i < n && !s; i++)
+        if (sorted[i] == sorted[i - 1]) {
+            int first = -1, second = -1;
+            for (int k = 0; k < n && second < 0; k++)
+                if (ids[k] == sorted[i]) {
+                    if (first < 0) first = k;
+                    else second = k;
+                }
+            s = vp_fail(err, VP_ERR_INVALID, "%s: buffer id %lld appears twice (buffers #%d and #%d in the file)", path,
+                        (long long)sorted[i], first + 1, second + 1);
+        }
+    free(sorted);
+    return s;
+}
+
 vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int64_t **ids, vp_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    /* a FIFO would block, a directory read as no lines ("0 buffers") */
+    FILE *f = vp_file_fopen_regular(path, err);
+    if (!f) return VP_ERR_IO;
     int cap = 1024, count = 0;
     vp_arena_item *it = malloc((size_t)cap * sizeof *it);
     int64_t *id_of = malloc((size_t)cap * sizeof *id_of);
@@ -279,6 +348,16 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int
     vp_status s = it && id_of ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     while (!s && fgets(line, sizeof line, f)) {
         lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+            s = vp_fail(err, VP_ERR_PARSE, "%s:%d: a line of over %zu bytes (expected 'id,lower,upper,size')", path,
+                        lineno, sizeof line - 2);
+            break;
+        }
+        if (memchr(line, 0, len + 1) != line + len) { /* a NUL inside: not text */
+            s = vp_fail(err, VP_ERR_PARSE, "%s:%d: a NUL byte: not a CSV text file", path, lineno);
+            break;
+        }
         char *p = line;
         while (*p == ' ' || *p == '\t') p++;
         if (!*p || *p == '\n' || *p == '#') continue;
@@ -286,7 +365,9 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int
         long long v[4];
         int field = parse_fields(p, v);
         if (field == -1) {
-            s = vp_fail(err, VP_ERR_PARSE, "%s:%d: expected 'id,lower,upper,size', got '%.60s'", path, lineno, p);
+            char shown[256];
+            s = vp_fail(err, VP_ERR_PARSE, "%s:%d: expected 'id,lower,upper,size', got '%s'", path, lineno,
+                        printable(p, 60, shown, sizeof shown));
             break;
         }
         if (field >= 0) {
@@ -321,7 +402,9 @@ vp_status vp_arena_read_csv(const char *path, vp_arena_item **items, int *n, int
         id_of[count] = id;
         it[count++] = (vp_arena_item){size, lower, upper, 0};
     }
+    if (!s && ferror(f)) s = vp_fail(err, VP_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     fclose(f);
+    if (!s) s = check_unique_ids(path, id_of, count, err);
     if (s) {
         free(it);
         free(id_of);

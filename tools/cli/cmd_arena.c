@@ -39,6 +39,10 @@ static int run_arena(int argc, char **argv) {
         printf("%s: %d buffer%s in %d piece%s", path, n, n == 1 ? "" : "s", res.n_pieces, res.n_pieces == 1 ? "" : "s");
         if (res.n_pinned) printf(", and %d live at every step, at the bottom", res.n_pinned);
         printf("\n");
+        if (res.n_replayed)
+            printf("%d piece%s too large for the greedy orders within the limits: placed by a first-fit allocator's "
+                   "replay (n log n; a larger --time-limit lets the greedy orders and the searches run)\n",
+                   res.n_replayed, res.n_replayed == 1 ? "" : "s");
         printf("arena:       %lld bytes (%s)\n", (long long)res.arena, vp_human_bytes(res.arena, b1, sizeof b1));
         printf("lower bound: %lld bytes (%s)\n", (long long)res.lower_bound, vp_human_bytes(res.lower_bound, b2, sizeof b2));
         printf("ratio:       %.5f, kept %s, %.3f s\n", res.lower_bound ? (double)res.arena / (double)res.lower_bound : 1.0,
