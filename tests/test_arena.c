@@ -515,11 +515,11 @@ static void test_replay(void) {
                      (long long)arena_check_top(it, n), (long long)vp_arena_lower_bound(it, n));
             check(arena == arena_check_top(it, n) && arena >= vp_arena_lower_bound(it, n), what, why);
         }
-    /* 40,000 buffers some 100 at a time: about 4e6 pairs, 1.6 s of the ten greedy orders
+    /* 40,000 buffers some 200 at a time: about 8e6 pairs, 1.6 s of the ten greedy orders
      * by VP_ARENA_GREEDY_PAIRS_PER_SECOND, over the default limits' 1.2 s */
     for (int i = 0; i < cap; i++) {
         int64_t start = rnd(&r, cap);
-        it[i] = (vp_arena_item){1 + rnd(&r, 1 << 16), start, start + 1 + rnd(&r, 200), -1};
+        it[i] = (vp_arena_item){1 + rnd(&r, 1 << 16), start, start + 1 + rnd(&r, 400), -1};
     }
     int64_t pairs = vp_arena_overlap_pairs(it, idx, cap);
     double greedy_s = VP_ARENA_N_ALGOS * (double)pairs / VP_ARENA_GREEDY_PAIRS_PER_SECOND;

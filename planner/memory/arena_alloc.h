@@ -11,10 +11,11 @@
 
 #include "memory/arena.h"
 
-/* Pairs of items of the piece whose lifetimes overlap a greedy order would visit, at
- * 2.5e7 a second (measured: 100,000 buffers, 5e7 pairs, 1.5-2.2 s for each of the four
- * orders, on 2 cores of the CI machine). */
-#define VP_ARENA_GREEDY_PAIRS_PER_SECOND 2.5e7
+/* Pairs of items live at one step that one greedy order visits in a second: measured,
+ * 100,000 buffers with 5e7 such pairs took the ten orders (and the rest of the solver)
+ * 7.6 s on 2 cores of the CI machine, 6.6e7 pairs a second an order; see
+ * tools/bench/arena_scale.sh. */
+#define VP_ARENA_GREEDY_PAIRS_PER_SECOND 5e7
 
 /* Offsets for items[idx[0..n)]: each lifetime's start takes the lowest hole that holds
  * it, as a first-fit malloc would.  Returns the arena (highest end), -1 out of memory. */

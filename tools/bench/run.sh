@@ -22,6 +22,8 @@ tmp=$(mktemp)
         echo
         "$b"
     done
+    echo
+    bash "$here/arena_scale.sh" "$build"
     for s in torch_peak.py torch_speed.py torch_export_matrix.py bench_codegen.py; do
         echo
         if [[ ! -x $py ]]; then
