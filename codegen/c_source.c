@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dn.h"
+#include "ir/atomic_file.h"
 #include "ir/op_registry.h"
 #include "vplanrt.h"
 #include "weights_file.h"
@@ -401,10 +402,12 @@ vp_status vp_codegen_c(const vp_loaded_plan *lp, const vp_codegen_opts *o, vp_er
     st = vp_codegen_c_header(lp, o, path, err);
     if (st) return st;
     snprintf(path, sizeof path, "%s/%s_step.c", o->out_dir, o->prefix);
-    FILE *f = fopen(path, "w");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    st = emit_source(f, lp, o, err);
-    if (fclose(f) && !st) st = vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+    vp_atomic_file af;
+    st = vp_atomic_file_open(&af, path, err);
+    if (st) return st;
+    st = emit_source(af.f, lp, o, err);
+    if (st) vp_atomic_file_abort(&af);
+    else st = vp_atomic_file_commit(&af, err);
     if (st) return st;
     if (o->embed_weights) return VP_OK;
     const void **data = calloc((size_t)lp->plan.n_buffers + 1, sizeof *data);

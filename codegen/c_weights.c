@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "ir/atomic_file.h"
 #include "vplanrt.h"
 #include "weights_file.h"
 
@@ -57,8 +58,10 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
     const char *P = o->prefix;
     char U[80];
     upper(U, sizeof U, P);
-    FILE *f = fopen(path, "w");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (s) return s;
+    FILE *f = af.f;
     vp_c_provenance(f, lp, o, "The interface of a generated training step (libvplanrt's vplanrt.h shows its use).");
     fprintf(f, "#ifndef %s_STEP_H\n#define %s_STEP_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"vplanrt.h\"\n%s\n", U, U,
             o->cuda ? "#include \"cuda_backend.h\"\n" : "");
@@ -99,7 +102,7 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
     fprintf(f, "extern const vp_rt_input %s_inputs[];   /* %s_N_INPUTS */\n\n", P, U);
     if (o->cuda) {
         fprintf(f, "\n#endif\n");
-        return fclose(f) ? vp_fail(err, VP_ERR_IO, "%s: write failed", path) : VP_OK;
+        return vp_atomic_file_commit(&af, err);
     }
     fprintf(f, "/* Zeroes the arena and loads the initial weights (%s). 0 or a vp_status. */\n"
                "int %s_init(void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size);\n",
@@ -116,7 +119,7 @@ vp_status vp_codegen_c_header(const vp_loaded_plan *lp, const vp_codegen_opts *o
                "int %s_save(const void *arena, size_t arena_bytes, const char *weights_path, char *error, size_t error_size);\n",
             P);
     fprintf(f, "\n#endif\n");
-    return fclose(f) ? vp_fail(err, VP_ERR_IO, "%s: write failed", path) : VP_OK;
+    return vp_atomic_file_commit(&af, err);
 }
 
 static void emit_tables(FILE *f, const vp_loaded_plan *lp, const char *P) {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "dot_internal.h"
+#include "ir/atomic_file.h"
 #include "plan_artifacts.h"
 
 /* ---- per-value maps ---- */
@@ -115,17 +116,17 @@ static vp_status write_graph(dot_ctx *c) {
 
 vp_status vp_dot_write(const vp_plan *p, const char *path, vp_error *err) {
     if (!p || !p->g) return vp_fail(err, VP_ERR_INVALID, "%s: no plan to draw", path);
-    FILE *f = fopen(path, "w");
-    if (!f) return vp_fail(err, VP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (s) return s;
+    FILE *f = af.f;
     dot_ctx c = {.p = p, .g = p->g, .f = f, .bucket = 1, .collapsed = p->n_steps > DOT_COLLAPSE_STEPS};
-    vp_status s = maps_build(&c);
+    s = maps_build(&c);
     if (!s) s = vp_dot_anchors_build(&c);
     if (!c.ladder && p->n_steps > DOT_LOOSE_STEPS) c.collapsed = 1;
     if (!s) s = write_graph(&c);
     ctx_free(&c);
-    int bad_write = ferror(f);
-    if (fclose(f) != 0) bad_write = 1;
+    if (s) vp_atomic_file_abort(&af);
     if (s == VP_ERR_NOMEM) return vp_fail(err, s, "%s: out of memory drawing the plan", path);
-    if (!s && bad_write) return vp_fail(err, VP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    return s;
+    return s ? s : vp_atomic_file_commit(&af, err);
 }

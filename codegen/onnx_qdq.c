@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "ir/atomic_file.h"
 #include "onnx/tensor_proto.h"
 
 typedef struct rw {
@@ -252,12 +253,11 @@ static vp_status write_model(const char *path, Onnx__ModelProto *mp, vp_error *e
     uint8_t *out = malloc(size ? size : 1);
     if (!out) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     onnx__model_proto__pack(mp, out);
-    FILE *f = fopen(path, "wb");
-    vp_status s = f ? VP_OK : vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    if (f) {
-        int ok = fwrite(out, 1, size, f) == size;
-        ok &= fclose(f) == 0;
-        if (!ok) s = vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (!s) {
+        fwrite(out, 1, size, af.f);
+        s = vp_atomic_file_commit(&af, err);
     }
     free(out);
     return s;

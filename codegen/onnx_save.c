@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/atomic_file.h"
 #include "onnx.pb-c.h"
 #include "onnx/tensor_proto.h"
 
@@ -99,12 +100,11 @@ vp_status vp_onnx_save_model(const char *src, const char *dst, int n, const char
         if (!out) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
         else {
             onnx__model_proto__pack(mp, out);
-            FILE *f = fopen(dst, "wb");
-            if (!f) s = vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
-            else {
-                int ok = fwrite(out, 1, size, f) == size;
-                ok &= fclose(f) == 0;
-                if (!ok) s = vp_fail(err, VP_ERR_IO, "%s: write failed", dst);
+            vp_atomic_file af;
+            s = vp_atomic_file_open(&af, dst, err);
+            if (!s) {
+                fwrite(out, 1, size, af.f);
+                s = vp_atomic_file_commit(&af, err);
             }
             free(out);
         }
@@ -163,14 +163,12 @@ vp_status vp_onnx_save_tensors(const char *dst, int n, const char *const *names,
         mp.metadata_props = metap;
         size_t size = onnx__model_proto__get_packed_size(&mp);
         uint8_t *out = malloc(size ? size : 1);
-        FILE *f = out ? fopen(dst, "wb") : NULL;
+        vp_atomic_file af;
         if (!out) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        else if (!f) s = vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
-        else {
+        else if (!(s = vp_atomic_file_open(&af, dst, err))) {
             onnx__model_proto__pack(&mp, out);
-            int ok = fwrite(out, 1, size, f) == size;
-            ok &= fclose(f) == 0;
-            if (!ok) s = vp_fail(err, VP_ERR_IO, "%s: write failed", dst);
+            fwrite(out, 1, size, af.f);
+            s = vp_atomic_file_commit(&af, err);
         }
         free(out);
     }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/atomic_file.h"
 #include "onnx/attr_proto.h"
 
 /* Gradients are written as "<param>_grad", ONNX Runtime's naming, where that name is free. */
@@ -343,13 +344,11 @@ static vp_status write_file(writer *w) {
     if (!buf) return vp_fail(w->err, VP_ERR_NOMEM, "%s: out of memory packing %zu bytes", w->path, size);
     onnx__model_proto__pack(w->mp, buf);
     vp_status s = VP_OK;
-    FILE *f = fopen(w->path, "wb");
-    if (!f) s = vp_fail(w->err, VP_ERR_IO, "%s: cannot create: %s", w->path, strerror(errno));
-    else {
-        int ok = fwrite(buf, 1, size, f) == size;
-        int e = errno;
-        if (fclose(f)) ok = 0, e = errno;
-        if (!ok) s = vp_fail(w->err, VP_ERR_IO, "%s: write failed: %s", w->path, strerror(e));
+    vp_atomic_file af;
+    s = vp_atomic_file_open(&af, w->path, w->err);
+    if (!s) {
+        fwrite(buf, 1, size, af.f);
+        s = vp_atomic_file_commit(&af, w->err);
     }
     free(buf);
     return s;

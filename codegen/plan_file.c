@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/atomic_file.h"
 #include "onnx/attr_proto.h"
 #include "vplan.pb-c.h"
 
@@ -162,12 +163,11 @@ vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knob
             buf[7] = VP_PLAN_VERSION >> 8;
             put_u64(buf + 8, len);
             put_u64(buf + 16, vp_fnv1a64(buf + VP_PLAN_HEADER_BYTES, len));
-            FILE *f = fopen(path, "wb");
-            if (!f) s = vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-            else {
-                int ok = fwrite(buf, 1, len + VP_PLAN_HEADER_BYTES, f) == len + VP_PLAN_HEADER_BYTES;
-                ok &= fclose(f) == 0;
-                if (!ok) s = vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+            vp_atomic_file af; /* a failed or concurrent write never leaves a torn plan */
+            s = vp_atomic_file_open(&af, path, err);
+            if (!s) {
+                fwrite(buf, 1, len + VP_PLAN_HEADER_BYTES, af.f);
+                s = vp_atomic_file_commit(&af, err);
             }
             free(buf);
         }

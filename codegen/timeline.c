@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "timeline_internal.h"
+#include "ir/atomic_file.h"
 
 /* Stack order, bottom to top: what lives the whole step first, the activation hump and
  * the short-lived temporaries on top where their swings are readable. */
@@ -384,15 +385,15 @@ static vp_status write_page(tl_ctx *c) {
 
 vp_status vp_timeline_write(const vp_plan *p, const char *path, vp_error *err) {
     if (!p || !p->g) return vp_fail(err, VP_ERR_INVALID, "%s: no plan to draw", path);
-    FILE *f = fopen(path, "w");
-    if (!f) return vp_fail(err, VP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (s) return s;
+    FILE *f = af.f;
     tl_ctx c = {.p = p, .f = f, .n = p->n_steps > 0 ? p->n_steps : 0};
-    vp_status s = write_page(&c);
+    s = write_page(&c);
     free(c.live);
     free(c.sample);
-    int bad_write = ferror(f);
-    if (fclose(f) != 0) bad_write = 1;
+    if (s) vp_atomic_file_abort(&af);
     if (s == VP_ERR_NOMEM) return vp_fail(err, s, "%s: out of memory drawing the timeline", path);
-    if (!s && bad_write) return vp_fail(err, VP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    return s;
+    return s ? s : vp_atomic_file_commit(&af, err);
 }

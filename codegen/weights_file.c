@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/atomic_file.h"
 #include "onnx/tensor_proto.h"
 #include "vplanrt.h"
 
@@ -40,13 +41,14 @@ vp_status vp_weights_write(const vp_plan *p, uint64_t plan_checksum, const void 
     head[7] = VP_WEIGHTS_VERSION >> 8;
     put_u64(head + 8, plan_checksum);
     put_u64(head + 16, (uint64_t)vp_weights_payload_bytes(p));
-    FILE *f = fopen(path, "wb");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    int ok = fwrite(head, 1, sizeof head, f) == sizeof head;
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (s) return s;
+    int ok = fwrite(head, 1, sizeof head, af.f) == sizeof head;
     for (int b = 0; ok && b < p->n_buffers; b++)
-        if (vp_weights_persistent(p, b)) ok = fwrite(data[b], 1, (size_t)p->buffers[b].bytes, f) == (size_t)p->buffers[b].bytes;
-    ok &= fclose(f) == 0;
-    return ok ? VP_OK : vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+        if (vp_weights_persistent(p, b))
+            ok = fwrite(data[b], 1, (size_t)p->buffers[b].bytes, af.f) == (size_t)p->buffers[b].bytes;
+    return vp_atomic_file_commit(&af, err); /* a short write set the stream's error flag */
 }
 
 vp_status vp_weights_read(const vp_plan *p, uint64_t plan_checksum, const char *path, uint8_t **blob,

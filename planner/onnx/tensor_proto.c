@@ -9,15 +9,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir/atomic_file.h"
+#include "ir/file_read.h"
+
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "raw_data is little-endian; so must we be");
 
 vp_status vp_read_file(const char *path, uint8_t **buf, size_t *len, vp_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = vp_file_open_regular(path, err); /* a FIFO or a directory is refused, never waited on */
+    if (fd < 0) return VP_ERR_IO;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return vp_fail(err, VP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        return vp_fail(err, VP_ERR_IO, "%s: not a regular file", path);
+        return vp_fail(err, VP_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     }
     size_t n = (size_t)st.st_size;
     uint8_t *p = malloc(n ? n : 1);
@@ -275,14 +283,12 @@ vp_status vp_tensor_write_pb(const char *path, const vp_tensor *t, const char *n
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) return vp_fail(err, VP_ERR_NOMEM, "out of memory writing %s", path);
     onnx__tensor_proto__pack(&tp, buf);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        free(buf);
-        return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (!s) {
+        fwrite(buf, 1, n, af.f);
+        s = vp_atomic_file_commit(&af, err);
     }
-    int ok = fwrite(buf, 1, n, f) == n;
-    ok &= fclose(f) == 0;
     free(buf);
-    if (!ok) return vp_fail(err, VP_ERR_IO, "%s: write failed", path);
-    return VP_OK;
+    return s;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/atomic_file.h"
 #include "memory/arena.h"
 #include "cli.h"
 #include "report.h"
@@ -59,14 +60,14 @@ static int run_arena(int argc, char **argv) {
                        res.lower_bound ? (double)res.algos[a].arena / (double)res.lower_bound : 1.0, res.algos[a].seconds);
     }
     if (!s && out) {
-        FILE *f = fopen(out, "w");
-        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", out, strerror(errno));
-        else {
-            fprintf(f, "id,lower,upper,size,offset\n");
+        vp_atomic_file af;
+        s = vp_atomic_file_open(&af, out, &err);
+        if (!s) {
+            fprintf(af.f, "id,lower,upper,size,offset\n");
             for (int i = 0; i < n; i++)
-                fprintf(f, "%lld,%lld,%lld,%lld,%lld\n", (long long)ids[i], (long long)items[i].start, (long long)items[i].end,
+                fprintf(af.f, "%lld,%lld,%lld,%lld,%lld\n", (long long)ids[i], (long long)items[i].start, (long long)items[i].end,
                         (long long)items[i].size, (long long)items[i].offset);
-            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", out);
+            s = vp_atomic_file_commit(&af, &err);
         }
     }
     free(items);

@@ -8,6 +8,7 @@
 
 #include "c_source.h"
 #include "cli.h"
+#include "ir/atomic_file.h"
 #include "plan_load.h"
 
 static int is_ident(const char *s) {
@@ -72,10 +73,18 @@ static int run_codegen(int argc, char **argv) {
         free(cmd);
         return cli_report(s, &err);
     }
-    if (mkdir(out, 0777) && errno != EEXIST) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", out, strerror(errno));
-    vp_codegen_opts o = {.plan_path = path, .out_dir = out, .prefix = pfx, .embed_weights = embed, .command_line = cmd,
+    /* everything goes into a temporary folder beside DIR, renamed into place once whole:
+     * a refusal or a failed write leaves DIR as it was (or absent) */
+    vp_atomic_dir ad;
+    s = vp_atomic_dir_open(&ad, out, &err);
+    vp_codegen_opts o = {.plan_path = path, .out_dir = ad.tmp, .prefix = pfx, .embed_weights = embed, .command_line = cmd,
                          .cuda = !strcmp(target, "cuda"), .reference = reference};
-    if (!s) s = vp_codegen_c(&lp, &o, &err);
+    if (!s) {
+        s = vp_codegen_c(&lp, &o, &err);
+        vp_atomic_dir_error_path(&ad, &err);
+        if (s) vp_atomic_dir_abort(&ad);
+        else s = vp_atomic_dir_commit(&ad, &err);
+    }
     char weights[80] = "";
     if (!embed) snprintf(weights, sizeof weights, " and %s.weights", pfx);
     if (!s)

@@ -10,6 +10,7 @@
 #include "cli_train.h"
 #include "plan_artifacts.h"
 #include "plan_file.h"
+#include "ir/atomic_file.h"
 #include "ir/op_registry.h"
 #include "remat/cost.h"
 #include "remat/remat.h"
@@ -185,11 +186,11 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     if (!s && json) { /* one report a rank, as one plan a rank: JSON.<rank> */
         char jpath[4096];
         snprintf(jpath, sizeof jpath, ranks > 1 ? "%s.%d" : "%s", json, rank);
-        FILE *f = fopen(jpath, "w");
-        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", jpath, strerror(errno));
-        else {
-            vp_report_json(f, &p, &ctx);
-            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", jpath);
+        vp_atomic_file af;
+        s = vp_atomic_file_open(&af, jpath, &err);
+        if (!s) {
+            vp_report_json(af.f, &p, &ctx);
+            s = vp_atomic_file_commit(&af, &err);
         }
     }
     if (!s && dot) {

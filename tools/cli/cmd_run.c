@@ -177,11 +177,11 @@ static vp_status save_inputs(const vp_graph *g, const cli_batch *batch, const ch
     for (int k = 0; k < batch->n; k++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.bin", dir, g->values[batch->ids[k]].name);
-        FILE *f = fopen(path, "wb");
-        if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        size_t n = vp_tensor_nbytes(&batch->data[k]);
-        int ok = fwrite(batch->data[k].data, 1, n, f) == n;
-        if (fclose(f) || !ok) return vp_fail(err, VP_ERR_IO, "%s: write failed", path);
+        vp_atomic_file af;
+        vp_status s = vp_atomic_file_open(&af, path, err);
+        if (s) return s;
+        fwrite(batch->data[k].data, 1, vp_tensor_nbytes(&batch->data[k]), af.f);
+        if ((s = vp_atomic_file_commit(&af, err))) return s;
     }
     return VP_OK;
 }
@@ -290,11 +290,11 @@ static int run_run(int argc, char **argv) {
     if (!s && use_cuda) cuda_report(&mem, &lp.plan);
     if (!s && save_w) s = save_weights(&lp, x, save_w, &err);
     if (!s && json) {
-        FILE *f = fopen(json, "w");
-        if (!f) s = vp_fail(&err, VP_ERR_IO, "%s: cannot create: %s", json, strerror(errno));
-        else {
+        vp_atomic_file af;
+        s = vp_atomic_file_open(&af, json, &err);
+        if (!s) {
             vp_json j;
-            vp_json_init(&j, f, 1);
+            vp_json_init(&j, af.f, 1);
             vp_json_begin_object(&j);
             vp_json_key(&j, "plan");
             vp_json_string(&j, path);
@@ -328,7 +328,7 @@ static int run_run(int argc, char **argv) {
             vp_json_end_array(&j);
             vp_json_end_object(&j);
             vp_json_finish(&j);
-            if (fclose(f)) s = vp_fail(&err, VP_ERR_IO, "%s: write failed", json);
+            s = vp_atomic_file_commit(&af, &err);
         }
     }
     cli_batch_free(&batch);

@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "cpu_util.h"
 #include "exec.h"
+#include "ir/atomic_file.h"
 #include "json_writer.h"
 #include "cli_qdq.h"
 #include "onnx_save.h"
@@ -25,10 +26,11 @@ static double seconds_since(const struct timespec *t0) {
 static vp_status write_json(const char *path, const vp_graph *g, const vp_training *t, const cli_train_opts *o,
                             const double *losses, const double *times, const double *scales, int steps, const vp_tensor *ref,
                             vp_error *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return vp_fail(err, VP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    vp_atomic_file af;
+    vp_status s = vp_atomic_file_open(&af, path, err);
+    if (s) return s;
     vp_json j;
-    vp_json_init(&j, f, 1);
+    vp_json_init(&j, af.f, 1);
     vp_json_begin_object(&j);
     vp_json_key(&j, "model");
     vp_json_string(&j, g->path);
@@ -74,8 +76,7 @@ static vp_status write_json(const char *path, const vp_graph *g, const vp_traini
     }
     vp_json_end_object(&j);
     vp_json_finish(&j);
-    if (fclose(f)) return vp_fail(err, VP_ERR_IO, "%s: write failed", path);
-    return VP_OK;
+    return vp_atomic_file_commit(&af, err);
 }
 
 /* A split weight made whole: every rank's slice gathered, put back where the split took
