@@ -3,14 +3,20 @@
  * topologically when an exporter wrote them out of order). */
 #include "onnx/onnx_load.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/attr_schema.h"
 #include "ir/op_registry.h"
 #include "onnx.pb-c.h"
 #include "onnx/attr_proto.h"
 #include "onnx/tensor_proto.h"
+#include "onnx/wire_depth.h"
+
+/* protobuf's own bound on one message; ONNX stores larger weights as external data */
+#define VP_ONNX_MAX_BYTES ((size_t)INT32_MAX)
 
 static void free_proto(void *p) { onnx__model_proto__free_unpacked(p, NULL); }
 
@@ -446,10 +452,18 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
     return vp_graph_link(g, err);
 }
 
-vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
-                             vp_graph **out, vp_error *err) {
+static vp_status load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
+                            const vp_onnx_load_opts *o, vp_graph **out, vp_error *err) {
     *out = NULL;
     if (len == 0) return vp_fail(err, VP_ERR_PARSE, "%s: empty file, not an ONNX model", name);
+    if (len > VP_ONNX_MAX_BYTES)
+        return vp_fail(err, VP_ERR_UNSUPPORTED,
+                       "%s: %zu bytes, over protobuf's limit of 2 GiB for one message (weights that large belong "
+                       "in external data)",
+                       name, len);
+    /* protobuf-c unpacks nested messages by recursion: bound the depth first */
+    vp_status ds = vp_onnx_check_depth(buf, len, name, err);
+    if (ds) return ds;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     if (!mp) return vp_fail(err, VP_ERR_PARSE, "%s: not an ONNX model (the protobuf is truncated or corrupt)", name);
     if (!mp->graph || !mp->has_ir_version) {
@@ -467,12 +481,18 @@ vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, c
     g->proto_free = free_proto;
     g->path = strdup(name);
     vp_status s = build_graph(mp, g, name, base_dir, err);
+    if (!s) s = vp_attr_schema_check(g, name, o && o->lenient, err);
     if (s) {
         vp_graph_free(g);
         return s;
     }
     *out = g;
     return VP_OK;
+}
+
+vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,
+                             vp_graph **out, vp_error *err) {
+    return load_bytes(buf, len, name, base_dir, NULL, out, err);
 }
 
 const char *vp_onnx_metadata(const vp_graph *g, const char *key) {
@@ -484,6 +504,10 @@ const char *vp_onnx_metadata(const vp_graph *g, const char *key) {
 }
 
 vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {
+    return vp_onnx_load_with(path, NULL, out, err);
+}
+
+vp_status vp_onnx_load_with(const char *path, const vp_onnx_load_opts *o, vp_graph **out, vp_error *err) {
     uint8_t *buf;
     size_t len;
     *out = NULL;
@@ -494,7 +518,7 @@ vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     else snprintf(dir, sizeof dir, ".");
-    s = vp_onnx_load_bytes(buf, len, path, dir, out, err);
+    s = load_bytes(buf, len, path, dir, o, out, err);
     free(buf);
     return s;
 }

@@ -11,6 +11,17 @@
 
 vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err);
 
+/* How strictly a model is read.  Whatever these say, a file that is not a regular file, a
+ * model over 2 GiB, graphs nested more than 64 deep (onnx/wire_depth.h), external data
+ * outside the model's folder and an attribute of the wrong type are refused. */
+typedef struct vp_onnx_load_opts {
+    int lenient; /* unknown attributes and an opset above the schema table's
+                    (ir/attr_schema.h): a warning on stderr, not a refusal */
+} vp_onnx_load_opts;
+
+/* vp_onnx_load with options; o NULL is the default (strict). */
+vp_status vp_onnx_load_with(const char *path, const vp_onnx_load_opts *o, vp_graph **out, vp_error *err);
+
 /* The same from bytes in memory (the fuzz target's entry); base_dir resolves external
  * data and may be NULL to refuse it. */
 vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, const char *base_dir,

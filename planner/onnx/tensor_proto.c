@@ -53,16 +53,15 @@ static int find_or_map(vp_graph *g, const char *path, uint8_t **base, size_t *le
             *len = g->mappings[i].len;
             return 1;
         }
-    int fd = open(path, O_RDONLY);
+    int fd = vp_file_open_regular(path, err); /* a FIFO is refused, never waited on */
     if (fd < 0) {
-        vp_fail(err, VP_ERR_IO, "%s: external data file '%s' cannot be opened: %s", what, path,
-                strerror(errno));
+        vp_error_prefix(err, "%s: external data file ", what);
         return 0;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        vp_fail(err, VP_ERR_IO, "%s: external data '%s' is not a regular file", what, path);
+        vp_fail(err, VP_ERR_IO, "%s: external data file %s: cannot stat: %s", what, path, strerror(errno));
         return 0;
     }
     size_t n = (size_t)st.st_size;
@@ -100,6 +99,31 @@ static int parse_u64(const char *s, uint64_t *out) {
     return 1;
 }
 
+/* The location after its symlinks are resolved must still lie inside the model's folder
+ * (resolved too): a link beside the model pointing at /etc/passwd is refused as "../" is. */
+static vp_status inside_model_folder(const char *base_dir, const char *path, const char *location,
+                                     const char *what, vp_error *err) {
+    char *dir = realpath(base_dir, NULL);
+    if (!dir) return vp_fail(err, VP_ERR_IO, "%s: model folder '%s' cannot be resolved: %s", what, base_dir, strerror(errno));
+    char *real = realpath(path, NULL);
+    if (!real) {
+        int e = errno;
+        free(dir);
+        return vp_fail(err, VP_ERR_IO, "%s: external data file %s: cannot open: %s", what, path, strerror(e));
+    }
+    size_t n = strlen(dir);
+    /* "/" as the model's folder: every absolute path is inside it */
+    int inside = !strncmp(real, dir, n) && (real[n] == '/' || (n == 1 && dir[0] == '/')) && real[n] != 0;
+    vp_status s = inside ? VP_OK
+                         : vp_fail(err, VP_ERR_INVALID,
+                                   "%s: external data location '%s' resolves to '%s', outside the model's folder '%s' "
+                                   "(through a symbolic link)",
+                                   what, location, real, dir);
+    free(real);
+    free(dir);
+    return s;
+}
+
 static vp_status external_bytes(const Onnx__TensorProto *tp, const vp_extdata_ctx *ext,
                                 const char *what, size_t want, const uint8_t **bytes, vp_error *err) {
     if (!ext)
@@ -131,8 +155,13 @@ static vp_status external_bytes(const Onnx__TensorProto *tp, const vp_extdata_ct
     if (has_length && length != want)
         return vp_fail(err, VP_ERR_INVALID, "%s: external data length %llu does not match the %zu bytes its shape needs",
                        what, (unsigned long long)length, want);
+    if (!ext->base_dir)
+        return vp_fail(err, VP_ERR_UNSUPPORTED, "%s: external data is not allowed here (no model folder)", what);
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", ext->base_dir, location);
+    if (snprintf(path, sizeof path, "%s/%s", ext->base_dir, location) >= (int)sizeof path)
+        return vp_fail(err, VP_ERR_INVALID, "%s: external data location '%s' is too long", what, location);
+    vp_status ps = inside_model_folder(ext->base_dir, path, location, what, err);
+    if (ps) return ps;
     uint8_t *base;
     size_t len;
     if (!find_or_map(ext->g, path, &base, &len, err, what)) return VP_ERR_IO;

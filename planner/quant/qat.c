@@ -14,6 +14,7 @@
 
 #include "ir/graph_build.h"
 #include "ir/infer.h"
+#include "ir/vp_regex.h"
 #include "train/training.h"
 
 enum { W_QMIN = -128, W_QMAX = 127 };
@@ -325,12 +326,8 @@ vp_status vp_qat_apply(vp_graph *g, const vp_qat_opts *o, vp_training *t, vp_qat
     if (!o->enabled) return VP_OK;
     regex_t re;
     if (o->exclude) {
-        int rc = regcomp(&re, o->exclude, REG_EXTENDED | REG_NOSUB);
-        if (rc) {
-            char msg[256];
-            regerror(rc, &re, msg, sizeof msg);
-            return vp_fail(err, VP_ERR_USAGE, "--qat-exclude '%s' is not a valid regular expression: %s", o->exclude, msg);
-        }
+        vp_status rs = vp_regex_compile(&re, o->exclude, "--qat-exclude", err);
+        if (rs) return rs;
     }
     pass ps = {.g = g, .o = o, .t = t, .counts = counts, .n_values0 = g->n_values, .cap_order = g->n_nodes * 4 + 16};
     ps.quantised = malloc(((size_t)g->n_values + 1) * sizeof *ps.quantised);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/graph_build.h"
+#include "ir/vp_regex.h"
 #include "onnx/onnx_load.h"
 #include "parallel/parallel.h"
 
@@ -219,12 +220,8 @@ vp_status vp_lora_apply(vp_graph *g, const vp_lora_opts *o, vp_lora_result *r, v
     r->scale = (o->alpha > 0 ? o->alpha : o->rank) / (double)o->rank;
     regex_t re;
     if (o->regex) {
-        int rc = regcomp(&re, o->regex, REG_EXTENDED | REG_NOSUB);
-        if (rc) {
-            char msg[256];
-            regerror(rc, &re, msg, sizeof msg);
-            return vp_fail(err, VP_ERR_USAGE, "--lora regex '%s' is not valid: %s", o->regex, msg);
-        }
+        vp_status rs = vp_regex_compile(&re, o->regex, "--lora regex", err);
+        if (rs) return rs;
     }
     vp_graph *from = NULL;
     vp_status s = o->load ? vp_onnx_load(o->load, &from, err) : VP_OK;

@@ -15,6 +15,7 @@
 #include "train/fuse_gelu_matmul.h"
 #include "train/fuse_pool_grad.h"
 #include "train/offload.h"
+#include "ir/vp_regex.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -26,12 +27,8 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
     int lora = t->lora.n > 0;
     regex_t re;
     if (freeze) {
-        int rc = regcomp(&re, freeze, REG_EXTENDED | REG_NOSUB);
-        if (rc) {
-            char msg[256];
-            regerror(rc, &re, msg, sizeof msg);
-            return vp_fail(err, VP_ERR_USAGE, "--freeze '%s' is not a valid regular expression: %s", freeze, msg);
-        }
+        vp_status rs = vp_regex_compile(&re, freeze, "--freeze", err);
+        if (rs) return rs;
     }
     t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params);
     if (!t->params) {

@@ -15,8 +15,17 @@ int cli_report(vp_status s, const vp_error *err) {
     return vp_status_exit_code(s);
 }
 
+static vp_onnx_load_opts load_opts; /* what cli_load_table parsed: one command per process */
+
+cli_opt cli_load_table[] = {
+    {"--lenient", CLI_SET, &load_opts.lenient, NULL,
+     "load a model with attributes ONNX's schema does not have, or an opset\n"
+     "newer than onnx-vplan implements, with a warning (default: refused;\n"
+     "an attribute of the wrong type is refused either way)"},
+    {0}};
+
 vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err) {
-    vp_status s = vp_onnx_load(path, out, err);
+    vp_status s = vp_onnx_load_with(path, &load_opts, out, err);
     if (s) return s;
     /* a --dim no input uses is most likely a misspelt name: said, not fatal (one command
      * line may bind a batch dim over several models, some of them fixed) */

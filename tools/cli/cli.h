@@ -73,7 +73,12 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv);
 /* Prints "onnx-vplan: <message>" to stderr and returns the exit code for s. */
 int cli_report(vp_status s, const vp_error *err);
 
-/* Loads a model and binds its symbolic dims. */
+/* The options of every command that loads a model (inspect, eval, train, train-graph,
+ * plan), included in each one's table as {"", CLI_TABLE, cli_load_table, NULL, NULL}:
+ * --lenient (unknown attributes and too new an opset warned of, not refused). */
+extern cli_opt cli_load_table[];
+
+/* Loads a model (as cli_load_table's options say) and binds its symbolic dims. */
 vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err);
 
 /* The subcommands, in the order onnx-vplan --help lists them. */

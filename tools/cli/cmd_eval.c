@@ -61,6 +61,7 @@ static int run_eval(int argc, char **argv) {
          "uniform in [-1, 1), integers uniform in [0, 10), bools fair"},
         {"--output-dir", CLI_STR, &out_dir, "DIR", "write each output as DIR/<output name>.pb (TensorProto)"},
         {"--seed", CLI_INT, &seed, "N", "seed for random inputs (default 0)"},
+        {"", CLI_TABLE, cli_load_table, NULL, NULL},
         {0}};
     int rc = cli_parse(&cli_cmd_eval, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;

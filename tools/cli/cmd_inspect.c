@@ -136,6 +136,7 @@ static int run_inspect(int argc, char **argv) {
          "elements), trainable_params (less BatchNorm statistics),\n"
          "param_bytes, ops, inputs, outputs (name, dtype, shape), unsupported,\n"
          "no_gradient_rule"},
+        {"", CLI_TABLE, cli_load_table, NULL, NULL},
         {0}};
     int rc = cli_parse(&cli_cmd_inspect, table, argc, argv);
     if (rc != CLI_CONTINUE) return rc;

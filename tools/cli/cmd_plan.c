@@ -239,6 +239,7 @@ static int run_plan(int argc, char **argv) {
     const cli_opt table[] = {
         {"MODEL", CLI_POS, &model, NULL, NULL},
         {"", CLI_TABLE, o.table, NULL, NULL},
+        {"", CLI_TABLE, cli_load_table, NULL, NULL},
         {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable)"},
         {"--budget", CLI_SIZE, &budget, "SIZE",
          "memory budget: 16GiB, 800MB, 1.5G, or bytes (KB, MB, GB are\n"

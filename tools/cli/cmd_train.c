@@ -210,6 +210,7 @@ static int run_train(int argc, char **argv) {
     const cli_opt table[] = {
         {"MODEL", CLI_POS, &model, NULL, NULL},
         {"", CLI_TABLE, o.table, NULL, NULL},
+        {"", CLI_TABLE, cli_load_table, NULL, NULL},
         {"--steps", CLI_INT, &steps, "N", "training steps (default 1)"},
         {"--data", CLI_STR, &data, "synthetic|DIR",
          "one TensorProto per graph input, named after it (DIR/x.pb,\n"

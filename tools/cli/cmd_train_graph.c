@@ -15,6 +15,7 @@ static int run_train_graph(int argc, char **argv) {
     const cli_opt table[] = {
         {"MODEL", CLI_POS, &model, NULL, NULL},
         {"", CLI_TABLE, o.table, NULL, NULL},
+        {"", CLI_TABLE, cli_load_table, NULL, NULL},
         {"--no-optimizer", CLI_SET, &o.spec.no_optimizer, NULL, "forward, loss and backward only; the gradients are outputs"},
         {"--dim", CLI_DIM, &dims, "NAME=VALUE", "bind a symbolic dim (repeatable); the file has fixed shapes"},
         {"-o|--output", CLI_STR, &out, "OUT.onnx", "the file to write (required)"},

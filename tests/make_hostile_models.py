@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes the hostile models tests/cli_hostile_inputs.sh feeds the loader, into DIR:
+
+  deep_if.onnx        3000 If nodes, each in the then-branch of the one before (protobuf
+                      written by hand: no protobuf library nests that deep)
+  if_nested3.onnx     the same 3 deep with both branches (a depth that must still load)
+  ext_link.onnx       an initializer whose external data is link.bin (the script makes
+                      the link); ext_fifo.onnx the same from fifo.bin
+  gemm_transb_float.onnx, gemm_transb_string.onnx   Gemm with transB as FLOAT, STRING
+  gemm_ok.onnx        the same with transB an INT
+  relu_unknown_attr.onnx   Relu with an attribute 'frobnicate'
+  relu_opset999.onnx  a Relu model importing opset 999
+
+usage: make_hostile_models.py DIR"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(num, payload):  # length-delimited
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def field_int(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def s(t):
+    return t.encode()
+
+
+def deep_if(depth, both_branches):
+    """ModelProto bytes: graph -> If(then: graph -> If(then: ... Identity(x))) ."""
+    vi_y = field(1, s("y"))
+    # innermost graph: y = Identity(x), x from the outermost scope
+    g = field(1, field(1, s("x")) + field(2, s("y")) + field(4, s("Identity"))) + field(2, s("leaf")) + field(12, vi_y)
+    for d in range(depth):
+        attrs = field(5, field(1, s("then_branch")) + field(6, g) + field_int(20, 5))
+        if both_branches:
+            attrs += field(5, field(1, s("else_branch")) + field(6, g) + field_int(20, 5))
+        node = field(1, s("c")) + field(2, s("y")) + field(3, s("if%d" % d)) + field(4, s("If")) + attrs
+        g = field(1, node) + field(2, s("g%d" % d)) + field(12, vi_y)
+    # the model graph: inputs x (float [2]) and c (bool scalar)
+    def vi(name, elem, dims):
+        shape = b"".join(field(1, field_int(1, d)) for d in dims)
+        return field(1, s(name)) + field(2, field(1, field_int(1, elem) + field(2, shape)))
+    g += field(11, vi("x", 1, [2])) + field(11, vi("c", 9, []))
+    return field_int(1, 8) + field(8, field_int(2, 13)) + field(7, g)
+
+
+def save(model, path):
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+
+
+def relu_model(opset=13, **attrs):
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu", **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def gemm_model(trans_b):
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3, 4], np.arange(12, dtype=np.float32) / 10)
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transB=trans_b)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def external_model(location):
+    w = TensorProto()
+    w.name = "w"
+    w.data_type = TensorProto.FLOAT
+    w.dims.extend([2, 3])
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "24")):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    node = helper.make_node("Add", ["x", "w"], ["y"], name="add")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def main():
+    out = sys.argv[1]
+    with open(os.path.join(out, "deep_if.onnx"), "wb") as f:
+        f.write(deep_if(3000, False))
+    with open(os.path.join(out, "if_nested3.onnx"), "wb") as f:
+        f.write(deep_if(3, True))
+    save(external_model("link.bin"), os.path.join(out, "ext_link.onnx"))
+    save(external_model("fifo.bin"), os.path.join(out, "ext_fifo.onnx"))
+    save(gemm_model(1.0), os.path.join(out, "gemm_transb_float.onnx"))
+    save(gemm_model("1"), os.path.join(out, "gemm_transb_string.onnx"))
+    save(gemm_model(1), os.path.join(out, "gemm_ok.onnx"))
+    save(relu_model(frobnicate=3), os.path.join(out, "relu_unknown_attr.onnx"))
+    save(relu_model(opset=999), os.path.join(out, "relu_opset999.onnx"))
+
+
+if __name__ == "__main__":
+    main()
