@@ -6,7 +6,7 @@
 
 #include "c_source.h"
 #include "onnx/tensor_proto.h"
-#include "plan_file.h"
+#include "plan/plan_file.h"
 #include "vplanrt.h"
 
 void vp_c_string(FILE *f, const char *s) {

@@ -18,7 +18,7 @@
 
 #include <stdio.h>
 
-#include "plan_load.h"
+#include "plan/plan_load.h"
 
 typedef struct vp_codegen_opts {
     const char *plan_path;    /* for the provenance header */

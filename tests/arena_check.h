@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 /* the highest byte any item reaches */
 static inline int64_t arena_check_top(const vp_arena_item *it, int n) {

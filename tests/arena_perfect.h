@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memory/arena.h"
-#include "rng.h"
+#include "memory/arena/arena.h"
+#include "ir/rng.h"
 
 /* n items into it (buffers of no bytes where the cuts run out); 0, or -1 out of memory */
 static inline int arena_perfect_packing(vp_arena_item *it, int n, int64_t steps, int64_t cap_kib, uint64_t seed) {

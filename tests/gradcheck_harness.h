@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
-#include "rng.h"
+#include "ir/rng.h"
 
 /* How a parameter's values are drawn. */
 typedef enum gen_kind {

@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "arena_check.h"
-#include "memory/arena.h"
-#include "memory/arena_alloc.h"
-#include "memory/arena_exact.h"
-#include "memory/arena_exact_search.h"
-#include "memory/arena_portfolio.h"
-#include "rng.h"
+#include "memory/arena/arena.h"
+#include "memory/arena/arena_alloc.h"
+#include "memory/arena/arena_exact.h"
+#include "memory/arena/arena_exact_search.h"
+#include "memory/arena/arena_portfolio.h"
+#include "ir/rng.h"
 
 static int passed, failed;
 
@@ -486,7 +486,7 @@ static void test_exact_lns(void) {
     check(lowered >= CASES - 2, "the neighbourhood search lowers the portfolio's arenas", why);
 }
 
-/* The allocator's replay (memory/arena_alloc.c): a valid assignment on every kind of
+/* The allocator's replay (memory/arena/arena_alloc.c): a valid assignment on every kind of
  * instance (pairwise where lifetimes of no steps make the sweep's rule differ), its pair
  * count against brute force; and the solver gives it a piece exactly when the greedy
  * orders' pairs would outrun the limits. */

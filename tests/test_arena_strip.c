@@ -1,4 +1,4 @@
-/* The strip search for flat pieces (planner/memory/arena_strip.c), checked independently:
+/* The strip search for flat pieces (planner/memory/arena/arena_strip.c), checked independently:
  * - random guillotine packings (a rectangle of steps x bytes cut in two, a random piece
  *   again, until n buffers; shuffled; some buffers of no bytes among them): the search
  *   finds an assignment, no two buffers live at once share a byte (checked pairwise) and
@@ -22,9 +22,9 @@
 
 #include "arena_check.h"
 #include "arena_perfect.h"
-#include "memory/arena.h"
-#include "memory/arena_strip.h"
-#include "rng.h"
+#include "memory/arena/arena.h"
+#include "memory/arena/arena_strip.h"
+#include "ir/rng.h"
 
 static int passed, failed;
 

@@ -24,8 +24,8 @@
 #include "check.h"
 #include "model_util.h"
 #include "plan_exec.h"
-#include "plan_file.h"
-#include "plan_load.h"
+#include "plan/plan_file.h"
+#include "plan/plan_load.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
 #endif

@@ -50,7 +50,7 @@
 #include "ir/infer.h"
 #include "mini_json.h"
 #include "model_util.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "onnx/tensor_proto.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"

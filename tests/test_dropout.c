@@ -13,7 +13,7 @@
 #include "memory/plan.h"
 #include "plan_exec.h"
 #include "remat/remat.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "train/training.h"
 
 static int param(vp_graph *g, const char *name, int64_t r, int64_t c, vp_rng *rng) {

@@ -28,7 +28,7 @@
 #include "exec.h"
 #include "ir/graph_build.h"
 #include "ir/infer.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
 #include "train/training.h"

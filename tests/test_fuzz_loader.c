@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "fuzz_loader.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "onnx/tensor_proto.h"
 
 static double now(void) {

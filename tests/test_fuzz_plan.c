@@ -29,9 +29,9 @@
 #include "memory/verify.h"
 #include "model_util.h"
 #include "plan_exec.h"
-#include "plan_file.h"
-#include "plan_load.h"
-#include "rng.h"
+#include "plan/plan_file.h"
+#include "plan/plan_load.h"
+#include "ir/rng.h"
 #include "vplan.pb-c.h"
 
 #define MAX_SEEDS 8

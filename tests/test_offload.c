@@ -17,8 +17,8 @@
 #include "exec.h"
 #include "memory/verify.h"
 #include "model_util.h"
-#include "plan_file.h"
-#include "plan_load.h"
+#include "plan/plan_file.h"
+#include "plan/plan_load.h"
 
 #define STEPS 3
 

@@ -20,8 +20,8 @@
 #include "model_util.h"
 #include "memory/plan.h"
 #include "plan_exec.h"
-#include "plan_file.h"
-#include "plan_load.h"
+#include "plan/plan_file.h"
+#include "plan/plan_load.h"
 #include "memory/verify.h"
 
 

@@ -21,7 +21,7 @@
 #include "memory/plan.h"
 #include "plan_exec.h"
 #include "remat/remat.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "train/training.h"
 #include "memory/verify.h"
 #include "model_util.h"

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "cpu_par.h"
 #include "k_pool2d.h"
-#include "rng.h"
+#include "ir/rng.h"
 
 enum { CASES = 400 };
 

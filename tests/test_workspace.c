@@ -21,8 +21,8 @@
 #include "memory/workspace.h"
 #include "model_util.h"
 #include "plan_artifacts.h"
-#include "plan_file.h"
-#include "plan_load.h"
+#include "plan/plan_file.h"
+#include "plan/plan_load.h"
 #include "report.h"
 
 static int is(const vp_node *n, const char *domain, const char *op) {

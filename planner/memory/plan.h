@@ -1,6 +1,6 @@
 /* The plan: one step order, one buffer per runtime value with its lifetime, category
  * and offset in one arena.  Built by the passes schedule -> liveness -> arena over a
- * training graph; written by codegen/plan_file.c, executed by runtime/plan_exec.c.
+ * training graph; written by planner/plan/plan_file.c, executed by runtime/plan_exec.c.
  *
  * Buffers that share storage (an update writing its parameter in place, carried
  * state, a view of its input, an op writing over a dead input) form alias groups: the
@@ -8,7 +8,7 @@
 #ifndef VP_PLAN_H
 #define VP_PLAN_H
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 #include "ir/ir.h"
 #include "train/training.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_util.h"
+#include "ir/dtype_conv.h"
 #include "ops/grad_macros.h"
 
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_util.h"
+#include "ir/dtype_conv.h"
 #include "ops/grad_rules.h"
 #include "k_tensor.h"
 

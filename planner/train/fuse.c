@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_util.h"
+#include "ir/dtype_conv.h"
 #include "ir/infer.h"
 #include "ir/graph_build.h"
 

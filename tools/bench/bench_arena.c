@@ -37,8 +37,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "memory/arena.h"
-#include "memory/arena_strip.h"
+#include "memory/arena/arena.h"
+#include "memory/arena/arena_strip.h"
 #include "ir/infer.h"
 #include "onnx/onnx_load.h"
 #include "light_step.h"
@@ -46,7 +46,7 @@
 #include "train/promote.h"
 #include "arena_check.h"
 #include "arena_perfect.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "model_util.h"
 #include "train/training.h"
 

@@ -15,7 +15,7 @@
 #include "exec.h"
 #include "ir/infer.h"
 #include "onnx/onnx_load.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "train/training.h"
 
 static double now(void) {

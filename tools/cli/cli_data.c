@@ -8,7 +8,7 @@
 
 #include "cpu_util.h"
 #include "parallel/parallel.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "onnx/tensor_proto.h"
 
 /* Exclusive upper bound for an integer input: the size of what it indexes. */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ir/atomic_file.h"
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 #include "cli.h"
 #include "report.h"
 

@@ -9,7 +9,7 @@
 #include "c_source.h"
 #include "cli.h"
 #include "ir/atomic_file.h"
-#include "plan_load.h"
+#include "plan/plan_load.h"
 
 static int is_ident(const char *s) {
     if (!s[0] || isdigit((unsigned char)s[0]) || strlen(s) > 48) return 0;

@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "cpu_util.h"
 #include "exec.h"
-#include "rng.h"
+#include "ir/rng.h"
 #include "onnx/tensor_proto.h"
 
 static void fill_random(vp_tensor *t, vp_rng *rng) {

@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "onnx_save.h"
-#include "plan_load.h"
+#include "plan/plan_load.h"
 #include "weights_file.h"
 
 static int run_export(int argc, char **argv) {

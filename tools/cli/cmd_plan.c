@@ -9,7 +9,7 @@
 #include "cli_search.h"
 #include "cli_train.h"
 #include "plan_artifacts.h"
-#include "plan_file.h"
+#include "plan/plan_file.h"
 #include "ir/atomic_file.h"
 #include "ir/op_registry.h"
 #include "remat/cost.h"

@@ -14,7 +14,7 @@
 #include "json_writer.h"
 #include "memory/workspace.h"
 #include "plan_exec.h"
-#include "plan_load.h"
+#include "plan/plan_load.h"
 #include "report.h"
 #include "weights_file.h"
 #ifdef VP_HAVE_CUDA

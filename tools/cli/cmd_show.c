@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "plan_load.h"
+#include "plan/plan_load.h"
 #include "report.h"
 #include "memory/verify.h"
 

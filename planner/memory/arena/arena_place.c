@@ -1,5 +1,5 @@
 /* The arena's placers; see arena_place.h. */
-#include "memory/arena_place.h"
+#include "memory/arena/arena_place.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "plan_load.h"
+#include "plan/plan_load.h"
 
 #include "ir/infer.h"
 
@@ -9,7 +9,7 @@
 #include "onnx/attr_proto.h"
 #include "ir/op_registry.h"
 #include "memory/verify.h"
-#include "plan_file.h"
+#include "plan/plan_file.h"
 #include "onnx/tensor_proto.h"
 #include "vplan.pb-c.h"
 

@@ -2,11 +2,11 @@
  * pieces (after stacking the items live throughout), runs the greedy portfolio of
  * arena_portfolio.c on each, then the complete search of arena_exact.c on the pieces
  * left above their bound; and reads MiniMalloc's CSV format. */
-#include "memory/arena.h"
-#include "memory/arena_alloc.h"
+#include "memory/arena/arena.h"
+#include "memory/arena/arena_alloc.h"
 #include "ir/file_read.h"
-#include "memory/arena_exact.h"
-#include "memory/arena_portfolio.h"
+#include "memory/arena/arena_exact.h"
+#include "memory/arena/arena_portfolio.h"
 
 #include <errno.h>
 #include <stdio.h>

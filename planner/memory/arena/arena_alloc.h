@@ -9,7 +9,7 @@
 #ifndef VP_ARENA_ALLOC_H
 #define VP_ARENA_ALLOC_H
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 /* Pairs of items live at one step that one greedy order visits in a second: measured,
  * 100,000 buffers with 5e7 such pairs took the ten orders (and the rest of the solver)

@@ -58,11 +58,11 @@
  * are a second start: the neighbourhood search spends half its work from each.
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard. */
-#include "memory/arena_exact.h"
-#include "memory/arena_exact_search.h"
-#include "memory/arena_strip.h"
+#include "memory/arena/arena_exact.h"
+#include "memory/arena/arena_exact_search.h"
+#include "memory/arena/arena_strip.h"
 
-#include "rng.h"
+#include "ir/rng.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "plan_file.h"
+#include "plan/plan_file.h"
 
 #include <errno.h>
 #include <stdio.h>

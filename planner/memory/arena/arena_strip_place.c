@@ -9,9 +9,9 @@
  * perfect packing: 39 buffers over 7 steps), the strips that are flat are many, and the
  * strip search tries them one by one (111M units on one such level), while the placement
  * search, placing buffer by buffer at the lowest offset, decides it in 0.4M. */
-#include "memory/arena_strip_internal.h"
-#include "memory/arena.h"
-#include "memory/arena_exact_search.h"
+#include "memory/arena/arena_strip_internal.h"
+#include "memory/arena/arena.h"
+#include "memory/arena/arena_exact_search.h"
 
 #include <stdlib.h>
 #include <string.h>

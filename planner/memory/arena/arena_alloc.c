@@ -14,7 +14,7 @@
  *
  * Keeps true: holes never overlap each other or a live item, and two holes never touch
  * (they would have been merged), so no two items live at one step share a byte. */
-#include "memory/arena_alloc.h"
+#include "memory/arena/arena_alloc.h"
 
 #include <stdlib.h>
 

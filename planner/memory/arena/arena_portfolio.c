@@ -9,15 +9,15 @@
  * the search's budget is a count of placements, so a budget gives the same offsets
  * anywhere.  arena.c splits the timeline into pieces and runs the complete search
  * after this. */
-#include "memory/arena_portfolio.h"
-#include "memory/arena_place.h"
+#include "memory/arena/arena_portfolio.h"
+#include "memory/arena/arena_place.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "rng.h"
+#include "ir/rng.h"
 
 double vp_arena_clock(void) {
     struct timespec t;

@@ -22,11 +22,11 @@
  * and J, where the decision search stays undecided near the optimum; the same steps
  * on a band of the highest tops alone (no column) were all proved infeasible; on the
  * 400-buffer perfect packing no step finds a fit. */
-#include "memory/arena_exact.h"
-#include "memory/arena_exact_search.h"
-#include "memory/arena_place.h"
+#include "memory/arena/arena_exact.h"
+#include "memory/arena/arena_exact_search.h"
+#include "memory/arena/arena_place.h"
 
-#include "rng.h"
+#include "ir/rng.h"
 
 #include <stdlib.h>
 #include <string.h>

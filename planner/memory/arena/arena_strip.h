@@ -3,7 +3,7 @@
 #ifndef VP_ARENA_STRIP_H
 #define VP_ARENA_STRIP_H
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 /* Items idx[0..n) of one piece.  When every step of the piece holds the same bytes (the
  * piece's bound) and some assignment reaches that bound by strips and time cuts, writes

@@ -57,8 +57,8 @@
  * 230M units of rounds on the thinner ones; alternating, the whole piece in 49.6M).
  *
  * Measured: tools/bench/RESULTS.md, bench_arena --hard (perfect_400). */
-#include "memory/arena_strip.h"
-#include "memory/arena_strip_internal.h"
+#include "memory/arena/arena_strip.h"
+#include "memory/arena/arena_strip_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #ifndef VP_ARENA_EXACT_H
 #define VP_ARENA_EXACT_H
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 typedef struct vp_arena_exact_result {
     int64_t arena;         /* the piece's arena after the search (never above the incumbent) */

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 /* A sweep over time: +size where an item starts, -size where it ends. */
 typedef struct vp_arena_event {

@@ -12,7 +12,7 @@
  * and names the items still to come, so it holds across rounds, buffers and levels (the
  * rests of neighbouring strips share most of their sweeps).  See arena_strip.c for the
  * method. */
-#include "memory/arena_strip_internal.h"
+#include "memory/arena/arena_strip_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  * read of its own span; only candidates that pass are placed (their overlaps and the
  * sections whose floors move).  Profiled on MiniMalloc's D to K: before these checks,
  * nine in ten placements failed and the re-sort was half the time. */
-#include "memory/arena_exact_search.h"
+#include "memory/arena/arena_exact_search.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "memory/arena.h"
+#include "memory/arena/arena.h"
 
 enum { BLOCK_ITEMS = 128 };
 

@@ -1,8 +1,8 @@
-/* The plan file: writing (here) and reading (runtime/plan_load.c) model.vplan.
+/* The plan file: writing (here) and reading (plan_load.c beside it) model.vplan.
  *
  * On disk: the 6 bytes "VPLAN\n", a little-endian u16 format version, a u64 payload
  * length, the payload's u64 FNV-1a checksum, then the payload, a vplan.Plan protobuf
- * (codegen/vplan.proto).  A truncated file, a bad checksum or another version is
+ * (planner/plan/vplan.proto).  A truncated file, a bad checksum or another version is
  * refused with a message that says which.
  *
  * Version 2 carries the host block of optimizer-state offload (planner/train/offload.h):

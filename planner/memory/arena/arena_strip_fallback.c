@@ -24,9 +24,9 @@
  * better start.  A group assigned on its own keeps the shape its own search gives it
  * (s5: 315 KiB, so 1.0176 of the bound in all); put item by item around the rest it
  * loses that (1.0605). */
-#include "memory/arena_strip_internal.h"
-#include "memory/arena_exact.h"
-#include "memory/arena_place.h"
+#include "memory/arena/arena_strip_internal.h"
+#include "memory/arena/arena_exact.h"
+#include "memory/arena/arena_place.h"
 
 #include <stdlib.h>
 #include <string.h>
