@@ -157,6 +157,16 @@ expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/ids.csv" -o "$tmp/ids_o
 expect 0 "^5,1,3,64," -- cat "$tmp/ids_out.csv"
 printf '0 , 0 , 2 , 64 \r\n1,1,3,64\n' >"$tmp/spaces.csv"
 expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/spaces.csv"
+# the pipeline as a list of named passes, and the IR between them
+expect 0 " 15  autodiff  " -- "$tool" plan --passes
+expect 0 " 28  verify  " -- "$tool" plan --passes
+expect 0 "backward  /fc3/Gemm_grad/Gemm_2:0:f32\[10,64\] = Gemm(loss/softmax_cross_entropy_grad" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --dump-after autodiff
+expect 0 "# IR after autodiff: 17 nodes" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --dump-after autodiff
+expect 0 "recompute .* = Conv(" -- "$tool" plan "$cnn" --dim batch=4 --loss ce:logits --optimizer adamw --budget 980000 --dump-after remat
+expect 0 "optimizer .* = vplan.Adam(" -- "$tool" train-graph "$mlp" --dim batch=4 --loss ce:logits --optimizer adamw -o "$tmp/tg.onnx" --dump-after optimizer
+expect 2 "no pass named 'autodif' (onnx-vplan plan --passes lists them)" -- "$tool" plan "$mlp" --loss ce:logits --dump-after autodif
+expect 2 "--dump-after remat: a pass of \`plan\` only" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 1 --dump-after remat
+expect 2 "--dump-after shows one build of the step; --auto makes many" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --budget 1MiB --auto --dump-after loss
 # hostile CSVs: a repeated id, a directory, a FIFO (refused at once, never read), binary
 # (shown escaped, never echoed raw), a line longer than the reader's
 printf 'id,lower,upper,size\n1,0,2,8\n2,1,3,8\n1,2,4,8\n' >"$tmp/dup.csv"

@@ -1,4 +1,6 @@
-/* Builds the training step from an inferred forward graph:
+/* Builds the training step from an inferred forward graph, as one named list of passes
+ * (`passes` below; `onnx-vplan plan --passes` prints it, `--dump-after NAME` shows the
+ * IR after one):
  *   fusion -> training mode -> trainable set -> folding over frozen initializers
  *   -> attention fusion -> tensor-parallel split
  *   -> fake quantisation
@@ -57,66 +59,170 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
     return VP_OK;
 }
 
+/* ---- the passes, in order ----
+ * Each reads and writes the one graph; what a later pass needs of an earlier one is in
+ * the vp_training it fills (or, for the loss scaling around autodiff, in the context). */
+
+typedef struct build_ctx {
+    vp_graph *g;
+    const vp_train_spec *spec;
+    vp_training *t;
+    int loss; /* the unscaled loss while autodiff differentiates loss * scale */
+} build_ctx;
+
+static vp_status pass_fuse(build_ctx *c, vp_error *err) {
+    return c->spec->no_fuse ? VP_OK : vp_fuse(c->g, &c->t->fused, err);
+}
+
+/* after fusion, so a Linear's product reads its weight directly (FusedMatMul) */
+static vp_status pass_lora(build_ctx *c, vp_error *err) {
+    return c->spec->lora.rank > 0 ? vp_lora_apply(c->g, &c->spec->lora, &c->t->lora, err) : VP_OK;
+}
+
+/* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
+static vp_status pass_fuse_gelu_matmul(build_ctx *c, vp_error *err) {
+    if (c->spec->no_fuse || c->spec->qat.enabled) return VP_OK;
+    return vp_fuse_gelu_matmul(c->g, &c->t->n_gelu_matmul, err);
+}
+
+static vp_status pass_train_mode(build_ctx *c, vp_error *err) { return vp_train_mode_apply(c->g, c->t, err); }
+
+static vp_status pass_trainable(build_ctx *c, vp_error *err) { return select_params(c->g, c->spec->freeze, c->t, err); }
+
+/* once the trainable set is known: a frozen buffer's arithmetic (a causal mask made from
+ * a registered buffer) is a constant the attention fusion can read */
+static vp_status pass_fold_frozen(build_ctx *c, vp_error *err) {
+    return vp_fold_frozen(c->g, c->t, &c->t->n_frozen_folded, err);
+}
+
+/* after the trainable set: a mask that depends on a parameter is not fused */
+static vp_status pass_fuse_attention(build_ctx *c, vp_error *err) {
+    if (c->spec->attention != VP_ATTENTION_FUSED) return VP_OK;
+    vp_fuse_attention_opts fo = {.detect_causal = 1};
+    return vp_fuse_attention(c->g, &fo, &c->t->n_attention, err);
+}
+
+/* on the forward graph, so that autodiff makes the conjugate all-reduces */
+static vp_status pass_tp_split(build_ctx *c, vp_error *err) {
+    if (c->spec->tp.n <= 1) return VP_OK;
+    vp_tp_opts tp = c->spec->tp; /* an LM head may split by vocabulary into the cross-entropy */
+    if (c->spec->loss.kind == VP_LOSS_CE) tp.logits = c->spec->loss.value;
+    vp_status s = vp_tp_split(c->g, &tp, &c->t->tp, err);
+    if (!s && c->t->lora.n) s = vp_lora_check_split(c->g, &c->t->lora, &c->t->tp, err);
+    return s;
+}
+
+/* QAT on the forward graph: autodiff then builds the straight-through gradients, and
+ * precision keeps the fake quantisation in float32 */
+static vp_status pass_qat(build_ctx *c, vp_error *err) {
+    char warning[512] = "";
+    vp_status s = vp_qat_apply(c->g, &c->spec->qat, c->t, &c->t->qat, warning, err);
+    if (!s && warning[0] && !c->t->warning[0]) snprintf(c->t->warning, sizeof c->t->warning, "%s", warning);
+    return s;
+}
+
+static vp_status pass_loss(build_ctx *c, vp_error *err) { return vp_loss_build(c->g, &c->spec->loss, c->t, err); }
+
+static vp_status pass_precision(build_ctx *c, vp_error *err) {
+    vp_precision_opts po = {c->spec->precision, c->spec->fp32_ops, c->spec->low_ops};
+    return vp_precision_apply(c->g, &po, &c->t->first_loss_node, &c->t->precision, err);
+}
+
+/* autodiff differentiates loss * scale; the loss reported stays unscaled */
+static vp_status pass_loss_scale(build_ctx *c, vp_error *err) {
+    c->t->loss_scaled = c->spec->precision == VP_PRECISION_FP16 && !c->spec->no_loss_scaling;
+    c->loss = c->t->loss;
+    if (!c->t->loss_scaled) return VP_OK;
+    vp_status s = vp_loss_scale_begin(c->g, &c->spec->loss_scale, c->t, &c->t->scaling, err);
+    if (!s) c->t->loss = c->t->scaling.scaled_loss;
+    return s;
+}
+
+static vp_status pass_autodiff(build_ctx *c, vp_error *err) { return vp_autodiff(c->g, c->t, err); }
+
+static vp_status pass_tp_regather(build_ctx *c, vp_error *err) {
+    if (c->spec->tp.n <= 1 || !c->spec->tp.sp) return VP_OK;
+    return vp_tp_regather(c->g, c->t, &c->t->tp.n_regather, err);
+}
+
+static vp_status pass_qat_masks(build_ctx *c, vp_error *err) { return vp_qat_masks(c->g, &c->spec->qat, &c->t->qat, err); }
+
+static vp_status pass_unscale(build_ctx *c, vp_error *err) {
+    c->t->loss = c->loss;
+    return c->t->loss_scaled ? vp_loss_scale_unscale(c->g, c->t, &c->t->scaling, err) : VP_OK;
+}
+
+static vp_status pass_fuse_pool_grad(build_ctx *c, vp_error *err) {
+    return c->spec->no_fuse ? VP_OK : vp_fuse_pool_grad(c->g, &c->t->n_pool_grad, err);
+}
+
+static vp_status pass_optimizer(build_ctx *c, vp_error *err) {
+    vp_training *t = c->t;
+    for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
+    if (c->spec->no_optimizer) { /* gradients are the step's results: the caller reads them */
+        for (int i = 0; i < t->n_params; i++)
+            if (t->grads[i] >= 0) c->g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
+        return VP_OK;
+    }
+    vp_status s = vp_optimizer_build(c->g, &c->spec->opt, t, err);
+    if (!s && t->loss_scaled) s = vp_loss_scale_finish(c->g, &c->spec->loss_scale, t, &t->scaling, err);
+    if (!s) s = vp_qat_finish(c->g, &c->spec->qat, t, err);
+    return s;
+}
+
+static vp_status pass_offload(build_ctx *c, vp_error *err) {
+    if (c->spec->no_optimizer || !c->spec->offload) return VP_OK;
+    return vp_offload_apply(c->g, c->t, &c->t->n_offloaded, &c->t->offloaded_state_bytes, err);
+}
+
+/* last: a value's readers, the backward's and the optimizer's included, are all known */
+static vp_status pass_cast_fusion(build_ctx *c, vp_error *err) {
+    vp_status s = VP_OK;
+    if (c->spec->precision != VP_PRECISION_FP32 && !c->spec->no_cast_fusion)
+        s = vp_cast_fuse(c->g, c->t, &c->t->cast_fusion, err);
+    return s ? s : vp_graph_link(c->g, err);
+}
+
+static const struct {
+    vp_pass_info info;
+    vp_status (*run)(build_ctx *c, vp_error *err);
+} passes[] = {
+    {{"fuse", "exporters' decomposed patterns (LayerNorm, GELU, MatMul of a transposed weight) as one op each"}, pass_fuse},
+    {{"lora", "low-rank adapters beside the chosen weights (--lora)"}, pass_lora},
+    {{"fuse-gelu-matmul", "a GELU into the product that reads it"}, pass_fuse_gelu_matmul},
+    {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},
+    {{"trainable", "the trainable parameters (--freeze), the rest frozen"}, pass_trainable},
+    {{"fold-frozen", "what reads only constants and frozen initializers, folded"}, pass_fold_frozen},
+    {{"fuse-attention", "attention cores as one op (--attention fused)"}, pass_fuse_attention},
+    {{"tp-split", "this rank's forward graph: column/row splits, collectives (--tp)"}, pass_tp_split},
+    {{"qat", "FakeQuant on the inputs of Conv/Gemm/MatMul, observers as state (--qat)"}, pass_qat},
+    {{"loss", "the scalar float32 loss (--loss)"}, pass_loss},
+    {{"precision", "bf16/fp16 placement, Casts, weight copies (--precision)"}, pass_precision},
+    {{"loss-scale", "fp16: the loss times the dynamic scale, for autodiff"}, pass_loss_scale},
+    {{"autodiff", "the backward: one gradient op per forward op"}, pass_autodiff},
+    {{"tp-regather", "sequence parallelism's re-gathers in the backward (--sp)"}, pass_tp_regather},
+    {{"qat-masks", "the straight-through gradients' masks as bytes"}, pass_qat_masks},
+    {{"unscale", "fp16: gradients divided by the scale, overflow checked"}, pass_unscale},
+    {{"fuse-pool-grad", "MaxPool(Relu) gradients without the Relu output"}, pass_fuse_pool_grad},
+    {{"optimizer", "fused updates of every parameter (--optimizer), state carried"}, pass_optimizer},
+    {{"offload", "Adam's state and update on the host (--offload)"}, pass_offload},
+    {{"cast-fusion", "a Cast done by its producer as it stores (low precision)"}, pass_cast_fusion},
+};
+
+int vp_training_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
+
+const vp_pass_info *vp_training_pass(int i) { return i >= 0 && i < vp_training_pass_count() ? &passes[i].info : NULL; }
+
 vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
     memset(t, 0, sizeof *t);
     t->loss = -1;
-    vp_status s = spec->no_fuse ? VP_OK : vp_fuse(g, &t->fused, err);
-    /* after fusion, so a Linear's product reads its weight directly (FusedMatMul) */
-    if (!s && spec->lora.rank > 0) s = vp_lora_apply(g, &spec->lora, &t->lora, err);
-    /* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
-    if (!s && !spec->no_fuse && !spec->qat.enabled) s = vp_fuse_gelu_matmul(g, &t->n_gelu_matmul, err);
-    if (!s) s = vp_train_mode_apply(g, t, err);
-    if (!s) s = select_params(g, spec->freeze, t, err);
-    /* once the trainable set is known: a frozen buffer's arithmetic (a causal mask made
-     * from a registered buffer) is a constant the attention fusion can read */
-    if (!s) s = vp_fold_frozen(g, t, &t->n_frozen_folded, err);
-    /* after the trainable set: a mask that depends on a parameter is not fused */
-    if (!s && spec->attention == VP_ATTENTION_FUSED) {
-        vp_fuse_attention_opts fo = {.detect_causal = 1};
-        s = vp_fuse_attention(g, &fo, &t->n_attention, err);
+    build_ctx c = {g, spec, t, -1};
+    vp_status s = VP_OK;
+    for (int i = 0; i < vp_training_pass_count() && !s; i++) {
+        s = passes[i].run(&c, err);
+        if (!s && spec->dump && spec->dump_after && !strcmp(spec->dump_after, passes[i].info.name))
+            spec->dump(g, passes[i].info.name, spec->dump_ctx);
     }
-    /* on the forward graph, so that autodiff makes the conjugate all-reduces */
-    if (!s && spec->tp.n > 1) {
-        vp_tp_opts tp = spec->tp; /* an LM head may split by vocabulary into the cross-entropy */
-        if (spec->loss.kind == VP_LOSS_CE) tp.logits = spec->loss.value;
-        s = vp_tp_split(g, &tp, &t->tp, err);
-        if (!s && t->lora.n) s = vp_lora_check_split(g, &t->lora, &t->tp, err);
-    }
-    /* QAT on the forward graph: autodiff then builds the straight-through gradients,
-     * and precision keeps the fake quantisation in float32 */
-    char qat_warning[512] = "";
-    if (!s) s = vp_qat_apply(g, &spec->qat, t, &t->qat, qat_warning, err);
-    if (!s && qat_warning[0] && !t->warning[0]) snprintf(t->warning, sizeof t->warning, "%s", qat_warning);
-    if (!s) s = vp_loss_build(g, &spec->loss, t, err);
-    vp_precision_opts po = {spec->precision, spec->fp32_ops, spec->low_ops};
-    if (!s) s = vp_precision_apply(g, &po, &t->first_loss_node, &t->precision, err);
-    t->loss_scaled = !s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling;
-    int loss = t->loss;
-    if (t->loss_scaled) { /* autodiff differentiates loss * scale; the loss reported stays unscaled */
-        s = vp_loss_scale_begin(g, &spec->loss_scale, t, &t->scaling, err);
-        if (!s) t->loss = t->scaling.scaled_loss;
-    }
-    if (!s) s = vp_autodiff(g, t, err);
-    if (!s && spec->tp.n > 1 && spec->tp.sp) s = vp_tp_regather(g, t, &t->tp.n_regather, err);
-    if (!s) s = vp_qat_masks(g, &spec->qat, &t->qat, err);
-    t->loss = loss;
-    if (!s && t->loss_scaled) s = vp_loss_scale_unscale(g, t, &t->scaling, err);
-    if (!s && !spec->no_fuse) s = vp_fuse_pool_grad(g, &t->n_pool_grad, err);
-    if (!s) {
-        for (int i = 0; i < t->n_params; i++) t->n_unused += t->grads[i] < 0;
-        if (!spec->no_optimizer) {
-            s = vp_optimizer_build(g, &spec->opt, t, err);
-            if (!s && t->loss_scaled) s = vp_loss_scale_finish(g, &spec->loss_scale, t, &t->scaling, err);
-            if (!s) s = vp_qat_finish(g, &spec->qat, t, err);
-            if (!s && spec->offload) s = vp_offload_apply(g, t, &t->n_offloaded, &t->offloaded_state_bytes, err);
-        } else { /* gradients are the step's results: the caller reads them */
-            for (int i = 0; i < t->n_params; i++)
-                if (t->grads[i] >= 0) g->values[t->grads[i]].flags |= VP_VAL_OUTPUT;
-        }
-    }
-    /* last: a value's readers, the backward's and the optimizer's included, are all known */
-    if (!s && spec->precision != VP_PRECISION_FP32 && !spec->no_cast_fusion) s = vp_cast_fuse(g, t, &t->cast_fusion, err);
-    if (!s) s = vp_graph_link(g, err);
     return s;
 }
 

@@ -70,7 +70,22 @@ typedef struct vp_train_spec {
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
     vp_lora_opts lora;      /* low-rank adapters (train/lora.h); off unless lora.rank */
     int offload;            /* Adam's state and update on the host (train/offload.h) */
+    /* after the pass named dump_after (vp_training_pass), dump(g, name, dump_ctx) is
+     * called with the graph as that pass left it (`--dump-after`); NULL: none */
+    const char *dump_after;
+    void (*dump)(const vp_graph *g, const char *pass, void *ctx);
+    void *dump_ctx;
 } vp_train_spec;
+
+/* One pass of the training build: its name (`--dump-after NAME`) and what it does. */
+typedef struct vp_pass_info {
+    const char *name;
+    const char *what;
+} vp_pass_info;
+
+/* The training build's passes, in the order vp_training_build runs them. */
+int vp_training_pass_count(void);
+const vp_pass_info *vp_training_pass(int i);
 
 typedef struct vp_carry {
     int from; /* the value read at the start of a step */

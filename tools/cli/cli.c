@@ -202,6 +202,7 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv) {
     vp_error err;
     vp_status s = VP_OK;
     int n_pos = 0;
+    int (*action)(void) = NULL;
     for (int i = 1; i < argc && !s; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -224,13 +225,17 @@ int cli_parse(const cli_cmd *c, const cli_opt *opts, int argc, char **argv) {
         nearest near = {opt, NULL, 0, 3};
         const cli_opt *o = walk(opts, has_name, &near);
         if (!o) s = unknown(c, &near, &err);
-        else if (o->kind == CLI_SET || o->kind == CLI_CLEAR) {
+        else if (o->kind == CLI_ACTION) {
+            if (v) s = vp_fail(&err, VP_ERR_USAGE, "%s: %s takes no value, got '%s'", c->name, opt, a);
+            else action = (int (*)(void))o->dest; /* run once the whole line has parsed */
+        } else if (o->kind == CLI_SET || o->kind == CLI_CLEAR) {
             if (v) s = vp_fail(&err, VP_ERR_USAGE, "%s: %s takes no value, got '%s'", c->name, opt, a);
             else *(int *)o->dest = o->kind == CLI_SET;
         } else if (!v && i + 1 >= argc)
             s = vp_fail(&err, VP_ERR_USAGE, "%s: %s needs a value (%s %s)", c->name, opt, opt, o->meta);
         else s = store(c, o, opt, v ? v : argv[++i], &err);
     }
+    if (!s && action) return action(); /* --passes: no positional needed */
     const cli_opt *missing = walk(opts, is_pos, &n_pos);
     if (!s && missing)
         s = vp_fail(&err, VP_ERR_USAGE, "%s: missing %s (usage: onnx-vplan %s %s)", c->name, missing->names, c->name,

@@ -40,6 +40,7 @@ typedef enum cli_kind {
     CLI_PAIR,  /* repeatable NAME=VALUE: cli_pairs */
     CLI_DIM,   /* repeatable NAME=VALUE binding a symbolic dim to an integer: cli_pairs */
     CLI_TABLE, /* the options of another table (dest), in this place */
+    CLI_ACTION, /* a flag that runs dest (int (*)(void)) once the line has parsed, and exits with its result */
 } cli_kind;
 
 typedef struct cli_opt {

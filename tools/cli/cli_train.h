@@ -17,13 +17,22 @@ typedef struct cli_train_opts {
     double loss_scale;                      /* --loss-scale, NAN when not given */
     int64_t tp;                             /* --tp, -1 when not given */
     const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
-    cli_opt table[24];                      /* points into this struct: do not copy it */
+    const char *dump_after;                 /* --dump-after PASS, or NULL */
+    int planning;                           /* set by `plan`: the memory passes may be dumped too */
+    cli_opt table[28];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
 /* Parses the loss, applies the optimizer's defaults and the overrides; fails when
  * --loss is missing or an override does not apply to the optimizer. */
 vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
+
+/* Prints the pipeline's passes in order, `--passes` (returns the exit code 0). */
+int cli_print_passes(void);
+
+/* Whether `--dump-after` names a memory pass (`remat`, `schedule`): `plan` dumps the
+ * planned step order itself. */
+int cli_dump_is_plan_pass(const char *name);
 
 /* Loads the model, binds its dims, infers shapes and builds its training step; *n_fwd
  * (may be NULL) gets the forward graph's node count.  Warnings go to stderr.  Under fp16

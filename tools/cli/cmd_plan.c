@@ -11,6 +11,8 @@
 #include "plan_artifacts.h"
 #include "plan/plan_file.h"
 #include "ir/atomic_file.h"
+#include "ir/ir_dump.h"
+#include "memory/verify.h"
 #include "ir/op_registry.h"
 #include "remat/cost.h"
 #include "remat/remat.h"
@@ -159,6 +161,17 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     memset(&p, 0, sizeof p);
     s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
     if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
+    /* the pipeline's last pass: what `run` and `codegen` will check again at load */
+    if (!s) {
+        vp_verify_report vr;
+        s = vp_plan_verify(&p, &vr, &err);
+        if (s) vp_error_prefix(&err, "internal: the planner made an unsound plan (please report it): ");
+    }
+    if (!s && cli_dump_is_plan_pass(o.spec.dump_after)) { /* the graph as planned, in the plan's step order */
+        char title[96];
+        snprintf(title, sizeof title, "IR after %s (rank %d, in step order)", o.spec.dump_after, rank);
+        vp_ir_dump(stdout, p.g, p.steps, p.n_steps, title);
+    }
     char knobs[1800], fusion[160] = "", prec[256] = "", qat[320] = "", lora[300] = "";
     if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
     if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
@@ -289,7 +302,10 @@ static int run_plan(int argc, char **argv) {
     if (rc != CLI_CONTINUE) return rc;
     vp_error err;
     vp_remat_opts ro = {0};
+    o.planning = 1;
     vp_status s = cli_train_finish(&o, &err);
+    if (!s && o.dump_after && automatic)
+        s = vp_fail(&err, VP_ERR_USAGE, "--dump-after shows one build of the step; --auto makes many (leave one out)");
     /* a budget of nothing is a typo, not "no budget": no plan fits in 0 bytes */
     if (!s && budget == 0) s = vp_fail(&err, VP_ERR_USAGE, "--budget 0: a budget must be more than 0 bytes (leave --budget out for none)");
     if (budget < 0) budget = 0;
