@@ -2,9 +2,11 @@
  * with bounds checked first.
  *
  * glibc's regcomp() recurses once per nested group and overflows the stack on a few
- * thousand '(' (20,000 crash it).  vp_regex_compile() refuses a pattern longer than
- * VP_REGEX_MAX_LEN bytes or nesting groups deeper than VP_REGEX_MAX_DEPTH before
- * regcomp sees it, with a message naming the option, then compiles it as POSIX extended
+ * thousand '(' (20,000 crash it), and copies an atom n times for {n}, so nested
+ * repetitions grow without bound (((a{255}){255}){255}: 13 s, 3.4 GB).
+ * vp_regex_compile() refuses a pattern longer than VP_REGEX_MAX_LEN bytes, nesting
+ * groups deeper than VP_REGEX_MAX_DEPTH or expanding past VP_REGEX_MAX_EXPANDED atoms
+ * before regcomp sees it, with a message naming the option, then compiles it as POSIX extended
  * (REG_EXTENDED | REG_NOSUB: match or not, no captures). */
 #ifndef VP_REGEX_H
 #define VP_REGEX_H
@@ -15,6 +17,7 @@
 
 #define VP_REGEX_MAX_LEN 4096  /* bytes */
 #define VP_REGEX_MAX_DEPTH 64  /* nested '(' groups */
+#define VP_REGEX_MAX_EXPANDED 100000 /* atoms once {m,n} repetitions are expanded */
 
 /* Compiles pattern into re; option names it in messages ("--freeze").  On success the
  * caller regfree()s re; on failure re is untouched and err says why (VP_ERR_USAGE). */
