@@ -1,8 +1,11 @@
 #include "exec.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ir/dtype_conv.h"
 
 struct vp_exec {
     const vp_graph *g;
@@ -154,6 +157,24 @@ vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err) {
         out->data = NULL;
     }
     return s;
+}
+
+vp_status vp_exec_value_finite(vp_exec *x, int v, int *finite, vp_error *err) {
+    const vp_value *val = &x->g->values[v];
+    *finite = 1;
+    if (!vp_dtype_is_float(val->dtype)) return VP_OK;
+    vp_tensor t = {0};
+    const void *data = x->buf[v];
+    if (!x->is_set[v]) return vp_fail(err, VP_ERR_USAGE, "value '%s' has not been computed", val->name);
+    if (!x->b->iface->host_memory) {
+        vp_status s = vp_exec_get(x, v, &t, err);
+        if (s) return s;
+        data = t.data;
+    }
+    int64_t n = vp_value_numel(val);
+    for (int64_t i = 0; i < n && *finite; i++) *finite = isfinite(vp_load(data, val->dtype, i));
+    free(t.data);
+    return VP_OK;
 }
 
 vp_status vp_exec_copy_value(vp_exec *x, int dst, int src, vp_error *err) {

@@ -29,6 +29,11 @@ vp_status vp_exec_run_node(vp_exec *x, int node, vp_error *err);
  * the caller frees. */
 vp_status vp_exec_get(vp_exec *x, int value_id, vp_tensor *out, vp_error *err);
 
+/* *finite: whether every element of value v is a finite number (integers and bools
+ * always are).  Read in place on a backend whose memory is the host's, else through a
+ * copy.  Fails when v holds nothing yet. */
+vp_status vp_exec_value_finite(vp_exec *x, int v, int *finite, vp_error *err);
+
 /* Copies value src's buffer into value dst's (same dtype and shape): how a training
  * step's updated parameters and state become the next step's. */
 vp_status vp_exec_copy_value(vp_exec *x, int dst, int src, vp_error *err);

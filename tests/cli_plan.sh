@@ -157,6 +157,13 @@ expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/ids.csv" -o "$tmp/ids_o
 expect 0 "^5,1,3,64," -- cat "$tmp/ids_out.csv"
 printf '0 , 0 , 2 , 64 \r\n1,1,3,64\n' >"$tmp/spaces.csv"
 expect 0 "lower bound: 128 bytes" -- "$tool" arena "$tmp/spaces.csv"
+# a loss or a parameter that stops being finite stops train and run (exit 1), naming the
+# first non-finite value of the step and its node; --allow-nonfinite goes on
+expect 1 "step 2: the loss 'loss/softmax_cross_entropy:0' is not finite; the first non-finite value of the step is '/fc2/Gemm_output_0', made by node '/fc2/Gemm' (Gemm)" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 3 --lr 1e30
+expect 0 "step 3  loss nan" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 3 --lr 1e30 --allow-nonfinite
+expect 0 "" -- "$tool" plan "$mlp" --dim batch=4 --loss ce:logits --lr 1e30 -o "$tmp/nonfinite.vplan"
+expect 1 "step 2: the loss is nan, not finite; stopped" -- "$tool" run "$tmp/nonfinite.vplan" --steps 3
+expect 0 "step 3  loss nan" -- "$tool" run "$tmp/nonfinite.vplan" --steps 3 --allow-nonfinite
 # the pipeline as a list of named passes, and the IR between them
 expect 0 " 15  autodiff  " -- "$tool" plan --passes
 expect 0 " 28  verify  " -- "$tool" plan --passes

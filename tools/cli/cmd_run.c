@@ -1,5 +1,6 @@
 /* onnx-vplan run: execute a plan file inside one allocation of exactly its arena. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,7 @@ static vp_status save_inputs(const vp_graph *g, const cli_batch *batch, const ch
 static int run_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu", *save_w = NULL, *save_in = NULL;
     int64_t steps = 1, seed = 0, cuda_device = 0;
-    int tf32 = 0, reference = 0;
+    int tf32 = 0, reference = 0, allow_nonfinite = 0;
     const cli_opt table[] = {
         {"PLAN", CLI_POS, &path, NULL, NULL},
         {"--backend", CLI_ENUM, &backend, "cpu|cuda",
@@ -197,6 +198,9 @@ static int run_run(int argc, char **argv) {
          "present: refuses before starting when a step has no CUDA\n"
          "kernel or the arena does not fit the free device memory, and\n"
          "reports the measured peak device memory beside the plan's)"},
+        {"--allow-nonfinite", CLI_SET, &allow_nonfinite, NULL,
+         "go on when the loss stops being finite (default: stop with exit 1;\n"
+         "`onnx-vplan train` on the model names the first non-finite value)"},
         {"--reference", CLI_SET, &reference, NULL,
          "cpu: run every step on the reference kernels, not oneDNN\n"
          "(as VP_CPU_REFERENCE=1 does)"},
@@ -273,6 +277,13 @@ static int run_run(int argc, char **argv) {
         if (!s && lp.plan.loss_buffer >= 0) s = vp_plan_exec_get(x, lp.plan.buffers[lp.plan.loss_buffer].value, &loss, &err);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (!s && loss.data) losses[it] = vp_load(loss.data, loss.dtype, 0);
+        /* the steps reuse memory, so what went non-finite first is gone: the loss stops the
+         * run (a parameter that did shows in the next step's loss) */
+        if (!s && loss.data && !allow_nonfinite && !isfinite(losses[it]))
+            s = vp_fail(&err, VP_ERR_RUNTIME,
+                        "step %lld: the loss is %g, not finite; stopped (--allow-nonfinite goes on; `onnx-vplan train` "
+                        "on the model with the plan's options names the first non-finite value and its node)",
+                        (long long)it + 1, losses[it]);
         if (!s && use_cuda) s = cuda_sample(b, &mem, NULL, &err);
         free(loss.data);
         seconds[it] = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

@@ -1,5 +1,6 @@
 /* onnx-vplan train: build the training step and run it on the CPU backend (oneDNN, or --reference). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,38 @@
 #include "json_writer.h"
 #include "cli_qdq.h"
 #include "onnx_save.h"
+
+/* After a step: the loss, every updated parameter and every carried state finite, else
+ * the first value of the step (in node order) that is not, and the node that made it.
+ * Under fp16 loss scaling a gradient that overflows is the skip rule at work (the update
+ * is skipped, the parameters stay): only a non-finite loss or carried value stops. */
+static vp_status check_finite(vp_exec *x, const vp_graph *g, const vp_training *t, int64_t step, double loss,
+                              vp_error *err) {
+    int bad = isfinite(loss) ? -1 : t->loss, ok = 1;
+    vp_status s = VP_OK;
+    for (int c = 0; c < t->n_carry && bad < 0 && !s; c++) {
+        s = vp_exec_value_finite(x, t->carry[c].to, &ok, err);
+        if (!s && !ok) bad = t->carry[c].to;
+    }
+    if (s || bad < 0) return s;
+    int first = -1, node = -1;
+    for (int i = 0; i < g->n_nodes && first < 0 && !s; i++) {
+        const vp_node *n = &g->nodes[i];
+        if (n->folded) continue;
+        for (int k = 0; k < n->n_outputs && first < 0 && !s; k++) {
+            if (n->outputs[k] < 0) continue;
+            s = vp_exec_value_finite(x, n->outputs[k], &ok, err);
+            if (!s && !ok) first = n->outputs[k], node = i;
+        }
+    }
+    if (s) return s;
+    const vp_node *n = node >= 0 ? &g->nodes[node] : NULL;
+    return vp_fail(err, VP_ERR_RUNTIME,
+                   "step %lld: %s '%s' is not finite; the first non-finite value of the step is '%s', made by node "
+                   "'%s' (%s%s%s); stopped (--allow-nonfinite goes on)",
+                   (long long)step, bad == t->loss ? "the loss" : "the updated value", g->values[bad].name, first >= 0 ? g->values[first].name : "?", n ? n->name : "?",
+                   n && n->domain[0] ? n->domain : "", n && n->domain[0] ? "." : "", n ? n->op_type : "?");
+}
 
 static double seconds_since(const struct timespec *t0) {
     struct timespec t1;
@@ -203,7 +236,7 @@ static int run_train(int argc, char **argv) {
     const char *model = NULL, *data = "synthetic", *json = NULL, *save = NULL, *merge = NULL;
     int qdq = 0;
     int64_t steps = 1, seed = 0;
-    int reference = 0;
+    int reference = 0, allow_nonfinite = 0;
     cli_pairs dims = {0};
     cli_train_opts o;
     cli_train_init(&o);
@@ -228,6 +261,9 @@ static int run_train(int argc, char **argv) {
          "with --qat and --save: write a QDQ model (QuantizeLinear and\n"
          "DequantizeLinear pairs, int8 weights, int32 biases) that ONNX\n"
          "Runtime runs; --json then holds the fake-quantised forward's output"},
+        {"--allow-nonfinite", CLI_SET, &allow_nonfinite, NULL,
+         "go on when the loss, a parameter or carried state stops being\n"
+         "finite (default: stop with exit 1, naming the first non-finite value)"},
         {"--reference", CLI_SET, &reference, NULL,
          "run every step on the reference CPU kernels, not oneDNN\n"
          "(as VP_CPU_REFERENCE=1 does)"},
@@ -305,6 +341,7 @@ static int run_train(int argc, char **argv) {
             sc[1] = get_scalar(x, t.scaling.finite, &s, &err);
             next = get_scalar(x, t.scaling.new_scale, &s, &err);
         }
+        if (!s && !allow_nonfinite) s = check_finite(x, g, &t, step + 1, losses[step], &err);
         for (int c = 0; c < t.n_carry && !s; c++) s = vp_exec_copy_value(x, t.carry[c].from, t.carry[c].to, &err);
         times[step] = seconds_since(&t0);
         if (!s) printf("step %lld  loss %.6f  (%.3f s)", (long long)step + 1, losses[step], times[step]);
