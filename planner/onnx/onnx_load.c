@@ -503,6 +503,58 @@ const char *vp_onnx_metadata(const vp_graph *g, const char *key) {
     return NULL;
 }
 
+/* A length-delimited field's bytes, or 0 past the end (protobuf's wire format). */
+static int wire_bytes(const uint8_t *p, size_t len, size_t *pos, uint32_t *field, const uint8_t **data, size_t *n) {
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        int shift = 0;
+        while (*pos < len && shift < 64) {
+            uint8_t b = p[(*pos)++];
+            v[k] |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+            shift += 7;
+        }
+        if ((v[0] & 7) != 2) return 0; /* only length-delimited fields in StringStringEntryProto */
+    }
+    *field = (uint32_t)(v[0] >> 3);
+    if (v[1] > len - *pos) return 0;
+    *data = p + *pos;
+    *n = (size_t)v[1];
+    *pos += (size_t)v[1];
+    return 1;
+}
+
+/* GraphProto.metadata_props is field 16 since ONNX 1.16; Debian's onnx.proto (1.12)
+ * predates it, so protobuf-c keeps it among the graph's unknown fields. */
+char *vp_onnx_graph_metadata(const vp_graph *g, const char *key) {
+    if (!g->proto || g->proto_free != free_proto) return NULL;
+    const Onnx__ModelProto *mp = g->proto;
+    if (!mp->graph) return NULL;
+    const ProtobufCMessage *m = &mp->graph->base;
+    size_t klen = strlen(key);
+    for (unsigned u = 0; u < m->n_unknown_fields; u++) {
+        const ProtobufCMessageUnknownField *f = &m->unknown_fields[u];
+        if (f->tag != 16 || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+        const uint8_t *k = NULL, *v = NULL, *d;
+        size_t kn = 0, vn = 0, n, pos = 0;
+        uint32_t field;
+        /* protobuf-c keeps an unknown field's bytes after its tag: the length, then the entry */
+        while (pos < f->len && (f->data[pos++] & 0x80)) {}
+        while (pos < f->len && wire_bytes(f->data, f->len, &pos, &field, &d, &n)) {
+            if (field == 1) k = d, kn = n;
+            if (field == 2) v = d, vn = n;
+        }
+        if (k && kn == klen && !memcmp(k, key, klen)) {
+            char *out = malloc(vn + 1);
+            if (!out) return NULL;
+            if (vn) memcpy(out, v, vn);
+            out[vn] = 0;
+            return out;
+        }
+    }
+    return NULL;
+}
+
 vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {
     return vp_onnx_load_with(path, NULL, out, err);
 }

@@ -31,4 +31,9 @@ vp_status vp_onnx_load_bytes(const uint8_t *buf, size_t len, const char *name, c
  * a graph not loaded from an ONNX file).  Owned by the graph. */
 const char *vp_onnx_metadata(const vp_graph *g, const char *key);
 
+/* The graph's metadata_props entry for key (torch 2.x's exporter writes its
+ * `pkg.torch.export.ExportedProgram.graph_signature` there): a heap copy the caller
+ * frees, or NULL. */
+char *vp_onnx_graph_metadata(const vp_graph *g, const char *key);
+
 #endif

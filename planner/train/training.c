@@ -17,6 +17,8 @@
 #include "train/fuse_gelu_matmul.h"
 #include "train/fuse_pool_grad.h"
 #include "train/offload.h"
+#include "train/signature.h"
+#include "onnx/onnx_load.h"
 #include "ir/vp_regex.h"
 
 #include <regex.h>
@@ -24,23 +26,77 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where torch 2.x's exporter wrote its signature: the parameters it lists that the graph
+ * no longer holds under their names.  With initializers of the exporter's own beside
+ * them (folded, transposed or merged copies), the export lost its training structure:
+ * refused, naming the fix.  Without (a tied weight read through the other name, a
+ * buffer the forward never reads), a warning. */
+static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_training *t, vp_error *err) {
+    int missing = 0, own = 0;
+    const char *first_missing = NULL, *first_own = NULL;
+    for (int i = 0; i < sig->n; i++) {
+        if (sig->kind[i] != VP_SIG_PARAMETER) continue;
+        int v = vp_graph_find_value(g, sig->target[i]);
+        if (v < 0 || !(g->values[v].flags & VP_VAL_INITIALIZER)) {
+            if (!missing++) first_missing = sig->target[i];
+        }
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
+        if (vp_signature_kind(sig, val->name) == VP_SIG_NONE && !own++) first_own = val->name;
+    }
+    if (missing && own)
+        return vp_fail(err, VP_ERR_UNSUPPORTED,
+                       "%s: torch.onnx.export's optimizer folded or merged %d of the %d parameters torch.export listed "
+                       "('%s' is not in the graph) into %d initializers of its own ('%s', ...): trained as it is, this "
+                       "export would train constants and tie what torch keeps apart. Export with "
+                       "torch.onnx.export(..., optimize=False)",
+                       g->path, missing, sig->n_params, first_missing, own, first_own);
+    if (missing && !t->warning[0])
+        snprintf(t->warning, sizeof t->warning,
+                 "%d of the exporter's %d parameters are not in the graph under their names (first: '%.200s'): tied to "
+                 "another parameter and trained through it, or not read by the forward",
+                 missing, sig->n_params, first_missing);
+    return VP_OK;
+}
+
 static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, vp_error *err) {
     /* with adapters, the base model is frozen whole (train/lora.h) */
     int lora = t->lora.n > 0;
+    /* torch 2.x: the exporter's signature says what is a parameter */
+    vp_signature sig = {0};
+    char *text = vp_onnx_graph_metadata(g, VP_SIGNATURE_KEY);
+    vp_status ss = text ? vp_signature_parse(text, &sig, err) : VP_OK;
+    free(text);
+    if (!ss && sig.n_params) ss = check_signature(g, &sig, t, err);
+    if (ss) {
+        vp_signature_free(&sig);
+        return ss;
+    }
+    t->from_signature = sig.n_params > 0;
     regex_t re;
     if (freeze) {
         vp_status rs = vp_regex_compile(&re, freeze, "--freeze", err);
-        if (rs) return rs;
+        if (rs) {
+            vp_signature_free(&sig);
+            return rs;
+        }
     }
     t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params);
     if (!t->params) {
         if (freeze) regfree(&re);
+        vp_signature_free(&sig);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
     for (int v = 0; v < g->n_values; v++) {
         vp_value *val = &g->values[v];
         if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST))) continue;
         if (!vp_dtype_is_float(val->dtype)) continue;
+        if (t->from_signature && vp_signature_kind(&sig, val->name) != VP_SIG_PARAMETER) {
+            t->n_not_parameters++;
+            continue;
+        }
         if ((lora && !vp_lora_is_adapter(&t->lora, v)) || (freeze && regexec(&re, val->name, 0, NULL, 0) == 0)) {
             t->n_frozen++;
             continue;
@@ -48,6 +104,7 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
         val->flags |= VP_VAL_PARAM;
         t->params[t->n_params++] = v;
     }
+    vp_signature_free(&sig);
     if (freeze) {
         regfree(&re);
         if (!t->n_frozen && !lora)

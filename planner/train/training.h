@@ -103,6 +103,9 @@ typedef struct vp_training {
     int added_inputs[4]; /* inputs the loss added (labels, target) */
     int64_t label_classes; /* ce: labels lie in [0, label_classes) */
     int n_frozen;        /* parameters --freeze matched */
+    int from_signature;  /* the trainable set came from torch.export's signature (train/signature.h) */
+    int n_not_parameters; /* float initializers the signature lists as buffers or constants, or does
+                             not list (the exporter's own constants): never trained */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
     int n_attention;     /* attention cores fused into vplan.Attention */

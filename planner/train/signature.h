@@ -1,0 +1,34 @@
+/* The trainable set as torch 2.x's exporter recorded it (train/signature.c).
+ *
+ * torch.onnx.export (dynamo) writes torch.export's graph signature into the graph's
+ * metadata_props (`pkg.torch.export.ExportedProgram.graph_signature`): one line per
+ * input, "p_m_fc_weight: PARAMETER target='m.fc.weight'", with the kinds PARAMETER,
+ * BUFFER (persistent or not), CONSTANT_TENSOR and USER_INPUT.  Initializers are named by
+ * target.  Where the signature is there it decides what trains: a PARAMETER is trained,
+ * a BUFFER or constant never is (BatchNorm's running statistics are carried state
+ * anyway), and an initializer the signature does not list is the exporter's constant
+ * (an attention scale, a folded mask), never trained. */
+#ifndef VP_SIGNATURE_H
+#define VP_SIGNATURE_H
+
+#include "ir/ir.h"
+
+#define VP_SIGNATURE_KEY "pkg.torch.export.ExportedProgram.graph_signature"
+
+typedef enum vp_sig_kind { VP_SIG_NONE = 0, VP_SIG_PARAMETER, VP_SIG_BUFFER, VP_SIG_CONSTANT, VP_SIG_OTHER } vp_sig_kind;
+
+typedef struct vp_signature {
+    int n;
+    char **target;     /* module paths: "m.model.layers.0.mlp.up_proj.weight" */
+    vp_sig_kind *kind;
+    int n_params, n_buffers, n_constants;
+} vp_signature;
+
+/* Parses the signature's text; 0 entries when it lists none.  Fails only out of memory. */
+vp_status vp_signature_parse(const char *text, vp_signature *sig, vp_error *err);
+void vp_signature_free(vp_signature *sig);
+
+/* The kind the signature gives the initializer named name (its target), or VP_SIG_NONE. */
+vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name);
+
+#endif
