@@ -538,6 +538,13 @@ static void test_replay(void) {
     s = vp_arena_solve(copy, cap, &room, &res, &err);
     check(!s && res.n_replayed == 0, "replay: the greedy orders run where the limits leave them room",
           s ? err.msg : res.kept);
+    /* ...and are charged against them: the searches get what they leave */
+    snprintf(why, sizeof why, "%.3f s charged for %.3f s of greedy orders", res.greedy_charged, greedy_s);
+    check(!s && res.greedy_charged == greedy_s, "replay: greedy orders charged against the limits", why);
+    /* a model's pieces (a few hundred buffers) are far below the share: nothing charged */
+    make_instance(&r, K_MIXED, 300, it);
+    s = vp_arena_solve(it, 300, &dflt, &res, &err);
+    check(!s && res.greedy_charged == 0, "replay: 300 buffers, nothing charged", s ? err.msg : "");
     free(copy);
     free(it);
     free(idx);

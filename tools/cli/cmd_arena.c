@@ -46,6 +46,9 @@ static int run_arena(int argc, char **argv) {
                    res.n_replayed, res.n_replayed == 1 ? "" : "s");
         printf("arena:       %lld bytes (%s)\n", (long long)res.arena, vp_human_bytes(res.arena, b1, sizeof b1));
         printf("lower bound: %lld bytes (%s)\n", (long long)res.lower_bound, vp_human_bytes(res.lower_bound, b2, sizeof b2));
+        if (res.greedy_charged > 0)
+            printf("greedy orders: about %.2f s by their %s, taken off the searches' limits\n", res.greedy_charged,
+                   "pairs of buffers live at once");
         printf("ratio:       %.5f, kept %s, %.3f s\n", res.lower_bound ? (double)res.arena / (double)res.lower_bound : 1.0,
                res.kept, res.seconds);
         printf("outcome:     %s", vp_arena_outcome(&res));

@@ -149,7 +149,8 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
             goto done;
         }
-        if (greedy_s > (budget + exact_s > 1.0 ? budget + exact_s : 1.0)) {
+        double left_s = budget + (double)work_total / VP_ARENA_EXACT_WORK_PER_SECOND;
+        if (greedy_s > (left_s > 1.0 ? left_s : 1.0)) {
             int64_t arena = vp_place_alloc(items, idx + lo, hi - lo);
             if (arena < 0) {
                 s = vp_fail(err, VP_ERR_NOMEM, "out of memory assigning %d buffers", n);
@@ -164,6 +165,18 @@ vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts,
             res->n_pieces++;
             lo = hi;
             continue;
+        }
+        /* greedy orders that take a noticeable share of the limits are charged against
+         * them: the improving search's seconds and the complete search's units shrink by
+         * what they are estimated to take, so the limits cover them too (a piece of 400
+         * buffers, some 1e5 pairs, is far below the share and keeps its searches whole) */
+        if (greedy_s > VP_ARENA_GREEDY_CHARGED_FROM) {
+            res->greedy_charged += greedy_s;
+            budget = budget > greedy_s ? budget - greedy_s : 0;
+            int64_t charge = (int64_t)(greedy_s * VP_ARENA_EXACT_WORK_PER_SECOND);
+            work_total = work_total > charge ? work_total - charge : 0;
+            if (quick_pool > work_total / 4) quick_pool = work_total / 4;
+            if (quick > quick_pool || budget <= 0) quick = 0;
         }
         int64_t arena = vp_portfolio_piece(st, idx + lo, hi - lo, bound, piece_algo, &kept, quick ? 0 : budget);
         if (arena > bound && quick) {

@@ -45,6 +45,7 @@ typedef struct vp_arena_result {
     int n_pieces;            /* independent pieces the buffers split into, besides... */
     int n_pinned;            /* ...the buffers live at every step, stacked at the bottom */
     int n_replayed;          /* pieces too large for the greedy orders, placed by the allocator's replay */
+    double greedy_charged;   /* seconds of greedy orders (estimated from their pairs) taken off the searches' limits */
     double seconds;
     char kept[48];           /* the algorithm whose result was kept ("mixed" when pieces differ) */
     int64_t proven_lower;    /* no assignment is smaller: the bound, or more where the search proved it */

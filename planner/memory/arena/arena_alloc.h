@@ -17,6 +17,10 @@
  * tools/bench/arena_scale.sh. */
 #define VP_ARENA_GREEDY_PAIRS_PER_SECOND 5e7
 
+/* Greedy orders estimated to take more than this many seconds are charged against the
+ * limits (arena.c); below it the searches keep their whole budgets. */
+#define VP_ARENA_GREEDY_CHARGED_FROM 0.1
+
 /* Offsets for items[idx[0..n)]: each lifetime's start takes the lowest hole that holds
  * it, as a first-fit malloc would.  Returns the arena (highest end), -1 out of memory. */
 int64_t vp_place_alloc(vp_arena_item *items, const int *idx, int n);
