@@ -6,6 +6,12 @@
 # usage: arena_scale.sh BUILD_DIR   (prints a markdown table)
 set -euo pipefail
 tool=$1/onnx-vplan
+if [[ ! -x /usr/bin/time ]]; then # Debian's `time` package measures the peak memory
+    echo "## onnx-vplan arena on long CSVs"
+    echo
+    echo "Skipped: no /usr/bin/time (apt-get install time)."
+    exit 0
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "## onnx-vplan arena on long CSVs"
