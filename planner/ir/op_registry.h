@@ -103,6 +103,12 @@ vp_status vp_shape_broadcast(const vp_node *n, int ra, const int64_t *a, int rb,
  * Fails naming the node when the input is not known ahead of time. */
 vp_status vp_shape_const_ints(vp_graph *g, const vp_node *n, int i, int64_t *out, int max,
                               int *count, vp_error *err);
+/* Slice's starts, ends, axes and steps into v[0..3] (attributes before opset 10, constant
+ * inputs from it): count[j] entries each (-1 where not given), given[j] whether it was;
+ * fails naming the node when starts or ends is missing or the counts disagree.  Shared
+ * by Slice's shape function and its gradient. */
+vp_status vp_slice_read(vp_graph *g, const vp_node *n, int64_t (*v)[VP_MAX_RANK], int *count, int *given,
+                        vp_error *err);
 /* Normalises a possibly negative axis against rank; fails when out of range. */
 vp_status vp_shape_axis(const vp_node *n, int64_t axis, int rank, int *out, vp_error *err);
 /* Fails unless dtype is one of the allowed, naming the node, the input and the dtype. */

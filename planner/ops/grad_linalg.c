@@ -10,18 +10,6 @@
 #include "k_linalg.h"
 
 
-typedef struct shape {
-    int rank;
-    int64_t dims[VP_MAX_RANK];
-} shape;
-
-static shape shape_of(vp_grad_ctx *c, int v) {
-    const vp_value *x = vp_gr_val(c, v);
-    shape s = {x->rank, {0}};
-    memcpy(s.dims, x->dims, sizeof s.dims);
-    return s;
-}
-
 /* ---- MatMul ---- */
 
 /* x with its last two axes swapped. */
@@ -35,9 +23,9 @@ static vp_status swap_last2(vp_grad_ctx *c, int node, int x, int *out, vp_error 
 }
 
 /* The matrix form of a MatMul operand: a vector becomes [1, k] (left) or [k, 1] (right). */
-static shape as_matrix(shape s, int left) {
+static vp_gr_shape as_matrix(vp_gr_shape s, int left) {
     if (s.rank != 1) return s;
-    shape m = {2, {left ? 1 : s.dims[0], left ? s.dims[0] : 1}};
+    vp_gr_shape m = {2, {left ? 1 : s.dims[0], left ? s.dims[0] : 1}, s.dtype};
     return m;
 }
 
@@ -59,7 +47,7 @@ static vp_status fused_matmul(vp_grad_ctx *c, int node, int a, int b, int ta, in
  * intermediate and no reduction over the batch.  (FusedMatMul(dY, B^T) would spare
  * dA's Reshape back, but while a Reshape is a copy it keeps dY alive beside its [R, N]
  * copy, which raised gpt_ln_decomposed's peak by 7 KiB.) */
-static vp_status matmul_by_matrix(vp_grad_ctx *c, int node, const int *dy, shape a, shape b, shape am, shape bm,
+static vp_status matmul_by_matrix(vp_grad_ctx *c, int node, const int *dy, vp_gr_shape a, vp_gr_shape b, vp_gr_shape am, vp_gr_shape bm,
                                   int *dx, vp_error *err) {
     int64_t k = bm.dims[0], n = bm.dims[1], rows = 1, gdims[2], adims[2];
     for (int d = 0; d + 1 < am.rank; d++) rows *= am.dims[d];
@@ -84,8 +72,8 @@ static vp_status matmul_by_matrix(vp_grad_ctx *c, int node, const int *dy, shape
 /* dA = dY' B'^T and dB = A'^T dY' on the matrix forms, each summed over the batch axes
  * it was broadcast along, then shaped like its operand. */
 VP_GRAD_RULE(vp_grad_matmul) {
-    shape a = shape_of(c, IN(0)), b = shape_of(c, IN(1)), y = shape_of(c, OUT(0));
-    shape am = as_matrix(a, 1), bm = as_matrix(b, 0), ym = y;
+    vp_gr_shape a = vp_gr_shape_of(c, IN(0)), b = vp_gr_shape_of(c, IN(1)), y = vp_gr_shape_of(c, OUT(0));
+    vp_gr_shape am = as_matrix(a, 1), bm = as_matrix(b, 0), ym = y;
     if (a.rank == 1 || b.rank == 1) { /* dY' restores the axes the vectors dropped */
         int batch = y.rank - (a.rank == 1 ? 0 : 1) - (b.rank == 1 ? 0 : 1);
         ym.rank = 0;
@@ -135,7 +123,7 @@ VP_GRAD_RULE(vp_grad_fused_matmul) {
     const vp_node *n = vp_gr_node(c, node);
     int ta = vp_attr_int(n, "transA", 0) != 0, tb = vp_attr_int(n, "transB", 0) != 0;
     float alpha = vp_attr_float(n, "alpha", 1.0f);
-    shape a = shape_of(c, IN(0)), b = shape_of(c, IN(1)), y = shape_of(c, OUT(0));
+    vp_gr_shape a = vp_gr_shape_of(c, IN(0)), b = vp_gr_shape_of(c, IN(1)), y = vp_gr_shape_of(c, OUT(0));
     if (a.rank < 2 || b.rank < 2 || vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "FusedMatMul's gradient needs operands of rank 2 or more and no transBatch");
     int t, prod;
@@ -213,7 +201,7 @@ VP_GRAD_RULE(vp_grad_gemm) {
  * for MaxPoolGrad and AveragePoolGrad, which ONNX Runtime defines there since opset 9)
  * with the forward node's attributes and n_out outputs; outputs whose input needs no
  * gradient (want[k] == 0) are left out, as ONNX Runtime allows.  Each output k kept is
- * declared with input k's shape beforehand: a strided pooling or convolution window
+ * declared with input k's vp_gr_shape beforehand: a strided pooling or convolution window
  * cannot recover it from dY alone. */
 static vp_status ort_op(vp_grad_ctx *c, int node, const char *op, const char *domain, int n_in, const int *in,
                         int n_out, const int *want, int *outs, vp_error *err) {
@@ -254,7 +242,7 @@ VP_GRAD_RULE(vp_grad_conv) {
  * a Conv of the output extent giving back the input's. */
 static vp_status transpose_window(vp_grad_ctx *c, int node, vp_window *w, vp_error *err) {
     const vp_node *n = vp_gr_node(c, node);
-    shape x = shape_of(c, IN(0)), wt = shape_of(c, IN(1));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0)), wt = vp_gr_shape_of(c, IN(1));
     TRY(vp_window_resolve(n, VP_WINDOW_CONV_TRANSPOSE, x.rank - 2, x.dims + 2, wt.dims + 2, w, err));
     for (int d = 0; d < w->n_sp; d++) {
         int64_t ext = (w->kernel[d] - 1) * w->dilation[d] + 1;
@@ -363,7 +351,7 @@ VP_GRAD_RULE(vp_grad_average_pool) {
 /* GlobalAveragePool: dX = dY / (spatial size), expanded over the spatial axes. */
 VP_GRAD_RULE(vp_grad_global_average_pool) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int64_t area = 1;
     for (int d = 2; d < x.rank; d++) area *= x.dims[d];
     int t;
@@ -375,7 +363,7 @@ VP_GRAD_RULE(vp_grad_global_average_pool) {
  * ReduceMax). */
 VP_GRAD_RULE(vp_grad_global_max_pool) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int64_t axes[VP_MAX_RANK];
     int n_axes = 0, eq, mask, count, share;
     for (int d = 2; d < x.rank; d++) axes[n_axes++] = d;

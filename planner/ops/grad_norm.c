@@ -13,18 +13,6 @@
 #include "k_linalg.h"
 
 
-typedef struct shape {
-    int rank;
-    int64_t dims[VP_MAX_RANK];
-} shape;
-
-static shape shape_of(vp_grad_ctx *c, int v) {
-    const vp_value *x = vp_gr_val(c, v);
-    shape s = {x->rank, {0}};
-    memcpy(s.dims, x->dims, sizeof s.dims);
-    return s;
-}
-
 /* Fails when a gradient reaches one of outputs [from, n_outputs): statistics the
  * forward saves for the backward pass, which the rules do not differentiate. */
 static vp_status refuse_stat_grads(vp_grad_ctx *c, int node, const int *dy, int from, vp_error *err) {
@@ -139,7 +127,7 @@ typedef struct norm_plan {
     int n_stat, n_param;
     int64_t stat[VP_MAX_RANK];  /* the axes each mean and variance reduce */
     int64_t param[VP_MAX_RANK]; /* the axes scale's and B's gradients sum over */
-    shape pshape;               /* scale's shape as it broadcasts against x */
+    vp_gr_shape pshape;               /* scale's vp_gr_shape as it broadcasts against x */
     double inv_count;           /* 1 / elements per statistic */
     int mean, var;              /* given statistics (inference BatchNormalization), -1: the batch's */
     double eps;
@@ -203,7 +191,7 @@ static vp_status norm_grads(vp_grad_ctx *c, int node, const int *dy, const norm_
 }
 
 /* Statistics over `from`.. and the batch axis too when with_batch; parameters of [C]. */
-static norm_plan channel_plan(shape x, int with_batch, double eps) {
+static norm_plan channel_plan(vp_gr_shape x, int with_batch, double eps) {
     norm_plan p = {0};
     int64_t count = 1;
     p.param[p.n_param++] = 0;
@@ -227,7 +215,7 @@ static norm_plan channel_plan(shape x, int with_batch, double eps) {
 /* InstanceNormalization: statistics per image and channel. */
 VP_GRAD_RULE(vp_grad_instance_norm) {
     const vp_node *n = vp_gr_node(c, node);
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     if (x.rank < 3) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 3 or more");
     norm_plan p = channel_plan(x, 0, vp_attr_float(n, "epsilon", 1e-5f));
     return norm_grads(c, node, dy, &p, dx, err);
@@ -241,7 +229,7 @@ VP_GRAD_RULE(vp_grad_instance_norm) {
 VP_GRAD_RULE(vp_grad_batch_norm) {
     const vp_node *n = vp_gr_node(c, node);
     TRY(refuse_stat_grads(c, node, dy, 1, err));
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     if (x.rank < 2) return vp_node_fail(err, VP_ERR_INVALID, n, "input must have rank 2 or more");
     norm_plan p = channel_plan(x, 1, vp_attr_float(n, "epsilon", 1e-5f));
     if (vp_batchnorm_is_per_activation(n)) {

@@ -131,6 +131,13 @@ VP_GRAD_RULE(vp_grad_gather_nd);
 int vp_gr_in(vp_grad_ctx *c, int node, int k);  /* input k's value id, -1 when omitted */
 int vp_gr_out(vp_grad_ctx *c, int node, int k); /* output k's value id, -1 when omitted */
 const vp_value *vp_gr_val(vp_grad_ctx *c, int v);
+/* A copy of a value's shape and dtype, which survives the graph growing. */
+typedef struct vp_gr_shape {
+    int rank;
+    int64_t dims[VP_MAX_RANK];
+    vp_dtype dtype;
+} vp_gr_shape;
+vp_gr_shape vp_gr_shape_of(vp_grad_ctx *c, int v);
 const vp_node *vp_gr_node(vp_grad_ctx *c, int node);
 vp_status vp_gr_nomem(vp_error *err);
 

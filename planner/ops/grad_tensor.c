@@ -13,30 +13,16 @@
 #include "k_tensor.h"
 
 
-/* A copy of a value's shape, which survives the graph growing. */
-typedef struct shape {
-    vp_dtype dtype;
-    int rank;
-    int64_t dims[VP_MAX_RANK];
-} shape;
-
-static shape shape_of(vp_grad_ctx *c, int v) {
-    const vp_value *x = vp_gr_val(c, v);
-    shape s = {x->dtype, x->rank, {0}};
-    memcpy(s.dims, x->dims, sizeof s.dims);
-    return s;
-}
-
 static vp_status build(vp_grad_ctx *c, int node, const char *op, const char *domain, int n_in, const int *in, int n_out,
                        int *b) {
     *b = vp_grad_begin(c, node, op, domain, n_in, in, n_out);
     return *b < 0 ? VP_ERR_NOMEM : VP_OK;
 }
 
-/* Reshape, Flatten, Squeeze, Unsqueeze: the gradient takes the input's shape back. */
+/* Reshape, Flatten, Squeeze, Unsqueeze: the gradient takes the input's vp_gr_shape back. */
 VP_GRAD_RULE(vp_grad_reshape) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     return vp_gr_reshape(c, node, dy[0], x.rank, x.dims, &dx[0], err);
 }
 
@@ -91,7 +77,7 @@ VP_GRAD_RULE(vp_grad_split) {
     for (int k = 0; !s && k < n_out; k++) {
         parts[k] = dy[k];
         if (parts[k] >= 0) continue;
-        shape y = shape_of(c, OUT(k));
+        vp_gr_shape y = vp_gr_shape_of(c, OUT(k));
         s = vp_gr_zeros(c, node, y.dtype, y.rank, y.dims, &parts[k], err);
     }
     if (!s && build(c, node, "Concat", "", n_out, parts, 1, &b)) s = vp_gr_nomem(err);
@@ -103,28 +89,14 @@ VP_GRAD_RULE(vp_grad_split) {
 
 /* ---- Slice ---- */
 
-/* Slice's starts/ends/axes/steps: attributes before opset 10, constant inputs after. */
+/* Slice's starts/ends/axes/steps (vp_slice_read); *count: how many axes it slices. */
 static vp_status slice_params(vp_grad_ctx *c, int node, int64_t (*v)[VP_MAX_RANK], int *count, int *given,
                               vp_error *err) {
-    static const char *const names[] = {"starts", "ends", "axes", "steps"};
     vp_graph *g = vp_grad_graph(c);
-    const vp_node *n = &g->nodes[node];
-    for (int j = 0; j < 4; j++) {
-        int k = -1;
-        if (n->opset < 10) {
-            const int64_t *p = NULL;
-            if (j < 3) k = vp_attr_ints(n, names[j], &p);
-            if (k > VP_MAX_RANK) return vp_node_fail(err, VP_ERR_INVALID, n, "%s has %d entries", names[j], k);
-            for (int i = 0; i < k; i++) v[j][i] = p[i];
-        } else if (vp_shape_in(g, n, j + 1)) {
-            TRY(vp_shape_const_ints(g, n, j + 1, v[j], VP_MAX_RANK, &k, err));
-        }
-        given[j] = k >= 0;
-        if (j == 0) *count = k < 0 ? 0 : k;
-        else if (given[j] && k != *count)
-            return vp_node_fail(err, VP_ERR_INVALID, n, "%s has %d entries, starts has %d", names[j], k, *count);
-    }
-    return VP_OK;
+    int counts[4];
+    vp_status s = vp_slice_read(g, &g->nodes[node], v, counts, given, err);
+    *count = counts[0] < 0 ? 0 : counts[0];
+    return s;
 }
 
 /* One-axis Slice of g: [start, end) by step along axis. */
@@ -158,7 +130,7 @@ static vp_status pad_zeros(vp_grad_ctx *c, int node, int g, int rank, const int6
 /* Spreads g's elements along axis `axis` to every `step`-th position: [.., m, ..] ->
  * [.., (m-1)*step + 1, ..], zeros between (insert an axis, pad it, merge, trim). */
 static vp_status spread(vp_grad_ctx *c, int node, int g, int axis, int64_t step, int *out, vp_error *err) {
-    shape s = shape_of(c, g);
+    vp_gr_shape s = vp_gr_shape_of(c, g);
     int64_t m = s.dims[axis], dims[VP_MAX_RANK], begin[VP_MAX_RANK] = {0}, end[VP_MAX_RANK] = {0};
     if (s.rank + 1 > VP_MAX_RANK)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, vp_gr_node(c, node), "strided Slice of rank %d", s.rank);
@@ -180,7 +152,7 @@ VP_GRAD_RULE(vp_grad_slice) {
     int64_t v[4][VP_MAX_RANK];
     int count = 0, given[4] = {0, 0, 0, 0};
     TRY(slice_params(c, node, v, &count, given, err));
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     vp_slice_plan plan;
     char why[256];
     if (vp_slice_resolve(x.rank, x.dims, count, v[0], v[1], given[2] ? v[2] : NULL, given[3] ? v[3] : NULL, &plan, why,
@@ -202,7 +174,7 @@ VP_GRAD_RULE(vp_grad_slice) {
 /* Gather: GatherGrad(shape, indices, dY) scatters-adds rows back; indices get none. */
 VP_GRAD_RULE(vp_grad_gather) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int sh, b;
     TRY(vp_gr_ints(c, x.dims, x.rank, &sh, err));
     int in[3] = {sh, IN(1), dy[0]};
@@ -215,7 +187,7 @@ VP_GRAD_RULE(vp_grad_gather) {
 /* Tile: the output seen as (repeat, dim) pairs; sum over the repeats. */
 VP_GRAD_RULE(vp_grad_tile) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int64_t dims[VP_MAX_RANK], axes[VP_MAX_RANK];
     int rank = 0, n_axes = 0, t;
     const vp_value *y = vp_gr_val(c, OUT(0));
@@ -270,7 +242,7 @@ static vp_status pad_params(vp_grad_ctx *c, int node, int64_t *begin, int64_t *e
  * cancelling. */
 static vp_status pad_value_grad(vp_grad_ctx *c, int node, const int *dy, const int64_t *begin, const int64_t *end,
                                 int *dx, vp_error *err) {
-    shape x = shape_of(c, IN(0)), v = shape_of(c, IN(2));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0)), v = vp_gr_shape_of(c, IN(2));
     int64_t pads[2 * VP_MAX_RANK], axes[VP_MAX_RANK];
     for (int a = 0; a < x.rank; a++) {
         pads[a] = begin[a];
@@ -296,7 +268,7 @@ VP_GRAD_RULE(vp_grad_pad) {
     if (!vp_grad_needs(c, node, 0) && !value_needed) return VP_OK;
     int64_t begin[VP_MAX_RANK], end[VP_MAX_RANK], v[4][VP_MAX_RANK], crop_b[VP_MAX_RANK], crop_e[VP_MAX_RANK];
     TRY(pad_params(c, node, begin, end, err));
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int in[5] = {dy[0], -1, -1, -1, -1}, kept, b;
     for (int a = 0; a < x.rank; a++) {
         crop_b[a] = begin[a] < 0 ? -begin[a] : 0;
@@ -329,7 +301,7 @@ VP_GRAD_RULE(vp_grad_trilu) {
 
 vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, int rank, const int64_t *xdims,
                             int *out, vp_error *err) {
-    shape ix = shape_of(c, idx);
+    vp_gr_shape ix = vp_gr_shape_of(c, idx);
     vp_dtype dt = vp_gr_val(c, g)->dtype;
     int64_t n = xdims[axis], wide[VP_MAX_RANK], cls_dims[VP_MAX_RANK], begin[VP_MAX_RANK] = {0}, end[VP_MAX_RANK];
     if (rank + 1 > VP_MAX_RANK)
@@ -368,7 +340,7 @@ vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, 
 /* GatherElements: dY scatter-added back to the positions the indices name. */
 VP_GRAD_RULE(vp_grad_gather_elements) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
-    shape x = shape_of(c, IN(0));
+    vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int axis;
     TRY(vp_shape_axis(vp_gr_node(c, node), vp_attr_int(vp_gr_node(c, node), "axis", 0), x.rank, &axis, err));
     return vp_gr_scatter_add(c, node, dy[0], IN(1), axis, x.rank, x.dims, &dx[0], err);

@@ -20,6 +20,13 @@ int vp_gr_out(vp_grad_ctx *c, int node, int k) {
     return k < n->n_outputs ? n->outputs[k] : -1;
 }
 
+vp_gr_shape vp_gr_shape_of(vp_grad_ctx *c, int v) {
+    const vp_value *x = vp_gr_val(c, v);
+    vp_gr_shape s = {x->rank, {0}, x->dtype};
+    memcpy(s.dims, x->dims, sizeof s.dims);
+    return s;
+}
+
 const vp_value *vp_gr_val(vp_grad_ctx *c, int v) { return &vp_grad_graph(c)->values[v]; }
 
 const vp_node *vp_gr_node(vp_grad_ctx *c, int node) { return &vp_grad_graph(c)->nodes[node]; }

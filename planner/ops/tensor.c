@@ -277,9 +277,8 @@ static vp_status split_shape(vp_graph *g, vp_node *n, vp_error *err) {
 
 /* ---- Slice ---- */
 
-/* Slice's parameters: attributes before opset 10, inputs from it (with steps). */
-static vp_status slice_read(vp_graph *g, const vp_node *n, int64_t (*v)[VP_MAX_RANK], int *count, int *given,
-                            vp_error *err) {
+vp_status vp_slice_read(vp_graph *g, const vp_node *n, int64_t (*v)[VP_MAX_RANK], int *count, int *given,
+                        vp_error *err) {
     static const char *const names[] = {"starts", "ends", "axes", "steps"};
     for (int j = 0; j < 4; j++) {
         int k = -1;
@@ -308,7 +307,7 @@ static vp_status slice_shape(vp_graph *g, vp_node *n, vp_error *err) {
     if ((s = check_storable(n, 0, x, err))) return s;
     int64_t v[4][VP_MAX_RANK];
     int count[4], given[4];
-    if ((s = slice_read(g, n, v, count, given, err))) return s;
+    if ((s = vp_slice_read(g, n, v, count, given, err))) return s;
     vp_slice_plan plan;
     char why[256];
     if (vp_slice_resolve(x->rank, x->dims, count[0], v[0], v[1], given[2] ? v[2] : NULL, given[3] ? v[3] : NULL, &plan,

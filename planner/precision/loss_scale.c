@@ -81,14 +81,6 @@ vp_status vp_loss_scale_unscale(vp_graph *g, vp_training *t, vp_loss_scale *ls, 
     return s;
 }
 
-static vp_status add_carry(vp_training *t, int from, int to, vp_error *err) {
-    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
-    if (!c) return nomem(err);
-    t->carry = c;
-    t->carry[t->n_carry++] = (vp_carry){from, to};
-    return VP_OK;
-}
-
 vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, vp_training *t, vp_loss_scale *ls,
                                vp_error *err) {
     vp_status s = VP_OK;
@@ -110,8 +102,8 @@ vp_status vp_loss_scale_finish(vp_graph *g, const vp_loss_scale_opts *o, vp_trai
     if (!s) s = node1(g, "Where", "", "loss_scale/scale_if_finite", 3, (int[]){grow, grown, ls->scale}, P, &scale_ok, err);
     if (!s) s = node1(g, "Mul", "", "loss_scale/backed_off", 2, (int[]){ls->scale, kb}, P, &backed, err);
     if (!s) s = node1(g, "Where", "", "loss_scale/new_scale", 3, (int[]){ls->finite, scale_ok, backed}, P, &ls->new_scale, err);
-    if (!s) s = add_carry(t, ls->scale, ls->new_scale, err);
-    if (!s) s = add_carry(t, ls->count, ls->new_count, err);
+    if (!s) s = vp_training_add_carry(t, ls->scale, ls->new_scale, err);
+    if (!s) s = vp_training_add_carry(t, ls->count, ls->new_count, err);
     return s;
 }
 

@@ -78,14 +78,6 @@ typedef struct pass {
 
 static vp_status nomem(vp_error *err) { return vp_fail(err, VP_ERR_NOMEM, "out of memory placing fake quantisation"); }
 
-static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
-    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
-    if (!c) return nomem(err);
-    t->carry = c;
-    t->carry[t->n_carry++] = (vp_carry){from, to};
-    return VP_OK;
-}
-
 static vp_status push(pass *ps, int id, vp_error *err) {
     if (ps->n_order == ps->cap_order) {
         int *o = realloc(ps->order, (size_t)(ps->cap_order *= 2) * sizeof *o);
@@ -156,7 +148,7 @@ static vp_status observe(pass *ps, int v, int64_t channels, int axis, int weight
     double obs_vals[] = {axis, weight ? 1.0 : 0.01, (double)ps->o->freeze_after};
     snprintf(name, sizeof name, "%s/qat_observer", g->values[v].name);
     vp_status s = node(ps, "QuantObserver", name, 4, in, 3, out, obs_attrs, obs_vals, 3, err);
-    for (int k = 0; k < 3 && !s; k++) s = carry(ps->t, st[k], out[k], err);
+    for (int k = 0; k < 3 && !s; k++) s = vp_training_add_carry(ps->t, st[k], out[k], err);
     static const char *qp_attrs[] = {"quant_min", "quant_max", "symmetric"};
     double qp_vals[] = {qmin, qmax, symmetric};
     snprintf(name, sizeof name, "%s/qat_params", g->values[v].name);

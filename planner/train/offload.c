@@ -17,14 +17,6 @@ static int copy_node(vp_graph *g, int v, const char *name, int *out, vp_error *e
     return vp_build_finish(g, n, out, err) ? -1 : n;
 }
 
-static vp_status add_carry(vp_training *t, int from, int to, vp_error *err) {
-    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
-    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    t->carry = c;
-    t->carry[t->n_carry++] = (vp_carry){from, to};
-    return VP_OK;
-}
-
 /* Moves update node u to the host; *before and *after get the copies' node ids. */
 static vp_status move_one(vp_graph *g, vp_training *t, int u, int *before, int *after, int64_t *state_bytes, vp_error *err) {
     int w = g->nodes[u].inputs[0], gr = g->nodes[u].inputs[1], wp = g->nodes[u].outputs[0];
@@ -58,7 +50,7 @@ static vp_status move_one(vp_graph *g, vp_training *t, int u, int *before, int *
     if (*after < 0) return VP_ERR_NOMEM;
     for (int c = 0; c < t->n_carry; c++)
         if (t->carry[c].from == w) t->carry[c].to = wd;
-    return add_carry(t, wh, wp, err);
+    return vp_training_add_carry(t, wh, wp, err);
 }
 
 vp_status vp_offload_apply(vp_graph *g, vp_training *t, int *moved, int64_t *state_bytes, vp_error *err) {

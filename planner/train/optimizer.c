@@ -51,14 +51,6 @@ vp_status vp_opt_parse(const char *arg, vp_opt_spec *out, vp_error *err) {
     return VP_OK;
 }
 
-static vp_status add_carry(vp_training *t, int from, int to, vp_error *err) {
-    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
-    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    t->carry = c;
-    t->carry[t->n_carry++] = (vp_carry){from, to};
-    return VP_OK;
-}
-
 static vp_status update_one(vp_graph *g, const vp_opt_spec *o, vp_training *t, int p, int gr, vp_error *err) {
     const char *pname = g->values[p].name;
     vp_dtype dt = g->values[p].dtype;
@@ -102,8 +94,8 @@ static vp_status update_one(vp_graph *g, const vp_opt_spec *o, vp_training *t, i
     int out[4];
     if (!s) s = vp_build_finish(g, n, out, err);
     if (s) return s;
-    s = add_carry(t, p, out[0], err);
-    for (int k = 1; k < n_out && !s; k++) s = add_carry(t, in[k + 1], out[k], err);
+    s = vp_training_add_carry(t, p, out[0], err);
+    for (int k = 1; k < n_out && !s; k++) s = vp_training_add_carry(t, in[k + 1], out[k], err);
     return s;
 }
 

@@ -18,14 +18,6 @@
 #include "ir/graph_build.h"
 #include "train/training.h"
 
-static vp_status carry(vp_training *t, int from, int to, vp_error *err) {
-    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
-    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    t->carry = c;
-    t->carry[t->n_carry++] = (vp_carry){from, to};
-    return VP_OK;
-}
-
 /* Rewrites node i in place: same inputs, Y and running statistics (the model's, when
  * it exported the training form: training_mode=1 as torch.onnx writes with
  * TrainingMode.TRAINING, or the optional outputs of opsets 9 to 13), saved statistics
@@ -70,8 +62,8 @@ static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_er
     if (s) return s;
     n = &g->nodes[i];
     for (int k = 3; k <= 4; k++) g->values[n->inputs[k]].flags |= VP_VAL_STATE;
-    s = carry(t, n->inputs[3], n->outputs[1], err);
-    if (!s) s = carry(t, n->inputs[4], n->outputs[2], err);
+    s = vp_training_add_carry(t, n->inputs[3], n->outputs[1], err);
+    if (!s) s = vp_training_add_carry(t, n->inputs[4], n->outputs[2], err);
     return s;
 }
 

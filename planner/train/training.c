@@ -283,6 +283,14 @@ vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training 
     return s;
 }
 
+vp_status vp_training_add_carry(vp_training *t, int from, int to, vp_error *err) {
+    vp_carry *c = realloc(t->carry, (size_t)(t->n_carry + 1) * sizeof *c);
+    if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    t->carry = c;
+    t->carry[t->n_carry++] = (vp_carry){from, to};
+    return VP_OK;
+}
+
 void vp_training_free(vp_training *t) {
     free(t->params);
     free(t->grads);

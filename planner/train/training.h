@@ -130,6 +130,10 @@ typedef struct vp_training {
 vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *out, vp_error *err);
 void vp_training_free(vp_training *t);
 
+/* Records that value `to`, computed by the step, is value `from` at the next step (a
+ * parameter's update, optimizer state, running statistics, a loss scale). */
+vp_status vp_training_add_carry(vp_training *t, int from, int to, vp_error *err);
+
 /* Pieces of the builder, one file each. */
 vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, vp_error *err);
 vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
