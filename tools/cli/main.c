@@ -1,5 +1,5 @@
 /* onnx-vplan: the command line.  Each subcommand lives in tools/cli/cmd_<name>.c and
- * declares its options in a table that tools/cli/cli_opts.c reads. */
+ * declares its options in a table that cli_parse (tools/cli/cli.c) reads. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
