@@ -34,4 +34,9 @@ expect 2 "folded or merged 23 of the 27 parameters torch.export listed .* Export
     "$tool" train "$data/qwen2_opt1.onnx" "${args[@]}"
 expect 2 "optimize=False" -- "$tool" plan "$data/qwen2_opt1.onnx" --loss ce:logits
 expect 0 "arena" -- "$tool" plan "$data/qwen2_opt0.onnx" --loss ce:logits --optimizer adamw
+# inspect: the exporter, the signature's counts and what the export lost
+expect 0 "producer: pytorch 2.15" -- "$tool" inspect "$data/qwen2_opt0.onnx"
+expect 0 "signature: torch.export's, 27 parameters, 2 buffers, 0 constants; 1 parameters not in the graph under their names (first: m.model.embed_tokens.weight)" -- "$tool" inspect "$data/qwen2_opt0.onnx"
+expect 0 "the export lost its training structure .* optimize=False" -- "$tool" inspect "$data/qwen2_opt1.onnx"
+expect 0 '"training_structure_lost": true' -- "$tool" inspect "$data/qwen2_opt1.onnx" --json
 expect_summary

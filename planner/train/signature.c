@@ -5,8 +5,11 @@
  * targets and kinds.  Keeps true: a line it cannot read is skipped, never guessed. */
 #include "train/signature.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "onnx/onnx_load.h"
 
 static vp_sig_kind kind_of(const char *word, size_t len) {
     if (len == 9 && !strncmp(word, "PARAMETER", len)) return VP_SIG_PARAMETER;
@@ -65,6 +68,37 @@ void vp_signature_free(vp_signature *sig) {
     free(sig->target);
     free(sig->kind);
     memset(sig, 0, sizeof *sig);
+}
+
+vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, vp_signature_facts *f, vp_error *err) {
+    memset(f, 0, sizeof *f);
+    vp_signature own = {0};
+    const vp_signature *sig = given;
+    if (!sig) {
+        char *text = vp_onnx_graph_metadata(g, VP_SIGNATURE_KEY);
+        vp_status s = text ? vp_signature_parse(text, &own, err) : VP_OK;
+        free(text);
+        if (s) return s;
+        sig = &own;
+    }
+    f->present = sig->n_params > 0;
+    f->n_params = sig->n_params;
+    f->n_buffers = sig->n_buffers;
+    f->n_constants = sig->n_constants;
+    for (int i = 0; f->present && i < sig->n; i++) {
+        if (sig->kind[i] != VP_SIG_PARAMETER) continue;
+        int v = vp_graph_find_value(g, sig->target[i]);
+        if ((v < 0 || !(g->values[v].flags & VP_VAL_INITIALIZER)) && !f->n_missing++)
+            snprintf(f->first_missing, sizeof f->first_missing, "%s", sig->target[i]);
+    }
+    for (int v = 0; f->present && v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
+        if (vp_signature_kind(sig, val->name) == VP_SIG_NONE && !f->n_own++)
+            snprintf(f->first_own, sizeof f->first_own, "%s", val->name);
+    }
+    vp_signature_free(&own);
+    return VP_OK;
 }
 
 vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name) {

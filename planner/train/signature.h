@@ -31,4 +31,18 @@ void vp_signature_free(vp_signature *sig);
 /* The kind the signature gives the initializer named name (its target), or VP_SIG_NONE. */
 vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name);
 
+/* What a graph's signature says against what the graph holds: the parameters it lists
+ * that the graph no longer holds under their names (tied, or folded and merged by the
+ * exporter's optimizer), and the float initializers it does not list (the exporter's
+ * own).  Both together mean the export lost its training structure. */
+typedef struct vp_signature_facts {
+    int present;              /* the graph carries a signature listing parameters */
+    int n_params, n_buffers, n_constants;
+    int n_missing, n_own;
+    char first_missing[256], first_own[256];
+} vp_signature_facts;
+
+/* sig: a parsed signature (or NULL to read the graph's own: ONNX graphs only). */
+vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *sig, vp_signature_facts *out, vp_error *err);
+
 #endif

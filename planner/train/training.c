@@ -32,32 +32,21 @@
  * refused, naming the fix.  Without (a tied weight read through the other name, a
  * buffer the forward never reads), a warning. */
 static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_training *t, vp_error *err) {
-    int missing = 0, own = 0;
-    const char *first_missing = NULL, *first_own = NULL;
-    for (int i = 0; i < sig->n; i++) {
-        if (sig->kind[i] != VP_SIG_PARAMETER) continue;
-        int v = vp_graph_find_value(g, sig->target[i]);
-        if (v < 0 || !(g->values[v].flags & VP_VAL_INITIALIZER)) {
-            if (!missing++) first_missing = sig->target[i];
-        }
-    }
-    for (int v = 0; v < g->n_values; v++) {
-        const vp_value *val = &g->values[v];
-        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
-        if (vp_signature_kind(sig, val->name) == VP_SIG_NONE && !own++) first_own = val->name;
-    }
-    if (missing && own)
+    vp_signature_facts f;
+    vp_status s = vp_signature_facts_of(g, sig, &f, err);
+    if (s) return s;
+    if (f.n_missing && f.n_own)
         return vp_fail(err, VP_ERR_UNSUPPORTED,
                        "%s: torch.onnx.export's optimizer folded or merged %d of the %d parameters torch.export listed "
                        "('%s' is not in the graph) into %d initializers of its own ('%s', ...): trained as it is, this "
                        "export would train constants and tie what torch keeps apart. Export with "
                        "torch.onnx.export(..., optimize=False)",
-                       g->path, missing, sig->n_params, first_missing, own, first_own);
-    if (missing && !t->warning[0])
+                       g->path, f.n_missing, f.n_params, f.first_missing, f.n_own, f.first_own);
+    if (f.n_missing && !t->warning[0])
         snprintf(t->warning, sizeof t->warning,
                  "%d of the exporter's %d parameters are not in the graph under their names (first: '%.200s'): tied to "
                  "another parameter and trained through it, or not read by the forward",
-                 missing, sig->n_params, first_missing);
+                 f.n_missing, f.n_params, f.first_missing);
     return VP_OK;
 }
 

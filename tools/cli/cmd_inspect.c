@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train/signature.h"
 #include "train/training.h"
 #include "json_writer.h"
 
@@ -186,6 +187,11 @@ static int run_inspect(int argc, char **argv) {
     if (!s && !vp_autodiff_blockers(g, &blockers, &n_blockers, &berr)) hist_add_nodes(&gh, g, blockers, n_blockers);
     free(blockers);
 
+    /* torch 2.x: what the exporter's signature lists against what the graph holds */
+    vp_signature_facts sf;
+    vp_error serr;
+    if (vp_signature_facts_of(g, NULL, &sf, &serr)) memset(&sf, 0, sizeof sf);
+    int lost = sf.n_missing && sf.n_own;
     if (json) {
         vp_json j;
         vp_json_init(&j, stdout, 1);
@@ -198,6 +204,23 @@ static int run_inspect(int argc, char **argv) {
         vp_json_int(&j, g->ir_version);
         vp_json_key(&j, "opset");
         vp_json_int(&j, g->opset_onnx);
+        if (sf.present) {
+            vp_json_key(&j, "signature");
+            vp_json_begin_object(&j);
+            vp_json_key(&j, "parameters");
+            vp_json_int(&j, sf.n_params);
+            vp_json_key(&j, "buffers");
+            vp_json_int(&j, sf.n_buffers);
+            vp_json_key(&j, "constants");
+            vp_json_int(&j, sf.n_constants);
+            vp_json_key(&j, "parameters_not_in_graph");
+            vp_json_int(&j, sf.n_missing);
+            vp_json_key(&j, "exporter_initializers");
+            vp_json_int(&j, sf.n_own);
+            vp_json_key(&j, "training_structure_lost");
+            vp_json_bool(&j, lost);
+            vp_json_end_object(&j);
+        }
         vp_json_key(&j, "nodes");
         vp_json_int(&j, g->n_nodes);
         vp_json_key(&j, "params");
@@ -238,6 +261,20 @@ static int run_inspect(int argc, char **argv) {
         printf("model: %s\n", model);
         printf("producer: %s, ir_version %lld, opset %d\n", g->producer ? g->producer : "unknown",
                (long long)g->ir_version, g->opset_onnx);
+        if (sf.present) {
+            printf("signature: torch.export's, %d parameters, %d buffers, %d constants", sf.n_params, sf.n_buffers,
+                   sf.n_constants);
+            if (sf.n_missing) printf("; %d parameters not in the graph under their names (first: %s)", sf.n_missing,
+                                     sf.first_missing);
+            if (sf.n_own) printf("; %d float initializers of the exporter's own (first: %s)", sf.n_own, sf.first_own);
+            printf("\n");
+            if (lost)
+                printf("  the export lost its training structure (the exporter's optimizer folded or merged "
+                       "parameters): `train` refuses it; export with torch.onnx.export(..., optimize=False)\n");
+            else if (sf.n_missing)
+                printf("  parameters missing with nothing of the exporter's beside them: tied to another, or not "
+                       "read by the forward\n");
+        }
         print_values("inputs", g, g->inputs, g->n_inputs);
         print_values("outputs", g, g->outputs, g->n_outputs);
         printf("nodes: %d (%d folded ahead of time)\n", g->n_nodes, res.n_folded);
