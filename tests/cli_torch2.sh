@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Today's exports (torch 2.x's default torch.onnx.export, the dynamo exporter), made by
-# tools/scripts/export_torch2_models.py into tests/data/torch2: a Qwen2 of 2 layers (GQA,
-# rotary embeddings, tied embeddings).  optimize=False trains to torch's own losses on
+# tools/scripts/export_torch2_models.py into tests/data/torch2/qwen2: a Qwen2 of 2 layers
+# (GQA, rotary embeddings, tied embeddings), its node metadata as the exporter wrote it.  optimize=False trains to torch's own losses on
 # the same batch, with the trainable set from the exporter's signature (the rotary
 # buffers frozen, the tied embedding trained once); the default export, whose optimizer
 # folded and merged parameters into constants of its own, is refused naming the fix
@@ -9,19 +9,19 @@
 set -u
 tool=$1
 src=$2
-data=$src/tests/data/torch2
+data=$src/tests/data/torch2/qwen2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 args=(--loss ce:logits --optimizer momentum --lr 0.01 --steps 3 --data "$data")
-expect 0 "training step: 26 parameters (20768 elements)" -- "$tool" train "$data/qwen2_opt0.onnx" "${args[@]}"
-expect 0 "trainable set: the exporter's signature" -- "$tool" train "$data/qwen2_opt0.onnx" "${args[@]}"
+expect 0 "training step: 26 parameters (20768 elements)" -- "$tool" train "$data/eval_opt0.onnx" "${args[@]}"
+expect 0 "trainable set: the exporter's signature" -- "$tool" train "$data/eval_opt0.onnx" "${args[@]}"
 expect 0 "1 of the exporter's 27 parameters are not in the graph under their names (first: 'm.model.embed_tokens.weight'): tied" -- \
-    "$tool" train "$data/qwen2_opt0.onnx" "${args[@]}"
-# torch's losses (qwen2_losses.json) within float32 noise
-out=$("$tool" train "$data/qwen2_opt0.onnx" "${args[@]}" 2>&1)
-want=$(sed -n '/"losses"/,/]/p' "$data/qwen2_losses.json" | grep -o '[0-9][0-9.e+-]*' | tr '\n' ' ')
+    "$tool" train "$data/eval_opt0.onnx" "${args[@]}"
+# torch's losses (torch.json) within float32 noise
+out=$("$tool" train "$data/eval_opt0.onnx" "${args[@]}" 2>&1)
+want=$(sed -n '/"losses"/,/]/p' "$data/torch.json" | grep -o '[0-9][0-9.e+-]*' | tr '\n' ' ')
 got=$(sed -n 's/^step [0-9]*  loss \([0-9.nainf-]*\).*/\1/p' <<<"$out" | tr '\n' ' ')
 if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != 3 || m != 3) exit 1;
         for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (!(d <= 1e-5)) exit 1 } }'; then
@@ -31,12 +31,12 @@ else
     echo "FAIL: qwen2 optimize=False: losses $got, torch $want (want within 1e-5)"
 fi
 expect 2 "folded or merged 23 of the 27 parameters torch.export listed .* Export with torch.onnx.export(..., optimize=False)" -- \
-    "$tool" train "$data/qwen2_opt1.onnx" "${args[@]}"
-expect 2 "optimize=False" -- "$tool" plan "$data/qwen2_opt1.onnx" --loss ce:logits
-expect 0 "arena" -- "$tool" plan "$data/qwen2_opt0.onnx" --loss ce:logits --optimizer adamw
+    "$tool" train "$data/eval_opt1.onnx" "${args[@]}"
+expect 2 "optimize=False" -- "$tool" plan "$data/eval_opt1.onnx" --loss ce:logits
+expect 0 "arena" -- "$tool" plan "$data/eval_opt0.onnx" --loss ce:logits --optimizer adamw
 # inspect: the exporter, the signature's counts and what the export lost
-expect 0 "producer: pytorch 2.15" -- "$tool" inspect "$data/qwen2_opt0.onnx"
-expect 0 "signature: torch.export's, 27 parameters, 2 buffers, 0 constants; 1 parameters not in the graph under their names (first: m.model.embed_tokens.weight)" -- "$tool" inspect "$data/qwen2_opt0.onnx"
-expect 0 "the export lost its training structure .* optimize=False" -- "$tool" inspect "$data/qwen2_opt1.onnx"
-expect 0 '"training_structure_lost": true' -- "$tool" inspect "$data/qwen2_opt1.onnx" --json
+expect 0 "producer: pytorch 2.15" -- "$tool" inspect "$data/eval_opt0.onnx"
+expect 0 "signature: torch.export's, 27 parameters, 2 buffers, 0 constants; 1 parameters not in the graph under their names (first: m.model.embed_tokens.weight)" -- "$tool" inspect "$data/eval_opt0.onnx"
+expect 0 "the export lost its training structure .* optimize=False" -- "$tool" inspect "$data/eval_opt1.onnx"
+expect 0 '"training_structure_lost": true' -- "$tool" inspect "$data/eval_opt1.onnx" --json
 expect_summary

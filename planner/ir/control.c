@@ -323,24 +323,13 @@ vp_status vp_control_expand(vp_graph *g, int node, int *n_new, vp_error *err) {
     }
     int is_loop = !strcmp(g->nodes[node].op_type, "Loop");
     vp_status s = is_loop ? expand_loop(g, node, outs, err) : expand_if(g, node, outs, err);
-    int n_all = g->n_nodes, *keep = malloc(((size_t)n_all + 1) * sizeof *keep);
-    if (!keep && !s) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (s) { /* as it was: the node keeps its outputs, what was appended goes */
         for (int k = 0; k < n_out; k++) g->nodes[node].outputs[k] = outs[k];
-        for (int i = 0; i < first_new && keep; i++) keep[i] = i;
-        vp_error e;
-        if (keep) vp_graph_keep_nodes(g, keep, first_new, &e);
-        free(keep);
-        free(outs);
-        return s;
+        vp_build_unsplice(g, first_new);
+    } else {
+        *n_new = g->n_nodes - first_new;
+        s = vp_build_splice(g, node, first_new, err);
     }
-    int m = 0;
-    for (int i = 0; i < node; i++) keep[m++] = i;
-    for (int i = first_new; i < n_all; i++) keep[m++] = i;
-    for (int i = node + 1; i < first_new; i++) keep[m++] = i;
-    s = vp_graph_keep_nodes(g, keep, m, err);
-    *n_new = n_all - first_new;
-    free(keep);
     free(outs);
     return s;
 }

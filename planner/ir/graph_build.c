@@ -87,3 +87,23 @@ int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const i
     v->flags |= VP_VAL_STATE;
     return id;
 }
+
+vp_status vp_build_splice(vp_graph *g, int node, int first_new, vp_error *err) {
+    int n_all = g->n_nodes, m = 0, *keep = malloc(((size_t)n_all + 1) * sizeof *keep);
+    if (!keep) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < node; i++) keep[m++] = i;
+    for (int i = first_new; i < n_all; i++) keep[m++] = i;
+    for (int i = node + 1; i < first_new; i++) keep[m++] = i;
+    vp_status s = vp_graph_keep_nodes(g, keep, m, err);
+    free(keep);
+    return s;
+}
+
+void vp_build_unsplice(vp_graph *g, int first_new) {
+    int *keep = malloc(((size_t)first_new + 1) * sizeof *keep);
+    if (!keep) return; /* the appended nodes stay, unreached: the caller fails anyway */
+    for (int i = 0; i < first_new; i++) keep[i] = i;
+    vp_error e;
+    vp_graph_keep_nodes(g, keep, first_new, &e);
+    free(keep);
+}

@@ -20,4 +20,11 @@ int vp_build_const(vp_graph *g, const char *stem, vp_dtype dt, int rank, const i
  * executors zero its buffer. */
 int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims);
 
+/* Passes that replace one node by several during inference (control.h, sequence.h)
+ * append the new nodes, inferring each, then splice: the nodes appended since
+ * first_new move to where `node` stands, and `node` goes.  On failure, unsplice drops
+ * what was appended, leaving the graph as it was. */
+vp_status vp_build_splice(vp_graph *g, int node, int first_new, vp_error *err);
+void vp_build_unsplice(vp_graph *g, int first_new);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/control.h"
+#include "ir/sequence.h"
 #include "ir/op_registry.h"
 
 vp_status vp_bind_dims(vp_graph *g, const vp_dim_binding *b, int n, vp_error *err) {
@@ -193,7 +194,18 @@ vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *fold
     return s;
 }
 
+static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_seq_table *seqs,
+                           vp_error *err);
+
 vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_error *err) {
+    vp_seq_table seqs = {0};
+    vp_status s = infer_all(g, opts, res, &seqs, err);
+    vp_seq_table_free(&seqs);
+    return s;
+}
+
+static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res, vp_seq_table *seqs,
+                           vp_error *err) {
     vp_infer_opts dflt = {0, 0};
     if (!opts) opts = &dflt;
     int64_t max_elems = opts->fold_max_elems > 0 ? opts->fold_max_elems : 1 << 16;
@@ -226,16 +238,34 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
 
     for (int i = 0; i < g->n_nodes; i++) {
         vp_node *n = &g->nodes[i];
-        int inputs_known = 1;
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && !vp_value_known(&g->values[n->inputs[k]])) inputs_known = 0;
+        int inputs_known = 1, sequence = vp_sequence_is(n), seq_read = -1;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0 || vp_value_known(&g->values[v])) continue;
+            if (vp_sequence_holds(seqs, v)) {
+                if (!sequence) seq_read = v;
+                continue;
+            }
+            inputs_known = 0;
+        }
         vp_status s;
         vp_error e;
-        int control = vp_control_is(n);
-        if (!inputs_known && opts->keep_going && (control || vp_op_find(n->domain, n->op_type)))
+        int control = vp_control_is(n), known_op = control || sequence || vp_op_find(n->domain, n->op_type);
+        if (!inputs_known && opts->keep_going && known_op)
             continue; /* downstream of something unsupported: already reported */
-        if (!inputs_known && (control || vp_op_find(n->domain, n->op_type))) {
+        if (seq_read >= 0) {
+            s = vp_node_fail(&e, VP_ERR_UNSUPPORTED, n,
+                             "reads '%s', a sequence: only SequenceAt, SequenceLength, ConcatFromSequence, "
+                             "SequenceInsert and SequenceErase may read one (sequences are expanded ahead of time)",
+                             g->values[seq_read].name);
+        } else if (!inputs_known && known_op) {
             s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
+        } else if (sequence) {
+            int added = 0;
+            s = vp_sequence_expand(g, i, seqs, &added, &e);
+            if (!s) i += added - 1; /* the expansion's nodes are inferred already */
+            if (!s) continue;
+            n = &g->nodes[i];
         } else if (control) {
             int added = 0;
             s = vp_control_expand(g, i, &added, &e);
@@ -271,5 +301,10 @@ vp_status vp_infer(vp_graph *g, const vp_infer_opts *opts, vp_infer_result *res,
         n->op = NULL;
     }
     if (res == &local) free(local.unsupported);
+    for (int k = 0; !first && k < g->n_outputs; k++)
+        if (vp_sequence_holds(seqs, g->outputs[k]))
+            return vp_fail(err, VP_ERR_UNSUPPORTED,
+                           "%s: graph output '%s' is a sequence: only tensors leave a graph here (sequences are "
+                           "expanded into their tensors ahead of time)", g->path, g->values[g->outputs[k]].name);
     return first;
 }

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "cli_data.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/rng.h"
@@ -48,7 +49,7 @@ static void print_summary(const vp_value *v, const vp_tensor *t) {
 }
 
 static int run_eval(int argc, char **argv) {
-    const char *model = NULL, *out_dir = NULL;
+    const char *model = NULL, *out_dir = NULL, *data = NULL;
     cli_pairs given = {0};
     int64_t seed = 0;
     cli_pairs dims = {0};
@@ -59,6 +60,9 @@ static int run_eval(int argc, char **argv) {
          "feed a graph input from a serialized TensorProto (repeatable);\n"
          "inputs not given are drawn at random from --seed: floats\n"
          "uniform in [-1, 1), integers uniform in [0, 10), bools fair"},
+        {"--data", CLI_STR, &data, "DIR",
+         "feed the graph inputs --input does not from DIR/<input>.pb\n"
+         "(TensorProto) or DIR/<input>.bin (raw bytes), as train --data"},
         {"--output-dir", CLI_STR, &out_dir, "DIR", "write each output as DIR/<output name>.pb (TensorProto)"},
         {"--seed", CLI_INT, &seed, "N", "seed for random inputs (default 0)"},
         {"", CLI_TABLE, cli_load_table, NULL, NULL},
@@ -73,6 +77,7 @@ static int run_eval(int argc, char **argv) {
     vp_tensor feeds[CLI_MAX_PAIRS];
     int n_read = 0;
     vp_tensor *inputs = NULL;
+    cli_batch batch = {0};
     s = cli_load(model, &dims, &g, &err);
     for (int k = 0; !s && k < given.n; k++) {
         s = vp_tensor_read_pb(given.value[k], &feeds[k], NULL, &err);
@@ -90,6 +95,7 @@ static int run_eval(int argc, char **argv) {
         inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
         if (!inputs) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     }
+    if (!s && data) s = cli_batch_load(g, data, (uint64_t)seed, 0, &batch, &err);
     vp_rng rng = {(uint64_t)seed};
     for (int k = 0; !s && k < g->n_inputs; k++) {
         const vp_value *v = &g->values[g->inputs[k]];
@@ -98,6 +104,12 @@ static int run_eval(int argc, char **argv) {
             if (!strcmp(given.name[f], v->name)) fed = f;
         if (fed >= 0) {
             s = vp_exec_set_input(x, v->name, &feeds[fed], &err);
+            continue;
+        }
+        for (int f = 0; f < batch.n; f++)
+            if (batch.ids[f] == g->inputs[k]) fed = f;
+        if (fed >= 0) {
+            s = vp_exec_set_input(x, v->name, &batch.data[fed], &err);
             continue;
         }
         inputs[k] = vp_value_tensor(v);
@@ -134,6 +146,7 @@ static int run_eval(int argc, char **argv) {
     if (inputs)
         for (int k = 0; k < g->n_inputs; k++) free(inputs[k].data);
     free(inputs);
+    cli_batch_free(&batch);
     vp_exec_free(x);
     vp_backend_free(b);
     vp_graph_free(g);

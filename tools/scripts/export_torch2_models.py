@@ -1,65 +1,208 @@
 #!/usr/bin/env python3
-"""Exports small Hugging Face models with torch 2.x's default torch.onnx.export (the
-dynamo exporter, optimize on and off) and records torch's own training losses on the
-same batch, for tests/cli_torch2.sh.
+"""The torch 2.x fixture kit: small Hugging Face and torchvision models built from configs
+(random weights, seed 0), exported by torch 2.x's default torch.onnx.export (the dynamo
+exporter) with optimize off and on, from the model in eval and in train mode, with torch's
+own training of the same model on the same batch recorded beside them.
 
 Run with the venv of tools/scripts/torch2_venv.sh:
-    build/venv-torch2/bin/python tools/scripts/export_torch2_models.py tests/data/torch2
+    build/venv-torch2/bin/python tools/scripts/export_torch2_models.py [OUT] [NAME...]
+(OUT defaults to tests/data/torch2; NAMEs pick models, default all.)
 
-Writes into OUT: qwen2_opt0.onnx (optimize=False) and qwen2_opt1.onnx (the default), a
-Qwen2 of 2 layers with grouped-query attention, rotary embeddings and tied embeddings,
-random weights from a config (seed 0); x.bin and labels.bin, the batch (int64, raw);
-qwen2_losses.json, torch's losses over 3 steps of SGD with momentum 0.9, lr 0.01, on the
-mean cross-entropy over every position, as `onnx-vplan train --loss ce:logits
---optimizer momentum --lr 0.01 --data OUT` computes it."""
+For each model NAME it writes OUT/NAME/:
+  eval_opt0.onnx, eval_opt1.onnx, train_opt0.onnx, train_opt1.onnx
+      torch.onnx.export(model, args, path, input_names=[...], output_names=["logits"],
+      optimize=False|True) after model.eval() or model.train(): what a user gets.  The
+      node metadata that is most of each file is dropped but for the module scopes
+      (`pkg.torch.onnx.name_scopes`, which the planner reads); qwen2 keeps all of it, as
+      the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
+      every dropout 0) is not written; torch.json says so.
+  <input>.bin, labels.bin   the batch, raw little-endian (what `train --data OUT/NAME` reads)
+  torch.json                torch's training in train() mode over STEPS steps of SGD with
+      momentum 0.9, lr 0.01, on the mean cross-entropy of `logits` against labels: the
+      losses, each parameter's gradient norm at the first step (by module path), the
+      parameters torch trains and the buffers it carries
+  logits_after.bin          the logits (float32) of the model after those steps, in
+      eval() mode (BatchNorm reading the running statistics the steps carried) on the
+      same batch, for `train --save` then `eval` to reproduce
+The tool's own run of these files is tests/cli_torch2.sh and tests/torch2_kit.sh."""
 import json
+import os
 import sys
 
 import onnx
 import torch
 import transformers
 
+STEPS = 3
+LR = 0.01
+MOMENTUM = 0.9
+
 
 class Logits(torch.nn.Module):
-    def __init__(self, m):
+    """The model's logits as the one output, called with positional tensors."""
+
+    def __init__(self, m, kind):
         super().__init__()
         self.m = m
+        self.kind = kind
 
-    def forward(self, x):
-        return self.m(input_ids=x, use_cache=False).logits
+    def forward(self, *args):
+        if self.kind == "lm":
+            return self.m(input_ids=args[0], use_cache=False).logits
+        if self.kind == "seq2seq":
+            return self.m(input_ids=args[0], decoder_input_ids=args[1], use_cache=False).logits
+        if self.kind == "cls":
+            return self.m(input_ids=args[0]).logits
+        if self.kind == "pixels":
+            return self.m(pixel_values=args[0]).logits
+        if self.kind == "audio":
+            return self.m(input_values=args[0]).logits
+        return self.m(args[0])  # torchvision
 
 
-def main(out):
+V = 64  # vocabulary of the language models
+B, T = 2, 8
+
+
+def ids(*shape):
+    return torch.randint(0, V, shape)
+
+
+def lm(cls, **cfg):
+    return lambda: (Logits(cls[0](cls[1](**cfg)), "lm"), {"x": ids(B, T)}, ids(B, T))
+
+
+def eager(cfg):
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+# Each entry: name -> a function giving (module, named inputs, labels).  Every dropout is
+# 0, so train() and eval() compute the same function except BatchNorm.
+MODELS = {
+    "gpt2": lm((transformers.GPT2LMHeadModel, transformers.GPT2Config), n_layer=2, n_head=2, n_embd=32,
+               vocab_size=V, n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+    "llama": lm((transformers.LlamaForCausalLM, transformers.LlamaConfig), num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, hidden_size=32, intermediate_size=64,
+                vocab_size=V, max_position_embeddings=32, tie_word_embeddings=False),
+    "qwen2": lm((transformers.Qwen2ForCausalLM, transformers.Qwen2Config), num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, hidden_size=32, intermediate_size=64,
+                vocab_size=V, max_position_embeddings=32, tie_word_embeddings=True),
+    "gemma": lm((transformers.GemmaForCausalLM, transformers.GemmaConfig), num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=16, hidden_size=32,
+                intermediate_size=64, vocab_size=V, max_position_embeddings=32),
+    "bert": lambda: (Logits(transformers.BertForSequenceClassification(transformers.BertConfig(
+        num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, vocab_size=V,
+        max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        "cls"), {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
+    "roberta": lambda: (Logits(transformers.RobertaForSequenceClassification(transformers.RobertaConfig(
+        num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, vocab_size=V,
+        max_position_embeddings=40, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        "cls"), {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
+    # T5's attention as "eager": through sdpa torch.onnx.export fails in its decompositions
+    "t5": lambda: (Logits(transformers.T5ForConditionalGeneration(eager(transformers.T5Config(
+        num_layers=2, num_decoder_layers=2, num_heads=2, d_model=32, d_kv=16, d_ff=64, vocab_size=V,
+        dropout_rate=0.0, decoder_start_token_id=0))), "seq2seq"),
+        {"x": ids(B, T), "y": ids(B, T)}, ids(B, T)),
+    "vit": lambda: (Logits(transformers.ViTForImageClassification(transformers.ViTConfig(
+        image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+        "pixels"), {"x": torch.randn(B, 3, 16, 16)}, torch.randint(0, 5, (B,))),
+    "wav2vec2": lambda: (Logits(transformers.Wav2Vec2ForSequenceClassification(transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, num_labels=4, classifier_proj_size=16, hidden_dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0,
+        layerdrop=0.0, mask_time_prob=0.0, apply_spec_augment=False)), "audio"),
+        {"x": torch.randn(B, 400)}, torch.randint(0, 4, (B,))),
+}
+
+
+def torchvision_models():
+    import torchvision
+    # MobileNetV2 at width 0.25 with its first three stages: BatchNorm, depthwise
+    # convolutions, ReLU6, residual adds and the 1280-channel head, in 200 kB; dropout 0
+    # so that torch's steps are the function the export computes
+    stages = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 2, 2]]
+    MODELS["mobilenet_v2"] = lambda: (Logits(torchvision.models.MobileNetV2(
+        num_classes=10, width_mult=0.25, inverted_residual_setting=stages, dropout=0.0), "vision"),
+        {"x": torch.randn(B, 3, 32, 32)}, torch.randint(0, 10, (B,)))
+
+
+KEEP_ALL_METADATA = {"qwen2"}
+
+
+def drop_metadata(path):
+    m = onnx.load(path)
+    for n in m.graph.node:
+        keep = [p for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes"]
+        del n.metadata_props[:]
+        n.metadata_props.extend(keep)
+    onnx.save(m, path)
+    onnx.checker.check_model(path)
+
+
+def export(name, out):
     torch.manual_seed(0)
-    cfg = transformers.Qwen2Config(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, hidden_size=32,
-                                   intermediate_size=64, vocab_size=64, max_position_embeddings=32,
-                                   tie_word_embeddings=True)
-    model = Logits(transformers.Qwen2ForCausalLM(cfg).eval())
-    x = torch.randint(0, 64, (2, 8))
-    labels = torch.randint(0, 64, (2, 8))
-    for optimize in (False, True):
-        path = f"{out}/qwen2_opt{int(optimize)}.onnx"
-        torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=optimize)
-        onnx.checker.check_model(path)
-    x.numpy().tofile(f"{out}/x.bin")
-    labels.numpy().tofile(f"{out}/labels.bin")
-    # torch's own steps, from the weights exported
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, inputs, labels = MODELS[name]()
+    args = tuple(inputs.values())
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    files = []
+    for mode in ("eval", "train"):
+        for optimize in (False, True):
+            model.train(mode == "train")
+            path = os.path.join(d, f"{mode}_opt{int(optimize)}.onnx")
+            torch.onnx.export(model, args, path, input_names=list(inputs), output_names=["logits"],
+                              optimize=optimize, external_data=False)
+            if name not in KEEP_ALL_METADATA:
+                drop_metadata(path)
+            model.load_state_dict(state)  # a train()-mode export may move BatchNorm's statistics
+            if mode == "train":
+                twin = os.path.join(d, f"eval_opt{int(optimize)}.onnx")
+                if open(path, "rb").read() == open(twin, "rb").read():
+                    os.remove(path)
+                    continue
+            files.append(os.path.basename(path))
+    for k, v in inputs.items():
+        v.numpy().tofile(os.path.join(d, f"{k}.bin"))
+    labels.numpy().tofile(os.path.join(d, "labels.bin"))
+    # torch's own steps in train() mode from the weights exported
     model.train()
-    losses = []
-    for _ in range(3):
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    losses, grad_norms = [], {}
+    names = {id(p): n for n, p in model.named_parameters()}
+    for step in range(STEPS):
         opt.zero_grad()
-        logits = model(x)
+        logits = model(*args)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         loss.backward()
+        if step == 0:
+            grad_norms = {names[id(p)]: float(p.grad.norm()) for p in model.parameters() if p.grad is not None}
         opt.step()
         losses.append(loss.item())
-    with open(f"{out}/qwen2_losses.json", "w") as f:
-        json.dump({"torch": torch.__version__, "transformers": transformers.__version__, "optimizer": "momentum",
-                   "lr": 0.01, "momentum": 0.9, "losses": losses}, f, indent=1)
+    model.eval()  # BatchNorm then reads the running statistics the steps carried
+    with torch.no_grad():
+        model(*args).float().numpy().tofile(os.path.join(d, "logits_after.bin"))
+    info = {"torch": torch.__version__, "transformers": transformers.__version__, "optimizer": "momentum",
+            "lr": LR, "momentum": MOMENTUM, "steps": STEPS, "inputs": list(inputs), "files": files, "losses": losses,
+            "parameters": sum(1 for _ in model.parameters()),
+            "parameter_elements": sum(p.numel() for p in model.parameters()),
+            "buffers": [n for n, _ in model.named_buffers()], "grad_norms_step0": grad_norms}
+    with open(os.path.join(d, "torch.json"), "w") as f:
+        json.dump(info, f, indent=1)
         f.write("\n")
-    print("wrote", out, losses)
+    print(f"{name}: losses {losses}", flush=True)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/torch2"
+    torchvision_models()
+    names = sys.argv[2:] or list(MODELS)
+    for name in names:
+        export(name, out)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/torch2")
+    main()

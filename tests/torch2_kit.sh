@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The torch 2.x fixture kit swept (tests/data/torch2, made by
+# tools/scripts/export_torch2_models.py): every model, every export (eval and train mode,
+# optimize off and on), trained 3 steps as torch trained it.
+#  - an export trains to torch's losses (within float32 noise: 5e-6 of the loss, at
+#    least 5e-6), or exits 2 naming the fix (optimize=False); never exit 0 with a
+#    non-finite or a wrong loss, never anything else;
+#  - every optimize=False export trains (exit 0);
+#  - the weights `train --save` writes give, by `eval`, torch's logits after its steps
+#    (logits_after.bin, torch in eval() mode: BatchNorm reads the carried statistics):
+#    checked by tests/torch2_logits.py where Python has numpy and onnx, skipped otherwise.
+# usage: torch2_kit.sh ONNX_VPLAN SOURCE_DIR [PYTHON3]
+set -u
+tool=$1
+src=$2
+py=${3:-/usr/bin/python3}
+kit=$src/tests/data/torch2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $*"
+}
+have_py=0
+"$py" -c 'import numpy, onnx' 2>/dev/null && have_py=1
+((have_py)) || echo "note: $py without numpy and onnx: the logits after --save are not compared"
+
+models=0
+for dir in "$kit"/*/; do
+    name=$(basename "$dir")
+    [[ -f $dir/torch.json ]] || continue
+    models=$((models + 1))
+    # torch's losses, one per line
+    want=$(sed -n '/"losses"/,/]/p' "$dir/torch.json" | grep -o '[-0-9][0-9.e+-]*' | tr '\n' ' ')
+    for f in "$dir"/*.onnx; do
+        file=$name/$(basename "$f")
+        out=$("$tool" train "$f" --loss ce:logits --optimizer momentum --lr 0.01 --steps 3 --data "$dir" \
+            --save "$tmp/$name.onnx" 2>&1)
+        rc=$?
+        got=$(sed -n 's/^step [0-9]*  loss \([^ ]*\).*/\1/p' <<<"$out" | tr '\n' ' ')
+        case $rc in
+        0)
+            if awk -v w="$want" -v g="$got" 'BEGIN { n = split(w, a, " "); m = split(g, b, " "); if (n != 3 || m != 3) exit 1;
+                    for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; t = 5e-6 * (a[i] < 0 ? -a[i] : a[i]);
+                        if (t < 5e-6) t = 5e-6; if (!(d <= t)) exit 1 } }'; then
+                ok
+            else
+                bad "$file: exit 0 with losses '$got', torch's '$want'"
+                continue
+            fi
+            ;;
+        2)
+            if [[ $file == *opt0.onnx ]]; then
+                bad "$file: an optimize=False export refused: $(grep onnx-vplan: <<<"$out" | head -1)"
+            elif grep -q "optimize=False" <<<"$out"; then
+                ok
+            else
+                bad "$file: exit 2 without naming the fix: $(grep onnx-vplan: <<<"$out" | head -1)"
+            fi
+            continue
+            ;;
+        *)
+            bad "$file: exit $rc: $(tail -2 <<<"$out")"
+            continue
+            ;;
+        esac
+        # the saved weights reproduce torch's logits after its steps
+        rm -rf "$tmp/out"
+        if ! "$tool" eval "$tmp/$name.onnx" --data "$dir" --output-dir "$tmp/out" >"$tmp/eval.log" 2>&1; then
+            bad "$file: eval of the saved model failed: $(tail -1 "$tmp/eval.log")"
+        elif ((have_py)); then
+            if msg=$("$py" "$src/tests/torch2_logits.py" "$tmp/out/logits.pb" "$dir/logits_after.bin" 2>&1); then
+                ok
+            else
+                bad "$file: train --save then eval: $msg"
+            fi
+        fi
+    done
+done
+((models >= 10)) || bad "the kit holds $models models (want at least 10): run tools/scripts/export_torch2_models.py"
+echo "torch2_kit: $models models, $pass passed, $fail failed"
+((fail == 0))
