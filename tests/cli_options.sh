@@ -11,10 +11,10 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --freeze --attention --precision --fp32-ops --low-ops --no-cast-fusion --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --offload --no-fuse --dump-after --passes --lenient"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --trainable --freeze --attention --precision --fp32-ops --low-ops --no-cast-fusion --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --offload --no-fuse --dump-after --passes --lenient"
 declare -A options=(
     [inspect]="--dim --json --lenient"
-    [eval]="--dim --input --output-dir --seed --lenient"
+    [eval]="--data --dim --input --output-dir --seed --lenient"
     [train]="$train_opts --steps --data --dim --seed --json --save --merge --qdq --allow-nonfinite --reference"
     [train-graph]="$train_opts --no-optimizer --dim -o --output"
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --arena-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"

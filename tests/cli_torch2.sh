@@ -39,4 +39,22 @@ expect 0 "producer: pytorch 2.15" -- "$tool" inspect "$data/eval_opt0.onnx"
 expect 0 "signature: torch.export's, 27 parameters, 2 buffers, 0 constants; 1 parameters not in the graph under their names (first: m.model.embed_tokens.weight)" -- "$tool" inspect "$data/eval_opt0.onnx"
 expect 0 "the export lost its training structure .* optimize=False" -- "$tool" inspect "$data/eval_opt1.onnx"
 expect 0 '"training_structure_lost": true' -- "$tool" inspect "$data/eval_opt1.onnx" --json
+# the trainable set: without a signature (an exporter that writes none) every float
+# initializer but scalars (Gemma's embedding scale, a buffer), and torch's losses still;
+# --trainable names exactly what trains
+gemma=$src/tests/data/torch2/gemma
+gargs=(--loss ce:logits --optimizer momentum --lr 0.01 --steps 1 --data "$gemma")
+expect 0 "trainable set: every float initializer (no exporter signature) but 1 scalars, taken for constants" -- \
+    "$tool" train "$gemma/nosig_eval_opt0.onnx" "${gargs[@]}"
+expect 0 "training step: 22 parameters" -- "$tool" train "$gemma/nosig_eval_opt0.onnx" "${gargs[@]}" --trainable .
+expect 0 "trainable set: --trainable 'mlp' (16 float initializers it does not match, not trained)" -- \
+    "$tool" train "$gemma/eval_opt0.onnx" "${gargs[@]}" --trainable mlp
+expect 0 "training step: 4 parameters (8192 elements), 2 frozen" -- "$tool" train "$gemma/eval_opt0.onnx" "${gargs[@]}" --trainable mlp --freeze down_proj
+expect 2 "no trainable parameter (--trainable matches no float initializer" -- \
+    "$tool" train "$gemma/eval_opt0.onnx" "${gargs[@]}" --trainable nothing-is-named-so
+expect 2 "--trainable '(' is not a valid regular expression" -- "$tool" train "$gemma/eval_opt0.onnx" "${gargs[@]}" --trainable '('
+expect 0 "trainable set: 21 float initializers, every one (no exporter signature) but 1 scalars" -- \
+    "$tool" inspect "$gemma/nosig_eval_opt0.onnx"
+expect 0 "trainable set: 20 float initializers, the signature's parameters (2 buffers" -- "$tool" inspect "$gemma/eval_opt0.onnx"
+expect 0 '"from": "rule",' -- "$tool" inspect "$gemma/nosig_eval_opt0.onnx" --json
 expect_summary

@@ -97,6 +97,13 @@ vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, vp
         if (vp_signature_kind(sig, val->name) == VP_SIG_NONE && !f->n_own++)
             snprintf(f->first_own, sizeof f->first_own, "%s", val->name);
     }
+    for (int v = 0; v < g->n_values; v++) {
+        const vp_value *val = &g->values[v];
+        if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST)) ||
+            !vp_dtype_is_float(val->dtype))
+            continue;
+        f->n_reason[vp_train_reason_of(val, sig)]++;
+    }
     vp_signature_free(&own);
     return VP_OK;
 }
@@ -105,4 +112,10 @@ vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name) {
     for (int i = 0; i < sig->n; i++)
         if (!strcmp(sig->target[i], name)) return sig->kind[i];
     return VP_SIG_NONE;
+}
+
+vp_train_reason vp_train_reason_of(const vp_value *v, const vp_signature *sig) {
+    if (sig && sig->n_params)
+        return vp_signature_kind(sig, v->name) == VP_SIG_PARAMETER ? VP_TRAIN_SIGNATURE : VP_TRAIN_NOT_PARAMETER;
+    return v->rank == 0 ? VP_TRAIN_SCALAR : VP_TRAIN_RULE;
 }

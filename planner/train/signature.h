@@ -31,6 +31,22 @@ void vp_signature_free(vp_signature *sig);
 /* The kind the signature gives the initializer named name (its target), or VP_SIG_NONE. */
 vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name);
 
+/* Why a float initializer is trained, or not, unless --trainable says otherwise.  With a
+ * signature it decides; without one (other exporters, torch 1.x) every float initializer
+ * is trained but a scalar (rank 0): exporters write constants there (an attention scale,
+ * a mask's fill value), and a model's own scalar parameter is rare enough to name with
+ * --trainable. */
+typedef enum vp_train_reason {
+    VP_TRAIN_SIGNATURE = 0, /* a PARAMETER of the signature: trained */
+    VP_TRAIN_RULE,          /* no signature, not a scalar: trained */
+    VP_TRAIN_NOT_PARAMETER, /* the signature lists it as a buffer or constant, or does not list it */
+    VP_TRAIN_SCALAR,        /* no signature: a float scalar, taken for a constant */
+} vp_train_reason;
+
+/* v: a float initializer; sig NULL or listing no parameter: none. */
+vp_train_reason vp_train_reason_of(const vp_value *v, const vp_signature *sig);
+static inline int vp_train_reason_trains(vp_train_reason r) { return r == VP_TRAIN_SIGNATURE || r == VP_TRAIN_RULE; }
+
 /* What a graph's signature says against what the graph holds: the parameters it lists
  * that the graph no longer holds under their names (tied, or folded and merged by the
  * exporter's optimizer), and the float initializers it does not list (the exporter's
@@ -40,6 +56,8 @@ typedef struct vp_signature_facts {
     int n_params, n_buffers, n_constants;
     int n_missing, n_own;
     char first_missing[256], first_own[256];
+    int n_reason[4];          /* float initializers (not state) by vp_train_reason: what trains
+                                 unless --trainable says otherwise */
 } vp_signature_facts;
 
 /* sig: a parsed signature (or NULL to read the graph's own: ONNX graphs only). */

@@ -50,43 +50,38 @@ static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_
     return VP_OK;
 }
 
-static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, vp_error *err) {
+static vp_status select_params(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
     /* with adapters, the base model is frozen whole (train/lora.h) */
     int lora = t->lora.n > 0;
     /* torch 2.x: the exporter's signature says what is a parameter */
     vp_signature sig = {0};
     char *text = vp_onnx_graph_metadata(g, VP_SIGNATURE_KEY);
-    vp_status ss = text ? vp_signature_parse(text, &sig, err) : VP_OK;
+    vp_status s = text ? vp_signature_parse(text, &sig, err) : VP_OK;
     free(text);
-    if (!ss && sig.n_params) ss = check_signature(g, &sig, t, err);
-    if (ss) {
-        vp_signature_free(&sig);
-        return ss;
-    }
+    if (!s && sig.n_params) s = check_signature(g, &sig, t, err);
     t->from_signature = sig.n_params > 0;
-    regex_t re;
-    if (freeze) {
-        vp_status rs = vp_regex_compile(&re, freeze, "--freeze", err);
-        if (rs) {
-            vp_signature_free(&sig);
-            return rs;
-        }
-    }
-    t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params);
-    if (!t->params) {
-        if (freeze) regfree(&re);
-        vp_signature_free(&sig);
-        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    }
-    for (int v = 0; v < g->n_values; v++) {
+    regex_t re_freeze, re_train;
+    int have_freeze = 0, have_train = 0;
+    if (!s && spec->freeze) have_freeze = !(s = vp_regex_compile(&re_freeze, spec->freeze, "--freeze", err));
+    if (!s && spec->trainable) have_train = !(s = vp_regex_compile(&re_train, spec->trainable, "--trainable", err));
+    if (!s && !(t->params = malloc(((size_t)g->n_values + 1) * sizeof *t->params)))
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !s && v < g->n_values; v++) {
         vp_value *val = &g->values[v];
         if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST))) continue;
         if (!vp_dtype_is_float(val->dtype)) continue;
-        if (t->from_signature && vp_signature_kind(&sig, val->name) != VP_SIG_PARAMETER) {
-            t->n_not_parameters++;
-            continue;
+        if (have_train) {
+            if (regexec(&re_train, val->name, 0, NULL, 0) != 0) {
+                t->n_not_matched++;
+                continue;
+            }
+        } else {
+            vp_train_reason r = vp_train_reason_of(val, &sig);
+            t->n_not_parameters += r == VP_TRAIN_NOT_PARAMETER;
+            t->n_scalars += r == VP_TRAIN_SCALAR;
+            if (!vp_train_reason_trains(r)) continue;
         }
-        if ((lora && !vp_lora_is_adapter(&t->lora, v)) || (freeze && regexec(&re, val->name, 0, NULL, 0) == 0)) {
+        if ((lora && !vp_lora_is_adapter(&t->lora, v)) || (have_freeze && regexec(&re_freeze, val->name, 0, NULL, 0) == 0)) {
             t->n_frozen++;
             continue;
         }
@@ -94,14 +89,16 @@ static vp_status select_params(vp_graph *g, const char *freeze, vp_training *t, 
         t->params[t->n_params++] = v;
     }
     vp_signature_free(&sig);
-    if (freeze) {
-        regfree(&re);
-        if (!t->n_frozen && !lora)
-            snprintf(t->warning, sizeof t->warning, "--freeze '%s' matches no parameter", freeze);
-    }
+    if (have_freeze) regfree(&re_freeze);
+    if (have_train) regfree(&re_train);
+    if (s) return s;
+    if (have_freeze && !t->n_frozen && !lora)
+        snprintf(t->warning, sizeof t->warning, "--freeze '%s' matches no parameter", spec->freeze);
     if (!t->n_params)
-        return vp_fail(err, VP_ERR_INVALID, "%s: no trainable parameter (the model has no float initializers%s)", g->path,
-                       freeze ? ", or --freeze matched them all" : "");
+        return vp_fail(err, VP_ERR_INVALID, "%s: no trainable parameter (%s)", g->path,
+                       have_train    ? "--trainable matches no float initializer, or --freeze matched them all"
+                       : spec->freeze ? "--freeze matched every parameter"
+                                      : "the model has no float initializer that is a parameter");
     return VP_OK;
 }
 
@@ -133,7 +130,7 @@ static vp_status pass_fuse_gelu_matmul(build_ctx *c, vp_error *err) {
 
 static vp_status pass_train_mode(build_ctx *c, vp_error *err) { return vp_train_mode_apply(c->g, c->t, err); }
 
-static vp_status pass_trainable(build_ctx *c, vp_error *err) { return select_params(c->g, c->spec->freeze, c->t, err); }
+static vp_status pass_trainable(build_ctx *c, vp_error *err) { return select_params(c->g, c->spec, c->t, err); }
 
 /* once the trainable set is known: a frozen buffer's arithmetic (a causal mask made from
  * a registered buffer) is a constant the attention fusion can read */
@@ -237,7 +234,7 @@ static const struct {
     {{"lora", "low-rank adapters beside the chosen weights (--lora)"}, pass_lora},
     {{"fuse-gelu-matmul", "a GELU into the product that reads it"}, pass_fuse_gelu_matmul},
     {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},
-    {{"trainable", "the trainable parameters (--freeze), the rest frozen"}, pass_trainable},
+    {{"trainable", "the parameters: the exporter's signature, else float initializers but scalars (--trainable, --freeze)"}, pass_trainable},
     {{"fold-frozen", "what reads only constants and frozen initializers, folded"}, pass_fold_frozen},
     {{"fuse-attention", "attention cores as one op (--attention fused)"}, pass_fuse_attention},
     {{"tp-split", "this rank's forward graph: column/row splits, collectives (--tp)"}, pass_tp_split},

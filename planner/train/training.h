@@ -58,6 +58,9 @@ typedef struct vp_train_spec {
     vp_loss_spec loss;
     vp_opt_spec opt;
     const char *freeze;  /* POSIX extended regex of parameter names to freeze, or NULL */
+    const char *trainable; /* POSIX extended regex: exactly the float initializers whose names match
+                              are trained (before --freeze), whatever the signature or the rule
+                              says (train/signature.h); NULL: they decide */
     int no_optimizer;    /* build forward, loss and backward only (gradient checks) */
     int no_fuse;         /* differentiate the exporter's patterns piece by piece (train/fuse.h) */
     vp_attention_form attention; /* fused (memory-efficient, default) or plain attention cores */
@@ -106,6 +109,8 @@ typedef struct vp_training {
     int from_signature;  /* the trainable set came from torch.export's signature (train/signature.h) */
     int n_not_parameters; /* float initializers the signature lists as buffers or constants, or does
                              not list (the exporter's own constants): never trained */
+    int n_scalars;       /* no signature: float scalars taken for constants, not trained */
+    int n_not_matched;   /* float initializers --trainable does not match */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
     int n_attention;     /* attention cores fused into vplan.Attention */

@@ -26,6 +26,10 @@ void cli_train_init(cli_train_opts *o) {
         {"--betas", CLI_STR, &o->betas, "B1,B2", "Adam betas (default 0.9,0.999)"},
         {"--eps", CLI_NUM, &o->eps, "X", "Adam epsilon (default 1e-8)"},
         {"--weight-decay", CLI_NUM, &o->weight_decay, "X", "L2 penalty; decoupled for adamw (default 0; adamw 0.01)"},
+        {"--trainable", CLI_STR, &o->spec.trainable, "REGEX",
+         "train exactly the float initializers whose names match (before\n"
+         "--freeze); by default the exporter's signature decides (torch 2.x:\n"
+         "its parameters), else every float initializer but scalars"},
         {"--freeze", CLI_STR, &o->spec.freeze, "REGEX", "parameters whose names match get no gradient and no state"},
         {"--attention", CLI_ENUM, &o->attention, "fused|plain",
          "attention cores (MatMul, scale, mask, Softmax, MatMul) as one op whose\n"
@@ -96,7 +100,7 @@ void cli_train_init(cli_train_opts *o) {
  * before it, and `plan`'s memory passes after it (DESIGN.md's pipeline). */
 static const vp_pass_info before[] = {
     {"load", "the ONNX model into the IR (external data, attribute schemas checked)"},
-    {"infer", "shapes and dtypes (--dim), exporters' shape subgraphs folded"},
+    {"infer", "shapes and dtypes (--dim), exporters' shape subgraphs folded, sequences expanded"},
 };
 static const vp_pass_info after[] = {
     {"remat", "plan: checkpoint segments, recompute nodes before their backward use (--remat)"},
@@ -306,4 +310,18 @@ void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char
     if (t->loss_scaled && n > 0 && (size_t)n < len) /* where the step starts: the default, --loss-scale, or a saved model's */
         snprintf(buf + n, len - (size_t)n, " from scale %.17g, %lld clean steps", t->scaling.init,
                  (long long)t->scaling.clean_steps0);
+}
+
+void cli_trainable_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {
+    if (spec->trainable)
+        snprintf(buf, len, "trainable set: --trainable '%s' (%d float initializers it does not match, not trained)",
+                 spec->trainable, t->n_not_matched);
+    else if (t->from_signature)
+        snprintf(buf, len, "trainable set: the exporter's signature (torch.export's parameters; %d initializers it "
+                 "lists as buffers or constants, or does not list, not trained)", t->n_not_parameters);
+    else if (t->n_scalars)
+        snprintf(buf, len, "trainable set: every float initializer (no exporter signature) but %d scalars, taken for "
+                 "constants (--trainable names them otherwise)", t->n_scalars);
+    else
+        snprintf(buf, len, "trainable set: every float initializer (no exporter signature)");
 }

@@ -44,6 +44,8 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_trai
 /* "fused 2 attention, 5 LayerNormalization, 2 Gelu" (what the fusion passes did), or ""
  * when they fused nothing. */
 void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
+/* Which initializers are trained and why: the signature, --trainable, or the rule. */
+void cli_trainable_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 
 /* "qat int8:per-channel:asym: 7 nodes, 7 weights, 9 activations (2 residual), 144 bytes of
  * observer state", or "" without --qat. */

@@ -221,6 +221,17 @@ static int run_inspect(int argc, char **argv) {
             vp_json_bool(&j, lost);
             vp_json_end_object(&j);
         }
+        vp_json_key(&j, "trainable_set");
+        vp_json_begin_object(&j);
+        vp_json_key(&j, "from");
+        vp_json_string(&j, sf.present ? "signature" : "rule");
+        vp_json_key(&j, "trained");
+        vp_json_int(&j, sf.n_reason[VP_TRAIN_SIGNATURE] + sf.n_reason[VP_TRAIN_RULE]);
+        vp_json_key(&j, "not_parameters");
+        vp_json_int(&j, sf.n_reason[VP_TRAIN_NOT_PARAMETER]);
+        vp_json_key(&j, "scalars");
+        vp_json_int(&j, sf.n_reason[VP_TRAIN_SCALAR]);
+        vp_json_end_object(&j);
         vp_json_key(&j, "nodes");
         vp_json_int(&j, g->n_nodes);
         vp_json_key(&j, "params");
@@ -275,6 +286,14 @@ static int run_inspect(int argc, char **argv) {
                 printf("  parameters missing with nothing of the exporter's beside them: tied to another, or not "
                        "read by the forward\n");
         }
+        if (sf.present)
+            printf("trainable set: %d float initializers, the signature's parameters (%d buffers, constants and "
+                   "initializers it does not list not trained)\n",
+                   sf.n_reason[VP_TRAIN_SIGNATURE], sf.n_reason[VP_TRAIN_NOT_PARAMETER]);
+        else
+            printf("trainable set: %d float initializers, every one (no exporter signature) but %d scalars, taken "
+                   "for constants; train --trainable REGEX overrides\n",
+                   sf.n_reason[VP_TRAIN_RULE], sf.n_reason[VP_TRAIN_SCALAR]);
         print_values("inputs", g, g->inputs, g->n_inputs);
         print_values("outputs", g, g->outputs, g->n_outputs);
         printf("nodes: %d (%d folded ahead of time)\n", g->n_nodes, res.n_folded);

@@ -310,9 +310,9 @@ static int run_train(int argc, char **argv) {
         printf("training step: %d parameters (%lld elements), %d frozen; %d forward, %d loss, %d backward, %d optimizer nodes\n",
                t.n_params, (long long)elems, t.n_frozen, n_fwd, t.first_backward_node - t.first_loss_node,
                t.first_optimizer_node - t.first_backward_node, g->n_nodes - t.first_optimizer_node);
-        if (t.from_signature)
-            printf("trainable set: the exporter's signature (torch.export's parameters; %d initializers it lists as "
-                   "buffers or constants, or does not list, not trained)\n", t.n_not_parameters);
+        char why[512];
+        cli_trainable_summary(&o.spec, &t, why, sizeof why);
+        printf("%s\n", why);
         char fusion[160];
         cli_fusion_summary(&t, fusion, sizeof fusion);
         if (fusion[0]) printf("%s\n", fusion);

@@ -16,6 +16,8 @@ For each model NAME it writes OUT/NAME/:
       (`pkg.torch.onnx.name_scopes`, which the planner reads); qwen2 keeps all of it, as
       the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
       every dropout 0) is not written; torch.json says so.
+  nosig_eval_opt0.onnx      (gemma) eval_opt0.onnx without the graph's metadata: no
+      signature, as other exporters write
   <input>.bin, labels.bin   the batch, raw little-endian (what `train --data OUT/NAME` reads)
   torch.json                torch's training in train() mode over STEPS steps of SGD with
       momentum 0.9, lr 0.01, on the mean cross-entropy of `logits` against labels: the
@@ -130,6 +132,10 @@ def torchvision_models():
 
 
 KEEP_ALL_METADATA = {"qwen2"}
+# eval_opt0 again without the exporter's signature, as an exporter that writes none: the
+# trainable set then follows the rule (every float initializer but scalars; Gemma's
+# embedding scale is a scalar buffer)
+NO_SIGNATURE_TWIN = {"gemma"}
 
 
 def drop_metadata(path):
@@ -165,6 +171,11 @@ def export(name, out):
                     os.remove(path)
                     continue
             files.append(os.path.basename(path))
+    if name in NO_SIGNATURE_TWIN:
+        m = onnx.load(os.path.join(d, "eval_opt0.onnx"))
+        del m.graph.metadata_props[:]
+        onnx.save(m, os.path.join(d, "nosig_eval_opt0.onnx"))
+        files.append("nosig_eval_opt0.onnx")
     for k, v in inputs.items():
         v.numpy().tofile(os.path.join(d, f"{k}.bin"))
     labels.numpy().tofile(os.path.join(d, "labels.bin"))
