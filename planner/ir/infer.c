@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/attention_op.h"
 #include "ir/control.h"
 #include "ir/sequence.h"
 #include "ir/op_registry.h"
@@ -250,7 +251,8 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
         }
         vp_status s;
         vp_error e;
-        int control = vp_control_is(n), known_op = control || sequence || vp_op_find(n->domain, n->op_type);
+        int control = vp_control_is(n), attention = vp_attention_op_is(n);
+        int known_op = control || sequence || attention || vp_op_find(n->domain, n->op_type);
         if (!inputs_known && opts->keep_going && known_op)
             continue; /* downstream of something unsupported: already reported */
         if (seq_read >= 0) {
@@ -260,9 +262,9 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
                              g->values[seq_read].name);
         } else if (!inputs_known && known_op) {
             s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
-        } else if (sequence) {
+        } else if (sequence || attention) {
             int added = 0;
-            s = vp_sequence_expand(g, i, seqs, &added, &e);
+            s = sequence ? vp_sequence_expand(g, i, seqs, &added, &e) : vp_attention_op_expand(g, i, &added, &e);
             if (!s) i += added - 1; /* the expansion's nodes are inferred already */
             if (!s) continue;
             n = &g->nodes[i];

@@ -16,6 +16,7 @@ For each model NAME it writes OUT/NAME/:
       (`pkg.torch.onnx.name_scopes`, which the planner reads); qwen2 keeps all of it, as
       the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
       every dropout 0) is not written; torch.json says so.
+  op23_eval_opt0.onnx       (llama, bert) eval_opt0.onnx at opset_version=23: ONNX's Attention
   nosig_eval_opt0.onnx      (gemma) eval_opt0.onnx without the graph's metadata: no
       signature, as other exporters write
   <input>.bin, labels.bin   the batch, raw little-endian (what `train --data OUT/NAME` reads)
@@ -136,6 +137,9 @@ KEEP_ALL_METADATA = {"qwen2"}
 # trainable set then follows the rule (every float initializer but scalars; Gemma's
 # embedding scale is a scalar buffer)
 NO_SIGNATURE_TWIN = {"gemma"}
+# eval_opt0 again at opset 23, where the exporter writes scaled_dot_product_attention as
+# ONNX's Attention (Llama: causal, grouped-query; BERT: a padding mask)
+OPSET23 = {"llama", "bert"}
 
 
 def drop_metadata(path):
@@ -171,6 +175,14 @@ def export(name, out):
                     os.remove(path)
                     continue
             files.append(os.path.basename(path))
+    if name in OPSET23:
+        model.eval()
+        path = os.path.join(d, "op23_eval_opt0.onnx")
+        torch.onnx.export(model, args, path, input_names=list(inputs), output_names=["logits"], optimize=False,
+                          opset_version=23, external_data=False)
+        drop_metadata(path)
+        model.load_state_dict(state)
+        files.append("op23_eval_opt0.onnx")
     if name in NO_SIGNATURE_TWIN:
         m = onnx.load(os.path.join(d, "eval_opt0.onnx"))
         del m.graph.metadata_props[:]
