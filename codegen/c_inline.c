@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "c_source.h"
+#include "cpu_kernels.h"
 #include "k_train.h"
 
 /* The plan's offset of a node's input or output k, or -1 when absent. */
@@ -33,7 +34,7 @@ static int is_f32(const vp_plan *p, int value, int64_t numel) {
 }
 
 static int adam_f32(const vp_plan *p, const vp_node *n) {
-    if (!n->op || n->op->cpu != vp_cpu_adam || n->n_inputs < 5) return 0;
+    if (!n->op || vp_cpu_kernel_of(n->op) != vp_cpu_adam || n->n_inputs < 5) return 0;
     /* an fp16 step's update reads do_update (input 5): the library kernel honours it */
     if (n->n_inputs > 5 && n->inputs[5] >= 0) return 0;
     for (int k = 0; k < 5; k++)

@@ -1,10 +1,10 @@
 /* NAME_step.c: one static function per plan step and NAME_step, which calls them in
  * plan order.  Each function rebuilds nothing: its node record (attributes included)
  * is static data written here from the plan, its tensors carry the plan's shapes and
- * point at the plan's offsets in the arena, and it calls the kernel the op registry
- * gives the CPU backend, by name.  The kernel's symbol is found from the registry's
- * function pointer (dladdr: the command exports its symbols), so the registry stays the
- * one place that says which function runs an op. */
+ * point at the plan's offsets in the arena, and it calls the kernel the CPU backend
+ * runs, by name.  The kernel's symbol is found from the kernel table's function pointer
+ * (runtime/cpu/cpu_kernels.h; dladdr: the command exports its symbols), so that table
+ * stays the one place that says which function runs an op. */
 #include "c_source.h"
 
 #include <dlfcn.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
 #include "dn.h"
 #include "ir/atomic_file.h"
 #include "ir/op_registry.h"
@@ -20,8 +21,9 @@
 
 static vp_status kernel_symbol(const vp_node *n, const char **out, vp_error *err) {
     Dl_info info;
-    if (!n->op || !n->op->cpu) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
-    if (!dladdr((void *)(uintptr_t)n->op->cpu, &info) || !info.dli_sname || info.dli_saddr != (void *)(uintptr_t)n->op->cpu)
+    vp_cpu_fn kernel = vp_cpu_kernel_of(n->op);
+    if (!kernel) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
+    if (!dladdr((void *)(uintptr_t)kernel, &info) || !info.dli_sname || info.dli_saddr != (void *)(uintptr_t)kernel)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
                             "the CPU kernel of %s has no exported symbol to call from generated code", n->op_type);
     *out = info.dli_sname;
@@ -201,7 +203,7 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
         }
     } else if (dn) {
         /* run_node's order: oneDNN when it takes the node (its reorders and scratchpad
-         * in the step's planned workspace), else the registry's kernel */
+         * in the step's planned workspace), else the op's kernel (cpu_kernels.h) */
         int ws = p->workspace ? p->workspace[s] : -1;
         char wsarg[96] = "NULL, 0";
         if (ws >= 0)

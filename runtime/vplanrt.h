@@ -37,7 +37,7 @@
 
 #define VPLANRT_VERSION "0.1.0"
 
-/* A CPU kernel, as the op registry holds it: dense row-major tensors, outputs
+/* A CPU kernel, as the kernel table holds it (cpu/cpu_kernels.c): dense row-major tensors, outputs
  * preallocated, omitted optional inputs NULL. */
 #define VP_RT_KERNEL(fn) vp_status fn(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
 

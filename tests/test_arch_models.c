@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "model_util.h"
 
 #define DATA VP_SOURCE_DIR "/tests/data/arch"
@@ -55,4 +56,7 @@ static void check_model(test_model *m) {
     test_model_check_planned(m, 2);
 }
 
-int main(void) { return test_model_each_fixture(DATA, 9, check_model); }
+int main(void) {
+    vp_cpu_host_install();
+    return test_model_each_fixture(DATA, 9, check_model);
+}

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "arena_check.h"
+#include "cpu_host.h"
 #include "memory/arena/arena.h"
 #include "memory/arena/arena_alloc.h"
 #include "memory/arena/arena_exact.h"
@@ -551,6 +552,7 @@ static void test_replay(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     test_checker();
     test_bad_items();
     test_csv();

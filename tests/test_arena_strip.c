@@ -22,6 +22,7 @@
 
 #include "arena_check.h"
 #include "arena_perfect.h"
+#include "cpu_host.h"
 #include "memory/arena/arena.h"
 #include "memory/arena/arena_strip.h"
 #include "ir/rng.h"
@@ -218,6 +219,7 @@ static void test_passes(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     test_guillotine();
     test_pinwheel();
     test_nothing();

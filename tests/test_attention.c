@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "dn.h"
 #include "exec.h"
 #include "gradcheck_harness.h"
@@ -550,6 +551,7 @@ static void causal_plan_cases(void) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int rc = gc_check_all(argc > 1 ? argv[1] : NULL, gradient_cases);
     if (argc == 1) kernel_mask_cases();
     if (argc == 1) causal_plan_cases();

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -154,6 +155,7 @@ static void check_saved(const char *saved, const char *opset) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     if (argc == 4 && !strcmp(argv[1], "--saved")) {
         check_saved(argv[2], argv[3]);
         return check_summary();

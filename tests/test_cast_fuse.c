@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "memory/plan.h"
 #include "model_util.h"
@@ -160,6 +161,7 @@ static void check_model(const char *name, vp_precision prec, vp_backend *cuda) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int count = test_model_list(names, 32);
     check(count >= 4, "%d models in models/", count);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "model_util.h"
 #include "memory/plan.h"
 #include "remat/remat.h"
@@ -183,6 +184,7 @@ static void model_case(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     for (int i = 0; i < n; i++) model_case(names[i]);

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "cpu_host.h"
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     conf_opts o = {0, 0, 1e-5};
     const char *filter = NULL;
     const char *suites[16];

@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "model_util.h"
 #include "plan_exec.h"
 #include "plan/plan_file.h"
@@ -137,6 +138,7 @@ static void check_model(const char *name, vp_backend *cpu, vp_backend *cuda) {
 #endif
 
 int main(void) {
+    vp_cpu_host_install();
 #ifdef VP_HAVE_CUDA
 #ifdef VP_CUDA_EMU
     setenv("VP_CUDA_EMU_ORDER", "forward", 1);

@@ -43,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "lowp_compare.h"
@@ -475,6 +476,7 @@ static void run_train_cases(vp_backend *cpu, vp_backend *cuda) {
 #endif
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     filter = argc > 1 ? argv[1] : NULL;
     /* the CUDA kernels follow the CPU reference kernels (their order of sums and
      * roundings), not oneDNN's: every CPU backend here compares against those */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "cudnn_select.h"
 #include "model_util.h"
 
@@ -193,6 +194,7 @@ static void model_convs(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     geometry();
     choice();
     env_switch();

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_par.h"
 #include "dn.h"
 #include "memory/workspace.h"
@@ -162,6 +163,7 @@ static void concurrent_plans(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     test_model m;
     vp_error err = {{0}};
     vp_status s = test_model_load_step(&m, "cnn", "adamw", &err);

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/graph_build.h"
 #include "memory/plan.h"
@@ -37,6 +38,7 @@ static int node(vp_graph *g, const char *op, const char *name, int a, int b, vp_
 }
 
 int main(void) {
+    vp_cpu_host_install();
     vp_error err;
     vp_rng rng = {7};
     vp_graph *g = vp_graph_new();

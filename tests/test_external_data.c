@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/infer.h"
 #include "onnx.pb-c.h"
@@ -92,6 +93,7 @@ static long max_rss_mib(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/tests/external_%d", VP_BINARY_DIR, (int)getpid());
     mkdir(dir, 0777);

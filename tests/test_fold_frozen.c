@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/graph_build.h"
 #include "model_util.h"
@@ -197,6 +198,7 @@ static void caps(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     carried_and_trainable();
     caps();
     return check_summary();

@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/graph_build.h"
@@ -429,6 +430,7 @@ static void layer_norm_variants(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) check_module(modules[i]);
     gelu_variants();
     layer_norm_variants();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "fuzz_loader.h"
 #include "ir/rng.h"
 #include "onnx/tensor_proto.h"
@@ -54,6 +55,7 @@ static size_t mutate(vp_rng *r, const uint8_t *src, size_t n, uint8_t *dst, size
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     double seconds = argc > 1 ? atof(argv[1]) : 20.0;
     const char *dflt[] = {
         VP_SOURCE_DIR "/tests/data/bad/good_relu.onnx",

@@ -25,6 +25,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "memory/plan.h"
 #include "memory/verify.h"
 #include "model_util.h"
@@ -225,6 +226,7 @@ static void run_one_step(const vp_loaded_plan *lp, vp_backend *cpu) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     double seconds = argc > 1 ? atof(argv[1]) : 10;
     const char *out_dir = argc > 2 ? argv[2] : NULL;
     char names[32][64];

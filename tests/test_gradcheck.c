@@ -16,6 +16,7 @@
  *
  * usage: test_gradcheck [SUBSTR]   (only cases whose label contains SUBSTR)
  * Prints one line per case and a final "N passed, N failed". */
+#include "cpu_host.h"
 #include "gradcheck_cases.h"
 #include "gradcheck_harness.h"
 #include "ir/graph_build.h"
@@ -111,4 +112,7 @@ static void run_all(void) {
     cases_refused();
 }
 
-int main(int argc, char **argv) { return gc_check_all(argc > 1 ? argv[1] : NULL, run_all); }
+int main(int argc, char **argv) {
+    vp_cpu_host_install();
+    return gc_check_all(argc > 1 ? argv[1] : NULL, run_all);
+}

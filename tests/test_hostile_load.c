@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "ir/attr_schema.h"
 #include "ir/file_read.h"
 #include "ir/op_registry.h"
@@ -192,6 +193,7 @@ static void test_schema(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     test_depth();
     test_regular();
     test_regex();

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/infer.h"
 #include "onnx/onnx_load.h"
@@ -145,6 +146,7 @@ static vp_status run_model(const char *model_path, const char *want_path, char *
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     const char *filter = argc > 1 ? argv[1] : NULL;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/light", VP_ONNX_TESTS);

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "model_util.h"
@@ -228,6 +229,7 @@ static void check_save_merge(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     const char *models[] = {"mlp", "gpt", "cnn"};
     for (int i = 0; i < 3; i++) {
         check_counts(models[i]);

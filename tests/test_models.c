@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -110,6 +111,7 @@ done:
 }
 
 int main(void) {
+    vp_cpu_host_install();
     DIR *d = opendir(MODELS);
     if (!d) {
         printf("cannot open %s\n", MODELS);

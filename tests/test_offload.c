@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "memory/verify.h"
 #include "model_util.h"
@@ -162,6 +163,7 @@ static void file_case(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     check_model("mlp");
     check_model("cnn");
     check_model("gpt");

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "backend.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/infer.h"
 #include "model_util.h"
@@ -261,6 +262,7 @@ static void check_forward(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     static const variant vars[] = {{"momentum", "momentum"}, {"adamw", "adamw"}, {"no-optimizer", NULL}};

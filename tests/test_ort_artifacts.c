@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -283,6 +284,7 @@ static void check_other_models(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     check_gradients();
     check_accumulation();
     check_other_models();

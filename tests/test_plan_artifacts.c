@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_host.h"
 #include "plan_artifacts.h"
 #include "synth_plan.h"
 
@@ -259,6 +260,7 @@ static void case_plan(const char *what, int n_blocks, int64_t budget, int plain_
 }
 
 int main(void) {
+    vp_cpu_host_install();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/vp_artifacts_XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");

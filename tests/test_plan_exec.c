@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "check.h"
@@ -192,6 +193,7 @@ static void views_case(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     for (int i = 0; i < n; i++) {

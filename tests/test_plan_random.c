@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "backend.h"
+#include "cpu_host.h"
 #include "exec.h"
 #include "ir/graph_build.h"
 #include "ir/infer.h"
@@ -193,6 +194,7 @@ static int same_run(vp_graph *g, const vp_training *t, const vp_plan *p, vp_rng 
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int n = argc > 1 ? atoi(argv[1]) : 200;
     vp_rng r = {argc > 2 ? (uint64_t)atoll(argv[2]) : 2026};
     int executed = 0, ilp_planned = 0, ilp_refused = 0, n_views = 0, views_shared = 0, in_place = 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_par.h"
 #include "k_pool2d.h"
 #include "ir/rng.h"
@@ -119,6 +120,7 @@ static void one_case(vp_rng *r, int c) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     vp_par_set_min_work(1);
     vp_rng r = {2024};
     for (int c = 0; c < CASES; c++) one_case(&r, c);

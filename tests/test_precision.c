@@ -22,6 +22,8 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
+#include "cpu_kernels.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/op_registry.h"
@@ -172,7 +174,8 @@ static void kernel_case(void) {
         const vp_tensor *in[2] = {&ta, &tb};
         vp_tensor *out[1] = {&ty};
         vp_error err;
-        vp_status s = op && op->cpu ? op->cpu(&n, in, out, &err) : VP_ERR_UNSUPPORTED;
+        vp_cpu_fn kernel = vp_cpu_kernel_of(op);
+        vp_status s = kernel ? kernel(&n, in, out, &err) : VP_ERR_UNSUPPORTED;
         float got = vp_bf16_to_f32(y);
         check(!s && got == want[r], "bf16 MatMul of [%g, %g, %g, %g] and ones: %g (float32 accumulation, round to nearest even: %g)",
               av[r][0], av[r][1], av[r][2], av[r][3], got, want[r]);
@@ -477,6 +480,7 @@ static void arena_case(const char *name, int must_shrink) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     kernel_case();
     override_case();
     static const char *const models[] = {"mlp", "cnn", "gpt"};

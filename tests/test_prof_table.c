@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "prof_table.h"
 
 static void collect(FILE *f, const vp_prof_row *r, void *ctx) {
@@ -18,6 +19,7 @@ static void collect(FILE *f, const vp_prof_row *r, void *ctx) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     vp_prof_table t = {0};
     /* round 1: Conv twice on oneDNN, once on the kernel; Relu */
     vp_prof_table_add(&t, "Conv", "onednn", 0.010, 0.020);

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "memory/plan.h"
@@ -245,6 +246,7 @@ static void arena_case(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     static const char *const models[] = {"cnn", "gpt"};
     static const char *const schemes[] = {"int8", "int8:per-tensor:sym", "int8:lsq"};
     for (int i = 0; i < 2; i++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "model_util.h"
 #include "memory/plan.h"
 #include "remat/remat.h"
@@ -156,6 +157,7 @@ static void twice_case(test_model *m) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     for (int i = 0; i < n; i++) {

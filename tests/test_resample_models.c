@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -50,4 +51,7 @@ static void check_model(test_model *m) {
     test_model_check_planned(m, 2);
 }
 
-int main(void) { return test_model_each_fixture(DATA, 12, check_model); }
+int main(void) {
+    vp_cpu_host_install();
+    return test_model_each_fixture(DATA, 12, check_model);
+}

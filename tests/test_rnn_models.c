@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -90,4 +91,7 @@ static void check_model(test_model *m) {
     check_remat(m);
 }
 
-int main(void) { return test_model_each_fixture(DATA, 4, check_model); }
+int main(void) {
+    vp_cpu_host_install();
+    return test_model_each_fixture(DATA, 4, check_model);
+}

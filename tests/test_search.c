@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "model_util.h"
@@ -117,6 +118,7 @@ static void check_chosen(const vp_candidate *c, int64_t budget, const double *re
 }
 
 int main(void) {
+    vp_cpu_host_install();
     vp_error err;
     const vp_device_profile *dev = vp_device_find("cpu");
     vp_train_spec spec = base_spec();

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "k_tensor.h"
 
 static void one(const char *label, int64_t dim, int64_t start, int64_t end, int64_t step, int64_t want_start,
@@ -22,6 +23,7 @@ static void one(const char *label, int64_t dim, int64_t start, int64_t end, int6
 }
 
 int main(void) {
+    vp_cpu_host_install();
     one("huge positive step", 10, 3, INT64_MAX, INT64_MAX, 3, 1, 1);
     one("huge negative step", 10, -1, INT64_MIN, INT64_MIN, 9, -1, 1);
     one("step past the extent", 10, 0, 10, 1000, 0, 1, 1);

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "cpu_par.h"
 #include "exec.h"
 #include "model_util.h"
@@ -59,6 +60,7 @@ static char *run_steps(test_model *m, int reference, int threads, size_t *bytes,
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n_models = test_model_list(names, 32);
     vp_par_set_min_work(1);

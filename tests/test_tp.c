@@ -29,6 +29,7 @@
 #include "backend.h"
 #include "check.h"
 #ifdef VP_HAVE_CUDA
+#include "cpu_host.h"
 #include "cuda_backend.h"
 #endif
 #include "comm.h"
@@ -470,6 +471,7 @@ static void check_training(const model_ref *r, vp_comm *comm, int sp, int cuda) 
 }
 
 int main(void) {
+    vp_cpu_host_install();
     if (!vp_comm_launched()) {
         check_structure();
         return check_summary();

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "ir/graph_build.h"
@@ -277,6 +278,7 @@ static int maxpool_pair_case(char *why, size_t len) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int own_dir = argc > 2 && !strcmp(argv[1], "--dir");
     if (own_dir) data_dir = argv[2], argc -= 2, argv += 2;
     const char *filter = argc > 1 ? argv[1] : NULL;

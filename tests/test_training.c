@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "backend.h"
+#include "cpu_host.h"
 #include "cpu_util.h"
 #include "exec.h"
 #include "model_util.h"
@@ -141,6 +142,7 @@ static void check_curve(const char *name, const char *fixture) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     for (int i = 0; i < n; i++) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_host.h"
 #include "k_vmath.h"
 
 enum { STEP = 4099 };
@@ -110,6 +111,7 @@ static void lanes(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     accuracy();
     lanes();
     return check_summary();

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "cpu_host.h"
 #include "dn.h"
 #include "exec.h"
 #include "memory/verify.h"
@@ -346,6 +347,7 @@ static void each_model(const char *name) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     each_model("mlp");
     each_model("cnn");
     each_model("gpt");

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/graph_build.h"
+#include "ir/host.h"
 #include "ir/infer.h"
 #include "ir/op_registry.h"
 
@@ -115,7 +116,9 @@ static int eval_fed(vp_graph *g, int v, int depth) {
     int p = producer_of(g, v);
     if (depth > 64 || p < 0 || vp_value_numel(&g->values[v]) > 64 || !vp_value_known(&g->values[v])) return 0;
     const vp_node *n = &g->nodes[p];
-    if (!n->op || !n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || n->n_outputs != 1) return 0;
+    if (!n->op || (n->op->flags & VP_OP_NO_FOLD) || n->n_outputs != 1) return 0;
+    vp_cpu_fn kernel = vp_host_get(n, "computing a Loop's or If's bound data")->kernel(n->op);
+    if (!kernel) return 0;
     for (int k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] >= 0 && !eval_fed(g, n->inputs[k], depth + 1)) return 0;
     vp_tensor *tin = malloc(((size_t)n->n_inputs + 1) * sizeof *tin), out = vp_value_tensor(&g->values[v]);
@@ -131,7 +134,7 @@ static int eval_fed(vp_graph *g, int v, int depth) {
         pin[k] = &tin[k];
     }
     vp_error e;
-    ok = ok && !n->op->cpu(n, pin, pout, &e);
+    ok = ok && !kernel(n, pin, pout, &e);
     free(tin);
     free(pin);
     if (!ok) {

@@ -6,6 +6,7 @@
 
 #include "ir/attention_op.h"
 #include "ir/control.h"
+#include "ir/host.h"
 #include "ir/sequence.h"
 #include "ir/op_registry.h"
 
@@ -90,7 +91,7 @@ static int foldable_input(const vp_graph *g, int id, const char *frozen) {
 static vp_status fold_node(vp_graph *g, vp_node *n, const char *frozen, int64_t max_elems, int *folded, vp_error *err) {
     *folded = 0;
     /* a fused cast's node runs through the backends' store wrapper, never folded */
-    if (!n->op || !n->op->cpu || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR))
+    if (!n->op || (n->op->flags & VP_OP_NO_FOLD) || vp_node_attr(n, VP_CAST_ATTR))
         return VP_OK;
     int shape_only = (n->op->flags & VP_OP_FOLD_SHAPE_ONLY) != 0;
     for (int i = 0; i < n->n_inputs; i++) {
@@ -101,6 +102,8 @@ static vp_status fold_node(vp_graph *g, vp_node *n, const char *frozen, int64_t 
         if (n->outputs[i] < 0) continue;
         if (vp_value_numel(&g->values[n->outputs[i]]) > max_elems) return VP_OK;
     }
+    vp_cpu_fn kernel = vp_host_get(n, "constant folding")->kernel(n->op);
+    if (!kernel) return VP_OK;
     int w = n->n_inputs > n->n_outputs ? n->n_inputs : n->n_outputs;
     vp_tensor *tin = malloc(((size_t)w + 1) * sizeof *tin), *tout = malloc(((size_t)w + 1) * sizeof *tout);
     const vp_tensor **pin = malloc(((size_t)w + 1) * sizeof *pin);
@@ -125,7 +128,7 @@ static vp_status fold_node(vp_graph *g, vp_node *n, const char *frozen, int64_t 
         if (!tout[i].data) s = vp_fail(err, VP_ERR_NOMEM, "out of memory folding node '%s'", n->name);
         pout[i] = &tout[i];
     }
-    if (!s) s = n->op->cpu(n, pin, pout, err);
+    if (!s) s = kernel(n, pin, pout, err);
     for (int i = 0; i < n->n_outputs; i++) {
         if (!pout[i]) continue;
         if (s) {

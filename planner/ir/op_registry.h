@@ -1,9 +1,9 @@
 /* The op registry: one entry per op, grouped by family (planner/ops/<family>.c).
  *
- * An entry holds what every pass needs of an op side by side: the shape function the
- * planner runs, and the CPU reference kernel the runtime runs (kernels live in
- * runtime/cpu/<family>.c).  Later columns (gradient builder, cost) join the same
- * entry.  Adding an op is one entry plus its functions; nothing else is edited.
+ * An entry holds what the planner's passes need of an op side by side: the shape
+ * function, the flags (in place, view, folding), the gradient rule.  Adding an op is
+ * one entry plus its functions, and its CPU kernel's row in the runtime's table
+ * (runtime/cpu/cpu_kernels.c), which tests/test_cpu_kernels.c holds to this registry.
  *
  * Shape functions read the node's input values (dtype, shape and, where the op needs
  * it, constant data) and set its outputs with vp_shape_set_output().  They are also
@@ -11,8 +11,10 @@
  * VP_ERR_UNSUPPORTED, so a model we cannot run fails at load, never with a wrong
  * answer.
  *
- * CPU kernels get dense row-major tensors whose shapes the shape function decided;
- * omitted optional inputs are NULL.  Outputs are allocated by the caller. */
+ * CPU kernels (vp_cpu_fn, declared here, where the planner's constant folding and the
+ * runtime both see it) get dense row-major tensors whose shapes the shape function
+ * decided; omitted optional inputs are NULL.  Outputs are allocated by the caller.
+ * The planner reaches them only through the host the program installs (ir/host.h). */
 #ifndef VP_OP_REGISTRY_H
 #define VP_OP_REGISTRY_H
 
@@ -60,7 +62,6 @@ typedef struct vp_op_def {
     const char *domain;   /* "" for ai.onnx */
     int min_opset;        /* oldest opset version whose semantics we implement */
     vp_shape_fn shape;
-    vp_cpu_fn cpu;
     unsigned flags;
     vp_grad_fn grad;      /* NULL: not differentiable (or no rule yet) */
 } vp_op_def;

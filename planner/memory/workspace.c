@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "dn.h"
+#include "ir/host.h"
 
 static const struct {
     const char *domain, *op;
@@ -93,15 +92,15 @@ static int workspace_value(vp_graph *g, int node, int64_t bytes, const int *buff
 static int64_t align_up(int64_t x, int64_t a) { return a > 1 ? (x + a - 1) / a * a : x; }
 
 /* The bytes oneDNN's primitives for node n use beside its tensors on this machine (at
- * OpenMP's threads), 0 when oneDNN does not take n: from the values' shapes, no data read;
- * remembered for the process, so that the many plans checkpointing and the search make
- * of the same convolutions ask oneDNN once each (*d: a context made on the first miss). */
-static vp_status host_dnn_bytes(vp_dn **d, vp_io_args *io, const vp_graph *g, const vp_node *n, int64_t *bytes,
+ * OpenMP's threads), 0 when oneDNN does not take n: from the values' shapes, no data read.
+ * The runtime answers (ir/host.h): it remembers each answer for the process, so that the
+ * many plans checkpointing and the search make of the same convolutions ask oneDNN once
+ * each. */
+static vp_status host_dnn_bytes(const vp_host *h, void *session, const vp_graph *g, const vp_node *n, int64_t *bytes,
                                 vp_error *err) {
     *bytes = 0;
-    if (vp_workspace_kind_of(n) != VP_WORKSPACE_CONV || !vp_dn_may_cover(n)) return VP_OK;
-    vp_io_args_describe(io, g, n);
-    return vp_dn_workspace_bytes_memo(d, n, io->pin, io->pout, bytes, err);
+    if (vp_workspace_kind_of(n) != VP_WORKSPACE_CONV) return VP_OK;
+    return h->workspace_bytes(session, g, n, bytes, err);
 }
 
 vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
@@ -109,24 +108,24 @@ vp_status vp_plan_workspaces(vp_plan *p, vp_error *err) {
     vp_graph *g = p->g;
     int64_t *want = calloc((size_t)p->n_steps + 1, sizeof *want);
     if (!want) return vp_fail(err, VP_ERR_NOMEM, "out of memory planning workspaces");
-    /* a context of our own, made on the first size the memo lacks: its primitives are
-     * built for sizing only, then freed */
-    vp_dn *dn = NULL;
-    vp_io_args io; /* the tensors oneDNN is asked about, sized for the graph's widest node */
+    /* the host's session: a oneDNN context of its own, made on the first size its memo
+     * lacks (its primitives built for sizing only, then freed), and the tensors oneDNN is
+     * asked about, sized for the graph's widest node */
+    const vp_host *host = p->device.host_dnn ? vp_host_get(NULL, "sizing oneDNN's workspaces (host_dnn)") : NULL;
+    void *session = NULL;
     int count = 0;
-    vp_status s = p->device.host_dnn ? vp_io_args_init(&io, g, err) : VP_OK;
+    vp_status s = host ? host->workspace_open(g, &session, err) : VP_OK;
     if (s) {
         free(want);
         return s;
     }
     for (int st = 0; st < p->n_steps && !s; st++) {
         const vp_node *n = &g->nodes[p->steps[st]];
-        if (p->device.host_dnn) s = host_dnn_bytes(&dn, &io, g, n, &want[st], err);
+        if (host) s = host_dnn_bytes(host, session, g, n, &want[st], err);
         else want[st] = vp_workspace_bytes(g, n, &p->device);
         count += want[st] > 0;
     }
-    if (p->device.host_dnn) vp_io_args_free(&io);
-    vp_dn_free(dn);
+    if (host) host->workspace_close(session);
     if (s || !count) {
         free(want);
         return s;

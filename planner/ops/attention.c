@@ -29,7 +29,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "k_attention.h"
 #include "ir/op_registry.h"
 #include "ops/grad_macros.h"
 
@@ -149,7 +148,7 @@ static VP_GRAD_RULE(grad_attention) {
 }
 
 const vp_op_def vp_ops_attention[] = {
-    {.name = "Attention", .domain = "vplan", .shape = shape_attention, .cpu = vp_cpu_attention, .grad = grad_attention},
-    {.name = "AttentionGrad", .domain = "vplan", .shape = shape_attention_grad, .cpu = vp_cpu_attention_grad},
+    {.name = "Attention", .domain = "vplan", .shape = shape_attention, .grad = grad_attention},
+    {.name = "AttentionGrad", .domain = "vplan", .shape = shape_attention_grad},
     {0},
 };

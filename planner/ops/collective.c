@@ -28,12 +28,12 @@
  * sum).  So a transformer layer has two of each: two all-reduces forward (after the
  * attention and MLP output projections) and two backward (at the two TPCopy).
  *
- * The CPU kernel is the one-rank case (a copy).  The all-reduces carry VP_OP_COLLECTIVE:
+ * The CPU kernel is the one-rank case (a copy; runtime/cpu/cpu_kernels.c).  The
+ * all-reduces carry VP_OP_COLLECTIVE:
  * a backend with a communicator (runtime/comm.h) runs it there instead, over MPI or
  * NCCL.  It may write in place (the all-reduce reads its whole input before writing). */
 #include <string.h>
 
-#include "k_elementwise.h"
 #include "ops/grad_macros.h"
 #include "train/grad.h"
 
@@ -65,14 +65,6 @@ static vp_status shape_axis(vp_graph *g, vp_node *n, int gather, vp_error *err) 
 static vp_status shape_gather(vp_graph *g, vp_node *n, vp_error *err) { return shape_axis(g, n, 1, err); }
 static vp_status shape_scatter(vp_graph *g, vp_node *n, vp_error *err) { return shape_axis(g, n, 0, err); }
 
-/* One rank alone (ranks 1) is a copy; more need the backend's communicator. */
-static vp_status cpu_one_rank(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    if (vp_attr_int(n, "ranks", 1) != 1)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a collective of %d ranks needs a communicator (mpirun)",
-                            (int)vp_attr_int(n, "ranks", 1));
-    return vp_cpu_identity(n, in, out, err);
-}
-
 static vp_status grad_conjugate(vp_grad_ctx *c, int node, const int *dy, int *dx, const char *op, vp_error *err) {
     if (dy[0] < 0 || !vp_grad_needs(c, node, 0)) return VP_OK;
     int b = vp_grad_begin(c, node, op, "vplan", 1, &dy[0], 1);
@@ -93,15 +85,15 @@ static VP_GRAD_RULE(grad_tp_copy) {
 }
 
 const vp_op_def vp_ops_collective[] = {
-    {.name = "TPCopy", .domain = "vplan", .shape = shape_same, .cpu = vp_cpu_identity, .flags = VP_OP_VIEW | VP_OP_NO_FOLD,
+    {.name = "TPCopy", .domain = "vplan", .shape = shape_same, .flags = VP_OP_VIEW | VP_OP_NO_FOLD,
      .grad = grad_tp_copy},
-    {.name = "TPAllReduce", .domain = "vplan", .shape = shape_same, .cpu = vp_cpu_identity,
+    {.name = "TPAllReduce", .domain = "vplan", .shape = shape_same,
      .flags = VP_OP_INPLACE | VP_OP_NO_FOLD | VP_OP_COLLECTIVE, .grad = vp_grad_identity},
-    {.name = "TPAllGather", .domain = "vplan", .shape = shape_gather, .cpu = cpu_one_rank,
+    {.name = "TPAllGather", .domain = "vplan", .shape = shape_gather,
      .flags = VP_OP_NO_FOLD | VP_OP_COLLECTIVE | VP_OP_COLLECTIVE_GATHER, .grad = grad_all_gather},
-    {.name = "TPReduceScatter", .domain = "vplan", .shape = shape_scatter, .cpu = cpu_one_rank,
+    {.name = "TPReduceScatter", .domain = "vplan", .shape = shape_scatter,
      .flags = VP_OP_NO_FOLD | VP_OP_COLLECTIVE | VP_OP_COLLECTIVE_SCATTER, .grad = grad_reduce_scatter},
-    {.name = "TPAllReduceMax", .domain = "vplan", .shape = shape_same, .cpu = vp_cpu_identity,
+    {.name = "TPAllReduceMax", .domain = "vplan", .shape = shape_same,
      .flags = VP_OP_INPLACE | VP_OP_NO_FOLD | VP_OP_COLLECTIVE | VP_OP_COLLECTIVE_MAX | VP_OP_STOP_GRADIENT},
     {0},
 };

@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "ir/op_registry.h"
-#include "k_train.h"
 #include "ops/grad_macros.h"
 
 static vp_status check_gelu_matmul(vp_graph *g, const vp_node *n, int h_in, int64_t *k_out, int64_t *n_out,
@@ -98,8 +97,8 @@ static VP_GRAD_RULE(grad_gelu_matmul) {
 }
 
 const vp_op_def vp_ops_gelu_matmul[] = {
-    {.name = "GeluMatMul", .domain = "vplan", .shape = shape_gelu_matmul, .cpu = vp_cpu_gelu_matmul,
+    {.name = "GeluMatMul", .domain = "vplan", .shape = shape_gelu_matmul, 
      .grad = grad_gelu_matmul},
-    {.name = "GeluMatMulGrad", .domain = "vplan", .shape = shape_gelu_matmul_grad, .cpu = vp_cpu_gelu_matmul_grad},
+    {.name = "GeluMatMulGrad", .domain = "vplan", .shape = shape_gelu_matmul_grad},
     {0},
 };

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "ops/grad_macros.h"
-#include "k_linalg.h"
+#include "ops/op_semantics.h"
 
 
 /* ---- MatMul ---- */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ops/grad_macros.h"
-#include "k_linalg.h"
+#include "ops/op_semantics.h"
 
 
 /* Fails when a gradient reaches one of outputs [from, n_outputs): statistics the

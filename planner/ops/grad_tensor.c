@@ -3,14 +3,14 @@
  * a Slice), with standard ops; Gather uses ONNX Runtime's GatherGrad, GatherElements a
  * one-hot scatter-add (vp_gr_scatter_add).  Shapes and the parameters that decide them
  * (Slice's starts, Pad's pads) are known ahead of time, so the rules resolve them here
- * with the resolvers the kernels use (k_tensor.h). */
+ * with the resolvers the kernels use (op_semantics.h). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/grad_macros.h"
 #include "ir/graph_build.h"
-#include "k_tensor.h"
+#include "ops/grad_macros.h"
+#include "ops/op_semantics.h"
 
 
 static vp_status build(vp_grad_ctx *c, int node, const char *op, const char *domain, int n_in, const int *in, int n_out,

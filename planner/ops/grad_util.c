@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/grad_rules.h"
 #include "ir/graph_build.h"
 #include "ir/infer.h"
-#include "k_elementwise.h"
+#include "ops/grad_rules.h"
+#include "ops/op_semantics.h"
 
 int vp_gr_in(vp_grad_ctx *c, int node, int k) {
     const vp_node *n = &vp_grad_graph(c)->nodes[node];

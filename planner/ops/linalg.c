@@ -1,14 +1,14 @@
 /* The linalg family: MatMul, Gemm, Conv, ConvTranspose, pooling, normalisation, LRN.
  *
  * Shape functions validate arity, dtypes and attributes and set the outputs; window
- * ops derive output extents and pads through vp_window_resolve(), the same function
- * the CPU kernels call, so planner and kernels cannot disagree.  Kernels live in
- * runtime/cpu/k_linalg.c, k_conv.c, k_pool.c and k_norm.c. */
+ * ops derive output extents and pads through vp_window_resolve() (op_semantics.h), the
+ * same function the CPU kernels call, so planner and kernels cannot disagree.  Kernels
+ * live in runtime/cpu/k_linalg.c, k_conv.c, k_pool.c and k_norm.c. */
 #include <string.h>
 
-#include "ops/grad_rules.h"
-#include "k_linalg.h"
 #include "ir/op_registry.h"
+#include "ops/grad_rules.h"
+#include "ops/op_semantics.h"
 
 static const vp_dtype matmul_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 static const vp_dtype maxpool_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I8, VP_U8};
@@ -272,28 +272,28 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
 /* Designated fields, so columns added to vp_op_def later start out empty here.  Ops
  * without a gradient rule (NULL) are not differentiable here; BatchNormalization is
  * rewritten to com.microsoft.BatchNormInternal for training (planner/train_mode.c). */
-#define LINALG_OP(op, opset, shape_fn, cpu_fn, grad_fn) \
-    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn, .grad = grad_fn }
+#define LINALG_OP(op, opset, shape_fn, grad_fn) \
+    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .grad = grad_fn }
 /* normalisations read each channel or row whole before writing it: Y may go over X */
-#define LINALG_INPLACE_OP(op, opset, shape_fn, cpu_fn, grad_fn) \
-    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .cpu = cpu_fn, .flags = VP_OP_INPLACE, .grad = grad_fn }
+#define LINALG_INPLACE_OP(op, opset, shape_fn, grad_fn) \
+    { .name = op, .domain = "", .min_opset = opset, .shape = shape_fn, .flags = VP_OP_INPLACE, .grad = grad_fn }
 
 const vp_op_def vp_ops_linalg[] = {
-    LINALG_OP("MatMul", 1, shape_matmul, vp_cpu_matmul, vp_grad_matmul),
-    LINALG_OP("Gemm", 1, shape_gemm, vp_cpu_gemm, vp_grad_gemm),
-    {.name = "FusedMatMul", .domain = "com.microsoft", .min_opset = 0, .shape = shape_matmul, .cpu = vp_cpu_fused_matmul,
+    LINALG_OP("MatMul", 1, shape_matmul, vp_grad_matmul),
+    LINALG_OP("Gemm", 1, shape_gemm, vp_grad_gemm),
+    {.name = "FusedMatMul", .domain = "com.microsoft", .min_opset = 0, .shape = shape_matmul, 
      .grad = vp_grad_fused_matmul},
-    LINALG_OP("Conv", 1, shape_conv, vp_cpu_conv, vp_grad_conv),
-    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_cpu_conv_transpose, vp_grad_conv_transpose),
-    LINALG_OP("MaxPool", 1, shape_maxpool, vp_cpu_maxpool, vp_grad_max_pool),
-    LINALG_OP("AveragePool", 1, shape_avgpool, vp_cpu_avgpool, vp_grad_average_pool),
-    LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_cpu_global_avgpool, vp_grad_global_average_pool),
-    LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_cpu_global_maxpool, vp_grad_global_max_pool),
-    LINALG_OP("LRN", 1, shape_lrn, vp_cpu_lrn, vp_grad_lrn),
-    LINALG_INPLACE_OP("BatchNormalization", 6, shape_batchnorm, vp_cpu_batchnorm, vp_grad_batch_norm),
-    LINALG_INPLACE_OP("InstanceNormalization", 6, shape_instancenorm, vp_cpu_instancenorm, vp_grad_instance_norm),
+    LINALG_OP("Conv", 1, shape_conv, vp_grad_conv),
+    LINALG_OP("ConvTranspose", 1, shape_conv_transpose, vp_grad_conv_transpose),
+    LINALG_OP("MaxPool", 1, shape_maxpool, vp_grad_max_pool),
+    LINALG_OP("AveragePool", 1, shape_avgpool, vp_grad_average_pool),
+    LINALG_OP("GlobalAveragePool", 1, shape_global_pool, vp_grad_global_average_pool),
+    LINALG_OP("GlobalMaxPool", 1, shape_global_pool, vp_grad_global_max_pool),
+    LINALG_OP("LRN", 1, shape_lrn, vp_grad_lrn),
+    LINALG_INPLACE_OP("BatchNormalization", 6, shape_batchnorm, vp_grad_batch_norm),
+    LINALG_INPLACE_OP("InstanceNormalization", 6, shape_instancenorm, vp_grad_instance_norm),
     /* standard from opset 17; ONNX Runtime has it in the default domain from opset 1 (its
      * contrib schema), where its LayerNormFusion and ours (planner/train/fuse.c) write it */
-    LINALG_INPLACE_OP("LayerNormalization", 1, shape_layernorm, vp_cpu_layernorm, vp_grad_layer_norm),
+    LINALG_INPLACE_OP("LayerNormalization", 1, shape_layernorm, vp_grad_layer_norm),
     {0},
 };

@@ -39,7 +39,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "k_fake_quant.h"
 #include "ir/op_registry.h"
 #include "ops/grad_macros.h"
 
@@ -161,10 +160,10 @@ static VP_GRAD_RULE(grad_none) {
 }
 
 const vp_op_def vp_ops_quant[] = {
-    {.name = "FakeQuant", .domain = "vplan", .shape = shape_fake_quant, .cpu = vp_cpu_fake_quant, .grad = grad_fake_quant},
-    {.name = "FakeQuantGrad", .domain = "vplan", .shape = shape_fake_quant_grad, .cpu = vp_cpu_fake_quant_grad},
-    {.name = "QuantObserver", .domain = "vplan", .shape = shape_observer, .cpu = vp_cpu_quant_observer,
+    {.name = "FakeQuant", .domain = "vplan", .shape = shape_fake_quant, .grad = grad_fake_quant},
+    {.name = "FakeQuantGrad", .domain = "vplan", .shape = shape_fake_quant_grad},
+    {.name = "QuantObserver", .domain = "vplan", .shape = shape_observer, 
      .flags = VP_OP_NO_FOLD, .grad = grad_none},
-    {.name = "QuantParams", .domain = "vplan", .shape = shape_qparams, .cpu = vp_cpu_quant_params, .grad = grad_none},
+    {.name = "QuantParams", .domain = "vplan", .shape = shape_qparams, .grad = grad_none},
     {0},
 };

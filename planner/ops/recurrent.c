@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k_recurrent.h"
 #include "ir/op_registry.h"
 #include "ops/grad_macros.h"
 
@@ -252,11 +251,11 @@ static VP_GRAD_RULE(grad_lstm) { return grad_rnn(c, node, dy, dx, 4, err); }
 static VP_GRAD_RULE(grad_gru) { return grad_rnn(c, node, dy, dx, 3, err); }
 
 const vp_op_def vp_ops_recurrent[] = {
-    {.name = "LSTM", .min_opset = 7, .shape = shape_lstm, .cpu = vp_cpu_lstm, .flags = VP_OP_OUTPUT0_OPTIONAL, .grad = grad_lstm},
-    {.name = "GRU", .min_opset = 7, .shape = shape_gru, .cpu = vp_cpu_gru, .flags = VP_OP_OUTPUT0_OPTIONAL, .grad = grad_gru},
-    {.name = "LSTMTraining", .domain = "vplan", .shape = shape_lstm_training, .cpu = vp_cpu_lstm, .grad = grad_lstm},
-    {.name = "GRUTraining", .domain = "vplan", .shape = shape_gru_training, .cpu = vp_cpu_gru, .grad = grad_gru},
-    {.name = "LSTMGrad", .domain = "vplan", .shape = shape_lstm_grad, .cpu = vp_cpu_lstm_grad},
-    {.name = "GRUGrad", .domain = "vplan", .shape = shape_gru_grad, .cpu = vp_cpu_gru_grad},
+    {.name = "LSTM", .min_opset = 7, .shape = shape_lstm, .flags = VP_OP_OUTPUT0_OPTIONAL, .grad = grad_lstm},
+    {.name = "GRU", .min_opset = 7, .shape = shape_gru, .flags = VP_OP_OUTPUT0_OPTIONAL, .grad = grad_gru},
+    {.name = "LSTMTraining", .domain = "vplan", .shape = shape_lstm_training, .grad = grad_lstm},
+    {.name = "GRUTraining", .domain = "vplan", .shape = shape_gru_training, .grad = grad_gru},
+    {.name = "LSTMGrad", .domain = "vplan", .shape = shape_lstm_grad},
+    {.name = "GRUGrad", .domain = "vplan", .shape = shape_gru_grad},
     {0},
 };

@@ -8,9 +8,9 @@
  * decided from n->opset, in helpers the kernels share where both need them. */
 #include <string.h>
 
-#include "k_reduce.h"
-#include "ops/grad_rules.h"
 #include "ir/op_registry.h"
+#include "ops/grad_rules.h"
+#include "ops/op_semantics.h"
 
 static const vp_dtype numeric_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64};
 static const vp_dtype ordered_types[] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, VP_I64, VP_U8, VP_I8};
@@ -284,36 +284,36 @@ static vp_status shape_topk(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 /* Designated, so columns added to vp_op_def later (gradient, cost) default to empty. */
-#define REDUCE_OP(name_, opset_, shape_, cpu_, grad_) \
-    {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .cpu = cpu_, .grad = grad_}
+#define REDUCE_OP(name_, opset_, shape_, grad_) \
+    {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .grad = grad_}
 /* The same for an op whose output may be written over its input (each fiber is read
  * whole before it is written). */
-#define REDUCE_INPLACE_OP(name_, opset_, shape_, cpu_, grad_) \
-    {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .cpu = cpu_, .flags = VP_OP_INPLACE, .grad = grad_}
+#define REDUCE_INPLACE_OP(name_, opset_, shape_, grad_) \
+    {.name = name_, .domain = "", .min_opset = opset_, .shape = shape_, .flags = VP_OP_INPLACE, .grad = grad_}
 
 const vp_op_def vp_ops_reduce[] = {
-    REDUCE_OP("ReduceSum", 1, shape_reduce, vp_cpu_reduce_sum, vp_grad_reduce_sum),
-    REDUCE_OP("ReduceMean", 1, shape_reduce, vp_cpu_reduce_mean, vp_grad_reduce_mean),
-    REDUCE_OP("ReduceMax", 1, shape_reduce, vp_cpu_reduce_max, vp_grad_reduce_max_min),
-    REDUCE_OP("ReduceMin", 1, shape_reduce, vp_cpu_reduce_min, vp_grad_reduce_max_min),
-    REDUCE_OP("ReduceProd", 1, shape_reduce, vp_cpu_reduce_prod, vp_grad_reduce_prod),
-    REDUCE_OP("ReduceL1", 1, shape_reduce, vp_cpu_reduce_l1, vp_grad_reduce_l1),
-    REDUCE_OP("ReduceL2", 1, shape_reduce, vp_cpu_reduce_l2, vp_grad_reduce_l2),
-    REDUCE_OP("ReduceSumSquare", 1, shape_reduce, vp_cpu_reduce_sum_square, vp_grad_reduce_sum_square),
-    REDUCE_OP("ReduceLogSum", 1, shape_reduce, vp_cpu_reduce_log_sum, vp_grad_reduce_log_sum),
-    REDUCE_OP("ReduceLogSumExp", 1, shape_reduce, vp_cpu_reduce_log_sum_exp, vp_grad_reduce_log_sum_exp),
-    REDUCE_OP("ArgMax", 1, shape_arg, vp_cpu_argmax, NULL),
-    REDUCE_OP("ArgMin", 1, shape_arg, vp_cpu_argmin, NULL),
-    REDUCE_INPLACE_OP("Softmax", 1, shape_softmax, vp_cpu_softmax, vp_grad_softmax),
-    REDUCE_INPLACE_OP("LogSoftmax", 1, shape_softmax, vp_cpu_log_softmax, vp_grad_log_softmax),
-    REDUCE_INPLACE_OP("Hardmax", 1, shape_softmax, vp_cpu_hardmax, vp_grad_zero),
-    REDUCE_OP("SoftmaxCrossEntropyLoss", 12, shape_loss, vp_cpu_softmax_cross_entropy_loss,
+    REDUCE_OP("ReduceSum", 1, shape_reduce, vp_grad_reduce_sum),
+    REDUCE_OP("ReduceMean", 1, shape_reduce, vp_grad_reduce_mean),
+    REDUCE_OP("ReduceMax", 1, shape_reduce, vp_grad_reduce_max_min),
+    REDUCE_OP("ReduceMin", 1, shape_reduce, vp_grad_reduce_max_min),
+    REDUCE_OP("ReduceProd", 1, shape_reduce, vp_grad_reduce_prod),
+    REDUCE_OP("ReduceL1", 1, shape_reduce, vp_grad_reduce_l1),
+    REDUCE_OP("ReduceL2", 1, shape_reduce, vp_grad_reduce_l2),
+    REDUCE_OP("ReduceSumSquare", 1, shape_reduce, vp_grad_reduce_sum_square),
+    REDUCE_OP("ReduceLogSum", 1, shape_reduce, vp_grad_reduce_log_sum),
+    REDUCE_OP("ReduceLogSumExp", 1, shape_reduce, vp_grad_reduce_log_sum_exp),
+    REDUCE_OP("ArgMax", 1, shape_arg, NULL),
+    REDUCE_OP("ArgMin", 1, shape_arg, NULL),
+    REDUCE_INPLACE_OP("Softmax", 1, shape_softmax, vp_grad_softmax),
+    REDUCE_INPLACE_OP("LogSoftmax", 1, shape_softmax, vp_grad_log_softmax),
+    REDUCE_INPLACE_OP("Hardmax", 1, shape_softmax, vp_grad_zero),
+    REDUCE_OP("SoftmaxCrossEntropyLoss", 12, shape_loss,
               vp_grad_softmax_cross_entropy_loss),
-    REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_cpu_nll_loss, vp_grad_nll_loss),
-    REDUCE_OP("QuantizeLinear", 10, shape_quantize, vp_cpu_quantize_linear, NULL),
-    REDUCE_OP("DequantizeLinear", 10, shape_dequantize, vp_cpu_dequantize_linear, NULL),
-    REDUCE_OP("DynamicQuantizeLinear", 11, shape_dynamic_quantize, vp_cpu_dynamic_quantize_linear, NULL),
-    REDUCE_OP("CumSum", 11, shape_cumsum, vp_cpu_cumsum, vp_grad_cumsum),
-    REDUCE_OP("TopK", 1, shape_topk, vp_cpu_topk, vp_grad_topk),
+    REDUCE_OP("NegativeLogLikelihoodLoss", 12, shape_loss, vp_grad_nll_loss),
+    REDUCE_OP("QuantizeLinear", 10, shape_quantize, NULL),
+    REDUCE_OP("DequantizeLinear", 10, shape_dequantize, NULL),
+    REDUCE_OP("DynamicQuantizeLinear", 11, shape_dynamic_quantize, NULL),
+    REDUCE_OP("CumSum", 11, shape_cumsum, vp_grad_cumsum),
+    REDUCE_OP("TopK", 1, shape_topk, vp_grad_topk),
     {0},
 };

@@ -6,14 +6,14 @@
  * In: the node and its inputs' shapes, and for Resize the scales or sizes (and roi),
  * which must be known ahead of time (exporters make them with small subgraphs that
  * folding reduces to data).  Out: the output shapes, through the same resolver the
- * kernels use (runtime/cpu/k_resample.h), so planner and runtime agree on every
+ * kernels use (vp_resize_resolve, op_semantics.h), so planner and runtime agree on every
  * floor and rounding; a variant the kernels do not compute (cubic, antialias) is
  * refused here, at load.  Kernels: runtime/cpu/k_resample.c, k_scatter_nd.c.
  * Gradient rules: grad_resample.c. */
 #include <string.h>
 
 #include "ops/grad_rules.h"
-#include "k_resample.h"
+#include "ops/op_semantics.h"
 
 static const vp_dtype index_types[] = {VP_I32, VP_I64};
 
@@ -165,12 +165,12 @@ static vp_status gather_nd_grad_shape(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 const vp_op_def vp_ops_resample[] = {
-    {"Resize", "", 10, resize_shape, vp_cpu_resize, 0, vp_grad_resize},
-    {"Upsample", "", 7, resize_shape, vp_cpu_resize, 0, vp_grad_resize},
-    {"ScatterND", "", 11, scatter_nd_shape, vp_cpu_scatter_nd, 0, vp_grad_scatter_nd},
-    {"GatherND", "", 11, gather_nd_shape, vp_cpu_gather_nd, 0, vp_grad_gather_nd},
+    {"Resize", "", 10, resize_shape, 0, vp_grad_resize},
+    {"Upsample", "", 7, resize_shape, 0, vp_grad_resize},
+    {"ScatterND", "", 11, scatter_nd_shape, 0, vp_grad_scatter_nd},
+    {"GatherND", "", 11, gather_nd_shape, 0, vp_grad_gather_nd},
     /* their adjoints, ONNX Runtime's training ops with its inputs and attributes */
-    {"ResizeGrad", "com.microsoft", 0, resize_grad_shape, vp_cpu_resize_grad, 0, NULL},
-    {"GatherNDGrad", "com.microsoft", 0, gather_nd_grad_shape, vp_cpu_gather_nd_grad, 0, NULL},
+    {"ResizeGrad", "com.microsoft", 0, resize_grad_shape, 0, NULL},
+    {"GatherNDGrad", "com.microsoft", 0, gather_nd_grad_shape, 0, NULL},
     {0},
 };

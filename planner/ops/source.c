@@ -12,7 +12,7 @@
 
 #include "ir/dtype_conv.h"
 #include "ops/grad_rules.h"
-#include "k_tensor.h"
+#include "ops/op_semantics.h"
 
 /* ---- Shape and Size ---- */
 
@@ -132,10 +132,10 @@ static vp_status range_shape(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 const vp_op_def vp_ops_source[] = {
-    {"Shape", "", 1, shape_shape, vp_cpu_shape, VP_OP_FOLD_SHAPE_ONLY, NULL},
-    {"Size", "", 1, size_shape, vp_cpu_size, VP_OP_FOLD_SHAPE_ONLY, NULL},
-    {"Constant", "", 1, constant_shape, vp_cpu_constant, 0, NULL},
-    {"ConstantOfShape", "", 9, constant_of_shape_shape, vp_cpu_constant_of_shape, 0, NULL},
-    {"Range", "", 11, range_shape, vp_cpu_range, 0, NULL},
+    {"Shape", "", 1, shape_shape, VP_OP_FOLD_SHAPE_ONLY, NULL},
+    {"Size", "", 1, size_shape, VP_OP_FOLD_SHAPE_ONLY, NULL},
+    {"Constant", "", 1, constant_shape, 0, NULL},
+    {"ConstantOfShape", "", 9, constant_of_shape_shape, 0, NULL},
+    {"Range", "", 11, range_shape, 0, NULL},
     {0},
 };

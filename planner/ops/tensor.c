@@ -7,15 +7,15 @@
  * known ahead of time; exporters make them with small Shape -> Gather -> Concat
  * subgraphs that constant folding reduces to data before these functions run (Shape
  * and Size read only their input's shape, so they fold even when its data is
- * unknown).  Slice and Pad share their resolvers with the kernels
- * (runtime/cpu/k_tensor.h), so planner and runtime agree on every clamp. */
+ * unknown).  Slice and Pad share their resolvers with the kernels (op_semantics.h), so
+ * planner and runtime agree on every clamp. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/dtype_conv.h"
 #include "ops/grad_rules.h"
-#include "k_tensor.h"
+#include "ops/op_semantics.h"
 
 static vp_status check_storable(const vp_node *n, int input, const vp_value *v, vp_error *err) {
     if (v->dtype == VP_STRING || !vp_dtype_size(v->dtype))
@@ -455,19 +455,19 @@ static vp_status pad_shape(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 const vp_op_def vp_ops_tensor[] = {
-    {"Reshape", "", 5, reshape_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
-    {"Flatten", "", 1, flatten_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
-    {"Squeeze", "", 1, squeeze_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
-    {"Unsqueeze", "", 1, unsqueeze_shape, vp_cpu_reshape, VP_OP_VIEW, vp_grad_reshape},
-    {"Transpose", "", 1, transpose_shape, vp_cpu_transpose, 0, vp_grad_transpose},
-    {"Concat", "", 1, concat_shape, vp_cpu_concat, 0, vp_grad_concat},
-    {"Split", "", 2, split_shape, vp_cpu_split, 0, vp_grad_split},
-    {"Slice", "", 1, slice_shape, vp_cpu_slice, 0, vp_grad_slice},
-    {"Expand", "", 8, expand_shape, vp_cpu_expand, 0, vp_grad_expand},
-    {"Tile", "", 6, tile_shape, vp_cpu_tile, 0, vp_grad_tile},
-    {"Gather", "", 1, gather_shape, vp_cpu_gather, 0, vp_grad_gather},
-    {"GatherElements", "", 11, gather_elements_shape, vp_cpu_gather_elements, 0, vp_grad_gather_elements},
-    {"Trilu", "", 14, trilu_shape, vp_cpu_trilu, 0, vp_grad_trilu},
-    {"Pad", "", 2, pad_shape, vp_cpu_pad, 0, vp_grad_pad},
+    {"Reshape", "", 5, reshape_shape, VP_OP_VIEW, vp_grad_reshape},
+    {"Flatten", "", 1, flatten_shape, VP_OP_VIEW, vp_grad_reshape},
+    {"Squeeze", "", 1, squeeze_shape, VP_OP_VIEW, vp_grad_reshape},
+    {"Unsqueeze", "", 1, unsqueeze_shape, VP_OP_VIEW, vp_grad_reshape},
+    {"Transpose", "", 1, transpose_shape, 0, vp_grad_transpose},
+    {"Concat", "", 1, concat_shape, 0, vp_grad_concat},
+    {"Split", "", 2, split_shape, 0, vp_grad_split},
+    {"Slice", "", 1, slice_shape, 0, vp_grad_slice},
+    {"Expand", "", 8, expand_shape, 0, vp_grad_expand},
+    {"Tile", "", 6, tile_shape, 0, vp_grad_tile},
+    {"Gather", "", 1, gather_shape, 0, vp_grad_gather},
+    {"GatherElements", "", 11, gather_elements_shape, 0, vp_grad_gather_elements},
+    {"Trilu", "", 14, trilu_shape, 0, vp_grad_trilu},
+    {"Pad", "", 2, pad_shape, 0, vp_grad_pad},
     {0},
 };

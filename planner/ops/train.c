@@ -13,10 +13,9 @@
  * AveragePool geometry whose input extent is unambiguous (all strides 1). */
 #include <string.h>
 
-#include "ops/grad_rules.h"
-#include "k_linalg.h"
-#include "k_train.h"
 #include "ir/op_registry.h"
+#include "ops/grad_rules.h"
+#include "ops/op_semantics.h"
 
 static const vp_dtype index_types[] = {VP_I32, VP_I64};
 
@@ -381,43 +380,40 @@ static vp_status shape_sce_loss_grad(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 /* Designated fields, so columns added to vp_op_def later start out empty here. */
-#define MS_OP(op, shape_fn, cpu_fn) {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn}
+#define MS_OP(op, shape_fn) {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn}
 /* dX may be written over dY or the forward value read (elementwise, or rows and
  * channels read whole before they are written) */
-#define MS_INPLACE_OP(op, shape_fn, cpu_fn) \
-    {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn, .flags = VP_OP_INPLACE}
-#define ONNX9_OP(op, shape_fn, cpu_fn) {.name = op, .domain = "", .min_opset = 9, .shape = shape_fn, .cpu = cpu_fn}
+#define MS_INPLACE_OP(op, shape_fn) \
+    {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn, .flags = VP_OP_INPLACE}
+#define ONNX9_OP(op, shape_fn) {.name = op, .domain = "", .min_opset = 9, .shape = shape_fn}
 const vp_op_def vp_ops_train[] = {
-    MS_INPLACE_OP("ReluGrad", shape_pointwise_grad, vp_cpu_relu_grad),
-    MS_INPLACE_OP("LeakyReluGrad", shape_pointwise_grad, vp_cpu_leaky_relu_grad),
-    MS_INPLACE_OP("GeluGrad", shape_pointwise_grad, vp_cpu_gelu_grad),
-    MS_INPLACE_OP("FastGeluGrad", shape_pointwise_grad, vp_cpu_fast_gelu_grad),
-    MS_INPLACE_OP("SigmoidGrad", shape_pointwise_grad, vp_cpu_sigmoid_grad),
-    MS_INPLACE_OP("TanhGrad", shape_pointwise_grad, vp_cpu_tanh_grad),
-    MS_INPLACE_OP("SoftmaxGrad", shape_softmax_grad, vp_cpu_softmax_grad),
-    MS_INPLACE_OP("SoftmaxGrad_13", shape_softmax_grad, vp_cpu_softmax_grad),
-    MS_INPLACE_OP("LogSoftmaxGrad", shape_softmax_grad, vp_cpu_log_softmax_grad),
-    MS_INPLACE_OP("LogSoftmaxGrad_13", shape_softmax_grad, vp_cpu_log_softmax_grad),
-    MS_INPLACE_OP("DropoutGrad", shape_dropout_grad, vp_cpu_dropout_grad),
-    MS_OP("LayerNormalizationGrad", shape_layernorm_grad, vp_cpu_layernorm_grad),
+    MS_INPLACE_OP("ReluGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("LeakyReluGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("GeluGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("FastGeluGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("SigmoidGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("TanhGrad", shape_pointwise_grad),
+    MS_INPLACE_OP("SoftmaxGrad", shape_softmax_grad),
+    MS_INPLACE_OP("SoftmaxGrad_13", shape_softmax_grad),
+    MS_INPLACE_OP("LogSoftmaxGrad", shape_softmax_grad),
+    MS_INPLACE_OP("LogSoftmaxGrad_13", shape_softmax_grad),
+    MS_INPLACE_OP("DropoutGrad", shape_dropout_grad),
+    MS_OP("LayerNormalizationGrad", shape_layernorm_grad),
     /* the one forward op here: its gradient is BatchNormalizationGrad (grad_linalg.c) */
     {.name = "BatchNormInternal", .domain = "com.microsoft", .min_opset = 0, .shape = shape_batchnorm_internal,
-     .cpu = vp_cpu_batchnorm_internal, .grad = vp_grad_batch_norm_internal},
-    MS_INPLACE_OP("BatchNormalizationGrad", shape_batchnorm_grad, vp_cpu_batchnorm_grad),
-    MS_OP("ConvGrad", shape_conv_grad, vp_cpu_conv_grad),
-    MS_OP("MaxPoolGrad", shape_maxpool_grad, vp_cpu_maxpool_grad),
-    MS_OP("AveragePoolGrad", shape_avgpool_grad, vp_cpu_avgpool_grad),
-    ONNX9_OP("MaxPoolGrad", shape_maxpool_grad, vp_cpu_maxpool_grad),
-    ONNX9_OP("AveragePoolGrad", shape_avgpool_grad, vp_cpu_avgpool_grad),
-    MS_OP("GatherGrad", shape_gather_grad, vp_cpu_gather_grad),
-    MS_INPLACE_OP("SoftmaxCrossEntropyLossGrad", shape_sce_loss_grad, vp_cpu_sce_loss_grad),
+     .grad = vp_grad_batch_norm_internal},
+    MS_INPLACE_OP("BatchNormalizationGrad", shape_batchnorm_grad),
+    MS_OP("ConvGrad", shape_conv_grad),
+    MS_OP("MaxPoolGrad", shape_maxpool_grad),
+    MS_OP("AveragePoolGrad", shape_avgpool_grad),
+    ONNX9_OP("MaxPoolGrad", shape_maxpool_grad),
+    ONNX9_OP("AveragePoolGrad", shape_avgpool_grad),
+    MS_OP("GatherGrad", shape_gather_grad),
+    MS_INPLACE_OP("SoftmaxCrossEntropyLossGrad", shape_sce_loss_grad),
     /* MaxPool's gradient from its input, where the input is kept anyway (grad_linalg.c) */
-    {.name = "MaxPoolInputGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_input_grad,
-     .cpu = vp_cpu_maxpool_input_grad},
+    {.name = "MaxPoolInputGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_input_grad},
     /* MaxPool of a Relu output, the pair's gradient without the Relu output (train/fuse_pool_grad.c) */
-    {.name = "MaxPoolArgmax", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_argmax,
-     .cpu = vp_cpu_maxpool_argmax},
-    {.name = "MaxPoolReluGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_relu_grad,
-     .cpu = vp_cpu_maxpool_relu_grad},
+    {.name = "MaxPoolArgmax", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_argmax},
+    {.name = "MaxPoolReluGrad", .domain = "vplan", .min_opset = 0, .shape = shape_maxpool_relu_grad},
     {0},
 };

@@ -2,7 +2,7 @@
  * (gradient accumulation, the all-finite check of dynamic loss scaling).
  *
  * In: nodes of these ops in a training graph.  Out: their shape functions' checks
- * and output shapes, and the CPU kernels they run (runtime/cpu/k_train_optim.c).
+ * and output shapes; the CPU kernels they run are runtime/cpu/k_train_optim.c's.
  *
  * Our updates (domain "vplan") are one node per parameter, elementwise over
  * the parameter, float32 or float64, with exactly PyTorch's semantics and operation
@@ -42,7 +42,6 @@
  * ONNX's own optimizers (ai.onnx.preview.training) are here too, with ONNX's semantics. */
 #include <string.h>
 
-#include "k_train.h"
 #include "ir/op_registry.h"
 
 static const vp_dtype optimizer_types[] = {VP_F32, VP_F64};
@@ -196,24 +195,24 @@ static vp_status shape_onnx_adam(vp_graph *g, vp_node *n, vp_error *err) {
     return shape_onnx_optimizer(g, n, 4, err);
 }
 
-#define MS_OP(op, shape_fn, cpu_fn) {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn}
-#define VPLAN_OP(op, shape_fn, cpu_fn) \
-    {.name = op, .domain = "vplan", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn, .flags = VP_OP_NO_FOLD}
+#define MS_OP(op, shape_fn) {.name = op, .domain = "com.microsoft", .min_opset = 0, .shape = shape_fn}
+#define VPLAN_OP(op, shape_fn) \
+    {.name = op, .domain = "vplan", .min_opset = 0, .shape = shape_fn, .flags = VP_OP_NO_FOLD}
 
-#define PREVIEW_OP(op, shape_fn, cpu_fn) \
-    {.name = op, .domain = "ai.onnx.preview.training", .min_opset = 0, .shape = shape_fn, .cpu = cpu_fn, \
+#define PREVIEW_OP(op, shape_fn) \
+    {.name = op, .domain = "ai.onnx.preview.training", .min_opset = 0, .shape = shape_fn, \
      .flags = VP_OP_NO_FOLD}
 
 const vp_op_def vp_ops_update[] = {
-    MS_OP("InPlaceAccumulatorV2", shape_inplace_accumulator_v2, vp_cpu_inplace_accumulator_v2),
-    MS_OP("ZeroGradient", shape_zero_gradient, vp_cpu_zero_gradient),
+    MS_OP("InPlaceAccumulatorV2", shape_inplace_accumulator_v2),
+    MS_OP("ZeroGradient", shape_zero_gradient),
     {.name = "IsAllFinite", .domain = "com.microsoft", .min_opset = 0, .shape = shape_is_all_finite,
-     .cpu = vp_cpu_is_all_finite, .flags = VP_OP_NO_FOLD},
-    VPLAN_OP("SGD", shape_sgd, vp_cpu_sgd),
-    VPLAN_OP("Momentum", shape_momentum, vp_cpu_momentum),
-    VPLAN_OP("Adam", shape_adam, vp_cpu_adam),
-    PREVIEW_OP("Adagrad", shape_onnx_adagrad, vp_cpu_onnx_adagrad),
-    PREVIEW_OP("Momentum", shape_onnx_momentum, vp_cpu_onnx_momentum),
-    PREVIEW_OP("Adam", shape_onnx_adam, vp_cpu_onnx_adam),
+     .flags = VP_OP_NO_FOLD},
+    VPLAN_OP("SGD", shape_sgd),
+    VPLAN_OP("Momentum", shape_momentum),
+    VPLAN_OP("Adam", shape_adam),
+    PREVIEW_OP("Adagrad", shape_onnx_adagrad),
+    PREVIEW_OP("Momentum", shape_onnx_momentum),
+    PREVIEW_OP("Adam", shape_onnx_adam),
     {0},
 };

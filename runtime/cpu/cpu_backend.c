@@ -1,5 +1,5 @@
 /* The CPU backend: host memory; each node runs on oneDNN where the fast path covers
- * it (float32 convolutions, dn.h), else on its registry kernel, the reference.  The
+ * it (float32 convolutions, dn.h), else on its kernel (cpu_kernels.h), the reference.  The
  * reference alone runs when asked (vp_backend_cpu_new_reference, the CLI's
  * --reference, VP_CPU_REFERENCE=1 in the environment) or when oneDNN cannot start. */
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "comm.h"
+#include "cpu_kernels.h"
 #include "cpu_profile.h"
 #include "dn.h"
 #include "ir/op_registry.h"
@@ -79,12 +80,12 @@ static vp_status cpu_dispatch(vp_backend *b, const vp_node *n, const vp_tensor *
         if (handled && vp_prof_on()) vp_prof_add(n->op_type, "onednn", vp_prof_now() - t0);
         if (s || handled) return s;
     }
-    if (!n->op || !n->op->cpu)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
+    vp_cpu_fn kernel = vp_cpu_kernel_of(n->op);
+    if (!kernel) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "no CPU kernel for this op");
     if (!(n->op->flags & VP_OP_COLLECTIVE) || !b->comm) {
-        if (!vp_prof_on()) return n->op->cpu(n, in, out, err);
+        if (!vp_prof_on()) return kernel(n, in, out, err);
         double t0 = vp_prof_now();
-        vp_status s = n->op->cpu(n, in, out, err);
+        vp_status s = kernel(n, in, out, err);
         vp_prof_add(n->op_type, "kernel", vp_prof_now() - t0);
         return s;
     }

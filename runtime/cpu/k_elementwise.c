@@ -279,40 +279,6 @@ EW_LOGIC_OP(xor, EW_XOR)
 
 /* ---- opset < 7: legacy broadcasting ---- */
 
-int vp_ew_is_legacy(const vp_node *n) {
-    return n->opset < 7 && (!n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx"));
-}
-
-/* Where B's dims start among A's, or -1 when B cannot be placed. */
-static int ew_legacy_axis(const vp_node *n, int channel_slope, int rank_a, const int64_t *dims_a, int rank_b,
-                          const int64_t *dims_b) {
-    if (channel_slope) {
-        if (rank_b == 1 && rank_a >= 2 && dims_b[0] == dims_a[1]) return 1;
-        return rank_b == rank_a ? 0 : -1;
-    }
-    if (!vp_attr_int(n, "broadcast", 0)) return rank_b == rank_a ? 0 : -1;
-    int64_t axis = vp_node_attr(n, "axis") ? vp_attr_int(n, "axis", 0) : rank_a - rank_b;
-    if (axis < 0) axis += rank_a;
-    return axis >= 0 && axis + rank_b <= rank_a ? (int)axis : -1;
-}
-
-int vp_ew_legacy_shape(const vp_node *n, int channel_slope, int rank_a, const int64_t *dims_a, int rank_b,
-                       const int64_t *dims_b, int64_t *b_as_a) {
-    for (int d = 0; d < rank_a; d++) b_as_a[d] = 1;
-    int64_t count_b = 1;
-    for (int d = 0; d < rank_b; d++) count_b *= dims_b[d];
-    if (channel_slope && count_b == 1) return 1;
-    int axis = ew_legacy_axis(n, channel_slope, rank_a, dims_a, rank_b, dims_b);
-    if (axis < 0) return 0;
-    /* size-1 dims of B stretch only where broadcasting was asked for */
-    int stretch = vp_attr_int(n, "broadcast", 0) != 0;
-    for (int d = 0; d < rank_b; d++) {
-        if (dims_b[d] != dims_a[axis + d] && !(stretch && dims_b[d] == 1)) return 0;
-        b_as_a[axis + d] = dims_b[d];
-    }
-    return 1;
-}
-
 /* The second operand as n broadcasts it: b itself, or, before opset 7, b viewed at a's
  * rank.  NULL when it does not fit (the shape function refuses such a node). */
 static const vp_tensor *ew_second(const vp_node *n, int channel_slope, const vp_tensor *a, const vp_tensor *b,

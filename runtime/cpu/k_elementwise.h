@@ -12,22 +12,10 @@
 #define VP_K_ELEMENTWISE_H
 
 #include "ir/ir.h"
+#include "ops/op_semantics.h"
 
 #define VP_EW_KERNEL(name) \
     vp_status name(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err)
-
-/* Whether n is an ai.onnx node older than opset 7, whose binary ops broadcast the
- * legacy way below rather than numpy's. */
-int vp_ew_is_legacy(const vp_node *n);
-
-/* Legacy broadcasting moves only B onto A, so the output has A's shape.  With attribute
- * broadcast=1, B's dims match A's (or are 1) from attribute axis on, by default aligned
- * to A's last axes; without it the shapes are equal.  A channel_slope operand (PRelu-6's
- * slope) is a single element, A's shape, or [C] along A's axis 1.  Fills b_as_a with B's
- * dims at A's rank (the same data viewed so numpy broadcasting does the rest); returns 0
- * when B does not fit. */
-int vp_ew_legacy_shape(const vp_node *n, int channel_slope, int rank_a, const int64_t *dims_a, int rank_b,
-                       const int64_t *dims_b, int64_t *b_as_a);
 
 /* Binary, numpy broadcasting (k_elementwise.c). */
 VP_EW_KERNEL(vp_cpu_add);

@@ -55,17 +55,6 @@ static void *at_mut(vp_tensor *t, int64_t i) { return (char *)t->data + i * (int
 
 /* ---- BatchNormalization ---- */
 
-int vp_batchnorm_is_training(const vp_node *n) {
-    if (n->opset >= 14) return vp_attr_int(n, "training_mode", 0) != 0;
-    for (int i = 1; i < n->n_outputs; i++)
-        if (n->outputs[i] >= 0) return 1;
-    return 0;
-}
-
-int vp_batchnorm_is_per_activation(const vp_node *n) {
-    return n->opset < 9 && vp_attr_int(n, "spatial", 1) == 0;
-}
-
 /* Mean and population variance of channel c (of ch, each a plane of elements per
  * image) over the batch. */
 static void channel_stats(const vp_tensor *x, int64_t batch, int64_t ch, int64_t plane, int64_t c, double *mean,

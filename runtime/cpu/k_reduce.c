@@ -75,32 +75,7 @@ void vp_red_store_i64(void *data, vp_dtype t, int64_t off, int64_t stride, int64
 #undef STORE_AS
 }
 
-void vp_red_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
-    *outer = *inner = 1;
-    for (int d = 0; d < axis; d++) *outer *= dims[d];
-    for (int d = axis + 1; d < rank; d++) *inner *= dims[d];
-    *len = dims[axis];
-}
-
 /* ---- which axes ---- */
-
-vp_status vp_reduce_axes_mask(const vp_node *n, int rank, const int64_t *axes, int n_axes, unsigned *mask,
-                              vp_error *err) {
-    *mask = 0;
-    if (!n_axes) {
-        if (!vp_attr_int(n, "noop_with_empty_axes", 0)) *mask = (1u << rank) - 1;
-        return VP_OK;
-    }
-    for (int i = 0; i < n_axes; i++) {
-        if (axes[i] < -rank || axes[i] >= rank)
-            return vp_node_fail(err, VP_ERR_INVALID, n, "axis %lld is out of range for rank %d",
-                                (long long)axes[i], rank);
-        int a = (int)(axes[i] < 0 ? axes[i] + rank : axes[i]);
-        if (*mask & (1u << a)) return vp_node_fail(err, VP_ERR_INVALID, n, "axis %d is listed twice", a);
-        *mask |= 1u << a;
-    }
-    return VP_OK;
-}
 
 /* The axes as the kernel sees them: the axes input when there is one, else the attribute. */
 static vp_status kernel_axes_mask(const vp_node *n, const vp_tensor *const *in, int rank, unsigned *mask,

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ir/op_registry.h"
+#include "ops/op_semantics.h"
 
 /* ---- line access shared by the family's kernels ---- */
 
@@ -29,24 +30,6 @@ void vp_red_store_f64(void *data, vp_dtype t, int64_t off, int64_t stride, int64
 void vp_red_load_i64(const void *data, vp_dtype t, int64_t off, int64_t stride, int64_t k, int64_t *buf);
 /* Integer results wrap to the width of t, as integer arithmetic does. */
 void vp_red_store_i64(void *data, vp_dtype t, int64_t off, int64_t stride, int64_t k, const int64_t *buf);
-
-/* Views dims as [outer, dims[axis], inner]. */
-void vp_red_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len, int64_t *inner);
-
-/* ---- decisions the shape functions and the kernels share ---- */
-
-/* Which axes a Reduce* node reduces: bit d of *mask is set when axis d is.  axes are
- * the node's axes (from the attribute or the axes input), n_axes 0 when none were
- * given, which means every axis, or none under noop_with_empty_axes.  Fails naming the
- * node on an out-of-range or repeated axis. */
-vp_status vp_reduce_axes_mask(const vp_node *n, int rank, const int64_t *axes, int n_axes, unsigned *mask,
-                              vp_error *err);
-
-/* How Softmax, LogSoftmax and Hardmax see their input: [outer, len, inner], normalised
- * over len.  Before opset 13 the input is coerced to 2-D at `axis` (default 1) and len
- * is the whole trailing block; from 13 it is the one axis (default -1). */
-vp_status vp_softmax_split(const vp_node *n, int rank, const int64_t *dims, int64_t *outer, int64_t *len,
-                           int64_t *inner, vp_error *err);
 
 /* ---- kernels ---- */
 

@@ -17,21 +17,6 @@
 
 enum { LABEL_CHUNK = 256 };
 
-vp_status vp_softmax_split(const vp_node *n, int rank, const int64_t *dims, int64_t *outer, int64_t *len,
-                           int64_t *inner, vp_error *err) {
-    int coerce_2d = n->opset < 13;
-    int64_t axis = vp_attr_int(n, "axis", coerce_2d ? 1 : -1);
-    if (axis < -rank || axis >= rank)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "axis %lld is out of range for rank %d", (long long)axis, rank);
-    int a = (int)(axis < 0 ? axis + rank : axis);
-    vp_red_split(rank, dims, a, outer, len, inner);
-    if (coerce_2d) { /* the trailing block is one flattened axis */
-        *len *= *inner;
-        *inner = 1;
-    }
-    return VP_OK;
-}
-
 /* ---- Softmax, LogSoftmax, Hardmax ---- */
 
 typedef enum softmax_kind { SM_SOFTMAX, SM_LOG_SOFTMAX, SM_HARDMAX } softmax_kind;

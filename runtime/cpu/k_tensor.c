@@ -231,61 +231,6 @@ vp_status vp_cpu_split(const vp_node *n, const vp_tensor *const *in, vp_tensor *
 
 /* ---- Slice ---- */
 
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-/* Resolves one axis; ONNX clamps starts and ends into range rather than failing. */
-static void slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count) {
-    *first = 0;
-    *count = 0;
-    if (dim == 0) return;
-    if (start < 0) start += dim;
-    if (end < 0) end += dim;
-    if (step > 0) {
-        start = clamp64(start, 0, dim);
-        end = clamp64(end, 0, dim);
-        if (end > start) *count = (end - start - 1) / step + 1;
-    } else {
-        start = clamp64(start, 0, dim - 1);
-        end = clamp64(end, -1, dim - 1);
-        int64_t mag = step == INT64_MIN ? INT64_MAX : -step; /* differences stay below it either way */
-        if (start > end) *count = (start - end - 1) / mag + 1;
-    }
-    if (*count) *first = start;
-}
-
-vp_status vp_slice_resolve(int rank, const int64_t *dims, int n, const int64_t *starts, const int64_t *ends,
-                           const int64_t *axes, const int64_t *steps, vp_slice_plan *plan, char *why, size_t why_len) {
-    int seen[VP_MAX_RANK] = {0};
-    for (int a = 0; a < rank; a++) {
-        plan->start[a] = 0;
-        plan->step[a] = 1;
-        plan->count[a] = dims[a];
-    }
-    for (int i = 0; i < n; i++) {
-        int64_t ax = axes ? axes[i] : i;
-        if (ax < -rank || ax >= rank) {
-            snprintf(why, why_len, "axis %lld is out of range for rank %d", (long long)ax, rank);
-            return VP_ERR_INVALID;
-        }
-        int a = normalized_axis(ax, rank);
-        if (seen[a]) {
-            snprintf(why, why_len, "axis %d is sliced twice", a);
-            return VP_ERR_INVALID;
-        }
-        seen[a] = 1;
-        int64_t step = steps ? steps[i] : 1;
-        if (step == 0) {
-            snprintf(why, why_len, "step for axis %d is 0", a);
-            return VP_ERR_INVALID;
-        }
-        slice_axis(dims[a], starts[i], ends[i], step, &plan->start[a], &plan->count[a]);
-        /* At most one element taken: its step is never used, and a huge one (a file may say
-         * INT64_MAX) would overflow step * stride in the caller. */
-        plan->step[a] = plan->count[a] <= 1 ? (step > 0 ? 1 : -1) : step;
-    }
-    return VP_OK;
-}
-
 vp_status vp_cpu_slice(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0];
     int64_t starts[VP_MAX_RANK], ends[VP_MAX_RANK], axes[VP_MAX_RANK], steps[VP_MAX_RANK];
@@ -362,18 +307,6 @@ vp_status vp_cpu_tile(const vp_node *n, const vp_tensor *const *in, vp_tensor *c
 
 /* ---- Shape and Size: read the input's dims, never its data ---- */
 
-void vp_shape_op_bounds(const vp_node *n, int rank, int *start, int *end) {
-    int64_t s = 0, e = rank;
-    if (n->opset >= 15) {
-        s = vp_attr_int(n, "start", 0);
-        e = vp_attr_int(n, "end", rank);
-    }
-    if (s < 0) s += rank;
-    if (e < 0) e += rank;
-    *start = (int)clamp64(s, 0, rank);
-    *end = (int)clamp64(e, 0, rank);
-}
-
 vp_status vp_cpu_shape(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     (void)err;
     int start, end;
@@ -391,12 +324,6 @@ vp_status vp_cpu_size(const vp_node *n, const vp_tensor *const *in, vp_tensor *c
 }
 
 /* ---- Constant, ConstantOfShape, Range ---- */
-
-const vp_attr *vp_constant_value_attr(const vp_node *n) {
-    for (int i = 0; i < n->n_attrs; i++)
-        if (!strncmp(n->attrs[i].name, "value", 5) || !strcmp(n->attrs[i].name, "sparse_value")) return &n->attrs[i];
-    return NULL;
-}
 
 vp_status vp_cpu_constant(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     (void)in;

@@ -109,74 +109,6 @@ vp_status vp_cpu_trilu(const vp_node *n, const vp_tensor *const *in, vp_tensor *
 
 /* ---- Pad ---- */
 
-int vp_pad_mode_parse(const char *s) {
-    if (!strcmp(s, "constant")) return VP_PAD_CONSTANT;
-    if (!strcmp(s, "reflect")) return VP_PAD_REFLECT;
-    if (!strcmp(s, "edge")) return VP_PAD_EDGE;
-    if (!strcmp(s, "wrap")) return VP_PAD_WRAP;
-    return -1;
-}
-
-static const char *const pad_mode_names[] = {"constant", "reflect", "edge", "wrap"};
-
-/* Negative pads crop first, as ONNX's reference does; the positive ones then pad what
- * is kept. */
-static int64_t pad_kept(int64_t dim, int64_t begin, int64_t end) {
-    return dim - (begin < 0 ? -begin : 0) - (end < 0 ? -end : 0);
-}
-
-static vp_status pad_check_axis(int a, int64_t dim, vp_pad_mode mode, int64_t begin, int64_t end, char *why,
-                                size_t why_len) {
-    int64_t kept = begin < -dim || end < -dim ? -1 : pad_kept(dim, begin, end), size;
-    if (kept < 0 || __builtin_add_overflow(kept, begin > 0 ? begin : 0, &size) ||
-        __builtin_add_overflow(size, end > 0 ? end : 0, &size)) {
-        snprintf(why, why_len, "pads %lld and %lld do not fit axis %d of size %lld", (long long)begin, (long long)end,
-                 a, (long long)dim);
-        return VP_ERR_INVALID;
-    }
-    if (mode != VP_PAD_CONSTANT && kept == 0 && size > 0) {
-        snprintf(why, why_len, "%s padding of axis %d has no elements to repeat", pad_mode_names[mode], a);
-        return VP_ERR_INVALID;
-    }
-    /* numpy, ONNX's reference, extends reflect and wrap wider than the axis in steps
-     * that are not periodic; runtimes disagree, so we do not guess */
-    if ((mode == VP_PAD_REFLECT || mode == VP_PAD_WRAP) && (begin > kept || end > kept)) {
-        snprintf(why, why_len, "%s padding wider than the axis (%lld and %lld on axis %d of %lld) is not supported",
-                 pad_mode_names[mode], (long long)begin, (long long)end, a, (long long)kept);
-        return VP_ERR_UNSUPPORTED;
-    }
-    return VP_OK;
-}
-
-vp_status vp_pad_resolve(int rank, const int64_t *dims, vp_pad_mode mode, int n, const int64_t *pads,
-                         const int64_t *axes, int64_t *begin, int64_t *end, char *why, size_t why_len) {
-    int seen[VP_MAX_RANK] = {0};
-    for (int a = 0; a < rank; a++) begin[a] = end[a] = 0;
-    if (!axes && n != rank) {
-        snprintf(why, why_len, "pads has %d entries, expected %d for rank %d", 2 * n, 2 * rank, rank);
-        return VP_ERR_INVALID;
-    }
-    for (int i = 0; i < n; i++) {
-        int64_t ax = axes ? axes[i] : i;
-        if (ax < -rank || ax >= rank) {
-            snprintf(why, why_len, "axis %lld is out of range for rank %d", (long long)ax, rank);
-            return VP_ERR_INVALID;
-        }
-        int a = normalized_axis(ax, rank);
-        if (seen[a]++) {
-            snprintf(why, why_len, "axis %d is padded twice", a);
-            return VP_ERR_INVALID;
-        }
-        begin[a] = pads[i];
-        end[a] = pads[n + i];
-    }
-    for (int a = 0; a < rank; a++) {
-        vp_status s = pad_check_axis(a, dims[a], mode, begin[a], end[a], why, why_len);
-        if (s) return s;
-    }
-    return VP_OK;
-}
-
 /* Fill with the value, then copy the part of the input that stays (negative pads crop). */
 static void pad_constant(const vp_tensor *x, vp_tensor *y, const int64_t *begin, const int64_t *end,
                          const unsigned char *value) {
@@ -218,7 +150,7 @@ static int64_t pad_source(vp_pad_mode mode, int64_t i, int64_t dim) {
 /* Byte offsets into the input for every output position along one axis. */
 static void pad_axis_map(int64_t dim, int64_t begin, int64_t end, vp_pad_mode mode, int64_t stride, int64_t out_dim,
                          int64_t *map) {
-    int64_t first = begin < 0 ? -begin : 0, pad = begin > 0 ? begin : 0, kept = pad_kept(dim, begin, end);
+    int64_t first = begin < 0 ? -begin : 0, pad = begin > 0 ? begin : 0, kept = vp_pad_kept(dim, begin, end);
     for (int64_t o = 0; o < out_dim; o++) map[o] = (first + pad_source(mode, o - pad, kept)) * stride;
 }
 

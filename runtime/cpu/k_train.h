@@ -17,6 +17,7 @@
 #define VP_K_TRAIN_H
 
 #include "ir/op_registry.h"
+#include "ops/op_semantics.h"
 #include "k_adam.h"
 
 #define VP_TRAIN_KERNEL(name) \
@@ -65,10 +66,6 @@ VP_TRAIN_KERNEL(vp_cpu_onnx_momentum);
 VP_TRAIN_KERNEL(vp_cpu_onnx_adam);
 
 /* ---- helpers shared by the kernel files ---- */
-
-/* True when the softmax-grad op is the opset-13 form (per-axis, default axis -1)
- * rather than the 2-D coercing form (default axis 1). */
-int vp_train_softmax_is_13(const vp_node *n);
 
 /* A float32 attribute as the double its writer most likely meant: the shortest
  * decimal that rounds to the same float (0.9f -> 0.9).  PyTorch keeps optimizer

@@ -16,11 +16,6 @@
 #include "k_train.h"
 #include "k_vmath.h"
 
-int vp_train_softmax_is_13(const vp_node *n) {
-    size_t len = strlen(n->op_type);
-    return len > 3 && !strcmp(n->op_type + len - 3, "_13");
-}
-
 double vp_train_scalar(const vp_tensor *t, int64_t i) { return vp_load(t->data, t->dtype, i); }
 
 /* ---- pointwise: dx = f(dy, v) where v is the forward input or output ---- */

@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "memory/arena/arena.h"
 #include "memory/arena/arena_strip.h"
 #include "ir/infer.h"
@@ -522,6 +523,7 @@ static void perfect_section(int k0, int k1) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int quick = argc > 1 && !strcmp(argv[1], "--quick"), hard_only = argc > 1 && !strcmp(argv[1], "--hard");
     char csv_dir[4200];
     const char *slash = strrchr(argv[0], '/');

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu_host.h"
 #include "remat/cost.h"
 #include "exec.h"
 #include "ir/infer.h"
@@ -122,6 +123,7 @@ static int bench_graph(const char *label, const char *path, const char *dim, int
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int repeat = 5;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "dn.h"
 #include "light_step.h"
 #include "memory/plan.h"
@@ -27,6 +28,7 @@ static int selected(const char *name, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     const char *light[] = {"light_squeezenet", "light_resnet50", "light_inception_v1", "light_densenet121", "light_vgg19"};
     const vp_device_profile *dev = vp_device_find("cpu");
     printf("| model | keep-all plan s | dp at 95%% MiB (plans) | s | at 90%% | s | at 85%% | s | oneDNN sizes asked | built |\n"

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "dn.h"
 #include "k_linalg.h"
 
@@ -64,6 +65,7 @@ static double time_side(int which, const shape *s, const float *a, const float *
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int repeat = 7;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);

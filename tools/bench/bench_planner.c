@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "remat/cost.h"
 #include "gpt_graph.h"
 #include "ir/infer.h"
@@ -251,6 +252,7 @@ static void transformer_points(void) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     int layers[8] = {12, 24, 48, 96}, n = 4;
     if (argc > 2 && !strcmp(argv[1], "--layers")) {
         n = 0;

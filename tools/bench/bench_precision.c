@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cpu_host.h"
 #include "memory/plan.h"
 #include "model_util.h"
 #include "remat/remat.h"
@@ -60,6 +61,7 @@ static point plan_at(const char *name, vp_precision prec, int64_t budget, int no
 }
 
 int main(void) {
+    vp_cpu_host_install();
     char names[32][64];
     int n = test_model_list(names, 32);
     printf("Batch as in each model's meta.json, Adam, h100 profile. Arena without checkpointing, and its ratio to fp32,\n"

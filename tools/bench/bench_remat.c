@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_host.h"
 #include "gpt_graph.h"
 #include "light_step.h"
 #include "ir/infer.h"
@@ -161,6 +162,7 @@ static int selected(const char *title) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     n_names = argc - 1;
     names = argv + 1;
     const char *lim = getenv("VP_BENCH_ILP_SECONDS");

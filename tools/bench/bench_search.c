@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cpu_host.h"
 #include "gpt_graph.h"
 #include "ir/infer.h"
 #include "memory/plan.h"
@@ -157,6 +158,7 @@ static void lora_table(void) {
 }
 
 int main(void) {
+    vp_cpu_host_install();
     model mlp = {"mlp", 256, NULL}, cnn = {"cnn", 64, "(running_mean|running_var)$"}, gpt = {NULL, 0, NULL};
     search_table("mlp, batch 256", &mlp, 80);
     search_table("cnn, batch 64", &cnn, 60);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_host.h"
 #include "gpt_graph.h"
 #include "memory/plan.h"
 #include "train/training.h"
@@ -186,6 +187,7 @@ static void traffic_table(const char *tool) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install();
     (void)argc;
     memory_table();
     char tool[1024];

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cpu_host.h"
 
 static const cli_cmd *const commands[] = {&cli_cmd_inspect, &cli_cmd_eval, &cli_cmd_train, &cli_cmd_train_graph,
                                           &cli_cmd_plan,    &cli_cmd_show, &cli_cmd_verify, &cli_cmd_run,
@@ -52,6 +53,7 @@ static void passive_threads(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    vp_cpu_host_install(); /* the planner folds and sizes on the runtime's CPU kernels (planner/ir/host.h) */
     passive_threads(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
