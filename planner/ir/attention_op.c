@@ -170,18 +170,12 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
     return s;
 }
 
-vp_status vp_attention_op_expand(vp_graph *g, int node, int *n_new, vp_error *err) {
-    *n_new = 0;
-    int first_new = g->n_nodes, y = g->nodes[node].n_outputs > 0 ? g->nodes[node].outputs[0] : -1;
+static vp_status expand_fn(vp_graph *g, int node, int y, void *ctx, vp_error *err) {
+    (void)ctx;
     if (y < 0) return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "has no output Y");
-    /* the node gives up Y, which the expansion's last node produces */
-    g->nodes[node].outputs[0] = -1;
-    vp_status s = expand(g, node, y, err);
-    if (s) {
-        g->nodes[node].outputs[0] = y;
-        vp_build_unsplice(g, first_new);
-        return s;
-    }
-    *n_new = g->n_nodes - first_new;
-    return vp_build_splice(g, node, first_new, err);
+    return expand(g, node, y, err);
+}
+
+vp_status vp_attention_op_expand(vp_graph *g, int node, int *n_new, vp_error *err) {
+    return vp_build_replace_node(g, node, expand_fn, NULL, n_new, err);
 }

@@ -107,3 +107,18 @@ void vp_build_unsplice(vp_graph *g, int first_new) {
     vp_graph_keep_nodes(g, keep, first_new, &e);
     free(keep);
 }
+
+vp_status vp_build_replace_node(vp_graph *g, int node, vp_build_expand_fn fn, void *ctx, int *n_new, vp_error *err) {
+    *n_new = 0;
+    if (g->nodes[node].n_outputs < 1) return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "has no output");
+    int first_new = g->n_nodes, out = g->nodes[node].outputs[0];
+    g->nodes[node].outputs[0] = -1;
+    vp_status s = fn(g, node, out, ctx, err);
+    if (s) {
+        g->nodes[node].outputs[0] = out;
+        vp_build_unsplice(g, first_new);
+        return s;
+    }
+    *n_new = g->n_nodes - first_new;
+    return vp_build_splice(g, node, first_new, err);
+}

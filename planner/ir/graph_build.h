@@ -27,4 +27,10 @@ int vp_build_state(vp_graph *g, const char *name, vp_dtype dt, int rank, const i
 vp_status vp_build_splice(vp_graph *g, int node, int first_new, vp_error *err);
 void vp_build_unsplice(vp_graph *g, int first_new);
 
+/* Replaces a node by what fn appends: the node gives up its output 0, `out`, which fn's
+ * last node must produce (fn refuses any other output it cannot make); then splices, or unsplices on failure (the node
+ * keeps its output).  *n_new: the nodes now standing where it stood. */
+typedef vp_status (*vp_build_expand_fn)(vp_graph *g, int node, int out, void *ctx, vp_error *err);
+vp_status vp_build_replace_node(vp_graph *g, int node, vp_build_expand_fn fn, void *ctx, int *n_new, vp_error *err);
+
 #endif

@@ -293,19 +293,12 @@ static vp_status expand(vp_graph *g, int node, int out, vp_seq_table *t, vp_erro
     return s;
 }
 
+static vp_status expand_fn(vp_graph *g, int node, int out, void *t, vp_error *err) {
+    if (g->nodes[node].n_outputs != 1)
+        return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "has %d outputs, not 1", g->nodes[node].n_outputs);
+    return expand(g, node, out, t, err);
+}
+
 vp_status vp_sequence_expand(vp_graph *g, int node, vp_seq_table *t, int *n_new, vp_error *err) {
-    *n_new = 0;
-    int first_new = g->n_nodes;
-    if (g->nodes[node].n_outputs != 1) return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "has %d outputs, not 1", g->nodes[node].n_outputs);
-    /* the node gives up its output, which the expansion's last node produces */
-    int out = g->nodes[node].outputs[0];
-    g->nodes[node].outputs[0] = -1;
-    vp_status s = expand(g, node, out, t, err);
-    if (s) {
-        g->nodes[node].outputs[0] = out;
-        vp_build_unsplice(g, first_new);
-        return s;
-    }
-    *n_new = g->n_nodes - first_new;
-    return vp_build_splice(g, node, first_new, err);
+    return vp_build_replace_node(g, node, expand_fn, t, n_new, err);
 }

@@ -100,7 +100,7 @@ void cli_train_init(cli_train_opts *o) {
  * before it, and `plan`'s memory passes after it (DESIGN.md's pipeline). */
 static const vp_pass_info before[] = {
     {"load", "the ONNX model into the IR (external data, attribute schemas checked)"},
-    {"infer", "shapes and dtypes (--dim), exporters' shape subgraphs folded, sequences and Attention expanded"},
+    {"infer", "shapes and dtypes (--dim), shape subgraphs folded; sequences, Attention, RMSNormalization expanded"},
 };
 static const vp_pass_info after[] = {
     {"remat", "plan: checkpoint segments, recompute nodes before their backward use (--remat)"},
