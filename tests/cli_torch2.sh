@@ -57,4 +57,11 @@ expect 0 "trainable set: 21 float initializers, every one (no exporter signature
     "$tool" inspect "$gemma/nosig_eval_opt0.onnx"
 expect 0 "trainable set: 20 float initializers, the signature's parameters (2 buffers" -- "$tool" inspect "$gemma/eval_opt0.onnx"
 expect 0 '"from": "rule",' -- "$tool" inspect "$gemma/nosig_eval_opt0.onnx" --json
+# torch 2.x's scaled_dot_product_attention (scale split over Q and K^T, K^T through
+# Reshape/Transpose/Reshape, the IsNaN guard of fully masked rows) fused into one
+# Attention per layer; the kit's sweep (torch2_kit.sh) checks the losses stay torch's
+kit=$src/tests/data/torch2
+for m in llama gpt2 bert vit; do
+    expect 0 "fused 2 attention" -- "$tool" train "$kit/$m/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/$m"
+done
 expect_summary

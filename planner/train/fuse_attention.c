@@ -18,6 +18,8 @@
 
 typedef struct match {
     int mm1, scale_node, mask_node, softmax, mm2; /* node ids; -1 where absent */
+    int q_scale, k_scale;                         /* Mul(Q, c) / Mul(K^T, c) before mm1, or -1 */
+    int guard_isnan, guard_where;                 /* Where(IsNaN(P), 0, P) after the Softmax, or -1 */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */
     int cond, fill, fill_then;                    /* Where: condition, fill scalar, fill in the then branch */
@@ -108,6 +110,55 @@ static int match_mask(const vp_graph *g, const vp_node *n, match *m, int *chain)
     return 0;
 }
 
+/* Where(IsNaN(P), 0, P) with P read by those two nodes only. */
+static int match_nan_guard(const vp_graph *g, const vp_node *gw, match *m) {
+    double zero;
+    int p = in(gw, 2);
+    const vp_node *isnan = producer(g, in(gw, 0), "IsNaN");
+    if (gw->n_inputs != 3 || !isnan || in(isnan, 0) != p || !scalar_const(g, in(gw, 1), &zero) || zero != 0) return 0;
+    if (!only_use(g, in(gw, 0), node_id(g, gw))) return 0;
+    const vp_value *pv = &g->values[p];
+    if ((pv->flags & VP_VAL_OUTPUT) || pv->n_consumers != 2) return 0;
+    for (int c = 0; c < 2; c++)
+        if (pv->consumers[c] != node_id(g, gw) && pv->consumers[c] != node_id(g, isnan)) return 0;
+    m->guard_isnan = node_id(g, isnan);
+    m->guard_where = node_id(g, gw);
+    return 1;
+}
+
+/* *x = Mul(x0, c) (or Mul(c, x0)), c a scalar constant, read only by `user`: *x becomes x0,
+ * *scale is multiplied by c; returns the Mul's id, or -1 (nothing changed). */
+static int split_scale(const vp_graph *g, int *x, int user, double *scale) {
+    const vp_node *mul = producer(g, *x, "Mul");
+    double c;
+    if (!mul || mul->n_inputs != 2 || !only_use(g, *x, user)) return -1;
+    for (int k = 0; k < 2; k++)
+        if (scalar_const(g, in(mul, 1 - k), &c)) {
+            *scale *= c;
+            *x = in(mul, k);
+            return node_id(g, mul);
+        }
+    return -1;
+}
+
+/* Whether the mask keeps at least one key in every row: none, or a constant one. */
+static int mask_keeps_every_row(const vp_graph *g, const match *m) {
+    int v = m->mask >= 0 ? m->mask : m->cond;
+    if (v < 0) return 1;
+    const vp_value *x = &g->values[v];
+    if (!fixed_data(x) || x->rank < 1) return 0;
+    int64_t t = x->dims[x->rank - 1], rows = t ? vp_value_numel(x) / t : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int kept = 0;
+        for (int64_t j = 0; j < t && !kept; j++) {
+            if (m->mask >= 0) kept = !(vp_load(x->data, x->dtype, r * t + j) <= -1e30);
+            else kept = (((const unsigned char *)x->data)[r * t + j] != 0) != m->fill_then;
+        }
+        if (!kept) return 0;
+    }
+    return 1;
+}
+
 /* Walks up from the MatMul `node`; fills m and returns 1 when every condition holds. */
 static int match_at(const fuser *fz, int node, match *m) {
     const vp_graph *g = fz->g;
@@ -115,8 +166,13 @@ static int match_at(const fuser *fz, int node, match *m) {
     memset(m, -1, sizeof *m);
     m->scale = 1.0;
     if (strcmp(mm2->op_type, "MatMul") || mm2->domain[0] || mm2->n_inputs != 2) return 0;
-    int p = mm2->inputs[0];
-    if (!(sm = producer(g, p, "Softmax")) || !only_use(g, p, node)) return 0;
+    int p = mm2->inputs[0], p_user = node;
+    const vp_node *gw = producer(g, p, "Where");
+    if (gw && only_use(g, p, node) && match_nan_guard(g, gw, m)) { /* torch 2.x's guard of fully masked rows */
+        p_user = -1;
+        p = in(gw, 2);
+    }
+    if (!(sm = producer(g, p, "Softmax")) || (p_user >= 0 && !only_use(g, p, p_user))) return 0;
     const vp_value *pv = &g->values[p];
     int64_t axis = vp_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
     if (pv->rank != 4 || (axis != -1 && axis != 3)) return 0;
@@ -142,6 +198,9 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (!(mm1 = producer(g, chain, "MatMul")) || !only_use(g, chain, after)) return 0;
     m->q = in(mm1, 0);
     m->kt = in(mm1, 1);
+    /* torch 2.x scales Q and K^T each by sqrt(scale) before their product */
+    m->q_scale = split_scale(g, &m->q, node_id(g, mm1), &m->scale);
+    m->k_scale = split_scale(g, &m->kt, node_id(g, mm1), &m->scale);
     m->v = mm2->inputs[1];
     const vp_value *q = &g->values[m->q], *kt = &g->values[m->kt], *v = &g->values[m->v], *s = &g->values[chain];
     if (q->rank != 4 || kt->rank != 4 || v->rank != 4 || !vp_dtype_is_float(q->dtype)) return 0;
@@ -155,6 +214,9 @@ static int match_at(const fuser *fz, int node, match *m) {
         if (mv->dtype != q->dtype || !fits(mv, full) || fz->requires[m->mask]) return 0;
     }
     if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
+    /* the guard turns a row masked whole into 0s, which Attention does not: it goes only
+     * where no row can be (no mask, or a constant one keeping a key in every row) */
+    if (m->guard_where >= 0 && !mask_keeps_every_row(g, m)) return 0;
     m->mm1 = node_id(g, mm1);
     m->scale_node = node_id(g, sc);
     m->mask_node = node_id(g, mk);
@@ -213,6 +275,30 @@ static vp_status infer_last(fuser *fz, vp_error *err) {
     return vp_infer_node(fz->g, fz->inserted[fz->n_inserted - 1], 0, NULL, err);
 }
 
+/* torch 2.x writes K^T [B,H,D,T] as Reshape(Transpose(Reshape(K, [B*H,T,D]), [0,2,1]),
+ * [B,H,D,T]): K itself, the three nodes marked dead, when each output has no other
+ * reader; else -1. */
+static int k_of_merged_transpose(fuser *fz, const match *m) {
+    vp_graph *g = fz->g;
+    const vp_node *r2 = producer(g, m->kt, "Reshape"), *t, *r1;
+    if (!r2 || !only_use(g, m->kt, m->mm1)) return -1;
+    int x3t = in(r2, 0), x3, k4;
+    if (!(t = producer(g, x3t, "Transpose")) || !only_use(g, x3t, node_id(g, r2))) return -1;
+    const int64_t *perm;
+    if (vp_attr_ints(t, "perm", &perm) != 3 || perm[0] != 0 || perm[1] != 2 || perm[2] != 1) return -1;
+    x3 = in(t, 0);
+    if (!(r1 = producer(g, x3, "Reshape")) || !only_use(g, x3, node_id(g, t))) return -1;
+    k4 = in(r1, 0);
+    const vp_value *kv = &g->values[k4], *kt = &g->values[m->kt];
+    if (kv->rank != 4 || kv->dims[0] != kt->dims[0] || kv->dims[1] != kt->dims[1] || kv->dims[2] != kt->dims[3] ||
+        kv->dims[3] != kt->dims[2])
+        return -1;
+    const vp_value *v3 = &g->values[x3];
+    if (v3->rank != 3 || v3->dims[0] != kv->dims[0] * kv->dims[1] || v3->dims[1] != kv->dims[2]) return -1;
+    fz->dead[node_id(g, r1)] = fz->dead[node_id(g, t)] = fz->dead[node_id(g, r2)] = 1;
+    return k4;
+}
+
 /* K [B,H,T,D] from K^T: the producing Transpose changed (or gone), else a new one. */
 static vp_status make_k(fuser *fz, const match *m, const char *base, int *k, vp_error *err) {
     vp_graph *g = fz->g;
@@ -236,6 +322,11 @@ static vp_status make_k(fuser *fz, const match *m, const char *base, int *k, vp_
         if (!vp_node_attr(tn, "perm") && vp_node_add_attr_ints(g, tid, "perm", perm, 4)) return nomem(err);
         *k = m->kt;
         return vp_infer_node(g, tid, 0, NULL, err);
+    }
+    int k4 = k_of_merged_transpose(fz, m);
+    if (k4 >= 0) {
+        *k = k4;
+        return VP_OK;
     }
     static const int64_t swap_last[4] = {0, 1, 3, 2};
     char name[600];
@@ -333,8 +424,9 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
         (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)))
         return nomem(err);
-    int gone[5] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2};
-    for (int i = 0; i < 5; i++)
+    int gone[9] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
+                   m->guard_where};
+    for (int i = 0; i < 9; i++)
         if (gone[i] >= 0) fz->dead[gone[i]] = 1;
     return infer_last(fz, err);
 }

@@ -11,6 +11,13 @@
  *     P = Softmax(S, axis=-1)
  *     Y = MatMul(P, V)                   V [B,H,T,Dv]
  *
+ * and the form torch 2.x's dynamo exporter gives scaled_dot_product_attention (opset 18 on):
+ * Q and K^T each scaled by sqrt(scale) before their product (Mul(Q, c1), Mul(K^T, c2):
+ * the scale is c1 * c2), K^T as Reshape(Transpose(Reshape(K, [B*H,T,D]), [0,2,1]),
+ * [B,H,D,T]), and P guarded as Where(IsNaN(P), 0, P) for rows masked whole -- absorbed
+ * only where no row can be (no mask, or a constant one keeping a key in every row),
+ * since Attention gives such a row NaN as Softmax does --
+ *
  * replaced by Y, LSE = Attention(Q, K, V, [mask]) at the last MatMul's place, Y keeping
  * its value id and name.  K comes from the Transpose's input with the last two axes
  * swapped back (the Transpose's perm is changed, or it goes when that leaves the

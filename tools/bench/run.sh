@@ -3,6 +3,7 @@
 # usage: run.sh BUILD_DIR RESULTS.md
 # The PyTorch comparisons (torch_peak.py, torch_speed.py, torch_export_matrix.py) run with Debian's
 # Python, or VP_PYTHON; each prints a skip line where torch or torchvision is missing.
+# torch2_peak.py runs with PyPI's torch 2.x: VP_TORCH2_PYTHON, else build/venv-torch2.
 set -euo pipefail
 build=$1
 out=$2
@@ -41,6 +42,17 @@ tmp=$(mktemp)
         GLOG_minloglevel=2 "$py" "$here/$s" --build "$build" 2>>"$build/torch_bench.log" ||
             echo "**$s failed (exit $?)**: see $build/torch_bench.log"
     done
+    # today's exports against PyTorch 2.x (PyPI's torch in tools/scripts/torch2_venv.sh's venv)
+    echo
+    py2=${VP_TORCH2_PYTHON:-$here/../../build/venv-torch2/bin/python}
+    if [[ -x $py2 ]]; then
+        GLOG_minloglevel=2 "$py2" "$here/torch2_peak.py" --build "$build" 2>>"$build/torch_bench.log" ||
+            echo "**torch2_peak.py failed (exit $?)**: see $build/torch_bench.log"
+    else
+        echo "## Arena against PyTorch 2.x eager's peak (torch 2.x exports)"
+        echo
+        echo "Skipped: no torch 2.x Python at $py2 (make it with tools/scripts/torch2_venv.sh, or set VP_TORCH2_PYTHON)."
+    fi
 } >"$tmp"
 mv "$tmp" "$out"
 cat "$out"

@@ -151,10 +151,14 @@ def memory_events(prof):
     order, and the time backward started. FunctionEvent '[memory]' rows are only the
     events outside every op, so the raw kineto events are read."""
     raw = prof.profiler.kineto_results.events()
-    evs = [(e.start_us(), e.nbytes()) for e in raw
+
+    def start(e):  # torch 1.13 has start_us, torch 2.x start_ns
+        return e.start_us() if hasattr(e, "start_us") else e.start_ns() / 1e3
+
+    evs = [(start(e), e.nbytes()) for e in raw
            if e.name() == "[memory]" and e.device_type().name == "CPU"]
     evs.sort(key=lambda e: e[0])  # stable: ties keep the recorded order
-    marks = [e.start_us() for e in raw if e.name() == BACKWARD]
+    marks = [start(e) for e in raw if e.name() == BACKWARD]
     return evs, (marks[0] if marks else None)
 
 

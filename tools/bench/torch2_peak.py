@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Our arena against PyTorch 2.x eager's peak on today's exports (issue 37).
+
+In:  Hugging Face models built from configs (random weights, seed 0), exported by torch
+     2.x's torch.onnx.export (the dynamo exporter, optimize=False) into BUILD/torch2_peak;
+     BUILD/onnx-vplan.  Run with PyPI's torch 2.x (tools/scripts/torch2_venv.sh's venv:
+     --python or VP_TORCH2_PYTHON in tools/bench/run.sh).
+Out: on stdout, the markdown section that tools/bench/run.sh records in RESULTS.md: per
+     model PyTorch's peak, our arena without checkpointing (attention fused, the default,
+     and plain), their ratios, and the attention cores fused.
+Keeps: the method of tools/bench/torch_peak.py, imported from it: one AdamW step
+     (torch.optim.AdamW, lr 1e-3; ours `plan --optimizer adamw`), forward, mean
+     cross-entropy over every position, backward, update; PyTorch's peak is the second
+     step's, from torch.profiler's memory events on the CPU over the bytes alive before
+     it.  Hugging Face's attention runs through scaled_dot_product_attention in eager, as
+     users run it.  Without torch or transformers the section says so; it never fails
+     the bench.
+"""
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+MiB = float(1 << 20)
+
+
+def import_path(name, path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def models(big):
+    """name -> (description, build() -> (module, x, labels))."""
+    import torch
+    import transformers
+
+    kit = import_path("export_torch2_models", os.path.join(ROOT, "tools", "scripts", "export_torch2_models.py"))
+
+    def lm(layers, d, heads, kv, inter, vocab, b, t):
+        cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=d, num_attention_heads=heads,
+                                       num_key_value_heads=kv, intermediate_size=inter, vocab_size=vocab,
+                                       max_position_embeddings=t, tie_word_embeddings=False)
+        return lambda: (kit.Logits(transformers.LlamaForCausalLM(cfg), "lm"), torch.randint(0, vocab, (b, t)),
+                        torch.randint(0, vocab, (b, t)))
+
+    def bert(b, t):
+        cfg = transformers.BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
+                                      intermediate_size=1024, vocab_size=1000, max_position_embeddings=t,
+                                      num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return lambda: (kit.Logits(transformers.BertForSequenceClassification(cfg), "cls"),
+                        torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
+
+    def vit(b):
+        cfg = transformers.ViTConfig(image_size=64, patch_size=8, num_channels=3, hidden_size=256,
+                                     num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                                     num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return lambda: (kit.Logits(transformers.ViTForImageClassification(cfg), "pixels"), torch.randn(b, 3, 64, 64),
+                        torch.randint(0, 10, (b,)))
+
+    out = {
+        "llama": ("Llama, 4 layers, d 256, GQA 8/2 (4 x 64)", lm(4, 256, 8, 2, 688, 1000, 4, 64)),
+        "bert": ("BERT classifier, 4 layers, d 256 (8 x 64)", bert(8, 64)),
+        "vit": ("ViT, 4 layers, d 256 (4 x 3 x 64 x 64)", vit(4)),
+    }
+    if big:
+        out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))
+    return out
+
+
+def plan(vplan, path, attention):
+    out_json = path + f".{attention}.json"
+    cmd = [vplan, "plan", path, "--loss", "ce:logits", "--optimizer", "adamw", "--attention", attention,
+           "--json", out_json]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        lines = [l for l in r.stdout.splitlines() if l.strip()]
+        return None, (lines[-1] if lines else f"exit {r.returncode}")
+    # the report's line "...; 4 attention, 29 MatMul of a transposed weight": what was fused
+    fused = next((l.split("; ", 1)[-1].strip() for l in r.stdout.splitlines() if " attention" in l and "; " in l), "")
+    with open(out_json) as f:
+        return json.load(f), fused
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--big", action="store_true", help="also the 12-layer d 1024 Llama (minutes, 8 GB)")
+    ap.add_argument("--only", nargs="*", help="model names")
+    a = ap.parse_args()
+    print("## Arena against PyTorch 2.x eager's peak (torch 2.x exports)")
+    print()
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        print(f"Skipped: {e} for {sys.executable} (make the venv with tools/scripts/torch2_venv.sh).")
+        return
+    tp = import_path("torch_peak", os.path.join(HERE, "torch_peak.py"))
+    vplan = os.path.join(a.build, "onnx-vplan")
+    work = os.path.join(a.build, "torch2_peak")
+    os.makedirs(work, exist_ok=True)
+    torch.set_num_threads(2)
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}; one AdamW step on the CPU, "
+          "no checkpointing; PyTorch's peak by torch.profiler's memory events over its second step.")
+    print()
+    print("| model | PyTorch eager peak | ours, attention fused | ratio | ours, plain attention | ratio | fused |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (desc, build) in models(a.big).items():
+        if a.only and name not in a.only:
+            continue
+        torch.manual_seed(0)
+        model, x, labels = build()
+        path = os.path.join(work, name + ".onnx")
+        model.eval()
+        with contextlib.redirect_stdout(sys.stderr):  # the exporter's progress lines
+            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=False)
+        step = tp.Step(model, x, labels)
+        step.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        m = tp.measure(step)
+        fused, note = plan(vplan, path, "fused")
+        plain, _ = plan(vplan, path, "plain")
+        if not fused or not plain:
+            print(f"| {desc} | {m['peak'] / MiB:.1f} MiB | {note} | | | | |")
+            continue
+        f, p = fused["arena_bytes"], plain["arena_bytes"]
+        print(f"| {desc} | {m['peak'] / MiB:.1f} MiB | {f / MiB:.1f} MiB | {f / m['peak']:.2f} | {p / MiB:.1f} MiB | "
+              f"{p / m['peak']:.2f} | {note} |")
+        sys.stdout.flush()
+        del step, model
+
+
+if __name__ == "__main__":
+    main()
