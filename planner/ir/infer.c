@@ -166,9 +166,27 @@ vp_status vp_infer_store_casts(vp_graph *g, const vp_node *n, vp_error *err) {
     return VP_OK;
 }
 
+/* CastLike(x, like) becomes Cast(x, to = like's dtype) once like is inferred: its output
+ * depends on like's dtype alone, so a constant x folds (torch 2.x writes its attention
+ * scale as Sqrt(CastLike(c, q))) and no gradient flows from like. */
+static vp_status cast_like_to_cast(vp_graph *g, vp_node *n, vp_error *err) {
+    if (strcmp(n->op_type, "CastLike") || (n->domain[0] && strcmp(n->domain, "ai.onnx")) || n->n_inputs != 2 ||
+        n->inputs[1] < 0 || !vp_value_known(&g->values[n->inputs[1]]))
+        return VP_OK;
+    char *cast = strdup("Cast");
+    if (!cast) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    free(n->op_type);
+    n->op_type = cast;
+    n->n_inputs = 1;
+    return vp_node_add_attr_int(g, (int)(n - g->nodes), "to", g->values[n->inputs[1]].dtype);
+}
+
 static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {
     vp_node *n = &g->nodes[id];
     *folded = 0;
+    vp_status cs = cast_like_to_cast(g, n, err);
+    if (cs) return cs;
+    n = &g->nodes[id];
     n->op = vp_op_find(n->domain, n->op_type);
     if (!n->op)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "op %s%s%s is not supported", n->domain,
