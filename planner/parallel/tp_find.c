@@ -8,7 +8,15 @@
  * a replicated input) are tried in graph order: a candidate is kept when, with it and
  * those kept before, every split value reaches only ops that take it and ends in a
  * row-parallel product.  The states are re-derived from scratch for each candidate:
- * graphs here have hundreds of nodes and a handful of candidates. */
+ * graphs here have hundreds of nodes and a handful of candidates.
+ *
+ * Between the products a split passes what torch 1.13 and torch 2.x write: elementwise
+ * ops (a gate times an up projection joins two products' columns), head reshapes and
+ * transposes in any order, Slice and Concat along other axes (rotary embeddings'
+ * rotate-half), Unsqueeze and Expand (grouped-query attention's key/value heads repeated
+ * per query head: the Expand's shape becomes the rank's share), a fused QKV product's
+ * Split after a reshape that keeps its columns whole, the fused Attention; constants
+ * folded from whole shapes that nothing reads any more are ignored. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +146,10 @@ static int row(walk *w, int id, state a) {
     return 1; /* its output is replicated once all-reduced */
 }
 
+/* Whether a split from `origin` is plain columns (no fused-QKV blocks): a value from two
+ * products' columns may then lose its origin. */
+static int one_block(const walk *w, int origin) { return origin < 0 || w->f->blocks[origin] == 1; }
+
 static int elementwise(walk *w, const vp_node *n) {
     static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Dropout", NULL}; /* Dropout's ratio, mode: scalars */
     static const char *const unary[] = {"Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf", "Neg", "Identity",
@@ -155,7 +167,11 @@ static int elementwise(walk *w, const vp_node *n) {
         if (s.axis < 0) continue;
         const vp_value *x = &g->values[n->inputs[k]];
         int a = s.axis + (y->rank - x->rank);
-        if (x->dims[s.axis] != y->dims[a] || (out_axis >= 0 && (a != out_axis || s.origin != origin))) return 0;
+        if (x->dims[s.axis] != y->dims[a] || (out_axis >= 0 && a != out_axis)) return 0;
+        if (out_axis >= 0 && s.origin != origin) { /* two products' columns: a gate times an up projection */
+            if (!one_block(w, origin) || !one_block(w, s.origin)) return 0;
+            s.origin = -1;
+        }
         out_axis = a;
         origin = s.origin;
     }
@@ -241,7 +257,10 @@ static int reshape(walk *w, int id, state s) {
     for (int d = 0; d < y->rank; d++) e->vals[d] = sv[d];
     if (sv[b] > 0) e->vals[b] = sv[b] / w->n;
     else if (sv[b] == 0) return 0; /* "copy the input's dim" would keep the full size */
-    w->st[n->outputs[0]] = (state){(signed char)b, -1};
+    /* the axis whole and last on both sides ([B*T, 3h] to [B, T, 3h]): still the product's
+     * columns, blocks and all, for the Split of a fused QKV after it */
+    int same = y->dims[b] == x->dims[s.axis] && b == y->rank - 1 && s.axis == x->rank - 1;
+    w->st[n->outputs[0]] = (state){(signed char)b, same ? s.origin : -1};
     return 1;
 }
 
@@ -254,6 +273,97 @@ static int transpose(walk *w, const vp_node *n, state s) {
     for (int d = 0; d < np; d++)
         if (perm[d] == s.axis) out = d;
     if (out < 0) return 0;
+    w->st[n->outputs[0]] = (state){(signed char)out, s.origin};
+    return 1;
+}
+
+/* The constant int64 vector input k of n (axes, a shape), or NULL. */
+static const int64_t *const_ints(const vp_graph *g, const vp_node *n, int k, int *count) {
+    if (k >= n->n_inputs || n->inputs[k] < 0) return NULL;
+    const vp_value *v = &g->values[n->inputs[k]];
+    if (!v->data || v->dtype != VP_I64 || v->rank != 1) return NULL;
+    *count = (int)v->dims[0];
+    return v->data;
+}
+
+/* Slice along axes other than the split one (rotary embeddings' halves of head_dim). */
+static int slice_op(walk *w, const vp_node *n, state s) {
+    const vp_graph *g = w->g;
+    const vp_value *x = &g->values[n->inputs[0]];
+    for (int k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && w->st[n->inputs[k]].axis >= 0) return 0;
+    int n_starts = 0, n_axes = 0;
+    if (n->opset < 10 || !const_ints(g, n, 1, &n_starts)) return 0;
+    const int64_t *axes = const_ints(g, n, 3, &n_axes);
+    if (n->n_inputs > 3 && n->inputs[3] >= 0 && !axes) return 0;
+    for (int k = 0; k < (axes ? n_axes : n_starts); k++) {
+        int64_t a = axes ? axes[k] : k;
+        if (a < 0) a += x->rank;
+        if (a == s.axis) return 0;
+    }
+    w->st[n->outputs[0]] = s;
+    return 1;
+}
+
+/* Concat along another axis of inputs all split along the same one. */
+static int concat_op(walk *w, const vp_node *n) {
+    const vp_graph *g = w->g;
+    const vp_value *y = &g->values[n->outputs[0]];
+    int64_t axis = vp_attr_int(n, "axis", 0);
+    if (axis < 0) axis += y->rank;
+    state out = {-1, -1};
+    for (int k = 0; k < n->n_inputs; k++) {
+        state s = w->st[n->inputs[k]];
+        if (s.axis < 0 || s.axis == axis || (out.axis >= 0 && s.axis != out.axis)) return 0;
+        if (out.axis >= 0 && s.origin != out.origin) {
+            if (!one_block(w, out.origin) || !one_block(w, s.origin)) return 0;
+            s.origin = -1;
+        }
+        out = s;
+    }
+    w->st[n->outputs[0]] = out;
+    return 1;
+}
+
+/* Unsqueeze: the split axis moves past the axes inserted before it. */
+static int unsqueeze_op(walk *w, const vp_node *n, state s) {
+    const vp_graph *g = w->g;
+    const vp_value *y = &g->values[n->outputs[0]];
+    int count = 0;
+    const int64_t *axes = n->opset >= 13 ? const_ints(g, n, 1, &count) : NULL;
+    if (n->opset < 13) count = vp_attr_ints(n, "axes", &axes);
+    if (!axes || count <= 0 || count > 8) return 0;
+    char inserted[VP_MAX_RANK] = {0};
+    for (int k = 0; k < count; k++) {
+        int64_t a = axes[k] < 0 ? axes[k] + y->rank : axes[k];
+        if (a < 0 || a >= y->rank) return 0;
+        inserted[a] = 1;
+    }
+    int out = -1;
+    for (int d = 0, i = 0; d < y->rank; d++)
+        if (!inserted[d] && i++ == s.axis) out = d;
+    if (out < 0) return 0;
+    w->st[n->outputs[0]] = (state){(signed char)out, s.origin};
+    return 1;
+}
+
+/* Expand to a constant shape that keeps the split axis whole (GQA's key/value heads,
+ * repeated per query head): that entry of the shape becomes the rank's share. */
+static int expand_op(walk *w, int id, state s) {
+    vp_graph *g = w->g;
+    const vp_node *n = &g->nodes[id];
+    const vp_value *x = &g->values[n->inputs[0]], *y = &g->values[n->outputs[0]];
+    int count = 0;
+    const int64_t *shape = const_ints(g, n, 1, &count);
+    if (!shape || count != y->rank || count > 8 || w->st[n->inputs[1]].axis >= 0) return 0;
+    int out = s.axis + (y->rank - x->rank);
+    if (y->dims[out] != x->dims[s.axis] || x->dims[s.axis] == 1) return 0;
+    divides(w, n, x->dims[s.axis], "the axis it expands along");
+    vp_tp_edit *e = add_edit(w, id, 1);
+    if (!e) return 0;
+    e->n = count;
+    for (int d = 0; d < count; d++) e->vals[d] = shape[d];
+    if (shape[out] > 1) e->vals[out] = shape[out] / w->n;
     w->st[n->outputs[0]] = (state){(signed char)out, s.origin};
     return 1;
 }
@@ -291,6 +401,22 @@ static int softmax(walk *w, const vp_node *n, state s) {
     return 1;
 }
 
+/* Whether a folded node's outputs reach a node that is not folded: a constant computed
+ * from whole shapes (torch 2.x's Shape -> Slice -> Concat chains) is wrong on a rank
+ * only where something reads it; what the fusions left unread is harmless. */
+static int read_later(const vp_graph *g, int id, int depth) {
+    const vp_node *n = &g->nodes[id];
+    if (!n->folded || depth > 16) return 1;
+    for (int k = 0; k < n->n_outputs; k++) {
+        const vp_value *y = n->outputs[k] >= 0 ? &g->values[n->outputs[k]] : NULL;
+        if (!y) continue;
+        if (y->flags & VP_VAL_OUTPUT) return 1;
+        for (int c = 0; c < y->n_consumers; c++)
+            if (read_later(g, y->consumers[c], depth + 1)) return 1;
+    }
+    return 0;
+}
+
 /* One node given its inputs' states; 0 when it cannot take them. */
 static int step(walk *w, int id) {
     vp_graph *g = w->g;
@@ -308,7 +434,7 @@ static int step(walk *w, int id) {
             any = 1;
         }
     if (!any) return 1;
-    if (n->folded) return 0;
+    if (n->folded) return !read_later(g, id, 0); /* a constant of the full sizes: only where nothing reads it */
     int r = elementwise(w, n);
     if (r >= 0) return r;
     if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention")) return attention(w, n);
@@ -319,6 +445,10 @@ static int step(walk *w, int id) {
     if (!strcmp(n->op_type, "Reshape")) return reshape(w, id, first);
     if (!strcmp(n->op_type, "Transpose")) return transpose(w, n, first);
     if (!strcmp(n->op_type, "Softmax")) return softmax(w, n, first);
+    if (!strcmp(n->op_type, "Slice")) return slice_op(w, n, first);
+    if (!strcmp(n->op_type, "Concat")) return concat_op(w, n);
+    if (!strcmp(n->op_type, "Unsqueeze")) return unsqueeze_op(w, n, first);
+    if (!strcmp(n->op_type, "Expand")) return expand_op(w, id, first);
     if (row(w, id, first)) return 1;
     return batched_matmul(w, n);
 }

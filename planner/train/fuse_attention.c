@@ -281,7 +281,7 @@ static vp_status infer_last(fuser *fz, vp_error *err) {
 static int k_of_merged_transpose(fuser *fz, const match *m) {
     vp_graph *g = fz->g;
     const vp_node *r2 = producer(g, m->kt, "Reshape"), *t, *r1;
-    if (!r2 || !only_use(g, m->kt, m->mm1)) return -1;
+    if (!r2 || !only_use(g, m->kt, m->k_scale >= 0 ? m->k_scale : m->mm1)) return -1;
     int x3t = in(r2, 0), x3, k4;
     if (!(t = producer(g, x3t, "Transpose")) || !only_use(g, x3t, node_id(g, r2))) return -1;
     const int64_t *perm;
@@ -303,7 +303,7 @@ static int k_of_merged_transpose(fuser *fz, const match *m) {
 static vp_status make_k(fuser *fz, const match *m, const char *base, int *k, vp_error *err) {
     vp_graph *g = fz->g;
     const vp_node *t = producer(g, m->kt, "Transpose");
-    if (t && only_use(g, m->kt, m->mm1) && g->values[in(t, 0)].rank == 4) {
+    if (t && only_use(g, m->kt, m->k_scale >= 0 ? m->k_scale : m->mm1) && g->values[in(t, 0)].rank == 4) {
         int tid = node_id(g, t);
         const int64_t *p;
         int64_t perm[4] = {3, 2, 1, 0};
