@@ -15,6 +15,7 @@
 #include "memory/verify.h"
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
+#include "pipeline/pipeline.h"
 #include "plan_exec.h"
 #include "remat/remat.h"
 #include "train/training.h"
@@ -47,23 +48,26 @@ vp_status test_model_load(test_model *m, const char *name, vp_train_spec *spec, 
     return test_model_load_in(m, MODELS, name, spec, err);
 }
 
-vp_status test_model_load_in(test_model *m, const char *dir, const char *name, vp_train_spec *spec, vp_error *err) {
+/* What the pipeline needs to build dir/<name> (meta read, dims[8] filled from it; with a
+ * spec, its freeze set to the model's buffers); *po then runs until the caller's stage. */
+static vp_status model_opts(test_model *m, const char *dir, const char *name, vp_train_spec *spec, vp_dim_binding *dims,
+                            char *path, size_t path_len, vp_pipeline_opts *po, vp_error *err) {
     memset(m, 0, sizeof *m);
+    memset(po, 0, sizeof *po);
     snprintf(m->name, sizeof m->name, "%.63s", name);
     snprintf(m->dir, sizeof m->dir, "%s/%s", dir, name);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/meta.json", m->dir);
+    snprintf(path, path_len, "%s/meta.json", m->dir);
     m->meta = mj_parse_file(path);
     if (!m->meta) return vp_fail(err, VP_ERR_IO, "%s: cannot read", path);
-    snprintf(path, sizeof path, "%s/model.onnx", m->dir);
-    vp_status s = vp_onnx_load(path, &m->g, err);
-    vp_dim_binding dims[8];
-    int nd = 0;
+    snprintf(path, path_len, "%s/model.onnx", m->dir);
+    po->model = path;
+    po->dims = dims;
     const mj *md = mj_get(m->meta, "dims");
-    for (int i = 0; md && i < md->n && nd < 8; i++) dims[nd++] = (vp_dim_binding){md->items[i].key, (int64_t)md->items[i].num};
-    if (!s) s = vp_bind_dims(m->g, dims, nd, err);
-    if (!s) s = vp_infer(m->g, NULL, NULL, err);
-    if (s || !spec) return s;
+    for (int i = 0; md && i < md->n && po->n_dims < 8; i++)
+        dims[po->n_dims++] = (vp_dim_binding){md->items[i].key, (int64_t)md->items[i].num};
+    po->until = spec ? VP_PIPELINE_TRAIN : VP_PIPELINE_INFER;
+    po->spec = spec;
+    if (!spec) return VP_OK;
     /* torch buffers are not parameters: freeze them by name */
     const mj *bufs = mj_get(m->meta, "buffers");
     size_t used = (size_t)snprintf(m->freeze, sizeof m->freeze, "^(");
@@ -71,7 +75,30 @@ vp_status test_model_load_in(test_model *m, const char *dir, const char *name, v
         used += (size_t)snprintf(m->freeze + used, sizeof m->freeze - used, "%s%s", i ? "|" : "", bufs->items[i].str);
     if (used < sizeof m->freeze) snprintf(m->freeze + used, sizeof m->freeze - used, ")$");
     spec->freeze = bufs && bufs->n ? m->freeze : NULL;
-    return vp_training_build(m->g, spec, &m->t, err);
+    return VP_OK;
+}
+
+/* Runs po, handing the graph and the step to m (and the plan to pl when planning). */
+static vp_status model_run(test_model *m, const vp_pipeline_opts *po, test_planned *pl, vp_error *err) {
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(po, &r, err);
+    m->g = r.g;
+    m->t = r.t;
+    if (pl) {
+        pl->g = r.planned;
+        pl->p = r.p;
+    } else {
+        vp_plan_free(&r.p);
+    }
+    return s;
+}
+
+vp_status test_model_load_in(test_model *m, const char *dir, const char *name, vp_train_spec *spec, vp_error *err) {
+    vp_dim_binding dims[8];
+    char path[4200];
+    vp_pipeline_opts po;
+    vp_status s = model_opts(m, dir, name, spec, dims, path, sizeof path, &po, err);
+    return s ? s : model_run(m, &po, NULL, err);
 }
 
 void test_model_free(test_model *m) {
@@ -254,10 +281,8 @@ vp_status test_model_load_fixture_dir(test_model *m, const char *data_dir, const
     spec.opt.lr = mj_get(m->meta, "lr")->num;
     vp_dim_binding batch = {"batch", (int64_t)mj_get(mj_get(m->meta, "dims"), "batch")->num};
     snprintf(path, sizeof path, "%s/model.onnx", m->dir);
-    vp_status s = vp_onnx_load(path, &m->g, err);
-    if (!s) s = vp_bind_dims(m->g, &batch, 1, err);
-    if (!s) s = vp_infer(m->g, NULL, NULL, err);
-    return s ? s : vp_training_build(m->g, &spec, &m->t, err);
+    vp_pipeline_opts po = {.model = path, .dims = &batch, .n_dims = 1, .until = VP_PIPELINE_TRAIN, .spec = &spec};
+    return model_run(m, &po, NULL, err);
 }
 
 static vp_status compare_fixture(test_model *m, vp_exec *x, int v, const char *file, double *worst, vp_error *err) {
@@ -355,10 +380,22 @@ vp_status test_model_plan(test_planned *pl, const char *name, const char *opt, i
     vp_status s = vp_loss_parse("ce:logits", &spec.loss, err);
     if (!s) s = vp_opt_parse(opt, &spec.opt, err);
     spec.offload = offload;
-    if (!s) s = test_model_load(&pl->m, name, &spec, err);
-    vp_remat_result rr;
-    if (!s) s = vp_plan_with_remat(pl->m.g, &pl->m.t, vp_device_find(device), 1, 0, VP_REMAT_NONE, &pl->g, &pl->p, &rr, err);
-    return s;
+    return s ? s : test_model_plan_in(pl, MODELS, name, &spec, vp_device_find(device), 1, 0, VP_REMAT_NONE, err);
+}
+
+vp_status test_model_plan_in(test_planned *pl, const char *dir, const char *name, vp_train_spec *spec,
+                             const vp_device_profile *dev, int fused, int64_t budget, vp_remat_kind remat, vp_error *err) {
+    memset(pl, 0, sizeof *pl);
+    vp_dim_binding dims[8];
+    char path[4200];
+    vp_pipeline_opts po;
+    vp_status s = model_opts(&pl->m, dir, name, spec, dims, path, sizeof path, &po, err);
+    po.until = VP_PIPELINE_PLAN;
+    po.device = dev;
+    po.fused_update = fused;
+    po.budget = budget;
+    po.remat = remat;
+    return s ? s : model_run(&pl->m, &po, pl, err);
 }
 
 void test_planned_free(test_planned *pl) {

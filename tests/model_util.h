@@ -5,6 +5,7 @@
 
 #include "ir/ir.h"
 #include "memory/plan.h"
+#include "remat/remat.h"
 #include "mini_json.h"
 #include "train/training.h"
 
@@ -54,6 +55,11 @@ typedef struct test_planned {
 } test_planned;
 vp_status test_model_plan(test_planned *pl, const char *name, const char *opt, int offload, const char *device,
                           vp_error *err);
+/* dir/<name>'s step of spec (its freeze set to the model's buffers, as test_model_load_in
+ * does) through the pipeline's verified plan on dev, with checkpointing remat under
+ * budget (0: none). */
+vp_status test_model_plan_in(test_planned *pl, const char *dir, const char *name, vp_train_spec *spec,
+                             const vp_device_profile *dev, int fused, int64_t budget, vp_remat_kind remat, vp_error *err);
 void test_planned_free(test_planned *pl);
 
 /* Makes value id of g a float32 initializer of that shape owning fresh, unfilled data

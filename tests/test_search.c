@@ -60,20 +60,6 @@ static vp_train_spec base_spec(void) {
     return spec;
 }
 
-static vp_status build(void *ctx, const vp_train_spec *spec0, vp_graph **g, vp_training *t, vp_error *err) {
-    test_model m;
-    vp_train_spec spec = *spec0;
-    vp_status s = test_model_load_in(&m, dir, (const char *)ctx, &spec, err);
-    if (!s) {
-        *g = m.g;
-        *t = m.t;
-        m.g = NULL;
-        memset(&m.t, 0, sizeof m.t);
-    }
-    test_model_free(&m);
-    return s;
-}
-
 /* The naive step's losses over STEPS steps on the fixture batch. */
 static vp_status naive_losses(test_model *m, double *losses, vp_error *err) {
     vp_backend *b = vp_backend_cpu_new_with(1);
@@ -91,30 +77,25 @@ static void check_chosen(const vp_candidate *c, int64_t budget, const double *re
     vp_train_spec spec = base_spec();
     int fused;
     vp_search_apply(c, &spec, &fused);
-    test_model m;
+    test_planned pl;
     vp_error err;
-    vp_graph *planned = NULL;
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_remat_result rr;
     double losses[STEPS];
-    vp_status s = test_model_load_in(&m, dir, "gpt", &spec, &err);
-    if (!s) s = vp_plan_with_remat(m.g, &m.t, vp_device_find("cpu"), fused, c->remat == VP_REMAT_NONE ? 0 : budget, c->remat,
-                                   &planned, &p, &rr, &err);
-    if (!s) s = naive_losses(&m, losses, &err);
+    vp_status s = test_model_plan_in(&pl, dir, "gpt", &spec, vp_device_find("cpu"), fused,
+                                     c->remat == VP_REMAT_NONE ? 0 : budget, c->remat, &err);
+    test_model *m = &pl.m;
+    const vp_plan *p = &pl.p;
+    if (!s) s = naive_losses(m, losses, &err);
     char why[512] = "";
-    int same = s ? -1 : test_compare_planned(&m, &p, STEPS, NULL, 0, why, sizeof why);
+    int same = s ? -1 : test_compare_planned(m, p, STEPS, NULL, 0, why, sizeof why);
     double tol = c->precision == VP_PRECISION_FP32 ? 1e-6 : 2e-2, worst = 0;
     for (int k = 0; !s && k < STEPS; k++) worst = fmax(worst, fabs(losses[k] - ref[k]) / fabs(ref[k]));
     char knobs[128];
     vp_search_knobs(c, knobs, sizeof knobs);
-    check(!s && p.arena_bytes == c->arena_bytes && p.arena_bytes <= budget && same == 1 && worst <= tol,
+    check(!s && p->arena_bytes == c->arena_bytes && p->arena_bytes <= budget && same == 1 && worst <= tol,
           "%3d%%: %s: arena %lld <= %lld, planned = naive over %d steps%s%s, losses within %.2g of fp32 (tolerance %.0g)", pct,
-          knobs, (long long)p.arena_bytes, (long long)budget, STEPS, why[0] ? ": " : "", why, worst, tol);
+          knobs, (long long)p->arena_bytes, (long long)budget, STEPS, why[0] ? ": " : "", why, worst, tol);
     if (s) printf("  %s\n", err.msg);
-    vp_plan_free(&p);
-    if (planned && planned != m.g) vp_graph_free(planned);
-    test_model_free(&m);
+    test_planned_free(&pl);
 }
 
 int main(void) {
@@ -122,20 +103,14 @@ int main(void) {
     vp_error err;
     const vp_device_profile *dev = vp_device_find("cpu");
     vp_train_spec spec = base_spec();
-    test_model m;
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_graph *planned = NULL;
-    vp_remat_result rr;
+    test_planned pl;
+    memset(&pl, 0, sizeof pl);
     double ref[STEPS];
     vp_status s = make_model_dir(&err);
-    if (!s) s = test_model_load_in(&m, dir, "gpt", &spec, &err);
-    if (!s) s = vp_plan_with_remat(m.g, &m.t, dev, 1, 0, VP_REMAT_NONE, &planned, &p, &rr, &err);
-    if (!s) s = naive_losses(&m, ref, &err);
-    int64_t full = p.arena_bytes;
-    vp_plan_free(&p);
-    if (planned && planned != m.g) vp_graph_free(planned);
-    test_model_free(&m);
+    if (!s) s = test_model_plan_in(&pl, dir, "gpt", &spec, dev, 1, 0, VP_REMAT_NONE, &err);
+    if (!s) s = naive_losses(&pl.m, ref, &err);
+    int64_t full = pl.p.arena_bytes;
+    test_planned_free(&pl);
     if (s) {
         check(0, "gpt: the un-checkpointed step: %s", err.msg);
         return check_summary();
@@ -143,11 +118,18 @@ int main(void) {
     printf("gpt, adam, batch %d: un", BATCH); printf("-checkpointed fp32 arena %lld bytes\n", (long long)full);
     static vp_search_result r;
     vp_search_space sp = {1, 0, 0, 0, 1, 1};
+    /* each candidate runs the pipeline on the folder's model as test_model_load_in does */
+    char model[sizeof dir + 32];
+    snprintf(model, sizeof model, "%s/gpt/model.onnx", dir);
+    vp_dim_binding batch = {"batch", BATCH};
+    vp_train_spec search_spec = spec;
+    search_spec.freeze = "^(causal_mask)$";
+    vp_pipeline_opts base = {.model = model, .dims = &batch, .n_dims = 1, .spec = &search_spec, .device = dev};
     double last = INFINITY;
     int monotone = 1, fitted = 0;
     for (int pct = 10; pct <= 100; pct += 10) {
         int64_t budget = full * pct / 100;
-        s = vp_search_run(&sp, &spec, dev, budget, build, "gpt", &r, &err);
+        s = vp_search_run(&sp, &base, budget, &r, &err);
         if (s) {
             check(0, "%d%%: search: %s", pct, err.msg);
             break;

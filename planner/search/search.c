@@ -1,5 +1,6 @@
-/* The joint search (search.h): every combination of the free knobs, each planned once
- * as it is and, when that is over the budget, again with checkpointing by dp under it. */
+/* The joint search (search.h): every combination of the free knobs, each run through the
+ * pipeline (pipeline/pipeline.h) to a verified plan once as it is and, when that is over
+ * the budget, again with checkpointing by dp under it. */
 #include "search/search.h"
 
 #include <math.h>
@@ -39,46 +40,39 @@ static void split_seconds(const vp_plan *p, const vp_device_profile *dev, vp_can
 }
 
 /* Plans candidate c with remat kind under budget (0: none); fills its figures. */
-static vp_status plan_one(vp_candidate *c, const vp_train_spec *spec0, const vp_device_profile *dev, int64_t budget,
-                          vp_remat_kind kind, vp_search_build_fn build, void *ctx, vp_error *err) {
-    vp_train_spec spec = *spec0;
-    int fused;
-    vp_search_apply(c, &spec, &fused);
-    vp_graph *g = NULL, *planned = NULL;
-    vp_training t;
-    memset(&t, 0, sizeof t);
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_remat_result rr;
-    memset(&rr, 0, sizeof rr);
-    vp_status s = build(ctx, &spec, &g, &t, err);
-    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, kind == VP_REMAT_NONE ? 0 : budget, kind, NULL, &planned, &p, &rr, err);
+static vp_status plan_one(vp_candidate *c, const vp_pipeline_opts *base, int64_t budget, vp_remat_kind kind, vp_error *err) {
+    vp_train_spec spec = *base->spec;
+    vp_pipeline_opts o = *base;
+    vp_search_apply(c, &spec, &o.fused_update);
+    o.spec = &spec;
+    o.until = VP_PIPELINE_PLAN;
+    o.budget = kind == VP_REMAT_NONE ? 0 : budget;
+    o.remat = kind;
+    o.remat_opts = NULL;
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&o, &r, err);
     if (!s) {
         c->remat = kind;
-        c->arena_bytes = p.arena_bytes;
-        c->step_seconds = rr.step_seconds;
-        c->recompute_seconds = rr.recompute_seconds;
-        c->n_recompute = rr.n_recompute;
+        c->arena_bytes = r.p.arena_bytes;
+        c->step_seconds = r.remat.step_seconds;
+        c->recompute_seconds = r.remat.recompute_seconds;
+        c->n_recompute = r.remat.n_recompute;
         c->comm_seconds = c->cast_seconds = c->host_seconds = 0;
-        c->host_bytes = p.host_bytes;
-        split_seconds(&p, dev, c);
-        c->fits = p.arena_bytes <= budget;
+        c->host_bytes = r.p.host_bytes;
+        split_seconds(&r.p, base->device, c);
+        c->fits = r.p.arena_bytes <= budget;
     }
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    if (planned && planned != g) vp_graph_free(planned);
-    vp_graph_free(g);
+    vp_pipeline_result_free(&r);
     return s;
 }
 
 /* Weighs one knob set: as it is, then checkpointed when that is over the budget. */
-static void weigh(vp_candidate *c, const vp_train_spec *spec, const vp_device_profile *dev, int64_t budget,
-                  vp_search_build_fn build, void *ctx) {
+static void weigh(vp_candidate *c, const vp_pipeline_opts *base, int64_t budget) {
     vp_error err;
-    c->status = plan_one(c, spec, dev, budget, VP_REMAT_NONE, build, ctx, &err);
+    c->status = plan_one(c, base, budget, VP_REMAT_NONE, &err);
     if (!c->status && !c->fits) {
         vp_candidate dp = *c;
-        vp_status s = plan_one(&dp, spec, dev, budget, VP_REMAT_DP, build, ctx, &err);
+        vp_status s = plan_one(&dp, base, budget, VP_REMAT_DP, &err);
         /* dp's plan is kept when it fits or at least comes closer */
         if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
     }
@@ -119,11 +113,15 @@ static void explain(vp_search_result *r, int64_t budget) {
     }
 }
 
-vp_status vp_search_run(const vp_search_space *sp, const vp_train_spec *spec, const vp_device_profile *dev, int64_t budget,
-                        vp_search_build_fn build, void *ctx, vp_search_result *out, vp_error *err) {
+vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base, int64_t budget, vp_search_result *out,
+                        vp_error *err) {
     memset(out, 0, sizeof *out);
     out->best = -1;
     if (budget <= 0) return vp_fail(err, VP_ERR_USAGE, "the joint search needs a budget");
+    if (!base->spec || !base->device || base->graph)
+        return vp_fail(err, VP_ERR_USAGE, "internal: the joint search needs a spec, a device and a model it can load again");
+    const vp_train_spec *spec = base->spec;
+    const vp_device_profile *dev = base->device;
     int tps[16], n_tp = 0;
     if (sp->tp_fixed) tps[n_tp++] = spec->tp.n > 1 ? spec->tp.n : 1;
     else
@@ -150,7 +148,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_train_spec *spec, co
                     c->precision = precs[b];
                     c->fused = fuseds[f];
                     c->offload = offs[o];
-                    weigh(c, spec, dev, budget, build, ctx);
+                    weigh(c, base, budget);
                     if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best])))
                         out->best = (int)(c - out->c);
                 }

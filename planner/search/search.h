@@ -2,8 +2,9 @@
  *
  * In: a training spec (what the user fixed), a device profile, a budget, the knobs
  * left free (tensor-parallel degree up to a maximum, precision among those the device
- * computes natively, fused or separate optimizer updates, optimizer-state offload) and a builder that makes the
- * training step of any spec.  Out: every candidate weighed, each planned with
+ * computes natively, fused or separate optimizer updates, optimizer-state offload) and
+ * the pipeline's options that load the model (pipeline/pipeline.h), which the search
+ * runs through planning once for each candidate.  Out: every candidate weighed, each planned with
  * checkpointing by dp under the budget and costed by the cost model (compute,
  * recompute, casts, all-reduces, host transfers: vp_remat_result.step_seconds over the planned graph),
  * and the index of the fastest that fits, with the reason it won.
@@ -20,13 +21,11 @@
 #define VP_SEARCH_H
 
 #include "memory/plan.h"
+#include "pipeline/pipeline.h"
 #include "remat/remat.h"
 #include "train/training.h"
 
 #define VP_SEARCH_MAX 64
-
-/* Makes the training step of spec (loads, binds dims, infers, builds). */
-typedef vp_status (*vp_search_build_fn)(void *ctx, const vp_train_spec *spec, vp_graph **g, vp_training *t, vp_error *err);
 
 typedef struct vp_search_space {
     int max_tp;          /* tensor-parallel degrees 1, 2, 4, ... up to this; 0 or 1: none */
@@ -61,8 +60,11 @@ typedef struct vp_search_result {
     char why[600];  /* one paragraph: why the winner won */
 } vp_search_result;
 
-vp_status vp_search_run(const vp_search_space *sp, const vp_train_spec *spec, const vp_device_profile *dev, int64_t budget,
-                        vp_search_build_fn build, void *ctx, vp_search_result *out, vp_error *err);
+/* base: the model (a file or a source, not a graph: each candidate loads its own), its
+ * dims, the spec the user fixed (base->spec) and the device (base->device); the
+ * stage, the knobs and the checkpointing are the search's. */
+vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base, int64_t budget, vp_search_result *out,
+                        vp_error *err);
 
 /* The spec and fused flag of candidate c (the user's spec with its knobs set). */
 void vp_search_apply(const vp_candidate *c, vp_train_spec *spec, int *fused);

@@ -1,6 +1,7 @@
 /* Builds the training step from an inferred forward graph, as one named list of passes
- * (`passes` below; `onnx-vplan plan --passes` prints it, `--dump-after NAME` shows the
- * IR after one):
+ * (`passes` below; the pipeline driver, pipeline/pipeline.c, runs them one by one between
+ * inference and planning, `onnx-vplan plan --passes` prints them, `--dump-after NAME`
+ * shows the IR after one):
  *   fusion -> training mode -> trainable set -> folding over frozen initializers
  *   -> attention fusion -> tensor-parallel split
  *   -> fake quantisation
@@ -106,12 +107,7 @@ static vp_status select_params(vp_graph *g, const vp_train_spec *spec, vp_traini
  * Each reads and writes the one graph; what a later pass needs of an earlier one is in
  * the vp_training it fills (or, for the loss scaling around autodiff, in the context). */
 
-typedef struct build_ctx {
-    vp_graph *g;
-    const vp_train_spec *spec;
-    vp_training *t;
-    int loss; /* the unscaled loss while autodiff differentiates loss * scale */
-} build_ctx;
+typedef vp_training_run build_ctx;
 
 static vp_status pass_fuse(build_ctx *c, vp_error *err) {
     return c->spec->no_fuse ? VP_OK : vp_fuse(c->g, &c->t->fused, err);
@@ -256,16 +252,22 @@ int vp_training_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]
 
 const vp_pass_info *vp_training_pass(int i) { return i >= 0 && i < vp_training_pass_count() ? &passes[i].info : NULL; }
 
-vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
+void vp_training_begin(vp_training_run *c, vp_graph *g, const vp_train_spec *spec, vp_training *t) {
     memset(t, 0, sizeof *t);
     t->loss = -1;
-    build_ctx c = {g, spec, t, -1};
+    *c = (vp_training_run){g, spec, t, -1};
+}
+
+vp_status vp_training_run_pass(vp_training_run *c, int i, vp_error *err) {
+    if (i < 0 || i >= vp_training_pass_count()) return vp_fail(err, VP_ERR_INVALID, "internal: no training pass %d", i);
+    return passes[i].run(c, err);
+}
+
+vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *t, vp_error *err) {
+    vp_training_run c;
+    vp_training_begin(&c, g, spec, t);
     vp_status s = VP_OK;
-    for (int i = 0; i < vp_training_pass_count() && !s; i++) {
-        s = passes[i].run(&c, err);
-        if (!s && spec->dump && spec->dump_after && !strcmp(spec->dump_after, passes[i].info.name))
-            spec->dump(g, passes[i].info.name, spec->dump_ctx);
-    }
+    for (int i = 0; i < vp_training_pass_count() && !s; i++) s = passes[i].run(&c, err);
     return s;
 }
 

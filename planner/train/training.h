@@ -73,11 +73,6 @@ typedef struct vp_train_spec {
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
     vp_lora_opts lora;      /* low-rank adapters (train/lora.h); off unless lora.rank */
     int offload;            /* Adam's state and update on the host (train/offload.h) */
-    /* after the pass named dump_after (vp_training_pass), dump(g, name, dump_ctx) is
-     * called with the graph as that pass left it (`--dump-after`); NULL: none */
-    const char *dump_after;
-    void (*dump)(const vp_graph *g, const char *pass, void *ctx);
-    void *dump_ctx;
 } vp_train_spec;
 
 /* One pass of the training build: its name (`--dump-after NAME`) and what it does. */
@@ -86,7 +81,8 @@ typedef struct vp_pass_info {
     const char *what;
 } vp_pass_info;
 
-/* The training build's passes, in the order vp_training_build runs them. */
+/* The training build's passes, in the order vp_training_build runs them (the pipeline,
+ * pipeline/pipeline.h, lists them between inference and planning). */
 int vp_training_pass_count(void);
 const vp_pass_info *vp_training_pass(int i);
 
@@ -134,6 +130,18 @@ typedef struct vp_training {
  * and node when a node on the path to a parameter has no gradient rule. */
 vp_status vp_training_build(vp_graph *g, const vp_train_spec *spec, vp_training *out, vp_error *err);
 void vp_training_free(vp_training *t);
+
+/* The same one pass at a time, for the pipeline driver (pipeline/pipeline.h), which shows
+ * the IR between passes: vp_training_begin, then vp_training_run_pass for i = 0, 1, ...
+ * vp_training_pass_count() - 1 in order.  g, spec and t must outlive the passes. */
+typedef struct vp_training_run {
+    vp_graph *g;
+    const vp_train_spec *spec;
+    vp_training *t;
+    int loss; /* the unscaled loss while autodiff differentiates loss * scale */
+} vp_training_run;
+void vp_training_begin(vp_training_run *c, vp_graph *g, const vp_train_spec *spec, vp_training *t);
+vp_status vp_training_run_pass(vp_training_run *c, int i, vp_error *err);
 
 /* Records that value `to`, computed by the step, is value `from` at the next step (a
  * parameter's update, optimizer state, running statistics, a loss scale). */

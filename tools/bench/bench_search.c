@@ -30,24 +30,25 @@ typedef struct model {
     const char *freeze;
 } model;
 
-static vp_status build(void *ctx, const vp_train_spec *spec0, vp_graph **g, vp_training *t, vp_error *err) {
-    const model *m = ctx;
-    vp_train_spec spec = *spec0;
-    spec.freeze = m->freeze;
-    vp_status s;
-    memset(t, 0, sizeof *t);
+static vp_status make_gpt(void *ctx, vp_graph **g, vp_error *err) {
+    (void)ctx;
+    return gpt_graph_build(&GPT, g, err); /* inferred as it is built */
+}
+
+/* The pipeline through the plan of m with spec (its freeze set to m's): models/<name> at
+ * its batch (path and d hold the file's name and the binding), or the IR-built GPT. */
+static vp_pipeline_opts pipeline_of(const model *m, vp_train_spec *spec, const vp_device_profile *dev, char *path, size_t len,
+                                    vp_dim_binding *d) {
+    spec->freeze = m->freeze;
+    vp_pipeline_opts o = {.spec = spec, .device = dev, .fused_update = 1, .until = VP_PIPELINE_PLAN};
     if (m->name) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/models/%s/model.onnx", VP_SOURCE_DIR, m->name);
-        vp_dim_binding d = {"batch", m->batch};
-        s = vp_onnx_load(path, g, err);
-        if (!s) s = vp_bind_dims(*g, &d, 1, err);
-        if (!s) s = vp_infer(*g, NULL, NULL, err);
+        snprintf(path, len, "%s/models/%s/model.onnx", VP_SOURCE_DIR, m->name);
+        *d = (vp_dim_binding){"batch", m->batch};
+        o.model = path, o.dims = d, o.n_dims = 1;
     } else {
-        s = gpt_graph_build(&GPT, g, err);
+        o.source = make_gpt, o.inferred = 1;
     }
-    if (!s) s = vp_training_build(*g, &spec, t, err);
-    return s;
+    return o;
 }
 
 static vp_train_spec adam(void) {
@@ -60,26 +61,22 @@ static vp_train_spec adam(void) {
 }
 
 /* The arena and categories of spec's step planned without checkpointing. */
-static vp_status plan_plain(const model *m, const vp_train_spec *spec, const vp_device_profile *dev, vp_plan *out_p,
+static vp_status plan_plain(const model *m, const vp_train_spec *spec0, const vp_device_profile *dev, vp_plan *out_p,
                             int64_t *trainable, vp_error *err) {
-    vp_graph *g = NULL, *planned = NULL;
-    vp_training t;
-    vp_remat_result rr;
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_status s = build((void *)m, spec, &g, &t, err);
-    if (!s) s = vp_plan_with_remat(g, &t, dev, 1, 0, VP_REMAT_NONE, &planned, &p, &rr, err);
+    vp_train_spec spec = *spec0;
+    char path[512];
+    vp_dim_binding d;
+    vp_pipeline_opts o = pipeline_of(m, &spec, dev, path, sizeof path, &d);
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&o, &r, err);
     if (!s) {
-        *out_p = p;
+        *out_p = r.p;
         out_p->g = NULL;
         out_p->steps = NULL, out_p->buffers = NULL, out_p->buffer_of = NULL, out_p->workspace = NULL;
         *trainable = 0;
-        for (int i = 0; i < t.n_params; i++) *trainable += vp_value_numel(&g->values[t.params[i]]);
+        for (int i = 0; i < r.t.n_params; i++) *trainable += vp_value_numel(&r.g->values[r.t.params[i]]);
     }
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    if (planned && planned != g) vp_graph_free(planned);
-    vp_graph_free(g);
+    vp_pipeline_result_free(&r);
     return s;
 }
 
@@ -99,7 +96,10 @@ static void search_table(const char *title, const model *m, int pct) {
     char b[32];
     printf("### %s\n\nun-checkpointed fp32 arena %s; budget (%d%%) %lld bytes\n\n", title,
            vp_human_bytes(p.arena_bytes, b, sizeof b), pct, (long long)budget);
-    if (vp_search_run(&sp, &spec, dev, budget, build, (void *)m, &r, &err)) {
+    char path[512];
+    vp_dim_binding d;
+    vp_pipeline_opts base = pipeline_of(m, &spec, dev, path, sizeof path, &d);
+    if (vp_search_run(&sp, &base, budget, &r, &err)) {
         printf("search failed: %s\n\n", err.msg);
         return;
     }

@@ -24,24 +24,23 @@ cli_opt cli_load_table[] = {
      "an attribute of the wrong type is refused either way)"},
     {0}};
 
+void cli_pipeline_init(vp_pipeline_opts *po, const char *path, const cli_pairs *dims) {
+    memset(po, 0, sizeof *po);
+    po->model = path;
+    po->load = load_opts;
+    po->dims = dims->b;
+    po->n_dims = dims->n;
+    po->dump_to = stdout;
+}
+
 vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err) {
-    vp_status s = vp_onnx_load_with(path, &load_opts, out, err);
-    if (s) return s;
-    /* a --dim no input uses is most likely a misspelt name: said, not fatal (one command
-     * line may bind a batch dim over several models, some of them fixed) */
-    for (int i = 0; i < dims->n; i++) {
-        int used = 0;
-        for (int k = 0; k < (*out)->n_inputs && !used; k++) {
-            const vp_value *v = &(*out)->values[(*out)->inputs[k]];
-            for (int d = 0; d < v->rank && !used; d++) used = v->dim_param[d] && !strcmp(v->dim_param[d], dims->b[i].name);
-        }
-        if (!used) fprintf(stderr, "onnx-vplan: warning: --dim %s: %s has no input dim of that name\n", dims->b[i].name, path);
-    }
-    s = vp_bind_dims(*out, dims->b, dims->n, err);
-    if (s) {
-        vp_graph_free(*out);
-        *out = NULL;
-    }
+    vp_pipeline_opts po;
+    cli_pipeline_init(&po, path, dims);
+    po.until = VP_PIPELINE_LOAD;
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, err);
+    *out = s ? NULL : r.g;
+    if (s) vp_pipeline_result_free(&r);
     return s;
 }
 

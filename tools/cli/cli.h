@@ -23,6 +23,7 @@
 
 #include "ir/infer.h"
 #include "ir/ir.h"
+#include "pipeline/pipeline.h"
 
 #define CLI_MAX_PAIRS 64
 #define CLI_CONTINUE (-1)
@@ -79,7 +80,12 @@ int cli_report(vp_status s, const vp_error *err);
  * --lenient (unknown attributes and too new an opset warned of, not refused). */
 extern cli_opt cli_load_table[];
 
-/* Loads a model (as cli_load_table's options say) and binds its symbolic dims. */
+/* The pipeline's options for the model at path with the dims and load options the command
+ * line gave (cli_load_table, --dim); the caller sets the stage and the rest. */
+void cli_pipeline_init(vp_pipeline_opts *po, const char *path, const cli_pairs *dims);
+
+/* Loads a model (as cli_load_table's options say) and binds its symbolic dims: the
+ * pipeline's first pass. */
 vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_error *err);
 
 /* The subcommands, in the order onnx-vplan --help lists them. */

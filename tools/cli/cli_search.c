@@ -5,16 +5,6 @@
 #include "cli_train.h"
 #include "report.h"
 
-typedef struct build_ctx {
-    const char *model;
-    const cli_pairs *dims;
-} build_ctx;
-
-static vp_status build(void *ctx, const vp_train_spec *spec, vp_graph **g, vp_training *t, vp_error *err) {
-    const build_ctx *b = ctx;
-    return cli_build_step(b->model, b->dims, spec, g, t, NULL, err);
-}
-
 static void print_table(const vp_search_result *r, const vp_device_profile *dev, int64_t budget) {
     char b1[32], b2[32];
     printf("joint search under %s on %s: %d candidates\n", vp_human_bytes(budget, b1, sizeof b1), dev->name, r->n);
@@ -38,8 +28,11 @@ static void print_table(const vp_search_result *r, const vp_device_profile *dev,
 
 vp_status cli_search(const char *model, const cli_pairs *dims, const vp_train_spec *spec, const vp_search_space *sp,
                      const vp_device_profile *dev, int64_t budget, int quiet, vp_search_result *r, vp_error *err) {
-    build_ctx ctx = {model, dims};
-    vp_status s = vp_search_run(sp, spec, dev, budget, build, &ctx, r, err);
+    vp_pipeline_opts base;
+    cli_pipeline_init(&base, model, dims);
+    base.spec = spec;
+    base.device = dev;
+    vp_status s = vp_search_run(sp, &base, budget, r, err);
     if (!s && !quiet) print_table(r, dev, budget);
     return s;
 }

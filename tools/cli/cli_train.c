@@ -1,14 +1,10 @@
 #include "cli_train.h"
 
-#include "ir/ir_dump.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "onnx/onnx_load.h"
 
 void cli_train_init(cli_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -96,58 +92,14 @@ void cli_train_init(cli_train_opts *o) {
     memcpy(o->table, t, sizeof t);
 }
 
-/* The passes run outside the training build: the command line's load and inference
- * before it, and `plan`'s memory passes after it (DESIGN.md's pipeline). */
-static const vp_pass_info before[] = {
-    {"load", "the ONNX model into the IR (external data, attribute schemas checked)"},
-    {"infer", "shapes and dtypes (--dim), shape subgraphs folded; sequences, Attention, RMSNormalization expanded"},
-};
-static const vp_pass_info after[] = {
-    {"remat", "plan: checkpoint segments, recompute nodes before their backward use (--remat)"},
-    {"schedule", "plan: one step order, fused updates right after their gradient"},
-    {"liveness", "plan: [first, last] step of every buffer; views share their base"},
-    {"workspaces", "plan: per-step library scratch as planned buffers"},
-    {"offsets", "plan: one offset per buffer in one arena, against its lower bound"},
-    {"verify", "plan: every lifetime re-derived from the steps; no overlap"},
-};
-
 int cli_print_passes(void) {
-    int k = 0;
     printf("The pipeline, in order (--dump-after NAME prints the IR after one; the memory\n"
            "passes after `remat` run in `plan` only, `schedule` dumps the step order):\n");
-    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) printf("%3d  %-17s %s\n", ++k, before[i].name, before[i].what);
-    for (int i = 0; i < vp_training_pass_count(); i++)
-        printf("%3d  %-17s %s\n", ++k, vp_training_pass(i)->name, vp_training_pass(i)->what);
-    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) printf("%3d  %-17s %s\n", ++k, after[i].name, after[i].what);
-    return 0;
-}
-
-int cli_dump_is_plan_pass(const char *name) { return name && (!strcmp(name, "remat") || !strcmp(name, "schedule")); }
-
-static void dump_ir(const vp_graph *g, const char *pass, void *ctx) {
-    (void)ctx;
-    char title[96];
-    snprintf(title, sizeof title, "IR after %s", pass);
-    vp_ir_dump(stdout, g, NULL, 0, title);
-    fflush(stdout);
-}
-
-/* --dump-after's pass: one the command runs and can show. */
-static vp_status check_dump_after(const cli_train_opts *o, vp_error *err) {
-    const char *d = o->dump_after;
-    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++)
-        if (!strcmp(d, before[i].name)) return VP_OK;
-    for (int i = 0; i < vp_training_pass_count(); i++)
-        if (!strcmp(d, vp_training_pass(i)->name)) return VP_OK;
-    if (cli_dump_is_plan_pass(d)) {
-        if (o->planning) return VP_OK;
-        return vp_fail(err, VP_ERR_USAGE, "--dump-after %s: a pass of `plan` only (this command builds the step, it does not plan it)", d);
+    for (int i = 0; i < vp_pipeline_pass_count(); i++) {
+        vp_pipeline_pass p = vp_pipeline_pass_at(i);
+        printf("%3d  %-17s %s\n", i + 1, p.name, p.what);
     }
-    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++)
-        if (!strcmp(d, after[i].name))
-            return vp_fail(err, VP_ERR_USAGE,
-                           "--dump-after %s: the IR does not change there; `show PLAN --steps` prints the plan it makes", d);
-    return vp_fail(err, VP_ERR_USAGE, "--dump-after: no pass named '%s' (onnx-vplan plan --passes lists them)", d);
+    return 0;
 }
 
 static vp_status parse_betas(const char *v, vp_opt_spec *opt, vp_error *err) {
@@ -163,10 +115,8 @@ static vp_status parse_betas(const char *v, vp_opt_spec *opt, vp_error *err) {
 
 vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     if (o->dump_after) {
-        vp_status ds = check_dump_after(o, err);
+        vp_status ds = vp_pipeline_check_dump(o->dump_after, o->planning ? VP_PIPELINE_PLAN : VP_PIPELINE_TRAIN, err);
         if (ds) return ds;
-        o->spec.dump_after = o->dump_after;
-        o->spec.dump = dump_ir;
     }
     if (!o->loss) return vp_fail(err, VP_ERR_USAGE, "--loss is required (for example --loss ce:logits)");
     vp_status s = vp_loss_parse(o->loss, &o->spec.loss, err);
@@ -228,22 +178,23 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err) {
     return VP_OK;
 }
 
-vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+void cli_pipeline_train(vp_pipeline_opts *po, const char *model, const cli_pairs *dims, const cli_train_opts *o) {
+    cli_pipeline_init(po, model, dims);
+    po->until = VP_PIPELINE_TRAIN;
+    po->spec = &o->spec;
+    po->dump_after = o->dump_after;
+}
+
+vp_status cli_build_step(const char *model, const cli_pairs *dims, const cli_train_opts *o, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err) {
-    memset(t, 0, sizeof *t);
-    vp_status s = cli_load(model, dims, g, err);
-    if (!s && spec->dump && !strcmp(spec->dump_after, "load")) spec->dump(*g, "load", spec->dump_ctx);
-    vp_train_spec resumed = *spec;
-    if (!s && spec->precision == VP_PRECISION_FP16 && !spec->no_loss_scaling && !(spec->loss_scale.init > 0)) {
-        s = vp_loss_scale_resume(vp_onnx_metadata(*g, VP_LOSS_SCALE_KEY), vp_onnx_metadata(*g, VP_LOSS_SCALE_COUNT_KEY),
-                                 &resumed.loss_scale, err);
-        if (s) vp_error_prefix(err, "%s: ", model);
-    }
-    if (!s) s = vp_infer(*g, NULL, NULL, err);
-    if (!s && spec->dump && !strcmp(spec->dump_after, "infer")) spec->dump(*g, "infer", spec->dump_ctx);
-    if (n_fwd) *n_fwd = *g ? (*g)->n_nodes : 0;
-    if (!s) s = vp_training_build(*g, &resumed, t, err);
-    if (!s && t->warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", t->warning);
+    vp_pipeline_opts po;
+    cli_pipeline_train(&po, model, dims, o);
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, err);
+    /* the caller frees the graph and the step either way, as it would a half-built one */
+    *g = r.g;
+    *t = r.t;
+    if (n_fwd) *n_fwd = r.n_forward;
     return s;
 }
 

@@ -30,15 +30,15 @@ vp_status cli_train_finish(cli_train_opts *o, vp_error *err);
 /* Prints the pipeline's passes in order, `--passes` (returns the exit code 0). */
 int cli_print_passes(void);
 
-/* Whether `--dump-after` names a memory pass (`remat`, `schedule`): `plan` dumps the
- * planned step order itself. */
-int cli_dump_is_plan_pass(const char *name);
+/* The pipeline's options to build the training step of MODEL as o says (load, infer,
+ * the training passes; --dump-after): `plan` sets the planning stage on top. */
+void cli_pipeline_train(vp_pipeline_opts *po, const char *model, const cli_pairs *dims, const cli_train_opts *o);
 
-/* Loads the model, binds its dims, infers shapes and builds its training step; *n_fwd
- * (may be NULL) gets the forward graph's node count.  Warnings go to stderr.  Under fp16
- * loss scaling, a loss scale and clean-step count that `train --save` wrote into the
- * model's metadata are where the step starts, unless spec->loss_scale.init was given. */
-vp_status cli_build_step(const char *model, const cli_pairs *dims, const vp_train_spec *spec, vp_graph **g, vp_training *t,
+/* The pipeline through the training build: loads the model, binds its dims, infers
+ * shapes and builds its training step; *n_fwd (may be NULL) gets the forward graph's
+ * node count.  Warnings go to stderr.  *g and *t are the caller's to free, also on
+ * failure. */
+vp_status cli_build_step(const char *model, const cli_pairs *dims, const cli_train_opts *o, vp_graph **g, vp_training *t,
                          int *n_fwd, vp_error *err);
 
 /* "fused 2 attention, 5 LayerNormalization, 2 Gelu" (what the fusion passes did), or ""

@@ -11,12 +11,30 @@
 #include "plan_artifacts.h"
 #include "plan/plan_file.h"
 #include "ir/atomic_file.h"
-#include "ir/ir_dump.h"
-#include "memory/verify.h"
 #include "ir/op_registry.h"
 #include "remat/cost.h"
 #include "remat/remat.h"
 #include "report.h"
+
+/* The pipeline through the verified plan of the step o describes. */
+static void plan_opts(vp_pipeline_opts *po, const char *model, const cli_pairs *dims, const cli_train_opts *o,
+                      const vp_device_profile *dev, int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro) {
+    cli_pipeline_train(po, model, dims, o);
+    po->until = VP_PIPELINE_PLAN;
+    po->device = dev;
+    po->fused_update = fused;
+    po->budget = budget;
+    po->remat = remat;
+    po->remat_opts = ro;
+}
+
+static int is_plan_pass(const char *name) {
+    for (int i = 0; i < vp_pipeline_pass_count(); i++) {
+        vp_pipeline_pass p = vp_pipeline_pass_at(i);
+        if (!strcmp(p.name, name)) return p.stage == VP_PIPELINE_PLAN;
+    }
+    return 0;
+}
 
 /* Plans the model at the given dims; *fits and *arena report the outcome.  With a
  * search space (--auto) any knobs may serve: the smallest arena of the candidates. */
@@ -32,22 +50,17 @@ static vp_status try_plan(const char *model, const cli_pairs *dims, const cli_tr
             if (!r.c[i].status && r.c[i].arena_bytes < *arena) *arena = r.c[i].arena_bytes;
         return s;
     }
-    vp_graph *g = NULL, *planned = NULL;
-    vp_training t;
-    memset(&t, 0, sizeof t);
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    vp_remat_result rr;
-    vp_status s = cli_build_step(model, dims, &o->spec, &g, &t, NULL, err);
-    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, ro, &planned, &p, &rr, err);
+    vp_pipeline_opts po;
+    plan_opts(&po, model, dims, o, dev, fused, budget, remat, ro);
+    /* the memory passes are shown of the plan made at the end, not of each try */
+    if (po.dump_after && is_plan_pass(po.dump_after)) po.dump_after = NULL;
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, err);
     if (!s) {
-        *fits = p.arena_bytes <= budget;
-        *arena = p.arena_bytes;
+        *fits = r.p.arena_bytes <= budget;
+        *arena = r.p.arena_bytes;
     }
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    if (planned && planned != g) vp_graph_free(planned);
-    vp_graph_free(g);
+    vp_pipeline_result_free(&r);
     return s;
 }
 
@@ -152,34 +165,22 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     vp_error err;
     vp_status s;
     int rank = o.spec.tp.rank, ranks = o.spec.tp.n;
-    vp_graph *g = NULL, *planned = NULL;
-    vp_remat_result rr;
-    memset(&rr, 0, sizeof rr);
-    vp_training t;
-    memset(&t, 0, sizeof t);
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    s = cli_build_step(model, dims, &o.spec, &g, &t, NULL, &err);
-    if (!s) s = vp_plan_with_remat_opts(g, &t, dev, fused, budget, remat, &ro, &planned, &p, &rr, &err);
-    /* the pipeline's last pass: what `run` and `codegen` will check again at load */
-    if (!s) {
-        vp_verify_report vr;
-        s = vp_plan_verify(&p, &vr, &err);
-        if (s) vp_error_prefix(&err, "internal: the planner made an unsound plan (please report it): ");
-    }
-    if (!s && cli_dump_is_plan_pass(o.spec.dump_after)) { /* the graph as planned, in the plan's step order */
-        char title[96];
-        snprintf(title, sizeof title, "IR after %s (rank %d, in step order)", o.spec.dump_after, rank);
-        vp_ir_dump(stdout, p.g, p.steps, p.n_steps, title);
-    }
+    vp_pipeline_opts po;
+    plan_opts(&po, model, dims, &o, dev, fused, budget, remat, &ro);
+    vp_pipeline_result r;
+    s = vp_pipeline_run(&po, &r, &err);
+    const vp_graph *g = r.g;
+    const vp_training *t = &r.t;
+    vp_plan *p = &r.p;
+    const vp_remat_result *rr = &r.remat;
     char knobs[1800], fusion[160] = "", prec[256] = "", qat[320] = "", lora[300] = "";
-    if (!s) cli_fusion_summary(&t, fusion, sizeof fusion);
-    if (!s) cli_precision_summary(&o.spec, &t, prec, sizeof prec);
-    if (!s) cli_qat_summary(&o.spec, &t, qat, sizeof qat);
-    if (!s) cli_lora_summary(&o.spec, &t, g, lora, sizeof lora);
-    if (!s && t.n_offloaded) {
+    if (!s) cli_fusion_summary(t, fusion, sizeof fusion);
+    if (!s) cli_precision_summary(&o.spec, t, prec, sizeof prec);
+    if (!s) cli_qat_summary(&o.spec, t, qat, sizeof qat);
+    if (!s) cli_lora_summary(&o.spec, t, g, lora, sizeof lora);
+    if (!s && t->n_offloaded) {
         size_t used = strlen(lora);
-        cli_offload_summary(&t, lora + used + (used ? 2 : 0), sizeof lora - used - 2);
+        cli_offload_summary(t, lora + used + (used ? 2 : 0), sizeof lora - used - 2);
         if (used) memcpy(lora + used, "; ", 2);
     }
     static const char *const loss_kinds[] = {"", "ce", "mse", "output"};
@@ -188,30 +189,30 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     snprintf(knobs, sizeof knobs, "loss %s, optimizer %s (lr %g)%s%s%s%s%s%s%s%s%s%s", loss_arg, vp_opt_name(o.spec.opt.kind),
              o.spec.opt.lr, o.spec.freeze ? ", frozen " : "", o.spec.freeze ? o.spec.freeze : "", fusion[0] ? "; " : "",
              fusion, prec[0] ? "; " : "", prec, qat[0] ? "; " : "", qat, lora[0] ? "; " : "", lora);
-    int64_t sent = s ? 0 : vp_tp_step_bytes(p.g, p.steps, p.n_steps, ranks);
+    int64_t sent = s ? 0 : vp_tp_step_bytes(p->g, p->steps, p->n_steps, ranks);
     vp_report_tp tpr;
-    if (!s && ranks > 1) tpr = tp_facts(&p, &t, sent);
-    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : &rr, !s && ranks > 1 ? &tpr : NULL,
+    if (!s && ranks > 1) tpr = tp_facts(p, t, sent);
+    vp_report_ctx ctx = {model, knobs, 8, s ? NULL : rr, !s && ranks > 1 ? &tpr : NULL,
                          search ? cli_search_json : NULL, search};
-    if (!s) p.budget_bytes = budget;
-    if (!s && rank == 0) vp_report_text(stdout, &p, &ctx);
-    if (!s && ranks > 1) tp_summary(&p, &tpr, &rr);
+    if (!s) p->budget_bytes = budget;
+    if (!s && rank == 0) vp_report_text(stdout, p, &ctx);
+    if (!s && ranks > 1) tp_summary(p, &tpr, rr);
     if (!s && json) { /* one report a rank, as one plan a rank: JSON.<rank> */
         char jpath[4096];
         snprintf(jpath, sizeof jpath, ranks > 1 ? "%s.%d" : "%s", json, rank);
         vp_atomic_file af;
         s = vp_atomic_file_open(&af, jpath, &err);
         if (!s) {
-            vp_report_json(af.f, &p, &ctx);
+            vp_report_json(af.f, p, &ctx);
             s = vp_atomic_file_commit(&af, &err);
         }
     }
     if (!s && dot) {
-        s = vp_dot_write(&p, dot, &err);
+        s = vp_dot_write(p, dot, &err);
         if (!s) printf("wrote %s\n", dot);
     }
     if (!s && timeline) {
-        s = vp_timeline_write(&p, timeline, &err);
+        s = vp_timeline_write(p, timeline, &err);
         if (!s) printf("wrote %s\n", timeline);
     }
     if (!s && out) {
@@ -228,14 +229,11 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
                           {"tp", tp}, {"tp_rank", tp_rank}, {"tp_bytes_sent", tp_sent}};
         int n_knobs = (int)(sizeof knob / sizeof knob[0]) - (ranks > 1 ? 0 : 3);
         snprintf(path, sizeof path, ranks > 1 ? "%s.%d" : "%s", out, rank);
-        s = vp_plan_write(&p, model, knob, n_knobs, path, &err);
+        s = vp_plan_write(p, model, knob, n_knobs, path, &err);
         if (!s) printf("wrote %s\n", path);
     }
-    *over_ |= !s && budget > 0 && p.arena_bytes > budget;
-    vp_plan_free(&p);
-    vp_training_free(&t);
-    if (planned && planned != g) vp_graph_free(planned);
-    vp_graph_free(g);
+    *over_ |= !s && budget > 0 && p->arena_bytes > budget;
+    vp_pipeline_result_free(&r);
     if (s) *err_ = err;
     return s;
 }

@@ -158,7 +158,7 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
         names[n++] = v->name;
     }
     /* fp16: the loss scale and its clean-step count where this run left them, so that
-     * training the saved model resumes with them (cli_build_step reads them back) */
+     * training the saved model resumes with them (the pipeline, planner/pipeline, reads them back) */
     char scale[32] = "", count[32] = "";
     const char *keys[2] = {VP_LOSS_SCALE_KEY, VP_LOSS_SCALE_COUNT_KEY}, *meta[2] = {scale, count};
     if (!s && t->loss_scaled) {
@@ -303,7 +303,7 @@ static int run_train(int argc, char **argv) {
     double *scales = calloc(2 * (size_t)steps, sizeof *scales); /* fp16: each step's scale, and whether it was clean */
     if (!losses || !times || !scales) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     int n_fwd = 0;
-    if (!s) s = cli_build_step(model, &dims, &o.spec, &g, &t, &n_fwd, &err);
+    if (!s) s = cli_build_step(model, &dims, &o, &g, &t, &n_fwd, &err);
     if (!s) {
         int64_t elems = 0;
         for (int i = 0; i < t.n_params; i++) elems += vp_value_numel(&g->values[t.params[i]]);

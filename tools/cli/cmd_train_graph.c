@@ -44,7 +44,7 @@ static int run_train_graph(int argc, char **argv) {
     memset(&t, 0, sizeof t);
     if (!cmdline) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
     int n_fwd = 0;
-    if (!s) s = cli_build_step(model, &dims, &o.spec, &g, &t, &n_fwd, &err);
+    if (!s) s = cli_build_step(model, &dims, &o, &g, &t, &n_fwd, &err);
     if (!s) {
         if (t.n_unused) fprintf(stderr, "onnx-vplan: warning: the loss does not depend on %d trainable parameters\n", t.n_unused);
         vp_onnx_write_opts wo = {.training = &t, .doc_string = cmdline};
