@@ -39,6 +39,7 @@
 #include "memory/plan.h"
 #include "model_util.h"
 #include "onnx/onnx_load.h"
+#include "pipeline/pipeline.h"
 
 #define ATTENTION_DATA VP_SOURCE_DIR "/tests/data/attention"
 
@@ -121,13 +122,15 @@ static vp_status load_graph(test_model *m, const char *dir, vp_error *err) {
     snprintf(path, sizeof path, "%s/meta.json", dir);
     if (!(m->meta = mj_parse_file(path))) return vp_fail(err, VP_ERR_IO, "%s: cannot read", path);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
-    vp_status s = vp_onnx_load(path, &m->g, err);
     vp_dim_binding dims[8];
     int nd = 0;
     const mj *md = mj_get(m->meta, "dims");
     for (int i = 0; md && i < md->n && nd < 8; i++) dims[nd++] = (vp_dim_binding){md->items[i].key, (int64_t)md->items[i].num};
-    if (!s) s = vp_bind_dims(m->g, dims, nd, err);
-    return s ? s : vp_infer(m->g, NULL, NULL, err);
+    vp_pipeline_opts po = {.model = path, .dims = dims, .n_dims = nd, .until = VP_PIPELINE_INFER};
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, err);
+    m->g = r.g;
+    return s;
 }
 
 /* Builds m's training step: the loss ce:logits, the meta's buffers frozen (freeze). */

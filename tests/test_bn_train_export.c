@@ -22,6 +22,7 @@
 #include "mini_json.h"
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
+#include "pipeline/pipeline.h"
 #include "train/training.h"
 
 #define DATA VP_SOURCE_DIR "/tests/data/bn_train_export"
@@ -62,10 +63,11 @@ static void check_opset(const char *opset) {
     spec.opt.lr = mj_get(meta, "lr")->num;
     vp_dim_binding batch = {"batch", 4};
     snprintf(path, sizeof path, "%s/model.onnx", dir);
-    vp_status s = vp_onnx_load(path, &g, &err);
-    if (!s) s = vp_bind_dims(g, &batch, 1, &err);
-    if (!s) s = vp_infer(g, NULL, NULL, &err);
-    if (!s) s = vp_training_build(g, &spec, &t, &err);
+    vp_pipeline_opts po = {.model = path, .dims = &batch, .n_dims = 1, .spec = &spec, .until = VP_PIPELINE_TRAIN};
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, &err);
+    g = r.g;
+    t = r.t;
     if (!s) {
         int64_t trainable = 0;
         for (int i = 0; i < t.n_params; i++) trainable += vp_value_numel(&g->values[t.params[i]]);

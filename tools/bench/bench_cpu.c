@@ -17,6 +17,7 @@
 #include "ir/infer.h"
 #include "onnx/onnx_load.h"
 #include "ir/rng.h"
+#include "pipeline/pipeline.h"
 #include "train/training.h"
 
 static double now(void) {
@@ -71,21 +72,18 @@ typedef struct row {
 static int bench_graph(const char *label, const char *path, const char *dim, int64_t dim_value, int train, int repeat,
                        row *out) {
     vp_error err;
-    vp_graph *g = NULL;
-    vp_status s = vp_onnx_load(path, &g, &err);
     vp_dim_binding b = {dim, dim_value};
-    if (!s && dim) s = vp_bind_dims(g, &b, 1, &err);
-    if (!s) s = vp_infer(g, NULL, NULL, &err);
-    vp_training t;
-    memset(&t, 0, sizeof t);
-    if (!s && train) {
-        vp_train_spec spec;
-        memset(&spec, 0, sizeof spec);
-        vp_loss_parse("ce:logits", &spec.loss, &err);
-        vp_opt_parse("adamw", &spec.opt, &err);
-        spec.freeze = "^causal_mask$";
-        s = vp_training_build(g, &spec, &t, &err);
-    }
+    vp_train_spec spec;
+    memset(&spec, 0, sizeof spec);
+    vp_loss_parse("ce:logits", &spec.loss, &err);
+    vp_opt_parse("adamw", &spec.opt, &err);
+    spec.freeze = "^causal_mask$";
+    vp_pipeline_opts po = {.model = path, .dims = &b, .n_dims = dim != NULL, .spec = &spec,
+                           .until = train ? VP_PIPELINE_TRAIN : VP_PIPELINE_INFER};
+    vp_pipeline_result res;
+    vp_status s = vp_pipeline_run(&po, &res, &err);
+    vp_graph *g = res.g;
+    vp_training t = res.t;
     vp_backend *be = vp_backend_cpu_new();
     vp_exec *x = NULL;
     if (!s) s = vp_exec_new(g, be, &x, &err);

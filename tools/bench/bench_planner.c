@@ -22,6 +22,7 @@
 #include "gpt_graph.h"
 #include "ir/infer.h"
 #include "memory/plan.h"
+#include "pipeline/pipeline.h"
 #include "remat/remat.h"
 #include "train/training.h"
 
@@ -33,13 +34,17 @@ static double now(void) {
 
 static vp_status build_step_as(const gpt_config *c, vp_attention_form attention, vp_graph **g, vp_training *t,
                                vp_error *err) {
-    vp_status s = gpt_graph_build(c, g, err);
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.attention = attention;
     vp_loss_parse("ce:logits", &spec.loss, err);
     vp_opt_parse("adamw", &spec.opt, err);
-    if (!s) s = vp_training_build(*g, &spec, t, err);
+    vp_pipeline_opts po = {.inferred = 1, .spec = &spec, .until = VP_PIPELINE_TRAIN};
+    vp_pipeline_result r = {0};
+    vp_status s = gpt_graph_build(c, &po.graph, err);
+    if (!s) s = vp_pipeline_run(&po, &r, err);
+    *g = r.g;
+    *t = r.t;
     return s;
 }
 
@@ -130,29 +135,25 @@ static void korthikanti(int batch, int seq, int hidden, int heads) {
     int64_t saved[2] = {0, 0};
     for (int form = 0; form < 2; form++) { /* 0 plain, 1 fused */
         vp_error err;
-        vp_graph *g = NULL;
-        vp_training t;
-        vp_plan p;
-        memset(&p, 0, sizeof p);
-        vp_status s = gpt_graph_build(&c, &g, &err);
         vp_train_spec spec;
         memset(&spec, 0, sizeof spec);
         vp_loss_parse("ce:logits", &spec.loss, &err);
         vp_opt_parse("adamw", &spec.opt, &err);
         spec.attention = form ? VP_ATTENTION_FUSED : VP_ATTENTION_PLAIN;
-        if (!s) s = vp_training_build(g, &spec, &t, &err);
-        if (!s) s = vp_plan_build(&p, g, &t, vp_device_find("h100"), 1, &err);
+        vp_pipeline_opts po = {.inferred = 1, .spec = &spec, .until = VP_PIPELINE_PLAN, .device = vp_device_find("h100"),
+                               .fused_update = 1};
+        vp_pipeline_result r = {0};
+        vp_status s = gpt_graph_build(&c, &po.graph, &err);
+        if (!s) s = vp_pipeline_run(&po, &r, &err);
         if (s) {
             printf("error: %s\n", err.msg);
         } else {
             printf("\nsaved activations of /blocks.1/ (s=%d, b=%d, h=%d, a=%d), float32, attention %s (%d cores fused):\n\n"
                    "| value | bytes | in units of sbh*4 |\n|---|---|---|\n",
-                   seq, batch, hidden, heads, form ? "fused" : "plain", t.n_attention);
-            saved[form] = gpt_saved_of_layer(&p, g, 1, sbh4);
+                   seq, batch, hidden, heads, form ? "fused" : "plain", r.t.n_attention);
+            saved[form] = gpt_saved_of_layer(&r.p, r.g, 1, sbh4);
         }
-        vp_plan_free(&p);
-        vp_training_free(&t);
-        vp_graph_free(g);
+        vp_pipeline_result_free(&r);
     }
     printf("\n| per layer | bytes | ours plain / it | ours fused / it |\n|---|---|---|---|\n");
     printf("| ours, float32, attention plain | %lld | 1.000 | |\n", (long long)saved[0]);

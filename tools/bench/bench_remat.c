@@ -18,6 +18,7 @@
 #include "ir/infer.h"
 #include "onnx/onnx_load.h"
 #include "memory/plan.h"
+#include "pipeline/pipeline.h"
 #include "remat/remat.h"
 #include "train/training.h"
 
@@ -143,10 +144,11 @@ static int model_step(const char *path, int64_t batch, vp_graph **g, vp_training
     vp_loss_parse("ce:logits", &spec.loss, &err);
     vp_opt_parse("adamw", &spec.opt, &err);
     spec.freeze = "^causal_mask$";
-    vp_status s = vp_onnx_load(path, g, &err);
-    if (!s) s = vp_bind_dims(*g, &b, 1, &err);
-    if (!s) s = vp_infer(*g, NULL, NULL, &err);
-    if (!s) s = vp_training_build(*g, &spec, t, &err);
+    vp_pipeline_opts po = {.model = path, .dims = &b, .n_dims = 1, .spec = &spec, .until = VP_PIPELINE_TRAIN};
+    vp_pipeline_result r;
+    vp_status s = vp_pipeline_run(&po, &r, &err);
+    *g = r.g;
+    *t = r.t;
     if (s) fprintf(stderr, "%s: %s\n", path, err.msg);
     return !s;
 }
@@ -213,16 +215,14 @@ int main(int argc, char **argv) {
     }
     gpt_config c = {12, 768, 12, 1024, 8, 50257};
     vp_error err;
-    vp_graph *g = NULL;
-    vp_training t;
-    memset(&t, 0, sizeof t);
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     vp_loss_parse("ce:logits", &spec.loss, &err);
     vp_opt_parse("adamw", &spec.opt, &err);
-    if (!gpt_graph_build(&c, &g, &err) && !vp_training_build(g, &spec, &t, &err))
-        table("GPT-style 12 layers, h 768, s 1024, b 8 (built in the IR)", g, &t);
-    vp_training_free(&t);
-    vp_graph_free(g);
+    vp_pipeline_opts po = {.inferred = 1, .spec = &spec, .until = VP_PIPELINE_TRAIN};
+    vp_pipeline_result r = {0};
+    if (!gpt_graph_build(&c, &po.graph, &err) && !vp_pipeline_run(&po, &r, &err))
+        table("GPT-style 12 layers, h 768, s 1024, b 8 (built in the IR)", r.g, &r.t);
+    vp_pipeline_result_free(&r);
     return 0;
 }

@@ -24,6 +24,7 @@
 #include "cpu_host.h"
 #include "gpt_graph.h"
 #include "memory/plan.h"
+#include "pipeline/pipeline.h"
 #include "train/training.h"
 
 enum { LAYERS = 3, SEQ = 1024, BATCH = 8, HIDDEN = 768, HEADS = 12, VOCAB = 1024 };
@@ -35,31 +36,28 @@ typedef struct rank_plan {
 
 static vp_status plan_one(int t, vp_attention_form form, int sp, rank_plan *out, vp_error *err) {
     gpt_config c = {LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB};
-    vp_graph *g = NULL;
-    vp_training tr;
-    memset(&tr, 0, sizeof tr);
-    vp_plan p;
-    memset(&p, 0, sizeof p);
     vp_train_spec spec;
     memset(&spec, 0, sizeof spec);
     vp_loss_parse("ce:logits", &spec.loss, err);
     vp_opt_parse("adamw", &spec.opt, err);
     spec.attention = form;
     spec.tp = (vp_tp_opts){t, 0, NULL, sp && t > 1};
-    vp_status s = gpt_graph_build(&c, &g, err);
-    if (!s) s = vp_training_build(g, &spec, &tr, err);
-    if (!s) s = vp_plan_build(&p, g, &tr, vp_device_find("h100"), 1, err);
+    vp_pipeline_opts po = {.spec = &spec, .device = vp_device_find("h100"), .fused_update = 1, .until = VP_PIPELINE_PLAN,
+                           .inferred = 1};
+    vp_pipeline_result r = {0};
+    vp_status s = gpt_graph_build(&c, &po.graph, err);
+    if (!s) s = vp_pipeline_run(&po, &r, err);
     if (!s) {
+        const vp_graph *g = r.g;
+        const vp_plan *p = &r.p;
         memset(out, 0, sizeof *out);
-        for (int i = 0; i < tr.n_params; i++) out->params += vp_value_numel(&g->values[tr.params[i]]);
-        out->saved = gpt_saved_of_layer(&p, g, 0, 1);
-        out->arena = p.arena_bytes;
-        out->sent = vp_tp_step_bytes(g, p.steps, p.n_steps, t);
-        memcpy(out->cat, p.category_bytes, sizeof out->cat);
+        for (int i = 0; i < r.t.n_params; i++) out->params += vp_value_numel(&g->values[r.t.params[i]]);
+        out->saved = gpt_saved_of_layer(p, g, 0, 1);
+        out->arena = p->arena_bytes;
+        out->sent = vp_tp_step_bytes(g, p->steps, p->n_steps, t);
+        memcpy(out->cat, p->category_bytes, sizeof out->cat);
     }
-    vp_plan_free(&p);
-    vp_training_free(&tr);
-    vp_graph_free(g);
+    vp_pipeline_result_free(&r);
     return s;
 }
 
