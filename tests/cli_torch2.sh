@@ -64,4 +64,11 @@ kit=$src/tests/data/torch2
 for m in llama gpt2 bert vit; do
     expect 0 "fused 2 attention" -- "$tool" train "$kit/$m/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/$m"
 done
+# LoRA on exports with a signature: the adapters are ours, trained, neither torch's
+# parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had
+# "no trainable parameter")
+for m in llama qwen2; do
+    expect 0 "lora r=4 scale 1: 15 adapted weights, 4480 adapter parameters" -- \
+        "$tool" train "$kit/$m/eval_opt0.onnx" --loss ce:logits --optimizer adamw --lora r=4 --steps 2 --data "$kit/$m"
+done
 expect_summary

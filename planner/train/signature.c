@@ -70,7 +70,8 @@ void vp_signature_free(vp_signature *sig) {
     memset(sig, 0, sizeof *sig);
 }
 
-vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, vp_signature_facts *f, vp_error *err) {
+vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, const char *ours, vp_signature_facts *f,
+                                vp_error *err) {
     memset(f, 0, sizeof *f);
     vp_signature own = {0};
     const vp_signature *sig = given;
@@ -93,14 +94,14 @@ vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, vp
     }
     for (int v = 0; f->present && v < g->n_values; v++) {
         const vp_value *val = &g->values[v];
-        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype)) continue;
+        if (!(val->flags & VP_VAL_INITIALIZER) || !vp_dtype_is_float(val->dtype) || (ours && ours[v])) continue;
         if (vp_signature_kind(sig, val->name) == VP_SIG_NONE && !f->n_own++)
             snprintf(f->first_own, sizeof f->first_own, "%s", val->name);
     }
     for (int v = 0; v < g->n_values; v++) {
         const vp_value *val = &g->values[v];
         if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST)) ||
-            !vp_dtype_is_float(val->dtype))
+            !vp_dtype_is_float(val->dtype) || (ours && ours[v]))
             continue;
         f->n_reason[vp_train_reason_of(val, sig)]++;
     }

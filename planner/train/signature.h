@@ -60,7 +60,10 @@ typedef struct vp_signature_facts {
                                  unless --trainable says otherwise */
 } vp_signature_facts;
 
-/* sig: a parsed signature (or NULL to read the graph's own: ONNX graphs only). */
-vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *sig, vp_signature_facts *out, vp_error *err);
+/* sig: a parsed signature (or NULL to read the graph's own: ONNX graphs only); ours:
+ * per value, 1 for an initializer our own passes made (LoRA's adapters), which is
+ * neither the exporter's nor counted (NULL: none). */
+vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *sig, const char *ours, vp_signature_facts *out,
+                                vp_error *err);
 
 #endif

@@ -34,7 +34,11 @@
  * buffer the forward never reads), a warning. */
 static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_training *t, vp_error *err) {
     vp_signature_facts f;
-    vp_status s = vp_signature_facts_of(g, sig, &f, err);
+    char *ours = calloc((size_t)g->n_values + 1, 1); /* LoRA's adapters: neither torch's nor the exporter's */
+    if (!ours) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < t->lora.n; i++) ours[t->lora.adapters[i].a] = ours[t->lora.adapters[i].b] = 1;
+    vp_status s = vp_signature_facts_of(g, sig, ours, &f, err);
+    free(ours);
     if (s) return s;
     if (f.n_missing && f.n_own)
         return vp_fail(err, VP_ERR_UNSUPPORTED,
@@ -71,7 +75,10 @@ static vp_status select_params(vp_graph *g, const vp_train_spec *spec, vp_traini
         vp_value *val = &g->values[v];
         if (!(val->flags & VP_VAL_INITIALIZER) || (val->flags & (VP_VAL_STATE | VP_VAL_CONST))) continue;
         if (!vp_dtype_is_float(val->dtype)) continue;
-        if (have_train) {
+        int adapter = lora && vp_lora_is_adapter(&t->lora, v);
+        if (adapter) {
+            /* LoRA's own: trained whatever the signature says of the model's */
+        } else if (have_train) {
             if (regexec(&re_train, val->name, 0, NULL, 0) != 0) {
                 t->n_not_matched++;
                 continue;
@@ -82,7 +89,7 @@ static vp_status select_params(vp_graph *g, const vp_train_spec *spec, vp_traini
             t->n_scalars += r == VP_TRAIN_SCALAR;
             if (!vp_train_reason_trains(r)) continue;
         }
-        if ((lora && !vp_lora_is_adapter(&t->lora, v)) || (have_freeze && regexec(&re_freeze, val->name, 0, NULL, 0) == 0)) {
+        if ((lora && !adapter) || (have_freeze && regexec(&re_freeze, val->name, 0, NULL, 0) == 0)) {
             t->n_frozen++;
             continue;
         }

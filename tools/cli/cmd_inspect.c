@@ -190,7 +190,7 @@ static int run_inspect(int argc, char **argv) {
     /* torch 2.x: what the exporter's signature lists against what the graph holds */
     vp_signature_facts sf;
     vp_error serr;
-    if (vp_signature_facts_of(g, NULL, &sf, &serr)) memset(&sf, 0, sizeof sf);
+    if (vp_signature_facts_of(g, NULL, NULL, &sf, &serr)) memset(&sf, 0, sizeof sf);
     int lost = sf.n_missing && sf.n_own;
     if (json) {
         vp_json j;
