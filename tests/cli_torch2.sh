@@ -71,4 +71,11 @@ for m in llama qwen2; do
     expect 0 "lora r=4 scale 1: 15 adapted weights, 4480 adapter parameters" -- \
         "$tool" train "$kit/$m/eval_opt0.onnx" --loss ce:logits --optimizer adamw --lora r=4 --steps 2 --data "$kit/$m"
 done
+# an offloaded fused update copies the weight back over the one the backward still reads
+# (RMSNorm's dx reads its weight after dW): after that read, or the plan is unsound
+llama=$kit/llama
+expect 0 "host: .* the offloaded optimizer state" -- "$tool" plan "$llama/eval_opt0.onnx" --loss ce:logits --optimizer adamw \
+    --offload --device h100 -o "$tmp/off.vplan"
+expect 0 "step 3  loss 4.015722" -- "$tool" run "$tmp/off.vplan" --steps 3 --data "$llama"
+expect 0 "step 3  loss 4.015722" -- "$tool" train "$llama/eval_opt0.onnx" --loss ce:logits --optimizer adamw --steps 3 --data "$llama"
 expect_summary

@@ -178,14 +178,19 @@ static int by_after(const void *a, const void *b) {
 }
 
 vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
-    (void)t;
     vp_graph *g = p->g;
+    /* carried_from[v]: the value a carried v is written over (its storage), or -1 */
+    int *carried_from = malloc(((size_t)g->n_values + 1) * sizeof *carried_from);
+    if (!carried_from) return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
+    for (int v = 0; v < g->n_values; v++) carried_from[v] = -1;
+    for (int c = 0; t && c < t->n_carry; c++)
+        if (t->carry[c].to >= 0 && t->carry[c].from >= 0) carried_from[t->carry[c].to] = t->carry[c].from;
     int *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
     int *order = malloc(((size_t)g->n_nodes + 1) * sizeof *order);
     placed_update *ups = malloc(((size_t)g->n_nodes + 1) * sizeof *ups);
     int *up_after = malloc(((size_t)g->n_nodes + 1) * sizeof *up_after);
     if (!pos || !order || !ups || !up_after) {
-        free(pos); free(order); free(ups); free(up_after);
+        free(pos); free(order); free(ups); free(up_after); free(carried_from);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling");
     }
     int n_main = 0, n_ups = 0;
@@ -205,7 +210,7 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
     }
     vp_status os = order_backward(g, order, seg, n_main, pos);
     if (os) {
-        free(pos); free(order); free(ups); free(up_after);
+        free(pos); free(order); free(ups); free(up_after); free(carried_from);
         return os == VP_ERR_NOMEM ? vp_fail(err, VP_ERR_NOMEM, "out of memory scheduling")
                                   : vp_fail(err, VP_ERR_RUNTIME, "%s: internal: the backward pass has no node ready to run "
                                             "(a cycle, or consumers not relinked)", g->path ? g->path : "graph");
@@ -226,11 +231,17 @@ vp_status vp_schedule(vp_plan *p, const vp_training *t, vp_error *err) {
                     after = up_after[v->producer];
                 after = last_reader(g, pos, n->inputs[k], i, after);
             }
+            /* a carried output overwrites the old value's storage (the weight an offloaded
+             * update's copy back writes): after the old value's last reader too */
+            for (int k = 0; k < n->n_outputs; k++)
+                if (n->outputs[k] >= 0 && carried_from[n->outputs[k]] >= 0)
+                    after = last_reader(g, pos, carried_from[n->outputs[k]], i, after);
         }
         up_after[i] = after;
         ups[n_ups++] = (placed_update){i, after};
     }
     free(up_after);
+    free(carried_from);
     qsort(ups, (size_t)n_ups, sizeof *ups, by_after);
     p->steps = malloc(((size_t)(n_main + n_ups) + 1) * sizeof *p->steps);
     if (!p->steps) {
