@@ -212,7 +212,7 @@ vp_status vp_fold_node(vp_graph *g, int node, const char *frozen, int64_t max_el
 
 vp_status vp_infer_node(vp_graph *g, int node, int64_t fold_max_elems, int *folded, vp_error *err) {
     int dummy;
-    vp_status s = infer_one(g, node, fold_max_elems > 0 ? fold_max_elems : 1 << 16, folded ? folded : &dummy, err);
+    vp_status s = infer_one(g, node, fold_max_elems > 0 ? fold_max_elems : VP_FOLD_MAX_ELEMS, folded ? folded : &dummy, err);
     if (s) vp_error_prefix(err, "%s: ", g->path ? g->path : "graph");
     return s;
 }
@@ -231,7 +231,7 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
                            vp_error *err) {
     vp_infer_opts dflt = {0, 0};
     if (!opts) opts = &dflt;
-    int64_t max_elems = opts->fold_max_elems > 0 ? opts->fold_max_elems : 1 << 16;
+    int64_t max_elems = opts->fold_max_elems > 0 ? opts->fold_max_elems : VP_FOLD_MAX_ELEMS;
     vp_infer_result local;
     if (!res) res = &local;
     memset(res, 0, sizeof *res);

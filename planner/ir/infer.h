@@ -26,6 +26,11 @@ vp_status vp_bind_all_dims(vp_graph *g, int64_t value, vp_error *err);
  * shape fed as an input).  The data is borrowed; the caller keeps it alive. */
 vp_status vp_bind_input_data(vp_graph *g, const char *name, const vp_tensor *t, vp_error *err);
 
+/* The largest output folded by default, in elements: an attention mask of a batch of
+ * 4 sequences of 1024 tokens ([4, 1, 1024, 1024], which torch 2.x's exporter computes
+ * from shapes alone) is a constant, so the attention fusion sees it whole. */
+#define VP_FOLD_MAX_ELEMS (1 << 22)
+
 typedef struct vp_infer_opts {
     int keep_going;           /* record unsupported nodes and go on (inspect) */
     int64_t fold_max_elems;   /* largest output folded; 0 means the default */

@@ -366,18 +366,19 @@ static vp_status make_where_mask(fuser *fz, const match *m, const char *base, in
     return s ? s : infer_last(fz, err);
 }
 
-/* A constant mask [.., S, T] that is 0 on and below the diagonal and -inf above. */
+/* A constant mask [.., S, T] that is 0 on and below the diagonal and -inf above, in
+ * every [S, T] slice (torch 2.x expands it over the batch). */
 static int causal_mask(const vp_graph *g, int mask, int64_t S, int64_t T) {
     const vp_value *m = &g->values[mask];
     if (!fixed_data(m) || m->rank < 2) return 0;
-    for (int d = 0; d < m->rank - 2; d++)
-        if (m->dims[d] != 1) return 0;
     if (m->dims[m->rank - 2] != S || m->dims[m->rank - 1] != T) return 0;
-    for (int64_t i = 0; i < S; i++)
-        for (int64_t j = 0; j < T; j++) {
-            double x = vp_load(m->data, m->dtype, i * T + j);
-            if (j <= i ? x != 0 : !(isinf(x) && x < 0)) return 0;
-        }
+    int64_t slices = S > 0 && T > 0 ? vp_value_numel(m) / (S * T) : 0;
+    for (int64_t b = 0; b < slices; b++)
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t j = 0; j < T; j++) {
+                double x = vp_load(m->data, m->dtype, (b * S + i) * T + j);
+                if (j <= i ? x != 0 : !(isinf(x) && x < 0)) return 0;
+            }
     return 1;
 }
 
