@@ -117,7 +117,9 @@ int main(void) {
     }
     printf("gpt, adam, batch %d: un", BATCH); printf("-checkpointed fp32 arena %lld bytes\n", (long long)full);
     static vp_search_result r;
-    vp_search_space sp = {1, 0, 0, 0, 1, 1};
+    vp_search_space sp = {1, 0, 0, 0, 1, 1, 0}, all = sp;
+    all.exhaustive = 1;
+    static vp_search_result full_r;
     /* each candidate runs the pipeline on the folder's model as test_model_load_in does */
     char model[sizeof dir + 32];
     snprintf(model, sizeof model, "%s/gpt/model.onnx", dir);
@@ -133,6 +135,17 @@ int main(void) {
         if (s) {
             check(0, "%d%%: search: %s", pct, err.msg);
             break;
+        }
+        /* the pruned search chooses what planning every candidate fully chooses */
+        if (!vp_search_run(&all, &base, budget, &full_r, &err)) {
+            const vp_candidate *a = r.best >= 0 ? &r.c[r.best] : NULL, *b = full_r.best >= 0 ? &full_r.c[full_r.best] : NULL;
+            check(r.best == full_r.best && (!a || (a->arena_bytes == b->arena_bytes && a->step_seconds == b->step_seconds)),
+                  "%d%%: the search chose %d, planning every candidate fully %d", pct, r.best, full_r.best);
+            check(r.n_dp + r.n_pruned == full_r.n_dp, "%d%%: %d checkpointed + %d pruned, %d over the budget", pct, r.n_dp,
+                  r.n_pruned, full_r.n_dp);
+            printf("        %d of %d checkpointed (%d pruned; every one: %d)\n", r.n_dp, r.n, r.n_pruned, full_r.n_dp);
+        } else {
+            check(0, "%d%%: exhaustive search: %s", pct, err.msg);
         }
         double t = r.best >= 0 ? r.c[r.best].step_seconds : INFINITY;
         printf("  %3d%% (%lld bytes): %s\n", pct, (long long)budget, r.why);

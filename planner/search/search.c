@@ -6,8 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/op_registry.h"
+#include "memory/verify.h"
 #include "remat/cost.h"
 
 void vp_search_knobs(const vp_candidate *c, char *buf, size_t len) {
@@ -39,49 +41,75 @@ static void split_seconds(const vp_plan *p, const vp_device_profile *dev, vp_can
     }
 }
 
-/* Plans candidate c with remat kind under budget (0: none); fills its figures. */
-static vp_status plan_one(vp_candidate *c, const vp_pipeline_opts *base, int64_t budget, vp_remat_kind kind, vp_error *err) {
+/* One knob set's training step, built once through the pipeline (pipeline/pipeline.h)
+ * and planned for every candidate that shares it: fused and separate updates differ in
+ * the plan only. */
+typedef struct build {
+    int tp, offload;
+    vp_precision precision;
+    vp_status status;
+    char note[200];
+    vp_pipeline_result r;
+} build;
+
+static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_opts *base, vp_error *err) {
     vp_train_spec spec = *base->spec;
     vp_pipeline_opts o = *base;
     vp_search_apply(c, &spec, &o.fused_update);
     o.spec = &spec;
-    o.until = VP_PIPELINE_PLAN;
-    o.budget = kind == VP_REMAT_NONE ? 0 : budget;
-    o.remat = kind;
-    o.remat_opts = NULL;
-    vp_pipeline_result r;
-    vp_status s = vp_pipeline_run(&o, &r, err);
+    o.until = VP_PIPELINE_TRAIN;
+    return vp_pipeline_run(&o, &b->r, err);
+}
+
+/* Plans candidate c on its built step with remat kind under budget (0: none), verified as
+ * the pipeline's last pass does; fills its figures. */
+static vp_status plan_one(vp_candidate *c, build *b, const vp_device_profile *dev, int64_t budget, vp_remat_kind kind,
+                          vp_error *err) {
+    vp_graph *planned = NULL;
+    vp_plan p;
+    vp_remat_result rr;
+    vp_verify_report rep;
+    memset(&p, 0, sizeof p);
+    vp_status s = vp_plan_with_remat_opts(b->r.g, &b->r.t, dev, c->fused, kind == VP_REMAT_NONE ? 0 : budget, kind, NULL,
+                                          &planned, &p, &rr, err);
+    if (!s && (s = vp_plan_verify(&p, &rep, err)))
+        vp_error_prefix(err, "internal: the planner made an unsound plan (please report it): ");
     if (!s) {
         c->remat = kind;
-        c->arena_bytes = r.p.arena_bytes;
-        c->step_seconds = r.remat.step_seconds;
-        c->recompute_seconds = r.remat.recompute_seconds;
-        c->n_recompute = r.remat.n_recompute;
+        c->arena_bytes = p.arena_bytes;
+        c->step_seconds = rr.step_seconds;
+        c->recompute_seconds = rr.recompute_seconds;
+        c->n_recompute = rr.n_recompute;
         c->comm_seconds = c->cast_seconds = c->host_seconds = 0;
-        c->host_bytes = r.p.host_bytes;
-        split_seconds(&r.p, base->device, c);
-        c->fits = r.p.arena_bytes <= budget;
+        c->host_bytes = p.host_bytes;
+        split_seconds(&p, dev, c);
+        c->fits = p.arena_bytes <= budget;
+        c->resident_bytes = p.category_bytes[VP_CAT_PARAMETERS] + p.category_bytes[VP_CAT_OPTIMIZER_STATE] +
+                            p.category_bytes[VP_CAT_INPUTS] + p.category_bytes[VP_CAT_CONSTANTS];
     }
-    vp_pipeline_result_free(&r);
+    vp_plan_free(&p);
+    if (planned && planned != b->r.g) vp_graph_free(planned);
     return s;
 }
 
-/* Weighs one knob set: as it is, then checkpointed when that is over the budget. */
-static void weigh(vp_candidate *c, const vp_pipeline_opts *base, int64_t budget) {
+/* Checkpoints candidate c, over the budget as it is; dp's plan is kept when it fits or
+ * at least comes closer. */
+static void checkpoint(vp_candidate *c, build *b, const vp_device_profile *dev, int64_t budget) {
     vp_error err;
-    c->status = plan_one(c, base, budget, VP_REMAT_NONE, &err);
-    if (!c->status && !c->fits) {
-        vp_candidate dp = *c;
-        vp_status s = plan_one(&dp, base, budget, VP_REMAT_DP, &err);
-        /* dp's plan is kept when it fits or at least comes closer */
-        if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
-    }
-    if (c->status) snprintf(c->note, sizeof c->note, "%.190s", err.msg);
+    vp_candidate dp = *c;
+    vp_status s = plan_one(&dp, b, dev, budget, VP_REMAT_DP, &err);
+    if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
 }
 
 static int better(const vp_candidate *a, const vp_candidate *b) {
     if (a->step_seconds != b->step_seconds) return a->step_seconds < b->step_seconds;
     return a->arena_bytes < b->arena_bytes;
+}
+
+static double vp_search_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static void explain(vp_search_result *r, int64_t budget) {
@@ -138,20 +166,65 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     if (sp->fused_fixed) fuseds[0] = sp->fused;
     int offs[2] = {spec->offload, 1}, n_off = sp->offload_free ? 2 : 1;
     if (sp->offload_free) offs[0] = 0;
+    double t0 = vp_search_clock();
+    /* every knob set as it is: cheap, and a lower bound on its time checkpointed */
+    static build builds[VP_SEARCH_MAX]; /* large: kept out of the stack */
+    int n_builds = 0, build_of[VP_SEARCH_MAX];
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
             for (int o = 0; o < n_off; o++)
                 for (int f = 0; f < n_fused && out->n < VP_SEARCH_MAX; f++) {
-                    vp_candidate *c = &out->c[out->n++];
+                    vp_candidate *c = &out->c[out->n];
                     memset(c, 0, sizeof *c);
                     c->tp = tps[a];
                     c->precision = precs[b];
                     c->fused = fuseds[f];
                     c->offload = offs[o];
-                    weigh(c, base, budget);
-                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best])))
-                        out->best = (int)(c - out->c);
+                    vp_error e;
+                    build *bd = f ? &builds[n_builds - 1] : &builds[n_builds];
+                    if (!f) { /* the first of its knob set: the step built */
+                        memset(bd, 0, sizeof *bd);
+                        bd->status = build_step(bd, c, base, &e);
+                        if (bd->status) snprintf(bd->note, sizeof bd->note, "%.190s", e.msg);
+                        n_builds++;
+                    }
+                    build_of[out->n++] = (int)(bd - builds);
+                    c->status = bd->status;
+                    if (c->status) snprintf(c->note, sizeof c->note, "%s", bd->note);
+                    else if ((c->status = plan_one(c, bd, dev, budget, VP_REMAT_NONE, &e)))
+                        snprintf(c->note, sizeof c->note, "%.190s", e.msg);
+                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = (int)(c - out->c);
                 }
+    /* then those over the budget checkpointed, fastest first, unless they cannot win */
+    int order[VP_SEARCH_MAX], n_over = 0;
+    for (int i = 0; i < out->n; i++)
+        if (!out->c[i].status && !out->c[i].fits) order[n_over++] = i;
+    for (int i = 1; i < n_over; i++) /* insertion sort by the un-checkpointed time */
+        for (int j = i; j > 0 && better(&out->c[order[j]], &out->c[order[j - 1]]); j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int k = 0; k < n_over; k++) {
+        vp_candidate *c = &out->c[order[k]];
+        const vp_candidate *best = out->best >= 0 ? &out->c[out->best] : NULL;
+        if (!sp->exhaustive && best && c->step_seconds > best->step_seconds) {
+            c->pruned = 1;
+            snprintf(c->note, sizeof c->note, "not checkpointed: unchecked it already takes %.4g ms, more than %.4g ms",
+                     1e3 * c->step_seconds, 1e3 * best->step_seconds);
+        } else if (!sp->exhaustive && c->resident_bytes > budget) {
+            c->pruned = 1;
+            snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants alone "
+                     "take %lld bytes", (long long)c->resident_bytes);
+        } else {
+            checkpoint(c, &builds[build_of[order[k]]], dev, budget);
+            out->n_dp++;
+        }
+        out->n_pruned += c->pruned;
+        if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = order[k];
+    }
+    for (int i = 0; i < n_builds; i++) vp_pipeline_result_free(&builds[i].r);
+    out->seconds = vp_search_clock() - t0;
     int built = 0;
     for (int i = 0; i < out->n; i++) built += !out->c[i].status;
     if (!built) return vp_fail(err, out->c[0].status, "no candidate could be built: %s", out->c[0].note);

@@ -16,7 +16,14 @@
  * time for every larger budget; below that, dp (a heuristic on the real arena, not an
  * exact optimum) decides, so that the winner's time does not rise with the budget is
  * checked rather than proven: tests/test_search.c, on a GPT from 10% to 100% of the
- * un-checkpointed step. */
+ * un-checkpointed step.
+ *
+ * The search plans every candidate without checkpointing first (cheap), then runs dp on
+ * those over the budget in order of their un-checkpointed time, skipping a candidate
+ * whose un-checkpointed time already exceeds the best that fits (checkpointing only adds
+ * recompute, so it cannot win) or whose parameters, state, inputs and constants alone
+ * exceed the budget (checkpointing frees none of them): the winner is the one planning
+ * every candidate fully would choose (exhaustive, which tests/test_search.c compares). */
 #ifndef VP_SEARCH_H
 #define VP_SEARCH_H
 
@@ -34,6 +41,7 @@ typedef struct vp_search_space {
     int fused_fixed;     /* the user gave --fused-update or --no-fused-update */
     int fused;           /* that choice when fixed */
     int offload_free;    /* try optimizer-state offload on and off (Adam, the user gave no --offload) */
+    int exhaustive;      /* checkpoint every candidate over the budget, none pruned (tests compare) */
 } vp_search_space;
 
 typedef struct vp_candidate {
@@ -50,6 +58,9 @@ typedef struct vp_candidate {
     int64_t host_bytes;        /* offload: the host block beside the arena */
     int n_recompute;
     int fits;
+    int pruned;                /* over the budget unchecked, and dp not run: it could not win (note) */
+    int64_t resident_bytes;    /* parameters, optimizer state, inputs and constants: no checkpointing
+                                  frees them, so a budget under them cannot be met */
     char note[200];
 } vp_candidate;
 
@@ -58,6 +69,9 @@ typedef struct vp_search_result {
     vp_candidate c[VP_SEARCH_MAX];
     int best;       /* index into c, -1 when nothing fits */
     char why[600];  /* one paragraph: why the winner won */
+    double seconds; /* the whole search's wall time */
+    int n_dp;       /* candidates planned with dp checkpointing */
+    int n_pruned;   /* candidates whose dp plan was skipped: it could not fit or win */
 } vp_search_result;
 
 /* base: the model (a file or a source, not a graph: each candidate loads its own), its

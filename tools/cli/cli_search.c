@@ -17,6 +17,10 @@ static void print_table(const vp_search_result *r, const vp_device_profile *dev,
             printf("not built: %s\n", c->note);
             continue;
         }
+        if (c->pruned) {
+            printf("none    %-11s  %s\n", vp_human_bytes(c->arena_bytes, b2, sizeof b2), c->note);
+            continue;
+        }
         char b3[32];
         printf("%-6s  %-11s  %-11s  %7.4f ms %8.4f ms %8.4f ms %8.4f ms %8.4f ms  %s%s\n", c->remat == VP_REMAT_NONE ? "none" : "dp",
                vp_human_bytes(c->arena_bytes, b2, sizeof b2), c->host_bytes ? vp_human_bytes(c->host_bytes, b3, sizeof b3) : "-",
@@ -24,6 +28,8 @@ static void print_table(const vp_search_result *r, const vp_device_profile *dev,
                1e3 * c->host_seconds, c->fits ? "yes" : "no", i == r->best ? "  <- chosen" : "");
     }
     printf("%s\n", r->why);
+    printf("searched in %.3f s: %d candidates planned as they are, %d of them checkpointed by dp, %d not (they could "
+           "not fit or win)\n", r->seconds, r->n, r->n_dp, r->n_pruned);
 }
 
 vp_status cli_search(const char *model, const cli_pairs *dims, const vp_train_spec *spec, const vp_search_space *sp,
@@ -45,6 +51,12 @@ void cli_search_json(vp_json *j, const void *arg) {
     vp_json_int(j, r->best);
     vp_json_key(j, "why");
     vp_json_string(j, r->why);
+    vp_json_key(j, "seconds");
+    vp_json_double(j, r->seconds);
+    vp_json_key(j, "checkpointed");
+    vp_json_int(j, r->n_dp);
+    vp_json_key(j, "pruned");
+    vp_json_int(j, r->n_pruned);
     vp_json_key(j, "candidates");
     vp_json_begin_array(j);
     for (int i = 0; i < r->n; i++) {
@@ -60,6 +72,12 @@ void cli_search_json(vp_json *j, const void *arg) {
         vp_json_bool(j, c->offload);
         vp_json_key(j, "built");
         vp_json_bool(j, !c->status);
+        vp_json_key(j, "pruned");
+        vp_json_bool(j, c->pruned);
+        if (c->pruned) {
+            vp_json_key(j, "why_not_checkpointed");
+            vp_json_string(j, c->note);
+        }
         if (c->status) {
             vp_json_key(j, "note");
             vp_json_string(j, c->note);

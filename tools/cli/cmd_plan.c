@@ -320,7 +320,7 @@ static int run_plan(int argc, char **argv) {
     }
     int adam = o.spec.opt.kind == VP_OPT_ADAM || o.spec.opt.kind == VP_OPT_ADAMW;
     vp_search_space sp = {(int)max_tp, o.tp > 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1,
-                          adam && !o.spec.offload};
+                          adam && !o.spec.offload, 0};
     if (fused < 0) fused = 1;
     if (!s && automatic && budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--auto needs --budget");
     if (!s && automatic && remat_arg) s = vp_fail(&err, VP_ERR_USAGE, "--auto chooses the checkpointing: it does not take --remat");
