@@ -46,12 +46,18 @@ tmp=$(mktemp)
     echo
     py2=${VP_TORCH2_PYTHON:-$here/../../build/venv-torch2/bin/python}
     if [[ -x $py2 ]]; then
-        GLOG_minloglevel=2 "$py2" "$here/torch2_peak.py" --build "$build" 2>>"$build/torch_bench.log" ||
-            echo "**torch2_peak.py failed (exit $?)**: see $build/torch_bench.log"
+        for s in torch2_peak.py search_scale.py; do
+            echo
+            GLOG_minloglevel=2 "$py2" "$here/$s" --build "$build" 2>>"$build/torch_bench.log" ||
+                echo "**$s failed (exit $?)**: see $build/torch_bench.log"
+        done
     else
-        echo "## Arena against PyTorch 2.x eager's peak (torch 2.x exports)"
-        echo
-        echo "Skipped: no torch 2.x Python at $py2 (make it with tools/scripts/torch2_venv.sh, or set VP_TORCH2_PYTHON)."
+        for t in "Arena against PyTorch 2.x eager's peak (torch 2.x exports)" "The joint search at LLM scale (\`plan --auto\`, torch 2.x exports)"; do
+            echo
+            echo "## $t"
+            echo
+            echo "Skipped: no torch 2.x Python at $py2 (make it with tools/scripts/torch2_venv.sh, or set VP_TORCH2_PYTHON)."
+        done
     fi
 } >"$tmp"
 mv "$tmp" "$out"
