@@ -8,6 +8,7 @@
 
 #include "json_writer.h"
 #include "memory/plan.h"
+#include "parallel/parallel.h"
 #include "remat/remat.h"
 
 /* One rank of a tensor-parallel step (planner/parallel): what was split and what it
@@ -25,6 +26,8 @@ typedef struct vp_report_tp {
     int64_t payload_bytes;         /* the all-reduced tensors' bytes, a step */
     int64_t bytes_sent;            /* what this rank sends of them in a ring: 2(n-1)/n */
     double comm_seconds;           /* those bytes over the device profile's link */
+    int n_replicated;              /* products left whole on every rank, and why (borrowed) */
+    const vp_tp_replicated *replicated;
 } vp_report_tp;
 
 typedef struct vp_report_ctx {

@@ -24,6 +24,12 @@ expect 0 "tensor parallel over 2 ranks: 4 column- and 4 row-parallel products" -
 expect 0 "tensor parallel over 2 ranks: 9 column- and 5 row-parallel products" -- "$tool" plan "$kit/bert/eval_opt0.onnx" "${args[@]}" --tp 2
 expect 0 "tensor parallel over 2 ranks: 8 column- and 4 row-parallel products" -- "$tool" plan "$kit/vit/eval_opt0.onnx" "${args[@]}" --tp 2
 
+# what stays whole is named with the node its split stops at: Qwen2's single key/value
+# head does not divide among 2 ranks, so its attention stays replicated
+expect 0 "left replicated (every rank computes it whole): 8 products" -- "$tool" plan "$kit/qwen2/eval_opt0.onnx" "${args[@]}" --tp 2
+expect 0 "the product by 'm.model.layers.0.self_attn.q_proj.weight': its columns' split stops at '.*' (Attention)" -- \
+    "$tool" plan "$kit/qwen2/eval_opt0.onnx" "${args[@]}" --tp 2
+
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
 worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r} END {printf "%.3g\n", w + 0}'; }
 if [[ -n $mpirun ]]; then

@@ -47,6 +47,13 @@ typedef struct vp_tp_sliced {
     int blocks;
 } vp_tp_sliced;
 
+/* A product that could be split by columns and is left replicated: where its split stops. */
+typedef struct vp_tp_replicated {
+    char node[160];     /* the product, by its weight's name */
+    char stop[160];     /* the node that cannot take its split columns; "" at the graph's outputs */
+    char stop_op[48];
+} vp_tp_replicated;
+
 typedef struct vp_tp_result {
     int n, rank;
     int n_column, n_row;          /* products split by columns, by rows */
@@ -60,6 +67,8 @@ typedef struct vp_tp_result {
     int n_sliced;                 /* weights and biases sliced */
     vp_tp_sliced *sliced;         /* heap: vp_tp_result_free */
     int64_t sliced_elems_full;    /* their elements before slicing (all ranks together) */
+    int n_replicated;             /* products left whole on every rank, and why */
+    vp_tp_replicated *replicated; /* heap: vp_tp_result_free */
 } vp_tp_result;
 
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err);

@@ -38,6 +38,7 @@ typedef struct walk {
     int cap_slices, cap_edits;
     int logits;         /* the loss's logits, or -1 */
     int allow_logits;   /* a split may end there (an LM head's vocabulary columns) */
+    int stop;           /* the node the last walk stopped at, -1: none */
     vp_error div_err;   /* the first place n does not divide */
     int div_failed;
     int nomem;
@@ -462,8 +463,12 @@ static int walk_graph(walk *w) {
     for (int i = 0; i < g->n_nodes; i++) f->blocks[i] = 1, f->drop_axis[i] = -1;
     f->n_slices = f->n_edits = 0;
     w->div_failed = 0;
+    w->stop = -1;
     for (int i = 0; i < g->n_nodes; i++)
-        if (!step(w, i) || w->nomem) return 0;
+        if (!step(w, i) || w->nomem) {
+            w->stop = i;
+            return 0;
+        }
     for (int i = 0; i < g->n_nodes; i++) /* a mask of Q, K, V blocks is no chunk of the one-rank mask */
         if (f->drop_axis[i] >= 0 && f->drop_origin[i] >= 0 && f->blocks[f->drop_origin[i]] > 1) return 0;
     f->logits_split = 0;
@@ -509,8 +514,11 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_e
     f->blocks = malloc(nn * sizeof *f->blocks);
     f->drop_axis = malloc(nn * sizeof *f->drop_axis);
     f->drop_origin = malloc(nn * sizeof *f->drop_origin);
+    f->stop_at = malloc(nn * sizeof *f->stop_at);
+    for (size_t i = 0; f->stop_at && i < nn; i++) f->stop_at[i] = -1;
     w.column = column;
-    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks && f->drop_axis && f->drop_origin
+    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks && f->drop_axis && f->drop_origin &&
+                          f->stop_at
                       ? VP_OK
                       : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int i = 0; !s && i < g->n_nodes; i++) f->is_embedding[i] = (char)vp_tp_vocab_gather(g, &g->nodes[i], n);
@@ -533,6 +541,7 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_e
             int ok = walk_graph(&w);
             for (int j = i; j < g->n_nodes; j++)
                 if (column[j] == 2) column[j] = ok;
+            f->stop_at[i] = ok ? -1 : w.stop;
             if (ok && w.div_failed) {
                 *err = w.div_err;
                 s = VP_ERR_USAGE;
@@ -559,5 +568,6 @@ void vp_tp_find_free(vp_tp_find *f) {
     free(f->drop_origin);
     free(f->slices);
     free(f->edits);
+    free(f->stop_at);
     memset(f, 0, sizeof *f);
 }

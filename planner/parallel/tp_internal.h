@@ -28,6 +28,8 @@ typedef struct vp_tp_find {
     int n_slices, n_edits;
     vp_tp_slice *slices;
     vp_tp_edit *edits;
+    int *stop_at;        /* per node (products left replicated): where its columns' split stopped,
+                            the node that cannot take them; -1: at the graph's outputs, or untried */
 } vp_tp_find;
 
 /* Decides the regions for n ranks (n > 1); logits: the loss's logits value, or -1. */

@@ -97,6 +97,7 @@ static vp_status slice_value(vp_graph *g, int id, int axis, int blocks, int n, i
 
 void vp_tp_result_free(vp_tp_result *r) {
     free(r->sliced);
+    free(r->replicated);
     memset(r, 0, sizeof *r);
 }
 
@@ -143,6 +144,30 @@ static int add_bias(vp_graph *g, int node, int sum, int bias, int y) {
     return id;
 }
 
+/* The products the finder left whole (neither column- nor row-parallel), with the node
+ * its split stopped at, named before the rewrite renumbers the nodes. */
+static vp_status note_replicated(const vp_graph *g, const vp_tp_find *f, vp_tp_result *r, vp_error *err) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int w, oa, ia;
+        n += vp_tp_product(g, &g->nodes[i], &w, &oa, &ia) && !f->is_column[i] && !f->is_row[i];
+    }
+    if (!n) return VP_OK;
+    if (!(r->replicated = calloc((size_t)n, sizeof *r->replicated))) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        int w, oa, ia;
+        if (!vp_tp_product(g, &g->nodes[i], &w, &oa, &ia) || f->is_column[i] || f->is_row[i]) continue;
+        vp_tp_replicated *p = &r->replicated[r->n_replicated++];
+        snprintf(p->node, sizeof p->node, "%s", g->values[g->nodes[i].inputs[w]].name); /* named by its weight */
+        int st = f->stop_at[i];
+        if (st >= 0) {
+            snprintf(p->stop, sizeof p->stop, "%s", g->nodes[st].name);
+            snprintf(p->stop_op, sizeof p->stop_op, "%s", g->nodes[st].op_type);
+        }
+    }
+    return VP_OK;
+}
+
 vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_error *err) {
     memset(r, 0, sizeof *r);
     r->n = o->n > 1 ? o->n : 1;
@@ -160,6 +185,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
     }
     r->sliced = calloc((size_t)f.n_slices + 1, sizeof *r->sliced);
     if (!r->sliced) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    s = s ? s : note_replicated(g, &f, r, err);
     int n0 = g->n_nodes;
     for (int i = 0; i < f.n_slices && !s; i++) {
         const vp_tp_slice *sl = &f.slices[i];

@@ -111,7 +111,8 @@ static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sen
                       .n_sliced = t->tp.n_sliced, .n_embedding = t->tp.n_embedding,
                       .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent,
                       .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy,
-                      .n_regather = t->tp.n_regather};
+                      .n_regather = t->tp.n_regather, .n_replicated = t->tp.n_replicated,
+                      .replicated = t->tp.replicated};
     r.vocab = r.vocab_parallel_loss || r.n_embedding ? t->tp.vocab : 0;
     for (int i = 0; i < p->n_steps; i++) {
         const vp_node *n = &p->g->nodes[p->steps[i]];
@@ -143,6 +144,16 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
                    "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced;\n"
                    "  %d all-gathers run again in the backward for the weight gradients (gathered inputs not kept)\n",
                    r->ranks, r->n_gather, r->n_scatter, r->n_param_copy, r->n_regather);
+        for (int i = 0; i < r->n_replicated; i++) {
+            const vp_tp_replicated *q = &r->replicated[i];
+            if (!i) printf("  left replicated (every rank computes it whole): %d product%s\n", r->n_replicated,
+                           r->n_replicated == 1 ? "" : "s");
+            if (q->stop[0])
+                printf("    the product by '%s': its columns' split stops at '%s' (%s), which cannot take them\n", q->node,
+                       q->stop, q->stop_op);
+            else
+                printf("    the product by '%s': its columns' split would reach the graph's outputs\n", q->node);
+        }
         if (r->vocab)
             printf("  vocabulary-parallel (%lld tokens, %lld a rank): %d embedding%s split by rows%s\n", (long long)r->vocab,
                    (long long)(r->vocab / r->ranks), r->n_embedding, r->n_embedding == 1 ? "" : "s",
