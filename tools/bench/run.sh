@@ -46,13 +46,14 @@ tmp=$(mktemp)
     echo
     py2=${VP_TORCH2_PYTHON:-$here/../../build/venv-torch2/bin/python}
     if [[ -x $py2 ]]; then
-        for s in torch2_peak.py search_scale.py; do
+        for s in torch2_peak.py torch2_speed.py search_scale.py; do
             echo
             GLOG_minloglevel=2 "$py2" "$here/$s" --build "$build" 2>>"$build/torch_bench.log" ||
                 echo "**$s failed (exit $?)**: see $build/torch_bench.log"
         done
     else
-        for t in "Arena against PyTorch 2.x eager's peak (torch 2.x exports)" "The joint search at LLM scale (\`plan --auto\`, torch 2.x exports)"; do
+        for t in "Arena against PyTorch 2.x eager's peak (torch 2.x exports)" \
+            "CPU step time against PyTorch 2.x eager and torch.compile (torch 2.x exports)" "The joint search at LLM scale (\`plan --auto\`, torch 2.x exports)"; do
             echo
             echo "## $t"
             echo

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Our CPU step time against PyTorch 2.x eager and torch.compile on today's exports
+(issue 37).
+
+In:  the models of tools/bench/torch2_peak.py (Llama, BERT, ViT from configs, seed 0),
+     exported by torch 2.x's torch.onnx.export (optimize=False) into BUILD/torch2_peak
+     (made when missing); BUILD/onnx-vplan.  Run with PyPI's torch 2.x
+     (tools/scripts/torch2_venv.sh's venv).
+Out: on stdout, the markdown section tools/bench/run.sh records in RESULTS.md: per model
+     our step time (`onnx-vplan run` of `plan --optimizer adamw`, at 1 and 2 threads),
+     PyTorch eager's and torch.compile's (default mode) at 1 and 2 threads, and ours /
+     PyTorch's best of each, per repeat and their median.
+Keeps: the method of tools/bench/torch_speed.py, whose helpers it imports: one AdamW
+     step (lr 1e-3) on both sides, the median of --steps steps after a warm-up (torch.
+     compile's compilation is in its warm-up), each repeat measuring every side back to
+     back so that the machine's load is shared and the ratio taken within a repeat;
+     OMP_WAIT_POLICY passive on both sides.  Never fails the bench.
+"""
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+
+def import_path(name, path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=2)
+    a = ap.parse_args()
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    print("## CPU step time against PyTorch 2.x eager and torch.compile (torch 2.x exports)")
+    print()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"Skipped: {e} for {sys.executable} (make the venv with tools/scripts/torch2_venv.sh).")
+        return
+    peak = import_path("torch2_peak", os.path.join(HERE, "torch2_peak.py"))
+    speed = import_path("torch_speed", os.path.join(HERE, "torch_speed.py"))
+    tp = import_path("torch_peak", os.path.join(HERE, "torch_peak.py"))
+    vplan = os.path.join(a.build, "onnx-vplan")
+    work = os.path.join(a.build, "torch2_peak")
+    os.makedirs(work, exist_ok=True)
+    print(f"torch {torch.__version__}; one AdamW step; the median of {a.steps} steps after a warm-up, "
+          f"{a.repeats} repeats; best of 1 and 2 threads on each side; *ratio*: ours / PyTorch's, per repeat, "
+          "their median.")
+    print()
+    print("| model | ours ms (1t / 2t) | eager ms (1t / 2t) | compile ms (1t / 2t) | ours / eager | ours / compile |")
+    print("|---|---|---|---|---|---|")
+    for name, (desc, build) in peak.models(False).items():
+        torch.manual_seed(0)
+        model, x, labels = build()
+        path = os.path.join(work, name + ".onnx")
+        if not os.path.exists(path):
+            with contextlib.redirect_stdout(sys.stderr):
+                torch.onnx.export(model.eval(), (x,), path, input_names=["x"], output_names=["logits"], optimize=False)
+        plan = os.path.join(work, name + ".vplan")
+        r = subprocess.run([vplan, "plan", path, "--loss", "ce:logits", "--optimizer", "adamw", "-o", plan],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode:
+            print(f"| {desc} | plan failed: {r.stdout.strip().splitlines()[-1]} | | | | |")
+            continue
+        eager = tp.Step(model, x, labels)
+        eager.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        cmodel = torch.compile(model)
+        comp = tp.Step(cmodel, x, labels)
+        comp.opt = torch.optim.AdamW(cmodel.parameters(), lr=1e-3)
+        rows = []
+        for _ in range(a.repeats):
+            ours = [speed.ours_ms(vplan, plan, a.steps, t)[0] for t in (1, 2)]
+            e = [speed.torch_ms(eager, a.steps, t) for t in (1, 2)]
+            c = [speed.torch_ms(comp, a.steps, t) for t in (1, 2)]
+            if None in ours:
+                break
+            rows.append((ours, e, c))
+        if not rows:
+            print(f"| {desc} | run failed | | | | |")
+            continue
+        med = statistics.median
+        col = lambda k: " / ".join(f"{med([r[k][t] for r in rows]):.1f}" for t in range(2))
+        re = med([min(r[0]) / min(r[1]) for r in rows])
+        rc = med([min(r[0]) / min(r[2]) for r in rows])
+        print(f"| {desc} | {col(0)} | {col(1)} | {col(2)} | {re:.2f} | {rc:.2f} |")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
