@@ -4,7 +4,8 @@
 # BERT and ViT (separate q, k, v with biases) at --tp 2: every attention projection and
 # every MLP product of each layer split (column / row counts = layers x products per
 # layer, plus the LM head's or the pooler's), the bytes each rank sends as planned, and
-# rank 0's losses under mpirun -np 2 the one-rank plan's within 1e-5 over 5 steps.
+# rank 0's losses under mpirun -np 2 the one-rank plan's within 1e-5 over 5 steps (the
+# Llama also with --sp).
 # usage: torch2_tp.sh ONNX_VPLAN SOURCE_DIR MPIRUN (MPIRUN empty: the mpirun checks are left out)
 set -u
 tool=$1
@@ -35,9 +36,13 @@ worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 
 if [[ -n $mpirun ]]; then
     mpi=("$mpirun" --allow-run-as-root --oversubscribe)
     [[ -n ${VP_MPI_ASAN_OPTIONS:-} ]] && mpi=(env "ASAN_OPTIONS=$VP_MPI_ASAN_OPTIONS" "${mpi[@]}")
-    for m in llama gpt2 bert vit; do
-        "$tool" plan "$kit/$m/eval_opt0.onnx" "${args[@]}" --tp 1 -o "$tmp/$m.1.vplan" >/dev/null || echo "FAIL: $m plan --tp 1"
-        "$tool" plan "$kit/$m/eval_opt0.onnx" "${args[@]}" --tp 2 -o "$tmp/$m.2.vplan" >/dev/null || echo "FAIL: $m plan --tp 2"
+    # llama_sp: the same Llama sequence-parallel between the regions (RMSNorm's Pow and
+    # ReduceMean over the hidden size are token-wise)
+    for m in llama gpt2 bert vit llama_sp; do
+        f=$kit/${m%_sp}/eval_opt0.onnx sp=()
+        [[ $m == *_sp ]] && sp=(--sp)
+        "$tool" plan "$f" "${args[@]}" --tp 1 -o "$tmp/$m.1.vplan" >/dev/null || echo "FAIL: $m plan --tp 1"
+        "$tool" plan "$f" "${args[@]}" --tp 2 "${sp[@]}" -o "$tmp/$m.2.vplan" >/dev/null || echo "FAIL: $m plan --tp 2 ${sp[*]}"
         "$tool" run "$tmp/$m.1.vplan" --steps 5 | losses >"$tmp/$m.l1"
         out=$("${mpi[@]}" -np 2 "$tool" run "$tmp/$m.2.vplan" --steps 5 2>&1)
         # every rank: the bytes counted = the bytes planned

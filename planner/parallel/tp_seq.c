@@ -33,14 +33,35 @@ static int is_op(const vp_node *n, const char *domain, const char *op) {
     return !strcmp(n->domain, domain) && !strcmp(n->op_type, op);
 }
 
-static int token_wise(const vp_node *n) {
-    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf",
-                                      "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus", "LeakyRelu", "Elu",
-                                      "LayerNormalization", "Dropout", NULL};
+/* A reduction over axes after the sequence only (RMSNorm's mean of squares over the
+ * hidden size, as torch 2.x writes it), with its axes known. */
+static int reduces_within_tokens(const vp_graph *g, const vp_node *n) {
+    if (strcmp(n->op_type, "ReduceMean") && strcmp(n->op_type, "ReduceSum")) return 0;
+    const int64_t *axes = NULL;
+    int count = 0;
+    if (n->n_inputs > 1 && n->inputs[1] >= 0) {
+        const vp_value *a = &g->values[n->inputs[1]];
+        if (!a->data || a->dtype != VP_I64 || a->rank != 1) return 0;
+        axes = a->data;
+        count = (int)a->dims[0];
+    } else {
+        count = vp_attr_ints(n, "axes", &axes);
+    }
+    if (!axes || count <= 0) return 0;
+    int rank = g->values[n->inputs[0]].rank;
+    for (int k = 0; k < count; k++)
+        if ((axes[k] < 0 ? axes[k] + rank : axes[k]) <= SEQ_AXIS) return 0;
+    return 1;
+}
+
+static int token_wise(const vp_graph *g, const vp_node *n) {
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Reciprocal", "Gelu", "FastGelu", "Relu",
+                                      "Sigmoid", "Tanh", "Erf", "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus",
+                                      "LeakyRelu", "Elu", "LayerNormalization", "Dropout", NULL};
     if (n->domain[0]) return 0;
     for (int k = 0; ops[k]; k++)
         if (!strcmp(n->op_type, ops[k])) return !strcmp(n->op_type, "LayerNormalization") ? 2 : 1;
-    return 0;
+    return reduces_within_tokens(g, n);
 }
 
 static vp_status set_op(vp_graph *g, int id, const char *op, vp_error *err) {
@@ -73,7 +94,7 @@ static vp_status token_node(seq *q, int id, vp_error *err) {
     vp_graph *g = q->g;
     const vp_node *n = &g->nodes[id];
     const vp_value *y = &g->values[n->outputs[0]];
-    int ln = token_wise(n) == 2;
+    int ln = token_wise(g, n) == 2;
     if (ln) {
         int64_t axis = vp_attr_int(n, "axis", -1);
         if (axis < 0) axis += g->values[n->inputs[0]].rank;
@@ -161,7 +182,7 @@ vp_status vp_tp_sequence(vp_graph *g, int n, int rank, vp_tp_result *r, vp_error
             s = set_op(g, i, "TPAllGather", err);
             r->n_gather++;
         } else if (any_split && !nd->folded) { /* a folded Shape read the whole one's size: constants stay */
-            if (!token_wise(nd)) s = refuse(nd, "reads a sequence-split activation (only token-wise ops may)", err);
+            if (!token_wise(g, nd)) s = refuse(nd, "reads a sequence-split activation (only token-wise ops may)", err);
             else s = token_node(&q, i, err);
         }
     }
