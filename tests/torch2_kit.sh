@@ -6,6 +6,8 @@
 #    least 5e-6), or exits 2 naming the fix (optimize=False); never exit 0 with a
 #    non-finite or a wrong loss, never anything else;
 #  - every optimize=False export trains (exit 0);
+#  - the first step's gradients are torch's (tests/torch2_grads.py: one SGD step of lr 1
+#    saved, w0 - w1 against torch's gradient norms per parameter, within 1e-4);
 #  - the weights `train --save` writes give, by `eval`, torch's logits after its steps
 #    (logits_after.bin, torch in eval() mode: BatchNorm reads the carried statistics):
 #    checked by tests/torch2_logits.py where Python has numpy and onnx, skipped otherwise.
@@ -67,6 +69,17 @@ for dir in "$kit"/*/; do
             continue
             ;;
         esac
+        # the first step's gradients: one SGD step of lr 1 leaves w - g
+        if ((have_py)); then
+            if ! "$tool" train "$f" --loss ce:logits --optimizer sgd --lr 1 --steps 1 --data "$dir" --save "$tmp/g.onnx" \
+                >"$tmp/g.log" 2>&1; then
+                bad "$file: one SGD step: $(tail -1 "$tmp/g.log")"
+            elif msg=$("$py" "$src/tests/torch2_grads.py" "$f" "$tmp/g.onnx" "$dir/torch.json" 2>&1); then
+                ok
+            else
+                bad "$file: first-step gradients: $msg"
+            fi
+        fi
         # the saved weights reproduce torch's logits after its steps
         rm -rf "$tmp/out"
         if ! "$tool" eval "$tmp/$name.onnx" --data "$dir" --output-dir "$tmp/out" >"$tmp/eval.log" 2>&1; then
