@@ -195,6 +195,26 @@ vp_status vp_pipeline_run(const vp_pipeline_opts *o, vp_pipeline_result *r, vp_e
     return s;
 }
 
+vp_status vp_pipeline_plan(const vp_pipeline_opts *o, vp_pipeline_result *r, vp_error *err) {
+    if (!r->g || !r->t.params)
+        return vp_fail(err, VP_ERR_USAGE, "internal: vp_pipeline_plan needs a training step built (stage train)");
+    vp_plan_free(&r->p);
+    if (r->planned && r->planned != r->g) vp_graph_free(r->planned);
+    r->planned = NULL;
+    memset(&r->remat, 0, sizeof r->remat);
+    memset(&r->verify, 0, sizeof r->verify);
+    run_ctx c = {.o = o, .r = r};
+    if (o->spec) c.spec = *o->spec;
+    vp_status s = o->dump_after ? vp_pipeline_check_dump(o->dump_after, VP_PIPELINE_PLAN, err) : VP_OK;
+    int first_plan = N_BEFORE + vp_training_pass_count();
+    for (int i = first_plan; i < vp_pipeline_pass_count() && !s; i++) {
+        vp_pipeline_pass p = vp_pipeline_pass_at(i);
+        if ((s = run_pass(&c, i, err))) break;
+        if (o->dump_after && !strcmp(o->dump_after, p.name)) dump(&c, &p);
+    }
+    return s;
+}
+
 void vp_pipeline_result_free(vp_pipeline_result *r) {
     vp_plan_free(&r->p);
     vp_training_free(&r->t);

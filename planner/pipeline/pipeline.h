@@ -105,6 +105,12 @@ typedef struct vp_pipeline_result {
  * last of stage opts->until.  On failure the result holds what was made so far (free it
  * all the same); the message names the model and the node where the pass knows it. */
 vp_status vp_pipeline_run(const vp_pipeline_opts *opts, vp_pipeline_result *r, vp_error *err);
+/* The plan stage alone (checkpointing through verify) on a result the training stage
+ * built, with opts' device, fused_update, budget and remat: for callers that plan one
+ * step several ways (the joint search's fused and separate updates, a budget sweep).
+ * A plan the result held before is freed first; the step stays as built, so each call
+ * plans the same step. */
+vp_status vp_pipeline_plan(const vp_pipeline_opts *opts, vp_pipeline_result *r, vp_error *err);
 /* Frees what the result owns; safe on a zeroed or half-filled one. */
 void vp_pipeline_result_free(vp_pipeline_result *r);
 

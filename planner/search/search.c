@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "ir/op_registry.h"
-#include "memory/verify.h"
 #include "remat/cost.h"
 
 void vp_search_knobs(const vp_candidate *c, char *buf, size_t len) {
@@ -61,43 +60,41 @@ static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_o
     return vp_pipeline_run(&o, &b->r, err);
 }
 
-/* Plans candidate c on its built step with remat kind under budget (0: none), verified as
- * the pipeline's last pass does; fills its figures. */
-static vp_status plan_one(vp_candidate *c, build *b, const vp_device_profile *dev, int64_t budget, vp_remat_kind kind,
+/* Plans candidate c on its built step with remat kind under budget (0: none): the
+ * pipeline's plan stage, verified; fills its figures. */
+static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *base, int64_t budget, vp_remat_kind kind,
                           vp_error *err) {
-    vp_graph *planned = NULL;
-    vp_plan p;
-    vp_remat_result rr;
-    vp_verify_report rep;
-    memset(&p, 0, sizeof p);
-    vp_status s = vp_plan_with_remat_opts(b->r.g, &b->r.t, dev, c->fused, kind == VP_REMAT_NONE ? 0 : budget, kind, NULL,
-                                          &planned, &p, &rr, err);
-    if (!s && (s = vp_plan_verify(&p, &rep, err)))
-        vp_error_prefix(err, "internal: the planner made an unsound plan (please report it): ");
+    vp_pipeline_opts o = *base;
+    o.fused_update = c->fused;
+    o.budget = kind == VP_REMAT_NONE ? 0 : budget;
+    o.remat = kind;
+    o.remat_opts = NULL;
+    o.dump_after = NULL;
+    vp_status s = vp_pipeline_plan(&o, &b->r, err);
     if (!s) {
+        const vp_plan *p = &b->r.p;
+        const vp_remat_result *rr = &b->r.remat;
         c->remat = kind;
-        c->arena_bytes = p.arena_bytes;
-        c->step_seconds = rr.step_seconds;
-        c->recompute_seconds = rr.recompute_seconds;
-        c->n_recompute = rr.n_recompute;
+        c->arena_bytes = p->arena_bytes;
+        c->step_seconds = rr->step_seconds;
+        c->recompute_seconds = rr->recompute_seconds;
+        c->n_recompute = rr->n_recompute;
         c->comm_seconds = c->cast_seconds = c->host_seconds = 0;
-        c->host_bytes = p.host_bytes;
-        split_seconds(&p, dev, c);
-        c->fits = p.arena_bytes <= budget;
-        c->resident_bytes = p.category_bytes[VP_CAT_PARAMETERS] + p.category_bytes[VP_CAT_OPTIMIZER_STATE] +
-                            p.category_bytes[VP_CAT_INPUTS] + p.category_bytes[VP_CAT_CONSTANTS];
+        c->host_bytes = p->host_bytes;
+        split_seconds(p, base->device, c);
+        c->fits = p->arena_bytes <= budget;
+        c->resident_bytes = p->category_bytes[VP_CAT_PARAMETERS] + p->category_bytes[VP_CAT_OPTIMIZER_STATE] +
+                            p->category_bytes[VP_CAT_INPUTS] + p->category_bytes[VP_CAT_CONSTANTS];
     }
-    vp_plan_free(&p);
-    if (planned && planned != b->r.g) vp_graph_free(planned);
     return s;
 }
 
 /* Checkpoints candidate c, over the budget as it is; dp's plan is kept when it fits or
  * at least comes closer. */
-static void checkpoint(vp_candidate *c, build *b, const vp_device_profile *dev, int64_t budget) {
+static void checkpoint(vp_candidate *c, build *b, const vp_pipeline_opts *base, int64_t budget) {
     vp_error err;
     vp_candidate dp = *c;
-    vp_status s = plan_one(&dp, b, dev, budget, VP_REMAT_DP, &err);
+    vp_status s = plan_one(&dp, b, base, budget, VP_REMAT_DP, &err);
     if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
 }
 
@@ -191,7 +188,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                     build_of[out->n++] = (int)(bd - builds);
                     c->status = bd->status;
                     if (c->status) snprintf(c->note, sizeof c->note, "%s", bd->note);
-                    else if ((c->status = plan_one(c, bd, dev, budget, VP_REMAT_NONE, &e)))
+                    else if ((c->status = plan_one(c, bd, base, budget, VP_REMAT_NONE, &e)))
                         snprintf(c->note, sizeof c->note, "%.190s", e.msg);
                     if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = (int)(c - out->c);
                 }
@@ -217,7 +214,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants alone "
                      "take %lld bytes", (long long)c->resident_bytes);
         } else {
-            checkpoint(c, &builds[build_of[order[k]]], dev, budget);
+            checkpoint(c, &builds[build_of[order[k]]], base, budget);
             out->n_dp++;
         }
         out->n_pruned += c->pruned;
