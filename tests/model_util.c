@@ -415,3 +415,27 @@ int test_f32_initializer(vp_graph *g, int id, int rank, const int64_t *dims, flo
     vp_value_set_data(g, id, *data, VP_DATA_HEAP);
     return id;
 }
+
+vp_status test_plan_step_remat(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
+                               int64_t budget, vp_remat_kind kind, const vp_remat_opts *opts, vp_graph **planned,
+                               vp_plan *p, vp_remat_result *rr, vp_error *err) {
+    vp_pipeline_result r; /* borrows g and t: only the plan stage's products are moved out */
+    memset(&r, 0, sizeof r);
+    r.g = g;
+    r.t = *t;
+    vp_pipeline_opts o = {.device = dev, .fused_update = fused, .budget = budget, .remat = kind, .remat_opts = opts,
+                          .until = VP_PIPELINE_PLAN};
+    vp_status s = vp_pipeline_plan(&o, &r, err);
+    *p = r.p;
+    *planned = r.planned ? r.planned : g;
+    if (rr) *rr = r.remat;
+    return s;
+}
+
+vp_status test_plan_step(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, vp_plan *p,
+                         vp_error *err) {
+    vp_graph *planned = NULL;
+    vp_status s = test_plan_step_remat(g, t, dev, fused, 0, VP_REMAT_NONE, NULL, &planned, p, NULL, err);
+    if (planned && planned != g) vp_graph_free(planned); /* none without checkpointing; for safety */
+    return s;
+}

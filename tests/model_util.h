@@ -62,6 +62,19 @@ vp_status test_model_plan_in(test_planned *pl, const char *dir, const char *name
                              const vp_device_profile *dev, int fused, int64_t budget, vp_remat_kind remat, vp_error *err);
 void test_planned_free(test_planned *pl);
 
+/* The pipeline's plan stage (vp_pipeline_plan: checkpointing, schedule, liveness,
+ * workspaces, offsets, verify) on a step built already: a test that plans one step
+ * several ways (devices, fused or separate updates, budgets) goes through the same passes
+ * as the command line.  No checkpointing: the plan is of g itself; *p is the caller's to
+ * free, on failure too. */
+vp_status test_plan_step(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, vp_plan *p,
+                         vp_error *err);
+/* The same with checkpointing (vp_plan_with_remat_opts's arguments): *planned is g or a
+ * copy the caller frees. */
+vp_status test_plan_step_remat(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
+                               int64_t budget, vp_remat_kind kind, const vp_remat_opts *opts, vp_graph **planned,
+                               vp_plan *p, vp_remat_result *rr, vp_error *err);
+
 /* Makes value id of g a float32 initializer of that shape owning fresh, unfilled data
  * (*data, for the caller to fill); returns id. */
 int test_f32_initializer(vp_graph *g, int id, int rank, const int64_t *dims, float **data);

@@ -294,8 +294,8 @@ static void plan_forms(const char *dir, int64_t prob_elems, int layers) {
     memset(&pg, 0, sizeof pg);
     vp_status s = load(&f, dir, VP_ATTENTION_FUSED, "adamw", &err);
     if (!s) s = load(&p, dir, VP_ATTENTION_PLAIN, "adamw", &err);
-    if (!s) s = vp_plan_build(&pf, f.g, &f.t, vp_device_find("cpu"), 1, &err);
-    if (!s) s = vp_plan_build(&pp, p.g, &p.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(f.g, &f.t, vp_device_find("cpu"), 1, &pf, &err);
+    if (!s) s = test_plan_step(p.g, &p.t, vp_device_find("cpu"), 1, &pp, &err);
     if (s) {
         check(0, "%s plans: %s", dir, err.msg);
     } else {
@@ -321,7 +321,7 @@ static void plan_forms(const char *dir, int64_t prob_elems, int layers) {
     test_model_free(&p);
     /* gradients alone (no optimizer), planned against naive */
     s = load(&f, dir, VP_ATTENTION_FUSED, NULL, &err);
-    if (!s) s = vp_plan_build(&pg, f.g, &f.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(f.g, &f.t, vp_device_find("cpu"), 1, &pg, &err);
     if (s) check(0, "%s gradients plan: %s", dir, err.msg);
     else {
         char why[1024];

@@ -147,7 +147,7 @@ static void check_model(const char *name, vp_precision prec, vp_backend *cuda) {
               pn, compared, r == 1 ? "" : ": ", r == 1 ? "" : why);
     }
     vp_plan p;
-    s = vp_plan_build(&p, f.g, &f.t, vp_device_find("cpu"), 1, &err);
+    s = test_plan_step(f.g, &f.t, vp_device_find("cpu"), 1, &p, &err);
     if (!s) {
         r = test_compare_planned(&f, &p, 2, f.t.params, f.t.n_params, why, sizeof why);
         check(r == 1, "%s %s: the fused step planned (arena %lld B) is bit-identical to naive%s%s", name, pn,

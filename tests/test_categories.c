@@ -127,7 +127,7 @@ static void model_case(const char *name) {
         vp_plan p;
         memset(&p, 0, sizeof p);
         snprintf(what, sizeof what, "%.64s adamw %s", name, fused ? "fused" : "separate");
-        if (vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), fused, &err)) check(0, "%s: %s", what, err.msg);
+        if (test_plan_step(m.g, &m.t, vp_device_find("cpu"), fused, &p, &err)) check(0, "%s: %s", what, err.msg);
         else check_categories(what, &p);
         if (fused) {
             /* checkpointing: values kept for recompute nodes are saved too */
@@ -136,7 +136,7 @@ static void model_case(const char *name) {
             vp_graph *planned = NULL;
             vp_remat_result rr;
             snprintf(what, sizeof what, "%.64s adamw dp at 70%%", name);
-            if (vp_plan_with_remat_opts(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL,
+            if (test_plan_step_remat(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL,
                                         &planned, &q, &rr, &err))
                 check(0, "%s: %s", what, err.msg);
             else check_categories(what, &q);
@@ -155,7 +155,7 @@ static void model_case(const char *name) {
     memset(&p, 0, sizeof p);
     snprintf(what, sizeof what, "%.64s gradients only", name);
     vp_status s = test_model_load(&m, name, &spec, &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h100"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("h100"), 1, &p, &err);
     if (s) check(0, "%s: %s", what, err.msg);
     else check_categories(what, &p);
     vp_plan_free(&p);
@@ -170,7 +170,7 @@ static void model_case(const char *name) {
         memset(&p, 0, sizeof p);
         snprintf(what, sizeof what, "%.64s adam %s", name, vp_precision_name(spec.precision));
         s = test_model_load(&m, name, &spec, &err);
-        if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h100"), 1, &err);
+        if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("h100"), 1, &p, &err);
         if (s) check(0, "%s: %s", what, err.msg);
         else {
             check_categories(what, &p);

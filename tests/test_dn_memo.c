@@ -65,7 +65,7 @@ static int node_sizes(const vp_graph *g, const vp_node *n, int64_t *memo, int64_
 }
 
 static vp_status plan_cpu(test_model *m, vp_plan *p, vp_error *err) {
-    return vp_plan_build(p, m->g, &m->t, vp_device_find("cpu"), 1, err);
+    return test_plan_step(m->g, &m->t, vp_device_find("cpu"), 1, p, err);
 }
 
 /* The first Conv whose first spatial axis is padded, or NULL. */
@@ -197,7 +197,7 @@ int main(void) {
     /* dp's candidates: many plans of checkpointed copies, the same convolutions */
     vp_graph *planned = NULL;
     vp_remat_result r;
-    s = vp_plan_with_remat(m.g, &m.t, vp_device_find("cpu"), 1, arena * 9 / 10, VP_REMAT_DP, &planned, &p, &r, &err);
+    s = test_plan_step_remat(m.g, &m.t, vp_device_find("cpu"), 1, arena * 9 / 10, VP_REMAT_DP, NULL, &planned, &p, &r, &err);
     vp_dn_memo_counts dp = vp_dn_memo_count();
     right = s ? -1 : sizes_right(&p, &convs);
     printf("  dp under %lld B: %d plans built, %d recompute nodes, %lld hits, %lld misses\n",

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "model_util.h"
 #include "cpu_host.h"
 #include "exec.h"
 #include "ir/graph_build.h"
@@ -105,7 +106,7 @@ int main(void) {
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
     vp_remat_result rr;
-    if (!s) s = vp_plan_with_remat(g, &t, vp_device_find("cpu"), 1, 0, VP_REMAT_SQRTN, &planned, &p, &rr, &err);
+    if (!s) s = test_plan_step_remat(g, &t, vp_device_find("cpu"), 1, 0, VP_REMAT_SQRTN, NULL, &planned, &p, &rr, &err);
     int recomputes_dropout = 0;
     for (int i = 0; !s && i < planned->n_nodes; i++)
         recomputes_dropout |= planned->nodes[i].phase == VP_PHASE_RECOMPUTE && !strcmp(planned->nodes[i].op_type, "Dropout");

@@ -240,7 +240,7 @@ int main(int argc, char **argv) {
         memset(&p, 0, sizeof p);
         snprintf(path, sizeof path, "%s/tests/fuzz_plan_seed_%d.vplan", VP_BINARY_DIR, (int)getpid());
         vp_status s = test_model_load_step(&m, names[i], "adamw", &err);
-        if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+        if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err);
         int loaded = !s;
         if (!s) s = vp_plan_write(&p, names[i], NULL, 0, path, &err);
         if (!s && !read_payload(path, &seeds[n_seeds])) snprintf(seeds[n_seeds++].name, 64, "%.63s", names[i]);

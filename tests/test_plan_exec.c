@@ -56,7 +56,7 @@ static void gradients_case(const char *name) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_status s = test_model_load(&m, name, &spec, &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err);
     if (s) check(0, "%s gradients plan: %s", name, err.msg);
     else {
         check_plan(name, &p);
@@ -74,7 +74,7 @@ static void optimizer_case(const char *name, const char *opt, int fused) {
     char what[64];
     snprintf(what, sizeof what, "%s %s update", opt, fused ? "fused" : "separate");
     vp_status s = test_model_load_step(&m, name, opt, &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), fused, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), fused, &p, &err);
     if (s) {
         check(0, "%s %s: %s", name, what, err.msg);
     } else {
@@ -94,7 +94,7 @@ static void file_case(const char *name) {
     char path[4400];
     snprintf(path, sizeof path, "%s/tests/plan_exec_%.100s_%d.vplan", VP_BINARY_DIR, name, (int)getpid());
     vp_status s = test_model_load_step(&m, name, "adamw", &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h200"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("h200"), 1, &p, &err);
     if (!s) s = vp_plan_write(&p, name, NULL, 0, path, &err);
     vp_loaded_plan lp;
     memset(&lp, 0, sizeof lp);
@@ -144,7 +144,7 @@ static void views_case(const char *name) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_status s = test_model_load_step(&m, name, "adamw", &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err);
     if (s) {
         check(0, "%s views: %s", name, err.msg);
         test_model_free(&m);

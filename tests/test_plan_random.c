@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
         }
         vp_plan full;
         memset(&full, 0, sizeof full);
-        s = vp_plan_build(&full, g, &t, vp_device_find(rnd(&r, 2) ? "cpu" : "h100"), rnd(&r, 2), &err);
+        s = test_plan_step(g, &t, vp_device_find(rnd(&r, 2) ? "cpu" : "h100"), rnd(&r, 2), &full, &err);
         int64_t budget = s ? 0 : full.arena_bytes * (40 + rnd(&r, 61)) / 100;
         vp_plan p;
         memset(&p, 0, sizeof p);
@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
         vp_remat_result rr;
         vp_remat_kind kind = (vp_remat_kind)rnd(&r, 4);
         const vp_remat_opts ilp_quick = {.ilp_time_limit = 0.5};
-        if (!s) s = vp_plan_with_remat_opts(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &ilp_quick, &planned, &p,
+        if (!s) s = test_plan_step_remat(g, &t, vp_device_find("cpu"), rnd(&r, 2), budget, kind, &ilp_quick, &planned, &p,
                                             &rr, &err);
         /* ilp may prove the budget infeasible in its model, or run out of time */
         int ilp_gave_up = s && kind == VP_REMAT_ILP &&

@@ -192,7 +192,7 @@ static void planned_case(const char *name, vp_precision prec) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_status s = load(&m, name, "adamw", prec, &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err);
     if (s) check(0, "%s: %s", what, err.msg);
     else {
         int r = test_compare_planned(&m, &p, 3, m.t.params, m.t.n_params, why, sizeof why);
@@ -205,7 +205,7 @@ static void planned_case(const char *name, vp_precision prec) {
         memset(&q, 0, sizeof q);
         vp_graph *planned = NULL;
         vp_remat_result rr;
-        if (vp_plan_with_remat_opts(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL,
+        if (test_plan_step_remat(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL,
                                     &planned, &q, &rr, &err))
             check(0, "%s dp at 70%%: %s", what, err.msg);
         else {
@@ -422,7 +422,7 @@ static void loss_scale_case(const char *name) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     char why[1024];
-    if (vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err)) check(0, "%s fp16 plan: %s", name, err.msg);
+    if (test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err)) check(0, "%s fp16 plan: %s", name, err.msg);
     else {
         int r = test_compare_planned(&m, &p, 3, m.t.params, m.t.n_params, why, sizeof why);
         check(r == 1, "%s fp16 loss scaling (overflowing steps): planned execution bit-identical to naive%s%s", name,
@@ -463,7 +463,7 @@ static void arena_case(const char *name, int must_shrink) {
         vp_plan p;
         memset(&p, 0, sizeof p);
         vp_status s = load(&m, name, "adam", (vp_precision)prec, &err);
-        if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h100"), 1, &err);
+        if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("h100"), 1, &p, &err);
         if (s) check(0, "%s %s plan: %s", name, vp_precision_name((vp_precision)prec), err.msg);
         arena[prec] = p.arena_bytes;
         act[prec] = p.category_bytes[VP_CAT_ACTIVATIONS];

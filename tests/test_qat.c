@@ -104,7 +104,7 @@ static void planned_case(const char *name, const char *qat, vp_precision prec) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_status s = load_prec(&m, name, qat, NULL, 0, prec, &err);
-    if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &p, &err);
     if (s) {
         check(0, "%s: %s", what, err.msg);
         return;
@@ -116,7 +116,7 @@ static void planned_case(const char *name, const char *qat, vp_precision prec) {
     memset(&q, 0, sizeof q);
     vp_graph *planned = NULL;
     vp_remat_result rr;
-    if (vp_plan_with_remat_opts(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL, &planned,
+    if (test_plan_step_remat(m.g, &m.t, vp_device_find("cpu"), 1, p.arena_bytes * 7 / 10, VP_REMAT_DP, NULL, &planned,
                                 &q, &rr, &err))
         check(0, "%s dp at 70%%: %s", what, err.msg);
     else {
@@ -229,7 +229,7 @@ static void arena_case(const char *name) {
         vp_plan p;
         memset(&p, 0, sizeof p);
         vp_status s = load(&m, name, schemes[i], NULL, 0, &err);
-        if (!s) s = vp_plan_build(&p, m.g, &m.t, vp_device_find("h100"), 1, &err);
+        if (!s) s = test_plan_step(m.g, &m.t, vp_device_find("h100"), 1, &p, &err);
         if (s) {
             check(0, "%s %s plan: %s", name, schemes[i] ? schemes[i] : "fp32", err.msg);
             return;

@@ -29,7 +29,7 @@ static int64_t plan_case_r(test_model *m, vp_remat_kind kind, int64_t budget, in
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
     vp_remat_result r;
-    vp_status s = vp_plan_with_remat_opts(m->g, &m->t, vp_device_find("cpu"), 1, budget, kind, &ilp_opts, &planned, &p, &r,
+    vp_status s = test_plan_step_remat(m->g, &m->t, vp_device_find("cpu"), 1, budget, kind, &ilp_opts, &planned, &p, &r,
                                           &err);
     if (out) *out = r;
     int64_t arena = -1;
@@ -81,7 +81,7 @@ static void ilp_cases(test_model *m, int64_t least, int64_t full) {
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
-    vp_status s = vp_plan_with_remat_opts(m->g, &m->t, vp_device_find("cpu"), 1, 1024, VP_REMAT_ILP, &ilp_opts, &planned,
+    vp_status s = test_plan_step_remat(m->g, &m->t, vp_device_find("cpu"), 1, 1024, VP_REMAT_ILP, &ilp_opts, &planned,
                                           &p, &r, &err);
     check(s == VP_ERR_INVALID && r.ilp.status == VP_ILP_INFEASIBLE && strstr(err.msg, "no recompute schedule fits"),
           "%s ilp budget 1 KiB: infeasible with a clear message (%s)", m->name, s ? err.msg : "planned");
@@ -136,7 +136,7 @@ static void twice_case(test_model *m) {
     vp_status s = c ? vp_remat_apply_schedule(c, &m->t, &rs, &n_recompute, &err) : VP_ERR_NOMEM;
     vp_plan p;
     memset(&p, 0, sizeof p);
-    if (!s) s = vp_plan_build(&p, c, &m->t, vp_device_find("cpu"), 1, &err);
+    if (!s) s = test_plan_step(c, &m->t, vp_device_find("cpu"), 1, &p, &err);
     vp_verify_report rep;
     vp_status vs = s ? s : vp_plan_verify(&p, &rep, &err);
     char why[1024] = "";

@@ -65,7 +65,7 @@ static void check_remat(test_model *m) {
     memset(&p, 0, sizeof p);
     vp_graph *planned = NULL;
     vp_remat_result r;
-    vp_status s = vp_plan_with_remat(m->g, &m->t, vp_device_find("cpu"), 1, 1, VP_REMAT_SQRTN, &planned, &p, &r, &err);
+    vp_status s = test_plan_step_remat(m->g, &m->t, vp_device_find("cpu"), 1, 1, VP_REMAT_SQRTN, NULL, &planned, &p, &r, &err);
     if (s) {
         check(0, "%s sqrtn: %s", m->name, err.msg);
         return;

@@ -428,7 +428,7 @@ static void check_training(const model_ref *r, vp_comm *comm, int sp, int cuda) 
     memset(&plan, 0, sizeof plan);
     vp_status s = load(&ref, r, 1, 0, 0, 0, &err);
     if (!s) s = load(&tp, r, comm->size, comm->rank, 0, sp, &err);
-    if (!s) s = vp_plan_build(&plan, tp.g, &tp.t, vp_device_find(cuda ? "h100" : "cpu"), 1, &err);
+    if (!s) s = test_plan_step(tp.g, &tp.t, vp_device_find(cuda ? "h100" : "cpu"), 1, &plan, &err);
 #ifdef VP_HAVE_CUDA
     if (!s && cuda) vp_backend_cuda_set_graph(bn, plan.g);
 #endif

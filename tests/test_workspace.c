@@ -65,7 +65,7 @@ static int64_t count_workspace_buffers(const vp_plan *p) {
 static void check_cpu_profile(test_model *m) {
     vp_plan p;
     vp_error err = {{0}};
-    vp_status s = vp_plan_build(&p, m->g, &m->t, vp_device_find("cpu"), 1, &err);
+    vp_status s = test_plan_step(m->g, &m->t, vp_device_find("cpu"), 1, &p, &err);
     check(!s, "%s: cpu plan builds%s%s", m->name, s ? ": " : "", s ? err.msg : "");
     if (s) return;
     vp_dn *dn = vp_dn_new();
@@ -101,7 +101,7 @@ static void check_cpu_profile(test_model *m) {
         vp_device_profile bare = p.device;
         bare.host_dnn = 0;
         vp_plan q0;
-        if (!vp_plan_build(&q0, m->g, &m->t, &bare, 1, &err)) {
+        if (!test_plan_step(m->g, &m->t, &bare, 1, &q0, &err)) {
             int64_t grew = p.lower_bound_bytes - q0.lower_bound_bytes;
             printf("  %s on cpu without oneDNN's workspaces: arena %lld B, lower bound %lld B; with them %lld B, %lld B\n",
                    m->name, (long long)q0.arena_bytes, (long long)q0.lower_bound_bytes, (long long)p.arena_bytes,
@@ -294,11 +294,11 @@ static void each_model(const char *name) {
     check_cpu_profile(&m);
     int64_t cpu_arena = 0;
     vp_plan cpu;
-    if (!vp_plan_build(&cpu, m.g, &m.t, vp_device_find("cpu"), 1, &err)) cpu_arena = cpu.arena_bytes, vp_plan_free(&cpu);
+    if (!test_plan_step(m.g, &m.t, vp_device_find("cpu"), 1, &cpu, &err)) cpu_arena = cpu.arena_bytes, vp_plan_free(&cpu);
     static const char *const gpus[] = {"a100", "h200"};
     for (int i = 0; i < 2; i++) {
         vp_plan p;
-        s = vp_plan_build(&p, m.g, &m.t, vp_device_find(gpus[i]), 1, &err);
+        s = test_plan_step(m.g, &m.t, vp_device_find(gpus[i]), 1, &p, &err);
         if (s) {
             check(0, "%s on %s: %s", name, gpus[i], err.msg);
             continue;
@@ -314,7 +314,7 @@ static void each_model(const char *name) {
         vp_device_profile bare = p.device;
         bare.blas_workspace = bare.conv_workspace = 0;
         vp_plan q0;
-        if (!vp_plan_build(&q0, m.g, &m.t, &bare, 1, &err)) {
+        if (!test_plan_step(m.g, &m.t, &bare, 1, &q0, &err)) {
             int64_t grew = p.lower_bound_bytes - q0.lower_bound_bytes;
             printf("  %s on %s without workspaces: arena %lld B, lower bound %lld B; with them %lld B, %lld B\n", name,
                    gpus[i], (long long)q0.arena_bytes, (long long)q0.lower_bound_bytes, (long long)p.arena_bytes,
@@ -327,7 +327,7 @@ static void each_model(const char *name) {
         /* the same graph planned again reuses the workspace values: the same plan */
         int values = m.g->n_values;
         vp_plan q;
-        if (!vp_plan_build(&q, m.g, &m.t, vp_device_find(gpus[i]), 1, &err)) {
+        if (!test_plan_step(m.g, &m.t, vp_device_find(gpus[i]), 1, &q, &err)) {
             check(m.g->n_values == values && q.arena_bytes == p.arena_bytes && q.n_buffers == p.n_buffers,
                   "%s on %s: planning again adds no value and gives the same arena", name, gpus[i]);
             vp_plan_free(&q);
