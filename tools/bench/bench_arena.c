@@ -72,7 +72,7 @@ typedef struct model_row {
 static vp_status plan_row(vp_graph *g, vp_training *t, model_row *r, vp_error *err) {
     const vp_device_profile *dev = vp_device_find(DEVICE);
     vp_plan p;
-    vp_status s = vp_plan_build(&p, g, t, dev, 1, err);
+    vp_status s = test_plan_step(g, t, dev, 1, &p, err);
     if (!s) {
         r->params = t->n_params;
         r->steps = p.n_steps;
@@ -90,7 +90,7 @@ static vp_status plan_row(vp_graph *g, vp_training *t, model_row *r, vp_error *e
     }
     vp_plan_free(&p);
     if (s) return s;
-    s = vp_plan_build(&p, g, t, dev, 0, err);
+    s = test_plan_step(g, t, dev, 0, &p, err);
     if (!s) r->separate = p.arena_bytes;
     vp_plan_free(&p);
     return s;

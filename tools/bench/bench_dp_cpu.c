@@ -14,6 +14,7 @@
 #include "light_step.h"
 #include "memory/plan.h"
 #include "remat/remat.h"
+#include "model_util.h"
 
 static double now(void) {
     struct timespec t;
@@ -49,7 +50,7 @@ int main(int argc, char **argv) {
         vp_dn_memo_clear();
         vp_plan p;
         double t0 = now();
-        vp_status s = vp_plan_build(&p, g, &t, dev, 1, &err);
+        vp_status s = test_plan_step(g, &t, dev, 1, &p, &err);
         double keep = now() - t0;
         int64_t arena = s ? 0 : p.arena_bytes;
         if (!s) vp_plan_free(&p);
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
             vp_graph *planned = NULL;
             vp_remat_result r;
             t0 = now();
-            vp_status sd = vp_plan_with_remat(g, &t, dev, 1, arena * (95 - 5 * k) / 100, VP_REMAT_DP, &planned, &p, &r, &err);
+            vp_status sd = test_plan_step_remat(g, &t, dev, 1, arena * (95 - 5 * k) / 100, VP_REMAT_DP, NULL, &planned, &p, &r, &err);
             double sec = now() - t0;
             if (sd) printf(" failed | - |");
             else printf(" %.2f (%d) | %.3f |", (double)p.arena_bytes / 1048576.0, r.iterations, sec);

@@ -40,7 +40,7 @@ static point plan_at(const char *name, vp_precision prec, int64_t budget, int no
     vp_plan p;
     memset(&p, 0, sizeof p);
     vp_remat_result r;
-    s = vp_plan_with_remat(m.g, &m.t, vp_device_find("h100"), 1, budget, budget ? VP_REMAT_DP : VP_REMAT_NONE, &planned,
+    s = test_plan_step_remat(m.g, &m.t, vp_device_find("h100"), 1, budget, budget ? VP_REMAT_DP : VP_REMAT_NONE, NULL, &planned,
                            &p, &r, &err);
     if (!s) {
         pt.ok = 1;

@@ -21,6 +21,7 @@
 #include "pipeline/pipeline.h"
 #include "remat/remat.h"
 #include "train/training.h"
+#include "model_util.h"
 
 static double now(void) {
     struct timespec t;
@@ -50,7 +51,7 @@ static point run(vp_graph *g, const vp_training *t, vp_remat_kind kind, int64_t 
     vp_remat_result r;
     vp_remat_opts o = {.ilp_time_limit = ilp_seconds};
     double t0 = now();
-    vp_status s = vp_plan_with_remat_opts(g, t, vp_device_find(device), 1, budget, kind, &o, &planned, &p, &r, &err);
+    vp_status s = test_plan_step_remat(g, t, vp_device_find(device), 1, budget, kind, &o, &planned, &p, &r, &err);
     pt.seconds = now() - t0;
     pt.ilp = r.ilp;
     if (s) {
