@@ -153,7 +153,7 @@ static int one_block(const walk *w, int origin) { return origin < 0 || w->f->blo
 
 static int elementwise(walk *w, const vp_node *n) {
     static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Dropout", NULL}; /* Dropout's ratio, mode: scalars */
-    static const char *const unary[] = {"Gelu", "FastGelu", "Relu", "Sigmoid", "Tanh", "Erf", "Neg", "Identity",
+    static const char *const unary[] = {"Gelu", "FastGelu", "Relu", "Sigmoid", "Swish", "Tanh", "Erf", "Neg", "Identity",
                                         "Cast", "Sqrt", "Exp", "Softplus", "LeakyRelu", "Elu", NULL};
     int is_bin = 0, is_un = 0;
     for (int k = 0; binary[k]; k++) is_bin |= !strcmp(n->op_type, binary[k]);

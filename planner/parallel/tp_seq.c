@@ -56,7 +56,7 @@ static int reduces_within_tokens(const vp_graph *g, const vp_node *n) {
 
 static int token_wise(const vp_graph *g, const vp_node *n) {
     static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Reciprocal", "Gelu", "FastGelu", "Relu",
-                                      "Sigmoid", "Tanh", "Erf", "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus",
+                                      "Sigmoid", "Swish", "Tanh", "Erf", "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus",
                                       "LeakyRelu", "Elu", "LayerNormalization", "Dropout", NULL};
     if (n->domain[0]) return 0;
     for (int k = 0; ops[k]; k++)

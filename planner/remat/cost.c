@@ -86,7 +86,7 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
         /* dX and dW each cost one forward convolution */
         double fwd = conv_flops(g, n->inputs[0], n->inputs[2]);
         c.flops = fwd * ((n->n_outputs > 0 && n->outputs[0] >= 0) + (n->n_outputs > 1 && n->outputs[1] >= 0));
-    } else if (!strcmp(op, "Erf") || !strcmp(op, "Exp") || !strcmp(op, "Tanh") || !strcmp(op, "Sigmoid") ||
+    } else if (!strcmp(op, "Erf") || !strcmp(op, "Exp") || !strcmp(op, "Tanh") || !strcmp(op, "Sigmoid") || !strcmp(op, "Swish") ||
                !strcmp(op, "Gelu") || !strcmp(op, "GeluGrad") || !strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
         c.flops = 8.0 * out;
     else if (!strcmp(op, "LayerNormalization") || !strcmp(op, "BatchNormalization") || !strcmp(op, "BatchNormInternal") ||

@@ -27,7 +27,7 @@
 
 #define MAX_PATTERN 16
 
-typedef enum kind { GELU, FAST_GELU, LAYER_NORM, MATMUL_T } kind;
+typedef enum kind { GELU, FAST_GELU, LAYER_NORM, MATMUL_T, SWISH } kind;
 
 typedef struct match {
     kind kind;
@@ -326,6 +326,24 @@ static int match_matmul_t(const vp_graph *g, int mm, match *m) {
     return 1;
 }
 
+/* SiLU as exporters write it, Mul(x, Sigmoid(x)) (torch's F.silu, Hugging Face's gated
+ * MLPs): the sigmoid's output is kept for the backward beside x and the product; ONNX's
+ * Swish (opset 24) at alpha 1 computes the same and its gradient recomputes the sigmoid
+ * from x, keeping x and y only, as torch's silu_backward does. */
+static int match_swish(const vp_graph *g, int sg, match *m) {
+    if (!is_op(g, sg, "Sigmoid", 1)) return 0;
+    int x = g->nodes[sg].inputs[0], s = output0(g, sg), mul = only_use(g, s);
+    if (x < 0 || !is_op(g, mul, "Mul", 2) || other(g, mul, s) != x) return 0;
+    if (!vp_dtype_is_float(g->values[x].dtype) || g->values[x].dtype != g->values[output0(g, mul)].dtype) return 0;
+    m->kind = SWISH;
+    take(m, sg);
+    take(m, mul);
+    m->x = x;
+    m->scale = m->bias = -1;
+    m->out = output0(g, mul);
+    return 1;
+}
+
 /* ---- rewriting ---- */
 
 /* Adds the fused node for m (inputs and attributes, its output the pattern's result);
@@ -343,6 +361,12 @@ static int add_fused(vp_graph *g, const match *m) {
         if (id < 0) return -1;
         if (!g->nodes[id].opset) g->nodes[id].opset = 1;
         return vp_node_add_attr_int(g, id, "transB", 1) ? -1 : id;
+    }
+    if (m->kind == SWISH) {
+        int id = vp_graph_add_node(g, "Swish", "", name, 1, &m->x, 1, &m->out);
+        if (id < 0) return -1;
+        g->nodes[id].opset = 24; /* the opset that defines it, whatever the model imports */
+        return vp_node_add_attr_float(g, id, "alpha", 1.0f) ? -1 : id;
     }
     if (m->kind != LAYER_NORM) {
         int id = vp_graph_add_node(g, m->kind == GELU ? "Gelu" : "FastGelu", "com.microsoft", name, 1, &m->x, 1, &m->out);
@@ -377,9 +401,9 @@ static int add_fused(vp_graph *g, const match *m) {
 
 /* The pattern node i starts, if any. */
 static int match_at(const vp_graph *g, int i, match *m) {
-    int (*const matchers[4])(const vp_graph *, int, match *) = {match_gelu, match_fast_gelu, match_layer_norm,
-                                                                  match_matmul_t};
-    for (int k = 0; k < 4; k++) {
+    int (*const matchers[5])(const vp_graph *, int, match *) = {match_gelu, match_fast_gelu, match_layer_norm,
+                                                                  match_matmul_t, match_swish};
+    for (int k = 0; k < 5; k++) {
         memset(m, 0, sizeof *m);
         if (matchers[k](g, i, m)) return m->n_nodes < MAX_PATTERN;
     }
@@ -425,6 +449,7 @@ vp_status vp_fuse(vp_graph *g, vp_fuse_counts *counts, vp_error *err) {
         counts->fast_gelu += m.kind == FAST_GELU;
         counts->layer_norm += m.kind == LAYER_NORM;
         counts->matmul_t += m.kind == MATMUL_T;
+        counts->swish += m.kind == SWISH;
     }
     if (!n_fused) goto done;
     order = malloc((size_t)g->n_nodes * sizeof *order);

@@ -32,6 +32,7 @@ typedef struct vp_fuse_counts {
     int fast_gelu;  /* tanh form -> com.microsoft.FastGelu */
     int layer_norm; /* decomposed LayerNorm -> LayerNormalization */
     int matmul_t;   /* MatMul(A, Transpose(W)) -> com.microsoft.FusedMatMul(A, W, transB=1) */
+    int swish;      /* Mul(x, Sigmoid(x)), SiLU -> Swish(x) (its backward keeps x and y, not the sigmoid) */
     int removed;    /* nodes the fused ones replaced */
 } vp_fuse_counts;
 

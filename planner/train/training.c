@@ -233,7 +233,7 @@ static const struct {
     vp_pass_info info;
     vp_status (*run)(build_ctx *c, vp_error *err);
 } passes[] = {
-    {{"fuse", "exporters' decomposed patterns (LayerNorm, GELU, MatMul of a transposed weight) as one op each"}, pass_fuse},
+    {{"fuse", "exporters' decomposed patterns (LayerNorm, GELU, SiLU, MatMul of a transposed weight) as one op each"}, pass_fuse},
     {{"lora", "low-rank adapters beside the chosen weights (--lora)"}, pass_lora},
     {{"fuse-gelu-matmul", "a GELU into the product that reads it"}, pass_fuse_gelu_matmul},
     {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},

@@ -150,6 +150,10 @@ template <typename T> __device__ static inline T un_op(int op, T x, T alpha, T b
         return v < (T)0 ? (T)0 : v > (T)1 ? (T)1 : v;
     }
     case CU_SOFTSIGN: return x / ((T)1 + fabs(x));
+    case CU_SWISH: {
+        T a = alpha * x;
+        return x * (a >= (T)0 ? (T)1 / ((T)1 + exp(-a)) : exp(a) / ((T)1 + exp(a)));
+    }
     case CU_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
     default: return x;
     }

@@ -42,6 +42,7 @@ enum cu_unary_op {
     CU_IDENTITY, CU_LEAKY_RELU, CU_ELU, CU_FLOOR, CU_CEIL, CU_SIN, CU_COS, CU_SOFTPLUS, CU_GELU,
     CU_SIGN, CU_ROUND, CU_SELU, CU_HARD_SIGMOID, CU_SOFTSIGN, CU_CLIP, CU_TAN, CU_NOT,
     CU_FAST_GELU, /* GELU's tanh form, com.microsoft.FastGelu */
+    CU_SWISH,     /* x sigmoid(alpha x): SiLU at alpha 1 (planner/train/fuse.c) */
 };
 
 enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU_RL1, CU_RL2, CU_RLOGSUMEXP, CU_RLOGSUM };

@@ -75,7 +75,7 @@ static const struct {
                  {"Cos", CU_COS},         {"Tan", CU_TAN},          {"Softplus", CU_SOFTPLUS},
                  {"Gelu", CU_GELU},       {"Sign", CU_SIGN},        {"Round", CU_ROUND},
                  {"Selu", CU_SELU},       {"HardSigmoid", CU_HARD_SIGMOID}, {"Softsign", CU_SOFTSIGN},
-                 {"Not", CU_NOT},         {"FastGelu", CU_FAST_GELU}};
+                 {"Not", CU_NOT},         {"FastGelu", CU_FAST_GELU}, {"Swish", CU_SWISH}};
 
 static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                           vp_error *err) {
@@ -92,6 +92,7 @@ static vp_status op_unary(cuda_ctx *c, const vp_node *n, const vp_tensor *const 
         alpha = vp_attr_float(n, "alpha", 1.67326319217681884765625f);
         beta = vp_attr_float(n, "gamma", 1.05070102214813232421875f);
     }
+    if (op == CU_SWISH) alpha = vp_attr_float(n, "alpha", 1.0f);
     if (op == CU_HARD_SIGMOID) {
         alpha = vp_attr_float(n, "alpha", 0.2f);
         beta = vp_attr_float(n, "beta", 0.5f);
@@ -209,7 +210,7 @@ const cuda_op vp_cuda_ops_elementwise[] = {
     {"Floor", "", op_unary}, {"Ceil", "", op_unary}, {"Sin", "", op_unary}, {"Cos", "", op_unary},
     {"Tan", "", op_unary}, {"Softplus", "", op_unary}, {"Gelu", "", op_unary}, {"Sign", "", op_unary},
     {"Round", "", op_unary}, {"Selu", "", op_unary}, {"HardSigmoid", "", op_unary}, {"Softsign", "", op_unary},
-    {"Not", "", op_unary}, {"Clip", "", op_clip}, {"Where", "", op_where}, {"Cast", "", op_cast},
+    {"Not", "", op_unary}, {"Swish", "", op_unary}, {"Clip", "", op_clip}, {"Where", "", op_where}, {"Cast", "", op_cast},
     /* activation gradients (com.microsoft) */
     {"ReluGrad", "com.microsoft", op_binary}, {"SigmoidGrad", "com.microsoft", op_binary},
     {"TanhGrad", "com.microsoft", op_binary}, {"GeluGrad", "com.microsoft", op_binary},
