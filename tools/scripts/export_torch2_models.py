@@ -88,6 +88,10 @@ MODELS = {
     "llama": lm((transformers.LlamaForCausalLM, transformers.LlamaConfig), num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, hidden_size=32, intermediate_size=64,
                 vocab_size=V, max_position_embeddings=32, tie_word_embeddings=False),
+    # every head its own key/value head, 4 of each: a split among 4 ranks (tests/torch2_tp.sh)
+    "llama_mha": lm((transformers.LlamaForCausalLM, transformers.LlamaConfig), num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=4, hidden_size=32, intermediate_size=64,
+                    vocab_size=V, max_position_embeddings=32, tie_word_embeddings=False),
     "qwen2": lm((transformers.Qwen2ForCausalLM, transformers.Qwen2Config), num_hidden_layers=2,
                 num_attention_heads=2, num_key_value_heads=1, hidden_size=32, intermediate_size=64,
                 vocab_size=V, max_position_embeddings=32, tie_word_embeddings=True),
