@@ -7,7 +7,8 @@ In:  Hugging Face models built from configs (random weights, seed 0), exported b
      --python or VP_TORCH2_PYTHON in tools/bench/run.sh).
 Out: on stdout, the markdown section that tools/bench/run.sh records in RESULTS.md: per
      model PyTorch's peak, our arena without checkpointing (attention fused, the default,
-     and plain), their ratios, and the attention cores fused.
+     and plain), their ratios, and the attention cores fused; then in bf16: PyTorch's peak
+     under torch.autocast("cpu", bfloat16) against our `plan --precision bf16`.
 Keeps: the method of tools/bench/torch_peak.py, imported from it: one AdamW step
      (torch.optim.AdamW, lr 1e-3; ours `plan --optimizer adamw`), forward, mean
      cross-entropy over every position, backward, update; PyTorch's peak is the second
@@ -75,10 +76,34 @@ def models(big):
     return out
 
 
-def plan(vplan, path, attention):
-    out_json = path + f".{attention}.json"
+def autocast_step(tp, model, x, labels):
+    """torch_peak.Step with the forward and the loss under torch.autocast("cpu", bfloat16),
+    as a user trains in bf16 on the CPU (AdamW's master weights and state stay float32)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import record_function
+
+    class AutocastStep(tp.Step):
+        def run(self, zero_grad=True):
+            if zero_grad:
+                self.opt.zero_grad(set_to_none=self.set_to_none)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = self.model(self.x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.labels.reshape(-1))
+            with record_function(tp.BACKWARD):
+                loss.backward()
+            self.opt.step()
+            return float(loss)
+
+    step = AutocastStep(model, x, labels)
+    step.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return step
+
+
+def plan(vplan, path, attention, precision="fp32"):
+    out_json = path + f".{attention}.{precision}.json"
     cmd = [vplan, "plan", path, "--loss", "ce:logits", "--optimizer", "adamw", "--attention", attention,
-           "--json", out_json]
+           "--precision", precision, "--json", out_json]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         lines = [l for l in r.stdout.splitlines() if l.strip()]
@@ -111,8 +136,9 @@ def main():
     print(f"torch {torch.__version__}, transformers {transformers.__version__}; one AdamW step on the CPU, "
           "no checkpointing; PyTorch's peak by torch.profiler's memory events over its second step.")
     print()
-    print("| model | PyTorch eager peak | ours, attention fused | ratio | ours, plain attention | ratio | fused |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | PyTorch eager peak | ours, attention fused | ratio | ours, plain attention | ratio | fused | "
+          "bf16: PyTorch autocast peak | ours bf16 | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, (desc, build) in models(a.big).items():
         if a.only and name not in a.only:
             continue
@@ -122,6 +148,7 @@ def main():
         model.eval()
         with contextlib.redirect_stdout(sys.stderr):  # the exporter's progress lines
             torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=False)
+        state = {k: v.clone() for k, v in model.state_dict().items()}
         step = tp.Step(model, x, labels)
         step.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         m = tp.measure(step)
@@ -131,8 +158,13 @@ def main():
             print(f"| {desc} | {m['peak'] / MiB:.1f} MiB | {note} | | | | |")
             continue
         f, p = fused["arena_bytes"], plain["arena_bytes"]
+        # bf16: autocast from the same initial weights, against `plan --precision bf16`
+        model.load_state_dict(state)
+        ma = tp.measure(autocast_step(tp, model, x, labels))
+        low, _ = plan(vplan, path, "fused", "bf16")
+        lo = f"{low['arena_bytes'] / MiB:.1f} MiB | {low['arena_bytes'] / ma['peak']:.2f}" if low else "plan failed |"
         print(f"| {desc} | {m['peak'] / MiB:.1f} MiB | {f / MiB:.1f} MiB | {f / m['peak']:.2f} | {p / MiB:.1f} MiB | "
-              f"{p / m['peak']:.2f} | {note} |")
+              f"{p / m['peak']:.2f} | {note} | {ma['peak'] / MiB:.1f} MiB | {lo} |")
         sys.stdout.flush()
         del step, model
 
