@@ -6,9 +6,10 @@ In:  models built from configs (random weights, seed 0) and exported by torch 2.
      torch.onnx.export (optimize=False) into BUILD/search_scale, once (kept for reruns);
      BUILD/onnx-vplan.  Run with PyPI's torch 2.x (tools/scripts/torch2_venv.sh's venv).
 Out: on stdout, the markdown section tools/bench/run.sh records in RESULTS.md: per model
-     the un-checkpointed arena and its planning time, then `--auto` under the budget: the
-     wall time of the whole command, the search's own time, the candidates checkpointed
-     and pruned, and the plan chosen.
+     the un-checkpointed arena and its planning time, then `--auto` under the budget (the
+     Llama also with `--max-tp 2`): the wall time of the whole command, the search's own
+     time, the candidates checkpointed and pruned, and the plan chosen; then dp's smallest
+     peak in fp32 and bf16 on the kit's exports (tests/data/torch2).
 Keeps: times are wall seconds of one run on a shared machine (noisy); the table says
      what the search chose, which does not depend on the machine.
 """
@@ -67,13 +68,14 @@ def main():
     vplan = os.path.join(a.build, "onnx-vplan")
     work = os.path.join(a.build, "search_scale")
     os.makedirs(work, exist_ok=True)
-    models = [("llama12", "Llama, 12 layers, d 1024, GQA 16/4, 200M parameters (4 x 512)", "4GiB"),
-              ("gpt48", "GPT-2, 48 layers, d 512, 8 heads (8 x 256)", None)]
+    models = [("llama12", "Llama, 12 layers, d 1024, GQA 16/4, 200M parameters (4 x 512)", "4GiB", []),
+              ("llama12", "the same Llama, `--max-tp 2`", "4GiB", ["--max-tp", "2"]),
+              ("gpt48", "GPT-2, 48 layers, d 512, 8 heads (8 x 256)", None, [])]
     print("AdamW, h100 profile; wall seconds of one run each on this machine.")
     print()
     print("| model | unchecked arena (planned in) | budget | `--auto` wall | search | checkpointed / pruned of | chosen |")
     print("|---|---|---|---|---|---|---|")
-    for name, desc, budget in models:
+    for name, desc, budget, extra in models:
         path = os.path.join(work, name + ".onnx")
         if not os.path.exists(path):
             export(path, name)
@@ -85,7 +87,7 @@ def main():
             continue
         arena = int(m.group(1))
         b = budget or str(arena // 2)
-        rc, out, wall = run(base + ["--budget", b, "--auto"])
+        rc, out, wall = run(base + ["--budget", b, "--auto"] + extra)
         s = re.search(r"searched in ([0-9.]+) s: (\d+) candidates planned as they are, (\d+) of them checkpointed by dp, "
                       r"(\d+) not", out)
         w = re.search(r"^(.*) won:", out, re.M)
@@ -96,6 +98,33 @@ def main():
               f"{wall:.2f} s | {float(s.group(1)):.2f} s | {s.group(3)} / {s.group(4)} of {s.group(2)} | "
               f"{w.group(1) if w else '-'} |")
         sys.stdout.flush()
+    floors(vplan)
+
+
+def floors(vplan):
+    """dp's smallest peak in bf16 against fp32 (`--budget 1`: as little as checkpointing
+    keeps) on the torch 2.x kit's exports: checkpointing that works in fp32 should work at
+    least as well in bf16."""
+    kit = os.path.join(ROOT, "tests", "data", "torch2")
+    print()
+    print("dp's smallest peak (`plan --budget 1`, AdamW, h100) in fp32 and bf16 on the kit's optimize=False exports:")
+    print()
+    print("| model | fp32 | bf16 | bf16 / fp32 |")
+    print("|---|---|---|---|")
+    for name in sorted(os.listdir(kit)):
+        path = os.path.join(kit, name, "eval_opt0.onnx")
+        if not os.path.exists(path):
+            continue
+        got = []
+        for prec in ("fp32", "bf16"):
+            rc, out, _ = run([vplan, "plan", path, "--loss", "ce:logits", "--optimizer", "adamw", "--device", "h100",
+                              "--budget", "1", "--precision", prec])
+            m = re.search(r"^arena: .*\((\d+) bytes\)", out, re.M)
+            got.append(int(m.group(1)) if m else None)
+        if None in got:
+            print(f"| {name} | failed | | |")
+            continue
+        print(f"| {name} | {got[0]} B | {got[1]} B | {got[1] / got[0]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -24,18 +24,11 @@ import os
 import subprocess
 import sys
 
+import torch_peak  # the method (this folder is on the path of a script run from it)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MiB = float(1 << 20)
-
-
-def import_path(name, path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def models(big):
@@ -43,7 +36,8 @@ def models(big):
     import torch
     import transformers
 
-    kit = import_path("export_torch2_models", os.path.join(ROOT, "tools", "scripts", "export_torch2_models.py"))
+    kit = torch_peak.import_path("export_torch2_models",
+                                 os.path.join(ROOT, "tools", "scripts", "export_torch2_models.py"))
 
     def lm(layers, d, heads, kv, inter, vocab, b, t):
         cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=d, num_attention_heads=heads,
@@ -128,7 +122,7 @@ def main():
     except ImportError as e:
         print(f"Skipped: {e} for {sys.executable} (make the venv with tools/scripts/torch2_venv.sh).")
         return
-    tp = import_path("torch_peak", os.path.join(HERE, "torch_peak.py"))
+    tp = torch_peak
     vplan = os.path.join(a.build, "onnx-vplan")
     work = os.path.join(a.build, "torch2_peak")
     os.makedirs(work, exist_ok=True)

@@ -23,17 +23,12 @@ import statistics
 import subprocess
 import sys
 
+import torch2_peak  # the models (this folder is on the path of a script run from it)
+import torch_peak
+import torch_speed
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-
-
-def import_path(name, path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main():
@@ -50,9 +45,7 @@ def main():
     except ImportError as e:
         print(f"Skipped: {e} for {sys.executable} (make the venv with tools/scripts/torch2_venv.sh).")
         return
-    peak = import_path("torch2_peak", os.path.join(HERE, "torch2_peak.py"))
-    speed = import_path("torch_speed", os.path.join(HERE, "torch_speed.py"))
-    tp = import_path("torch_peak", os.path.join(HERE, "torch_peak.py"))
+    peak, speed, tp = torch2_peak, torch_speed, torch_peak
     vplan = os.path.join(a.build, "onnx-vplan")
     work = os.path.join(a.build, "torch2_peak")
     os.makedirs(work, exist_ok=True)
