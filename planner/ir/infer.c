@@ -177,8 +177,15 @@ static vp_status cast_like_to_cast(vp_graph *g, vp_node *n, vp_error *err) {
     if (!cast) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     free(n->op_type);
     n->op_type = cast;
+    int like = n->inputs[1], id = (int)(n - g->nodes);
     n->n_inputs = 1;
-    return vp_node_add_attr_int(g, (int)(n - g->nodes), "to", g->values[n->inputs[1]].dtype);
+    vp_value *lv = &g->values[like]; /* like is no longer read here */
+    for (int c = 0; c < lv->n_consumers; c++)
+        if (lv->consumers[c] == id) {
+            lv->consumers[c] = lv->consumers[--lv->n_consumers];
+            break;
+        }
+    return vp_node_add_attr_int(g, id, "to", lv->dtype);
 }
 
 static vp_status infer_one(vp_graph *g, int id, int64_t max_elems, int *folded, vp_error *err) {

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -165,8 +166,9 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     if (sp->offload_free) offs[0] = 0;
     double t0 = vp_search_clock();
     /* every knob set as it is: cheap, and a lower bound on its time checkpointed */
-    static build builds[VP_SEARCH_MAX]; /* large: kept out of the stack */
+    build *builds = calloc(VP_SEARCH_MAX, sizeof *builds); /* each knob set's step, freed below */
     int n_builds = 0, build_of[VP_SEARCH_MAX];
+    if (!builds) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
             for (int o = 0; o < n_off; o++)
@@ -221,6 +223,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
         if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = order[k];
     }
     for (int i = 0; i < n_builds; i++) vp_pipeline_result_free(&builds[i].r);
+    free(builds);
     out->seconds = vp_search_clock() - t0;
     int built = 0;
     for (int i = 0; i < out->n; i++) built += !out->c[i].status;
