@@ -65,4 +65,14 @@ expect 0 "warning: .*imports ONNX opset 999" -- $t "$tool" inspect "$tmp/relu_op
 expect 2 "imports ONNX opset 999" -- $t "$tool" train-graph "$tmp/relu_opset999.onnx" --loss output:y --optimizer sgd -o "$tmp/tg.onnx"
 expect 0 "^  --lenient" -- "$tool" plan --help
 
+# sequence, Attention and RMSNormalization nodes the expansions refuse, naming the node
+expect 2 "seq_at_range.onnx: node 'at' (SequenceAt): position 7 is out of range for a sequence of 4 tensors" -- \
+    "$tool" eval "$tmp/seq_at_range.onnx"
+expect 2 "node 'split' (SplitToSequence): its split 'n' is not known ahead of time" -- "$tool" eval "$tmp/seq_split_data.onnx"
+expect 2 "seq_output.onnx: graph output 'seq' is a sequence" -- "$tool" eval "$tmp/seq_output.onnx"
+expect 0 "but it cannot be planned: .*graph output 'seq' is a sequence" -- "$tool" inspect "$tmp/seq_output.onnx"
+expect 2 "node 'attn' (Attention): has Q, K, V of ranks 2, 2, 2: only .* (rank 4) inputs are supported" -- \
+    "$tool" eval "$tmp/attention_rank3.onnx"
+expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is supported" -- "$tool" eval "$tmp/rms_stash16.onnx"
+
 expect_summary

@@ -10,6 +10,9 @@
   gemm_ok.onnx        the same with transB an INT
   relu_unknown_attr.onnx   Relu with an attribute 'frobnicate'
   relu_opset999.onnx  a Relu model importing opset 999
+  seq_at_range.onnx, seq_split_data.onnx, seq_output.onnx, attention_rank3.onnx,
+  rms_stash16.onnx    sequence, Attention and RMSNormalization nodes the expansions
+                      refuse (hostile_sequences says why)
 
 usage: make_hostile_models.py DIR"""
 import os
@@ -96,8 +99,46 @@ def external_model(location):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
+def seq_model(name, nodes, inits, outputs, opset=18):
+    """A float [4, 6] input x through the given nodes; outputs: (name, elem type, shape)."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                          [helper.make_tensor_value_info(n, t, sh) for n, t, sh in outputs], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def hostile_sequences():
+    """Sequence, Attention and RMSNormalization nodes the expansions must refuse by name."""
+    i64 = lambda n, v: helper.make_tensor(n, TensorProto.INT64, [len(v)] if isinstance(v, list) else [], v if isinstance(v, list) else [v])
+    split = helper.make_node("SplitToSequence", ["x"], ["seq"], name="split", axis=0)
+    return {
+        # a position past the end of a sequence of 4
+        "seq_at_range.onnx": seq_model("g", [split, helper.make_node("SequenceAt", ["seq", "p"], ["y"], name="at")],
+                                       [i64("p", 7)], [("y", TensorProto.FLOAT, [1, 6])]),
+        # a split that depends on the data: not known ahead of time
+        "seq_split_data.onnx": seq_model("g", [helper.make_node("Shape", ["x"], ["sh"], name="shape"),
+                                               helper.make_node("Cast", ["x"], ["xi"], name="cast", to=7),
+                                               helper.make_node("ReduceMax", ["xi"], ["n"], name="max", keepdims=0),
+                                               helper.make_node("SplitToSequence", ["x", "n"], ["seq"], name="split"),
+                                               helper.make_node("SequenceAt", ["seq", "p"], ["y"], name="at")],
+                                       [i64("p", 0)], [("y", TensorProto.FLOAT, [1, 6])]),
+        # a sequence leaving the graph
+        "seq_output.onnx": seq_model("g", [split], [], [("seq", TensorProto.FLOAT, None)]),
+        # Attention on rank-3 inputs (heads folded into the hidden size)
+        "attention_rank3.onnx": seq_model("g", [helper.make_node("Attention", ["x", "x", "x"], ["y"], name="attn",
+                                                                 q_num_heads=2, kv_num_heads=2)],
+                                          [], [("y", TensorProto.FLOAT, [4, 6])], opset=23),
+        # RMSNormalization with a float16 stash
+        "rms_stash16.onnx": seq_model("g", [helper.make_node("RMSNormalization", ["x", "w"], ["y"], name="rms",
+                                                             stash_type=10)],
+                                      [helper.make_tensor("w", TensorProto.FLOAT, [6], [1.0] * 6)],
+                                      [("y", TensorProto.FLOAT, [4, 6])], opset=23),
+    }
+
+
 def main():
     out = sys.argv[1]
+    for name, model in hostile_sequences().items():
+        save(model, os.path.join(out, name))
     with open(os.path.join(out, "deep_if.onnx"), "wb") as f:
         f.write(deep_if(3000, False))
     with open(os.path.join(out, "if_nested3.onnx"), "wb") as f:

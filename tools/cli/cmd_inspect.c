@@ -304,8 +304,10 @@ static int run_inspect(int argc, char **argv) {
         printf("ops:\n");
         for (int i = 0; i < h.n; i++)
             printf("  %-28s %d\n", h.ops[i].op, h.ops[i].count);
-        if (!uh.n) printf("unsupported: none\n");
-        else {
+        if (!uh.n) {
+            printf("unsupported: none\n");
+            if (s) printf("but it cannot be planned: %s\n", err.msg); /* a graph-wide reason, no node's */
+        } else {
             printf("unsupported:\n");
             print_op_nodes(&uh);
             printf("first reason: %s\n", err.msg);
