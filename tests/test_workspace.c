@@ -42,7 +42,7 @@ static int64_t expected_bytes(const vp_graph *g, const vp_node *n, const vp_devi
         return e < dev->conv_workspace ? e : dev->conv_workspace;
     }
     if (is(n, "", "MatMul") || is(n, "", "Gemm") || is(n, "com.microsoft", "FusedMatMul") || is(n, "vplan", "GeluMatMul") ||
-        is(n, "vplan", "GeluMatMulGrad")) {
+        is(n, "vplan", "GeluMatMulGrad") || is(n, "vplan", "SwiGluMatMul") || is(n, "vplan", "SwiGluMatMulGrad")) {
         int64_t e = 0;
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0 && 16 * vp_value_numel(&g->values[n->outputs[k]]) > e)

@@ -10,7 +10,9 @@
 #    saved, w0 - w1 against torch's gradient norms per parameter, within 1e-4);
 #  - the weights `train --save` writes give, by `eval`, torch's logits after its steps
 #    (logits_after.bin, torch in eval() mode: BatchNorm reads the carried statistics):
-#    checked by tests/torch2_logits.py where Python has numpy and onnx, skipped otherwise.
+#    checked by tests/torch2_logits.py where Python has numpy and onnx, skipped otherwise;
+#  - the fused step (attention, SiLU, SwiGLU and GELU into their products, LayerNorm) trains
+#    to the unfused step's losses (--no-fuse --attention plain) within 1e-5 of the loss.
 # usage: torch2_kit.sh ONNX_VPLAN SOURCE_DIR [PYTHON3]
 set -u
 tool=$1
@@ -69,6 +71,18 @@ for dir in "$kit"/*/; do
             continue
             ;;
         esac
+        # fused (attention, SiLU, SwiGLU and GELU into their products, LayerNorm) = unfused
+        # within 1e-5 of the loss, on each model's plain eval export
+        if [[ $file == */eval_opt0.onnx ]]; then
+            plain=$("$tool" train "$f" --loss ce:logits --optimizer momentum --lr 0.01 --steps 3 --data "$dir" \
+                --no-fuse --attention plain 2>&1 | sed -n 's/^step [0-9]*  loss \([^ ]*\).*/\1/p' | tr '\n' ' ')
+            if awk -v p="$plain" -v g="$got" 'BEGIN { n = split(p, a, " "); m = split(g, b, " "); if (n != 3 || m != 3) exit 1;
+                    for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (!(d <= 1e-5 * (a[i] < 0 ? -a[i] : a[i]))) exit 1 } }'; then
+                ok
+            else
+                bad "$file: fused losses '$got', unfused '$plain'"
+            fi
+        fi
         # the first step's gradients: one SGD step of lr 1 leaves w - g
         if ((have_py)); then
             if ! "$tool" train "$f" --loss ce:logits --optimizer sgd --lr 1 --steps 1 --data "$dir" --save "$tmp/g.onnx" \

@@ -9,7 +9,7 @@ const vp_dtype vp_numeric_types[6] = {VP_F32, VP_F64, VP_F16, VP_BF16, VP_I32, V
 
 static const vp_op_def *const families[] = {vp_ops_elementwise, vp_ops_tensor, vp_ops_source, vp_ops_linalg, vp_ops_reduce,
                                             vp_ops_resample, vp_ops_train, vp_ops_update, vp_ops_attention, vp_ops_recurrent,
-                                            vp_ops_gelu_matmul, vp_ops_collective,
+                                            vp_ops_act_matmul, vp_ops_collective,
                                             vp_ops_quant};
 
 static int same_domain(const char *a, const char *b) {

@@ -77,7 +77,7 @@ extern const vp_op_def vp_ops_train[];    /* gradient ops (com.microsoft) */
 extern const vp_op_def vp_ops_update[]; /* optimizer updates (vplan, ONNX preview), accumulation, finite check */
 extern const vp_op_def vp_ops_attention[]; /* fused attention and its gradient (vplan) */
 extern const vp_op_def vp_ops_recurrent[]; /* LSTM, GRU, their training forms and gradients */
-extern const vp_op_def vp_ops_gelu_matmul[]; /* GELU and the product reading it, and its gradient (vplan) */
+extern const vp_op_def vp_ops_act_matmul[]; /* GELU and the product reading it, and its gradient (vplan) */
 extern const vp_op_def vp_ops_collective[]; /* tensor-parallel TPCopy, TPAllReduce (vplan) */
 extern const vp_op_def vp_ops_quant[];     /* fake quantisation, observers (vplan) */
 

@@ -15,7 +15,8 @@ static const struct {
 } wanting[] = {
     {"", "MatMul", VP_WORKSPACE_BLAS},          {"", "Gemm", VP_WORKSPACE_BLAS},
     {"com.microsoft", "FusedMatMul", VP_WORKSPACE_BLAS}, {"vplan", "GeluMatMul", VP_WORKSPACE_BLAS},
-    {"vplan", "GeluMatMulGrad", VP_WORKSPACE_BLAS},      {"", "Conv", VP_WORKSPACE_CONV},
+    {"vplan", "GeluMatMulGrad", VP_WORKSPACE_BLAS},      {"vplan", "SwiGluMatMul", VP_WORKSPACE_BLAS},
+    {"vplan", "SwiGluMatMulGrad", VP_WORKSPACE_BLAS},      {"", "Conv", VP_WORKSPACE_CONV},
     {"com.microsoft", "ConvGrad", VP_WORKSPACE_CONV},
 };
 

@@ -45,23 +45,26 @@ typedef struct walk {
 } walk;
 
 int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, int *in_axis) {
-    int trans_b = 0;
+    int trans_b = 0, wi = 1;
     if (!strcmp(n->op_type, "MatMul") && !n->domain[0]) {
     } else if (!strcmp(n->op_type, "FusedMatMul") && !strcmp(n->domain, "com.microsoft")) {
         if (vp_attr_int(n, "transA", 0) || vp_attr_int(n, "transBatchA", 0) || vp_attr_int(n, "transBatchB", 0)) return 0;
         trans_b = (int)vp_attr_int(n, "transB", 0);
     } else if (!strcmp(n->op_type, "GeluMatMul") && !strcmp(n->domain, "vplan")) {
         trans_b = (int)vp_attr_int(n, "transB", 0); /* gelu(H) op(W): elementwise, then a product */
+    } else if (!strcmp(n->op_type, "SwiGluMatMul") && !strcmp(n->domain, "vplan")) {
+        trans_b = (int)vp_attr_int(n, "transB", 0); /* (swish(G) U) op(W): G and U split alike */
+        wi = 2;
     } else if (!strcmp(n->op_type, "Gemm") && !n->domain[0]) {
         if (vp_attr_int(n, "transA", 0)) return 0;
         trans_b = (int)vp_attr_int(n, "transB", 0);
     } else {
         return 0;
     }
-    if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return 0;
-    const vp_value *b = &g->values[n->inputs[1]];
+    if (n->n_inputs <= wi || n->inputs[0] < 0 || n->inputs[wi] < 0 || (wi == 2 && n->inputs[1] < 0)) return 0;
+    const vp_value *b = &g->values[n->inputs[wi]];
     if (!(b->flags & VP_VAL_PARAM) || b->rank != 2 || b->n_consumers != 1) return 0;
-    *w = 1;
+    *w = wi;
     *out_axis = trans_b ? 0 : 1;
     *in_axis = trans_b ? 1 : 0;
     return 1;
@@ -118,11 +121,12 @@ static int column(walk *w, int id) {
     vp_graph *g = w->g;
     const vp_node *n = &g->nodes[id];
     int wi, oa, ia;
-    if (!vp_tp_product(g, n, &wi, &oa, &ia) || w->st[n->inputs[0]].axis >= 0) return 0;
+    if (!vp_tp_product(g, n, &wi, &oa, &ia) || w->st[n->inputs[0]].axis >= 0 || (wi == 2 && w->st[n->inputs[1]].axis >= 0))
+        return 0;
     const vp_value *wv = &g->values[n->inputs[wi]], *y = &g->values[n->outputs[0]];
     divides(w, n, wv->dims[oa], "the output features of its weight");
     add_slice(w, n->inputs[wi], oa, id);
-    if (n->n_inputs > 2 && n->inputs[2] >= 0) { /* Gemm's bias C */
+    if (wi == 1 && n->n_inputs > 2 && n->inputs[2] >= 0) { /* Gemm's bias C */
         const vp_value *c = &g->values[n->inputs[2]];
         if (c->rank != 1 || c->dims[0] != wv->dims[oa] || !sliceable(c)) return 0;
         add_slice(w, n->inputs[2], 0, id);
@@ -139,9 +143,15 @@ static int row(walk *w, int id, state a) {
     const vp_value *x = &g->values[n->inputs[0]];
     if (!vp_tp_product(g, n, &wi, &oa, &ia) || a.axis != x->rank - 1) return 0;
     /* Gemm's bias goes after the all-reduce (tp_split.c), once: whole and unscaled */
-    if (n->n_inputs > 2 && n->inputs[2] >= 0 && (w->st[n->inputs[2]].axis >= 0 || vp_attr_float(n, "beta", 1.0f) != 1.0f))
+    if (wi == 1 && n->n_inputs > 2 && n->inputs[2] >= 0 &&
+        (w->st[n->inputs[2]].axis >= 0 || vp_attr_float(n, "beta", 1.0f) != 1.0f))
         return 0;
     if (a.origin >= 0 && w->f->blocks[a.origin] > 1) return 0;
+    if (wi == 2) { /* SwiGLU's up half split as its gate: the same columns of the gated width */
+        state u = w->st[n->inputs[1]];
+        if (w->st[n->inputs[0]].axis != x->rank - 1 || u.axis != x->rank - 1 || (u.origin >= 0 && w->f->blocks[u.origin] > 1))
+            return 0;
+    }
     add_slice(w, n->inputs[wi], ia, -1);
     w->f->is_row[id] = 1;
     return 1; /* its output is replicated once all-reduced */
@@ -439,7 +449,8 @@ static int step(walk *w, int id) {
     int r = elementwise(w, n);
     if (r >= 0) return r;
     if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention")) return attention(w, n);
-    if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "GeluMatMul")) return row(w, id, first);
+    if (!strcmp(n->domain, "vplan") && (!strcmp(n->op_type, "GeluMatMul") || !strcmp(n->op_type, "SwiGluMatMul")))
+        return row(w, id, first);
     if (n->domain[0] && strcmp(n->domain, "com.microsoft")) return 0;
     if (w->st[n->inputs[0]].axis < 0 && strcmp(n->op_type, "MatMul")) return 0;
     if (!strcmp(n->op_type, "Split")) return split_op(w, id, first);

@@ -232,7 +232,8 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
             g->nodes[i].inputs[0] = g->nodes[copy_of[x]].outputs[0];
             r->n_column++;
         } else if (f.is_row[i]) {
-            int y = g->nodes[i].outputs[0], bias = g->nodes[i].n_inputs > 2 ? g->nodes[i].inputs[2] : -1;
+            int gemm = !strcmp(g->nodes[i].op_type, "Gemm") && !g->nodes[i].domain[0];
+            int y = g->nodes[i].outputs[0], bias = gemm && g->nodes[i].n_inputs > 2 ? g->nodes[i].inputs[2] : -1;
             int p = vp_graph_add_unique_value(g, stem_of(g, y, "_partial", stem, sizeof stem));
             /* a Gemm's bias, added once to the sum rather than by every rank */
             int sum = p < 0 || bias < 0 ? p : vp_graph_add_unique_value(g, stem_of(g, y, "_sum", stem, sizeof stem));

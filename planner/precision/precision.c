@@ -20,7 +20,7 @@ typedef struct op_name {
  * and scaled_dot_product_attention), as ONNX ops. */
 static const op_name low_ops[] = {
     {"", "MatMul"}, {"", "Gemm"}, {"", "Conv"}, {"", "ConvTranspose"},
-    {"com.microsoft", "FusedMatMul"}, {"vplan", "Attention"}, {"vplan", "GeluMatMul"},
+    {"com.microsoft", "FusedMatMul"}, {"vplan", "Attention"}, {"vplan", "GeluMatMul"}, {"vplan", "SwiGluMatMul"},
 };
 
 /* Autocast's fp32 list: what loses too much in 8 (bf16) or 11 (fp16) significant bits,

@@ -54,6 +54,23 @@ static int is_rnn(const vp_node *n, int *grad) {
     return (plain || ours) && n->n_inputs >= 3;
 }
 
+/* An activation fused into its product (planner/ops/act_matmul.c): the product's 2 M K N
+ * and about 8 operations an element of the activation; the gradient's two products (dW
+ * and dA, each when wanted) and the activation recomputed and differentiated. */
+static double act_matmul_flops(const vp_graph *g, const vp_node *n) {
+    int grad = strstr(n->op_type, "Grad") != NULL, n_act = n->op_type[0] == 'S' ? 2 : 1;
+    int h_in = grad, w_in = grad + n_act;
+    if (n->n_inputs <= w_in || n->inputs[h_in] < 0 || n->inputs[w_in] < 0) return 0;
+    const vp_value *h = &g->values[n->inputs[h_in]], *w = &g->values[n->inputs[w_in]];
+    double act = numel(g, n->inputs[h_in]), k = (double)h->dims[h->rank - 1];
+    double mkn = act * (double)(w->dims[0] * w->dims[1]) / (k > 0 ? k : 1);
+    if (!grad) return 2.0 * mkn + 8.0 * n_act * act;
+    int products = 0;
+    for (int o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0) products |= o == n->n_outputs - 1 ? 1 : 2; /* dW : dA */
+    return 2.0 * mkn * ((products & 1) + ((products & 2) >> 1)) + 16.0 * n_act * act;
+}
+
 vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     vp_node_cost c = {0};
     for (int k = 0; k < n->n_inputs; k++)
@@ -100,6 +117,9 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "FakeQuantGrad")) c.flops = 10.0 * numel(g, n->inputs[0]);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "QuantObserver") && n->n_inputs > 0)
         c.flops = 2.0 * numel(g, n->inputs[0]);
+    else if (!strcmp(n->domain, "vplan") && (!strcmp(op, "GeluMatMul") || !strcmp(op, "SwiGluMatMul") ||
+                                             !strcmp(op, "GeluMatMulGrad") || !strcmp(op, "SwiGluMatMulGrad")))
+        c.flops = act_matmul_flops(g, n);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "Attention") && n->n_inputs >= 3)
         c.flops = attention_flops(g, n, 0);
     else if (!strcmp(n->domain, "vplan") && !strcmp(op, "AttentionGrad") && n->n_inputs >= 6)

@@ -15,7 +15,7 @@
 
 #include "train/fold_frozen.h"
 #include "train/fuse_attention.h"
-#include "train/fuse_gelu_matmul.h"
+#include "train/fuse_act_matmul.h"
 #include "train/fuse_pool_grad.h"
 #include "train/offload.h"
 #include "train/signature.h"
@@ -126,9 +126,9 @@ static vp_status pass_lora(build_ctx *c, vp_error *err) {
 }
 
 /* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
-static vp_status pass_fuse_gelu_matmul(build_ctx *c, vp_error *err) {
+static vp_status pass_fuse_act_matmul(build_ctx *c, vp_error *err) {
     if (c->spec->no_fuse || c->spec->qat.enabled) return VP_OK;
-    return vp_fuse_gelu_matmul(c->g, &c->t->n_gelu_matmul, err);
+    return vp_fuse_act_matmul(c->g, &c->t->n_gelu_matmul, &c->t->n_swiglu_matmul, err);
 }
 
 static vp_status pass_train_mode(build_ctx *c, vp_error *err) { return vp_train_mode_apply(c->g, c->t, err); }
@@ -235,7 +235,7 @@ static const struct {
 } passes[] = {
     {{"fuse", "exporters' decomposed patterns (LayerNorm, GELU, SiLU, MatMul of a transposed weight) as one op each"}, pass_fuse},
     {{"lora", "low-rank adapters beside the chosen weights (--lora)"}, pass_lora},
-    {{"fuse-gelu-matmul", "a GELU into the product that reads it"}, pass_fuse_gelu_matmul},
+    {{"fuse-act-matmul", "a GELU or a gated MLP's swish(G) U into the product that reads it"}, pass_fuse_act_matmul},
     {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},
     {{"trainable", "the parameters: the exporter's signature, else float initializers but scalars (--trainable, --freeze)"}, pass_trainable},
     {{"fold-frozen", "what reads only constants and frozen initializers, folded"}, pass_fold_frozen},

@@ -233,9 +233,11 @@ static const struct {
     {"vplan", "LSTMGrad", vp_cpu_lstm_grad},
     {"vplan", "GRUGrad", vp_cpu_gru_grad},
 
-    /* gelu_matmul (planner/ops/gelu_matmul.c) */
+    /* activations into their product (planner/ops/act_matmul.c) */
     {"vplan", "GeluMatMul", vp_cpu_gelu_matmul},
     {"vplan", "GeluMatMulGrad", vp_cpu_gelu_matmul_grad},
+    {"vplan", "SwiGluMatMul", vp_cpu_swiglu_matmul},
+    {"vplan", "SwiGluMatMulGrad", vp_cpu_swiglu_matmul_grad},
 
     /* collective (planner/ops/collective.c) */
     {"vplan", "TPCopy", vp_cpu_identity},

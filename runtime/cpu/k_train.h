@@ -44,9 +44,12 @@ VP_TRAIN_KERNEL(vp_cpu_maxpool_input_grad);
 /* vplan.MaxPoolArgmax(X) and vplan.MaxPoolReluGrad(dY, A, Y): in k_pool.c too */
 VP_TRAIN_KERNEL(vp_cpu_maxpool_argmax);
 VP_TRAIN_KERNEL(vp_cpu_maxpool_relu_grad);
-/* vplan.GeluMatMul(H, W) and vplan.GeluMatMulGrad(dY, H, W): k_gelu_matmul.c */
+/* vplan.GeluMatMul(H, W) and vplan.GeluMatMulGrad(dY, H, W): k_act_matmul.c */
 VP_TRAIN_KERNEL(vp_cpu_gelu_matmul);
 VP_TRAIN_KERNEL(vp_cpu_gelu_matmul_grad);
+/* vplan.SwiGluMatMul(G, U, W) and vplan.SwiGluMatMulGrad(dY, G, U, W): k_act_matmul.c */
+VP_TRAIN_KERNEL(vp_cpu_swiglu_matmul);
+VP_TRAIN_KERNEL(vp_cpu_swiglu_matmul_grad);
 VP_TRAIN_KERNEL(vp_cpu_avgpool_grad);
 
 VP_TRAIN_KERNEL(vp_cpu_gather_grad);

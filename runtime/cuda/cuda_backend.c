@@ -19,7 +19,7 @@ enum { SCRATCH_BYTES = 256 };
 
 static const cuda_op *const op_tables[] = {vp_cuda_ops_elementwise, vp_cuda_ops_tensor, vp_cuda_ops_linalg,
                                            vp_cuda_ops_reduce, vp_cuda_ops_attention, vp_cuda_ops_resample,
-                                           vp_cuda_ops_pool, vp_cuda_ops_train, vp_cuda_ops_gelu_matmul,
+                                           vp_cuda_ops_pool, vp_cuda_ops_train, vp_cuda_ops_act_matmul,
                                            vp_cuda_ops_quant};
 
 static const cuda_op *find_op(const char *domain, const char *op_type) {

@@ -79,7 +79,7 @@ extern const cuda_op vp_cuda_ops_quant[];     /* cuda_ops_quant.c */
 extern const cuda_op vp_cuda_ops_resample[];  /* cuda_ops_resample.c */
 extern const cuda_op vp_cuda_ops_pool[];      /* cuda_ops_pool.c */
 extern const cuda_op vp_cuda_ops_train[];     /* cuda_ops_train.c */
-extern const cuda_op vp_cuda_ops_gelu_matmul[]; /* cuda_ops_gelu_matmul.c */
+extern const cuda_op vp_cuda_ops_act_matmul[]; /* cuda_ops_act_matmul.c */
 
 /* C[m, n] (row-major) = alpha op(A) op(B), one product, in dt (float32, or float16 and
  * bfloat16 accumulating in float32): cuBLAS sees the transposes (cuda_ops_linalg.c). */

@@ -209,6 +209,7 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
                  {t->fused.matmul_t, "MatMul of a transposed weight"},
                  {t->fused.swish, "SiLU (Swish)"},
                  {t->n_gelu_matmul, "Gelu into its MatMul"},
+                 {t->n_swiglu_matmul, "SwiGLU into its MatMul"},
                  {t->n_pool_grad, "MaxPool(Relu) gradient"}};
     size_t used = 0;
     buf[0] = 0;

@@ -1,0 +1,143 @@
+/* An activation followed by the product that reads it, fused into vplan.GeluMatMul or
+ * vplan.SwiGluMatMul (planner/ops/act_matmul.c says why).
+ *
+ * In: an inferred forward graph after vp_fuse (so GELU and SiLU are one op each and a
+ * Linear layer's product is MatMul or FusedMatMul with transB).  Out: each match of
+ *
+ *     G = Gelu(H) | FastGelu(H) | com.microsoft.Gelu(H);  Y = MatMul(G, W) | FusedMatMul(G, W)
+ *
+ * replaced by Y, A = vplan.GeluMatMul(H, W) at the product's place, and of the gated MLP
+ *
+ *     S = Swish(G) (alpha 1);  A = Mul(S, U) (either order);  Y = MatMul(A, W) | FusedMatMul(A, W)
+ *
+ * by Y, A = vplan.SwiGluMatMul(G, U, W), each producing the same Y (same value, so
+ * readers and names stay).  The activation's value is read by nobody afterwards: it
+ * lives for the op's step only.
+ *
+ * Keeps true: a match needs each intermediate read once, by the next node of the
+ * pattern, and no graph output; the activation the product's left operand; W a matrix;
+ * FusedMatMul without transA, alpha 1 and no batch transposes; FastGelu without its
+ * bias input; H, or G and U (one dtype, one shape), float.  Anything else stays. */
+#include "train/fuse_act_matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph_build.h"
+
+static int is_op(const vp_node *n, const char *domain, const char *op) {
+    return !n->folded && !strcmp(n->domain, domain) && !strcmp(n->op_type, op);
+}
+
+/* The GELU form of node gn ("none" or "tanh"), or NULL when it is no bias-free GELU. */
+static const char *gelu_form(const vp_node *n) {
+    if (n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1 || n->inputs[0] < 0) return NULL;
+    if (is_op(n, "com.microsoft", "Gelu") && n->n_inputs == 1) return "none";
+    if (is_op(n, "com.microsoft", "FastGelu") && (n->n_inputs == 1 || n->inputs[1] < 0)) return "tanh";
+    if (is_op(n, "", "Gelu") && n->n_inputs == 1) {
+        const char *a = vp_attr_string(n, "approximate", "none");
+        return !strcmp(a, "tanh") ? "tanh" : !strcmp(a, "none") ? "none" : NULL;
+    }
+    return NULL;
+}
+
+/* transB of the product node pn reading G as input 0, or -1 when it does not match. */
+static int product_trans_b(const vp_graph *g, const vp_node *pn, int gv) {
+    if (pn->n_inputs != 2 || pn->inputs[0] != gv || pn->inputs[1] == gv || pn->n_outputs != 1 || pn->outputs[0] < 0)
+        return -1;
+    if (g->values[pn->inputs[1]].rank != 2) return -1;
+    if (is_op(pn, "", "MatMul")) return 0;
+    if (!is_op(pn, "com.microsoft", "FusedMatMul")) return -1;
+    if (vp_attr_int(pn, "transA", 0) || vp_attr_float(pn, "alpha", 1.0f) != 1.0f || vp_attr_int(pn, "transBatchA", 0) ||
+        vp_attr_int(pn, "transBatchB", 0))
+        return -1;
+    return vp_attr_int(pn, "transB", 0) != 0;
+}
+
+/* Only v's reader, when v is an intermediate a match may swallow; -1 otherwise. */
+static int sole_reader(const vp_graph *g, int v) {
+    const vp_value *val = &g->values[v];
+    return val->n_consumers == 1 && !(val->flags & VP_VAL_OUTPUT) ? val->consumers[0] : -1;
+}
+
+/* Swish node sn at alpha 1 whose output's only reader is a Mul of it by a tensor of
+ * its shape and dtype: that Mul's id, the gate G and the up half U; -1 otherwise. */
+static int swiglu_mul(const vp_graph *g, const vp_node *sn, int *gate, int *up) {
+    if (!is_op(sn, "", "Swish") || sn->n_inputs != 1 || sn->inputs[0] < 0 || sn->n_outputs != 1 ||
+        sn->outputs[0] < 0 || vp_attr_float(sn, "alpha", 1.0f) != 1.0f)
+        return -1;
+    int sv = sn->outputs[0], mul = sole_reader(g, sv);
+    if (mul < 0) return -1;
+    const vp_node *mn = &g->nodes[mul];
+    if (!is_op(mn, "", "Mul") || mn->n_inputs != 2 || mn->n_outputs != 1 || mn->outputs[0] < 0) return -1;
+    int u = mn->inputs[0] == sv ? mn->inputs[1] : mn->inputs[0];
+    if (u < 0 || u == sv) return -1;
+    const vp_value *gv = &g->values[sn->inputs[0]], *uv = &g->values[u], *av = &g->values[mn->outputs[0]];
+    if (!vp_dtype_is_float(gv->dtype) || gv->rank < 2 || uv->dtype != gv->dtype || uv->rank != gv->rank ||
+        memcmp(uv->dims, gv->dims, (size_t)gv->rank * sizeof *gv->dims) || av->rank != gv->rank ||
+        memcmp(av->dims, gv->dims, (size_t)gv->rank * sizeof *gv->dims))
+        return -1;
+    *gate = sn->inputs[0];
+    *up = u;
+    return mul;
+}
+
+vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error *err) {
+    *n_fused = *n_swiglu = 0;
+    vp_status s = vp_graph_link(g, err);
+    if (s) return s;
+    int n0 = g->n_nodes;
+    int *repl = malloc(((size_t)n0 + 1) * sizeof *repl); /* -2 keep, -1 drop, else the new node */
+    int *order = malloc(((size_t)n0 + 1) * sizeof *order);
+    if (!repl || !order) s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing GELU into its product");
+    for (int i = 0; !s && i < n0; i++) repl[i] = -2;
+    for (int i = 0; !s && i < n0; i++) {
+        const vp_node *gn = &g->nodes[i];
+        int gate, up, mul = repl[i] == -2 ? swiglu_mul(g, gn, &gate, &up) : -1;
+        if (mul >= 0 && repl[mul] == -2) {
+            int av = g->nodes[mul].outputs[0], p = sole_reader(g, av);
+            int tb = p >= 0 ? product_trans_b(g, &g->nodes[p], av) : -1;
+            if (tb < 0 || repl[p] != -2) continue;
+            int in[3] = {gate, up, g->nodes[p].inputs[1]}, outs[2];
+            int f = vp_build_node(g, "SwiGluMatMul", "vplan", g->nodes[p].name, 3, in, 2, g->nodes[p].phase, 0);
+            if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb)) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing SwiGLU into its product");
+                break;
+            }
+            if ((s = vp_build_finish(g, f, outs, err))) break;
+            g->nodes[f].outputs[0] = g->nodes[p].outputs[0];
+            repl[i] = repl[mul] = -1;
+            repl[p] = f;
+            ++*n_swiglu;
+            continue;
+        }
+        const char *form = repl[i] == -2 ? gelu_form(gn) : NULL;
+        if (!form) continue;
+        int gv = gn->outputs[0];
+        const vp_value *gval = &g->values[gv], *h = &g->values[gn->inputs[0]];
+        if (gval->n_consumers != 1 || (gval->flags & VP_VAL_OUTPUT) || h->rank < 2 || !vp_dtype_is_float(h->dtype))
+            continue;
+        int p = gval->consumers[0], tb = product_trans_b(g, &g->nodes[p], gv);
+        if (tb < 0 || repl[p] != -2) continue;
+        int in[2] = {gn->inputs[0], g->nodes[p].inputs[1]}, outs[2];
+        int f = vp_build_node(g, "GeluMatMul", "vplan", g->nodes[p].name, 2, in, 2, g->nodes[p].phase, 0);
+        if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb) || vp_node_add_attr_string(g, f, "approximate", form)) {
+            s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing GELU into its product");
+            break;
+        }
+        if ((s = vp_build_finish(g, f, outs, err))) break;
+        g->nodes[f].outputs[0] = g->nodes[p].outputs[0]; /* Y keeps its id, name and readers */
+        repl[i] = -1;
+        repl[p] = f;
+        ++*n_fused;
+    }
+    int n = 0;
+    for (int i = 0; !s && i < n0; i++) {
+        if (repl[i] == -2) order[n++] = i;
+        else if (repl[i] >= 0) order[n++] = repl[i];
+    }
+    if (!s && (*n_fused || *n_swiglu)) s = vp_graph_keep_nodes(g, order, n, err);
+    free(repl);
+    free(order);
+    return s;
+}

@@ -1,0 +1,12 @@
+/* An activation and the product that reads it as one op: vplan.GeluMatMul and
+ * vplan.SwiGluMatMul (fuse_act_matmul.c). */
+#ifndef VP_FUSE_ACT_MATMUL_H
+#define VP_FUSE_ACT_MATMUL_H
+
+#include "ir/ir.h"
+
+/* Fuses every match in an inferred forward graph, in place; *n_fused counts the GELUs,
+ * *n_swiglu the gated MLPs. */
+vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error *err);
+
+#endif
