@@ -403,9 +403,19 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     /* Y read only by the transpose to [B, S, H, Dv] that merges the heads: the Attention
      * writes that layout itself, so Y is kept once for the backward, not beside its
      * transposed copy (the output projection's input) */
-    int bshd = -1;
+    int bshd = -1, same = -1;
     const vp_value *yv = &g->values[y];
     if (yv->n_consumers == 1 && !(yv->flags & VP_VAL_OUTPUT)) {
+        /* torch 2.x's dynamo writes a Reshape to Y's own shape before the transpose */
+        const vp_node *r = &g->nodes[yv->consumers[0]];
+        if (!strcmp(r->op_type, "Reshape") && !r->domain[0] && r->n_outputs == 1 && r->outputs[0] >= 0) {
+            const vp_value *rv = &g->values[r->outputs[0]];
+            if (rv->n_consumers == 1 && !(rv->flags & VP_VAL_OUTPUT) && rv->rank == yv->rank &&
+                !memcmp(rv->dims, yv->dims, (size_t)yv->rank * sizeof *yv->dims)) {
+                same = yv->consumers[0];
+                yv = rv;
+            }
+        }
         const vp_node *t = &g->nodes[yv->consumers[0]];
         const int64_t *perm;
         if (!strcmp(t->op_type, "Transpose") && !t->domain[0] && t->n_outputs == 1 && t->outputs[0] >= 0 &&
@@ -413,6 +423,7 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
             bshd = yv->consumers[0];
     }
     if (bshd >= 0) {
+        if (same >= 0) fz->dead[same] = 1;
         fz->dead[bshd] = 1;
         y = g->nodes[bshd].outputs[0];
         g->nodes[bshd].outputs[0] = -1;
