@@ -64,8 +64,10 @@ kit=$src/tests/data/torch2
 for m in llama gpt2 bert vit; do
     expect 0 "fused 2 attention" -- "$tool" train "$kit/$m/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/$m"
 done
-# SiLU (Mul(x, Sigmoid(x))) as ONNX's Swish: its backward keeps x and y, not the sigmoid
-expect 0 "fused 2 attention, 15 MatMul of a transposed weight, 2 SiLU (Swish)" -- \
+# SiLU (Mul(x, Sigmoid(x))) as ONNX's Swish, and swish(G) U into the down projection: the
+# gated MLP keeps G and U alone for its backward; RMSNorm (Pow, ReduceMean, Add, Sqrt,
+# Reciprocal, Mul, Mul) as SimplifiedLayerNormalization, keeping x, not x / rms too
+expect 0 "fused 2 attention, 5 RMSNorm, 15 MatMul of a transposed weight, 2 SiLU (Swish), 2 SwiGLU into its MatMul" -- \
     "$tool" train "$kit/llama/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/llama"
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had

@@ -99,6 +99,52 @@ static void case_layernorm_pattern(int affine, int axes, int rank, const int64_t
     gc_run(&k);
 }
 
+/* com.microsoft.SimplifiedLayerNormalization (RMSNorm), Y alone or with inv_std_var. */
+static void case_rms_norm(int axis, int n_out, int rank, const int64_t *x) {
+    gc_case k;
+    char sx[64];
+    if (!gc_begin(&k, 17, "SimplifiedLayerNormalization%s axis=%d, %d outputs", vp_shape_str(rank, x, sx, sizeof sx),
+                  axis, n_out))
+        return;
+    int a = axis < 0 ? axis + rank : axis, nr = rank - a;
+    int in[2] = {gc_param(&k, UNI, rank, x), gc_param(&k, POS, nr, x + a)}, y[2];
+    int node = gc_node(&k, "SimplifiedLayerNormalization", "com.microsoft", 2, in, n_out, y);
+    gc_loss_on(&k, y[0]);
+    attr_i(&k, node, "axis", axis);
+    attr_f(&k, node, "epsilon", 1e-3);
+    attr_i(&k, node, "stash_type", gc_dtype() == VP_F64 ? VP_F64 : VP_F32);
+    gc_run(&k);
+}
+
+/* RMSNorm as torch 2.x writes Llama's, x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) + eps)) * w
+ * (recip: the Reciprocal form; else Div, with x * x for the square, as infer expands ONNX's
+ * RMSNormalization): fused into SimplifiedLayerNormalization, its gradients checked
+ * against finite differences of the exporter's graph. */
+static void case_rms_norm_pattern(int recip, int rank, const int64_t *x) {
+    gc_case k;
+    char sx[64];
+    if (!gc_begin(&k, 18, "RMSNorm pattern%s, %s (fused)", vp_shape_str(rank, x, sx, sizeof sx),
+                  recip ? "Pow and Reciprocal" : "Mul and Div"))
+        return;
+    int v = gc_param(&k, UNI, rank, x), sq, ms, var, rms, out;
+    if (recip) gc_node(&k, "Pow", "", 2, (int[]){v, gc_scalar(&k, 2)}, 1, &sq);
+    else gc_node(&k, "Mul", "", 2, (int[]){v, v}, 1, &sq);
+    int axes = gc_ints(&k, 1, (int64_t[]){-1});
+    gc_node(&k, "ReduceMean", "", 2, (int[]){sq, axes}, 1, &ms);
+    gc_node(&k, "Add", "", 2, (int[]){ms, gc_scalar(&k, 1e-3)}, 1, &var);
+    gc_node(&k, "Sqrt", "", 1, &var, 1, &rms);
+    if (recip) {
+        int inv;
+        gc_node(&k, "Reciprocal", "", 1, &rms, 1, &inv);
+        gc_node(&k, "Mul", "", 2, (int[]){v, inv}, 1, &out);
+    } else {
+        gc_node(&k, "Div", "", 2, (int[]){v, rms}, 1, &out);
+    }
+    gc_node(&k, "Mul", "", 2, (int[]){gc_param(&k, POS, 1, x + rank - 1), out}, 1, &out);
+    gc_loss_on(&k, out);
+    gc_run(&k);
+}
+
 static void case_lrn(int size, double alpha, double beta, double bias, int rank, const int64_t *x) {
     gc_case k;
     char sx[64];
@@ -136,6 +182,10 @@ static void cases_norm(void) {
     case_layernorm_pattern(1, 1, DIMS(2, 3, 4));
     case_layernorm_pattern(0, 1, DIMS(3, 5));
     case_layernorm_pattern(1, 2, DIMS(2, 3, 4));
+    case_rms_norm(-1, 1, DIMS(2, 3, 4));
+    case_rms_norm(1, 2, DIMS(2, 3, 4));
+    case_rms_norm_pattern(1, DIMS(2, 3, 4));
+    case_rms_norm_pattern(0, DIMS(3, 5));
     gc_case k;
     if (gc_begin(&k, 13, "InstanceNormalization[2,3,4,5]")) {
         int in[3] = {gc_param(&k, UNI, DIMS(2, 3, 4, 5)), gc_param(&k, POS, DIMS(3)), gc_param(&k, UNI, DIMS(3))};

@@ -4,7 +4,8 @@
  * and LayerNormalization use ONNX Runtime's BatchNormalizationGrad and
  * LayerNormalizationGrad, reading the statistics the forward saved (LayerNormalization's
  * Mean and InvStdDev outputs are added to the forward node when the model left them
- * out).  InstanceNormalization, BatchNormalization as exported (training_mode=1, or
+ * out); SimplifiedLayerNormalization (RMSNorm) likewise SimplifiedLayerNormalizationGrad.
+ * InstanceNormalization, BatchNormalization as exported (training_mode=1, or
  * inference) and LRN, which ONNX Runtime has no gradient op for, are built from
  * standard ops. */
 #include <string.h>
@@ -67,6 +68,29 @@ VP_GRAD_RULE(vp_grad_layer_norm) {
         if (!want[k]) bn->outputs[k] = -1;
     TRY(vp_grad_end(c, b, outs, err));
     for (int k = 0; k < 3; k++)
+        if (want[k]) dx[k] = outs[k];
+    return VP_OK;
+}
+
+/* SimplifiedLayerNormalization (RMSNorm): SimplifiedLayerNormalizationGrad(dY, X, scale,
+ * inv_std_var) -> dX, dscale, reading the statistic the forward saved; Y itself is not
+ * read, so the normalised X is never kept beside X and Y. */
+VP_GRAD_RULE(vp_grad_simplified_layer_norm) {
+    const vp_node *n = vp_gr_node(c, node);
+    int inv_std, outs[2];
+    TRY(refuse_stat_grads(c, node, dy, 1, err));
+    TRY(vp_gr_forward_output(c, node, 1, "inv_std_var", &inv_std, err));
+    int want[2] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1)};
+    int in[4] = {dy[0], IN(0), IN(1), inv_std};
+    int b = vp_grad_begin(c, node, "SimplifiedLayerNormalizationGrad", "com.microsoft", 4, in, 2);
+    if (b < 0) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, b, "axis", vp_attr_int(n, "axis", -1), err));
+    TRY(vp_gr_attr_float(c, b, "epsilon", vp_attr_float(n, "epsilon", 1e-5f), err));
+    vp_node *bn = &vp_grad_graph(c)->nodes[b];
+    for (int k = 0; k < 2; k++)
+        if (!want[k]) bn->outputs[k] = -1;
+    TRY(vp_grad_end(c, b, outs, err));
+    for (int k = 0; k < 2; k++)
         if (want[k]) dx[k] = outs[k];
     return VP_OK;
 }

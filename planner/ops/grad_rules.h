@@ -98,6 +98,7 @@ VP_GRAD_RULE(vp_grad_global_average_pool);
 VP_GRAD_RULE(vp_grad_global_max_pool);
 VP_GRAD_RULE(vp_grad_batch_norm_internal); /* com.microsoft.BatchNormInternal */
 VP_GRAD_RULE(vp_grad_layer_norm);
+VP_GRAD_RULE(vp_grad_simplified_layer_norm);
 VP_GRAD_RULE(vp_grad_instance_norm);
 VP_GRAD_RULE(vp_grad_lrn);
 VP_GRAD_RULE(vp_grad_batch_norm); /* BatchNormalization as exported (training_mode=1, or inference) */

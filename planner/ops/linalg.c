@@ -245,8 +245,12 @@ static vp_status shape_instancenorm(vp_graph *g, vp_node *n, vp_error *err) {
     return vp_shape_same_as_input(g, n, 0, 0, err);
 }
 
-static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 2, 3, 1, 3, err);
+/* LayerNormalization(X, scale[, B]) -> Y[, Mean, InvStdDev], and ONNX Runtime's
+ * com.microsoft.SimplifiedLayerNormalization(X, scale) -> Y[, inv_std_var], RMSNorm:
+ * Y = X / sqrt(mean(X^2) + epsilon) * scale over the axes from axis (planner/train/fuse.c
+ * makes it of RMSNorm as exporters decompose it). */
+static vp_status shape_norm(vp_graph *g, vp_node *n, int max_in, int max_out, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 2, max_in, 1, max_out, err);
     if (s) return s;
     vp_value *x = vp_shape_in(g, n, 0);
     if ((s = check_float(n, 0, x, err)) || (s = check_rank_at_least(n, 0, x, 1, err))) return s;
@@ -268,6 +272,9 @@ static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) {
     for (int i = 1; i < n->n_outputs && !s; i++) s = vp_shape_set_output(g, n, i, stash, x->rank, dims, err);
     return s;
 }
+
+static vp_status shape_layernorm(vp_graph *g, vp_node *n, vp_error *err) { return shape_norm(g, n, 3, 3, err); }
+static vp_status shape_simplified_layernorm(vp_graph *g, vp_node *n, vp_error *err) { return shape_norm(g, n, 2, 2, err); }
 
 /* Designated fields, so columns added to vp_op_def later start out empty here.  Ops
  * without a gradient rule (NULL) are not differentiable here; BatchNormalization is
@@ -295,5 +302,7 @@ const vp_op_def vp_ops_linalg[] = {
     /* standard from opset 17; ONNX Runtime has it in the default domain from opset 1 (its
      * contrib schema), where its LayerNormFusion and ours (planner/train/fuse.c) write it */
     LINALG_INPLACE_OP("LayerNormalization", 1, shape_layernorm, vp_grad_layer_norm),
+    {.name = "SimplifiedLayerNormalization", .domain = "com.microsoft", .min_opset = 0, .shape = shape_simplified_layernorm,
+     .flags = VP_OP_INPLACE, .grad = vp_grad_simplified_layer_norm},
     {0},
 };

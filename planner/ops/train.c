@@ -76,9 +76,11 @@ static vp_status shape_dropout_grad(vp_graph *g, vp_node *n, vp_error *err) {
 
 /* ---- normalisation ---- */
 
-/* LayerNormalizationGrad(Y_grad, X, scale, mean, inv_std_dev) -> X_grad, scale_grad, bias_grad */
-static vp_status shape_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 5, 5, 1, 3, err);
+/* LayerNormalizationGrad(Y_grad, X, scale, mean, inv_std_dev) -> X_grad, scale_grad, bias_grad,
+ * and SimplifiedLayerNormalizationGrad(Y_grad, X, scale, inv_std_var) -> X_grad, scale_grad
+ * (RMSNorm's: no mean, no bias); n_stats: the statistics inputs after scale. */
+static vp_status shape_norm_grad(vp_graph *g, vp_node *n, int n_stats, vp_error *err) {
+    vp_status s = vp_shape_check_arity(n, 3 + n_stats, 3 + n_stats, 1, 1 + n_stats, err);
     if (s) return s;
     const vp_value *x = vp_shape_in(g, n, 1), *scale = vp_shape_in(g, n, 2);
     if ((s = check_float(n, 1, x, err)) || (s = vp_shape_check_like(g, n, 0, 1, err))) return s;
@@ -96,7 +98,7 @@ static vp_status shape_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
                             vp_dtype_name(scale->dtype), vp_shape_str(scale->rank, scale->dims, s1, sizeof s1),
                             vp_dtype_name(x->dtype), vp_shape_str(x->rank - axis, x->dims + axis, s2, sizeof s2));
     }
-    for (int i = 3; i < 5; i++) {
+    for (int i = 3; i < 3 + n_stats; i++) {
         const vp_value *st = vp_shape_in(g, n, i);
         if ((s = check_float(n, i, st, err))) return s;
         if (vp_value_numel(st) != outer)
@@ -105,8 +107,13 @@ static vp_status shape_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
     }
     s = vp_shape_same_as_input(g, n, 0, 1, err);
     if (!s) s = vp_shape_same_as_input(g, n, 1, 2, err);
-    if (!s) s = vp_shape_same_as_input(g, n, 2, 2, err);
+    if (!s && n_stats == 2) s = vp_shape_same_as_input(g, n, 2, 2, err);
     return s;
+}
+
+static vp_status shape_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) { return shape_norm_grad(g, n, 2, err); }
+static vp_status shape_simplified_layernorm_grad(vp_graph *g, vp_node *n, vp_error *err) {
+    return shape_norm_grad(g, n, 1, err);
 }
 
 /* BatchNormInternal(X, scale, B, input_mean, input_var)
@@ -399,6 +406,7 @@ const vp_op_def vp_ops_train[] = {
     MS_INPLACE_OP("LogSoftmaxGrad_13", shape_softmax_grad),
     MS_INPLACE_OP("DropoutGrad", shape_dropout_grad),
     MS_OP("LayerNormalizationGrad", shape_layernorm_grad),
+    MS_OP("SimplifiedLayerNormalizationGrad", shape_simplified_layernorm_grad),
     /* the one forward op here: its gradient is BatchNormalizationGrad (grad_linalg.c) */
     {.name = "BatchNormInternal", .domain = "com.microsoft", .min_opset = 0, .shape = shape_batchnorm_internal,
      .grad = vp_grad_batch_norm_internal},

@@ -58,6 +58,7 @@ static int token_wise(const vp_graph *g, const vp_node *n) {
     static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Reciprocal", "Gelu", "FastGelu", "Relu",
                                       "Sigmoid", "Swish", "Tanh", "Erf", "Neg", "Identity", "Cast", "Sqrt", "Exp", "Softplus",
                                       "LeakyRelu", "Elu", "LayerNormalization", "Dropout", NULL};
+    if (is_op(n, "com.microsoft", "SimplifiedLayerNormalization")) return 2; /* RMSNorm, fused: as LayerNormalization */
     if (n->domain[0]) return 0;
     for (int k = 0; ops[k]; k++)
         if (!strcmp(n->op_type, ops[k])) return !strcmp(n->op_type, "LayerNormalization") ? 2 : 1;

@@ -107,7 +107,8 @@ vp_node_cost vp_cost_node(const vp_graph *g, const vp_node *n) {
                !strcmp(op, "Gelu") || !strcmp(op, "GeluGrad") || !strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
         c.flops = 8.0 * out;
     else if (!strcmp(op, "LayerNormalization") || !strcmp(op, "BatchNormalization") || !strcmp(op, "BatchNormInternal") ||
-             !strcmp(op, "LayerNormalizationGrad") || !strcmp(op, "BatchNormalizationGrad"))
+             !strcmp(op, "LayerNormalizationGrad") || !strcmp(op, "BatchNormalizationGrad") ||
+             !strcmp(op, "SimplifiedLayerNormalization") || !strcmp(op, "SimplifiedLayerNormalizationGrad"))
         c.flops = 8.0 * numel(g, n->inputs[0]);
     else if (!strcmp(op, "Adam")) c.flops = 12.0 * out;
     /* QAT: fake quantisation is a multiply, a rounding, a clamp and a multiply back per

@@ -27,7 +27,7 @@
 
 #define MAX_PATTERN 16
 
-typedef enum kind { GELU, FAST_GELU, LAYER_NORM, MATMUL_T, SWISH } kind;
+typedef enum kind { GELU, FAST_GELU, LAYER_NORM, MATMUL_T, SWISH, RMS_NORM } kind;
 
 typedef struct match {
     kind kind;
@@ -248,6 +248,8 @@ static int fits_last_axes(const vp_graph *g, int v, const match *m) {
            !memcmp(p->dims, x->dims + x->rank - m->axes, (size_t)m->axes * sizeof *p->dims);
 }
 
+static void take_scale(const vp_graph *g, match *m);
+
 /* (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps), then * scale and + bias when
  * present, from the first ReduceMean. */
 static int match_layer_norm(const vp_graph *g, int r1, match *m) {
@@ -286,18 +288,64 @@ static int match_layer_norm(const vp_graph *g, int r1, match *m) {
     take(m, div);
     m->out = output0(g, div);
     /* the affine part, when its operands have the normalised shape */
-    int mul = only_use(g, m->out);
-    if (is_op(g, mul, "Mul", 2) && fits_last_axes(g, other(g, mul, m->out), m)) {
-        m->scale = other(g, mul, m->out);
-        take(m, mul);
-        m->out = output0(g, mul);
-    }
+    take_scale(g, m);
     int badd = only_use(g, m->out);
     if (is_op(g, badd, "Add", 2) && fits_last_axes(g, other(g, badd, m->out), m)) {
         m->bias = other(g, badd, m->out);
         take(m, badd);
         m->out = output0(g, badd);
     }
+    return types_agree(g, m);
+}
+
+/* The affine scale of a normalisation's result, when its only reader multiplies it by a
+ * tensor of the normalised axes' shape: taken into the match. */
+static void take_scale(const vp_graph *g, match *m) {
+    int mul = only_use(g, m->out);
+    if (is_op(g, mul, "Mul", 2) && fits_last_axes(g, other(g, mul, m->out), m)) {
+        m->scale = other(g, mul, m->out);
+        take(m, mul);
+        m->out = output0(g, mul);
+    }
+}
+
+/* x / sqrt(mean(x^2) + eps) then * scale when present (RMSNorm, as torch writes Llama's,
+ * Qwen2's and Gemma's, x^2 as Pow(x, 2) or Mul(x, x), the division as Div or as Mul by
+ * the Reciprocal; ONNX's RMSNormalization as infer expands it), from the ReduceMean. */
+static int match_rms_norm(const vp_graph *g, int r, match *m) {
+    m->axes = 0;
+    if (!is_mean_over_last(g, r, &m->axes)) return 0;
+    int sq = g->nodes[r].inputs[0], sn = producer(g, sq);
+    if (only_use(g, sq) != r) return 0;
+    if (is_op(g, sn, "Pow", 2) && is_const(g, g->nodes[sn].inputs[1], 2.0)) m->x = g->nodes[sn].inputs[0];
+    else if (is_op(g, sn, "Mul", 2) && g->nodes[sn].inputs[0] == g->nodes[sn].inputs[1]) m->x = g->nodes[sn].inputs[0];
+    else return 0;
+    m->kind = RMS_NORM;
+    m->scale = m->bias = -1;
+    take(m, sn);
+    take(m, r);
+    int add = only_use(g, output0(g, r));
+    if (!is_op(g, add, "Add", 2) || !scalar(g, other(g, add, output0(g, r)), &m->eps) || !(m->eps >= 0) ||
+        !isfinite(m->eps))
+        return 0;
+    take(m, add);
+    int sqr = only_use(g, output0(g, add));
+    if (!is_op(g, sqr, "Sqrt", 1)) return 0;
+    take(m, sqr);
+    int rms = output0(g, sqr), d = only_use(g, rms);
+    if (is_op(g, d, "Div", 2) && g->nodes[d].inputs[0] == m->x && g->nodes[d].inputs[1] == rms) {
+        take(m, d);
+        m->out = output0(g, d);
+    } else if (is_op(g, d, "Reciprocal", 1)) {
+        int inv = output0(g, d), mul = only_use(g, inv);
+        if (!is_op(g, mul, "Mul", 2) || other(g, mul, inv) != m->x) return 0;
+        take(m, d);
+        take(m, mul);
+        m->out = output0(g, mul);
+    } else {
+        return 0;
+    }
+    take_scale(g, m);
     return types_agree(g, m);
 }
 
@@ -368,7 +416,7 @@ static int add_fused(vp_graph *g, const match *m) {
         g->nodes[id].opset = 24; /* the opset that defines it, whatever the model imports */
         return vp_node_add_attr_float(g, id, "alpha", 1.0f) ? -1 : id;
     }
-    if (m->kind != LAYER_NORM) {
+    if (m->kind != LAYER_NORM && m->kind != RMS_NORM) {
         int id = vp_graph_add_node(g, m->kind == GELU ? "Gelu" : "FastGelu", "com.microsoft", name, 1, &m->x, 1, &m->out);
         if (id >= 0 && !g->nodes[id].opset) g->nodes[id].opset = 1; /* the model imports no com.microsoft */
         return id;
@@ -389,9 +437,13 @@ static int add_fused(vp_graph *g, const match *m) {
     }
     int in[3] = {m->x, scale, m->bias};
     /* ONNX Runtime's LayerNormFusion writes the op in the default domain at the model's
-     * opset; the op table accepts it there (planner/ops/linalg.c) */
-    int id = vp_graph_add_node(g, "LayerNormalization", "", name, m->bias >= 0 ? 3 : 2, in, 1, &m->out);
+     * opset; the op table accepts it there (planner/ops/linalg.c); its
+     * SimplifiedLayerNormFusion writes ONNX Runtime's RMSNorm */
+    int rms = m->kind == RMS_NORM;
+    int id = vp_graph_add_node(g, rms ? "SimplifiedLayerNormalization" : "LayerNormalization", rms ? "com.microsoft" : "",
+                               name, m->bias >= 0 ? 3 : 2, in, 1, &m->out);
     if (id < 0) return -1;
+    if (rms && !g->nodes[id].opset) g->nodes[id].opset = 1;
     vp_dtype stash = g->values[m->x].dtype == VP_F64 ? VP_F64 : VP_F32;
     if (vp_node_add_attr_int(g, id, "axis", -m->axes) || vp_node_add_attr_float(g, id, "epsilon", (float)m->eps) ||
         vp_node_add_attr_int(g, id, "stash_type", stash))
@@ -401,9 +453,9 @@ static int add_fused(vp_graph *g, const match *m) {
 
 /* The pattern node i starts, if any. */
 static int match_at(const vp_graph *g, int i, match *m) {
-    int (*const matchers[5])(const vp_graph *, int, match *) = {match_gelu, match_fast_gelu, match_layer_norm,
-                                                                  match_matmul_t, match_swish};
-    for (int k = 0; k < 5; k++) {
+    int (*const matchers[6])(const vp_graph *, int, match *) = {match_gelu,     match_fast_gelu, match_layer_norm,
+                                                                  match_rms_norm, match_matmul_t,  match_swish};
+    for (int k = 0; k < 6; k++) {
         memset(m, 0, sizeof *m);
         if (matchers[k](g, i, m)) return m->n_nodes < MAX_PATTERN;
     }
@@ -450,6 +502,7 @@ vp_status vp_fuse(vp_graph *g, vp_fuse_counts *counts, vp_error *err) {
         counts->layer_norm += m.kind == LAYER_NORM;
         counts->matmul_t += m.kind == MATMUL_T;
         counts->swish += m.kind == SWISH;
+        counts->rms_norm += m.kind == RMS_NORM;
     }
     if (!n_fused) goto done;
     order = malloc((size_t)g->n_nodes * sizeof *order);

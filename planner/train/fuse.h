@@ -11,6 +11,8 @@
  *   x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  -> com.microsoft.FastGelu(x)
  *   (x - mean) / sqrt(var + eps) [* w [+ b]], over a suffix of axes
  *                                                         -> LayerNormalization(x, w|ones, [b])
+ *   x / sqrt(mean(x^2) + eps) [* w], over a suffix of axes (RMSNorm: x^2 as Pow or Mul, the
+ *   division as Div or Mul by Reciprocal)                -> com.microsoft.SimplifiedLayerNormalization(x, w|ones)
  *   MatMul(A, Transpose(W)), W a matrix                    -> com.microsoft.FusedMatMul(A, W, transB=1)
  *
  * A pattern is rewritten only when every condition holds: each constant has the
@@ -33,6 +35,7 @@ typedef struct vp_fuse_counts {
     int layer_norm; /* decomposed LayerNorm -> LayerNormalization */
     int matmul_t;   /* MatMul(A, Transpose(W)) -> com.microsoft.FusedMatMul(A, W, transB=1) */
     int swish;      /* Mul(x, Sigmoid(x)), SiLU -> Swish(x) (its backward keeps x and y, not the sigmoid) */
+    int rms_norm;   /* decomposed RMSNorm -> SimplifiedLayerNormalization (its backward keeps x, not x / rms) */
     int removed;    /* nodes the fused ones replaced */
 } vp_fuse_counts;
 

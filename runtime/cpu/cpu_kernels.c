@@ -151,6 +151,7 @@ static const struct {
     {"", "BatchNormalization", vp_cpu_batchnorm},
     {"", "InstanceNormalization", vp_cpu_instancenorm},
     {"", "LayerNormalization", vp_cpu_layernorm},
+    {"com.microsoft", "SimplifiedLayerNormalization", vp_cpu_simplified_layernorm},
 
     /* reduce (planner/ops/reduce.c) */
     {"", "ReduceSum", vp_cpu_reduce_sum},
@@ -197,6 +198,7 @@ static const struct {
     {"com.microsoft", "LogSoftmaxGrad_13", vp_cpu_log_softmax_grad},
     {"com.microsoft", "DropoutGrad", vp_cpu_dropout_grad},
     {"com.microsoft", "LayerNormalizationGrad", vp_cpu_layernorm_grad},
+    {"com.microsoft", "SimplifiedLayerNormalizationGrad", vp_cpu_simplified_layernorm_grad},
     {"com.microsoft", "BatchNormInternal", vp_cpu_batchnorm_internal},
     {"com.microsoft", "BatchNormalizationGrad", vp_cpu_batchnorm_grad},
     {"com.microsoft", "ConvGrad", vp_cpu_conv_grad},

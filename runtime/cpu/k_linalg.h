@@ -56,6 +56,9 @@ vp_status vp_cpu_global_maxpool(const vp_node *n, const vp_tensor *const *in, vp
 vp_status vp_cpu_lrn(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 vp_status vp_cpu_batchnorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
+/* com.microsoft.SimplifiedLayerNormalization (RMSNorm): LayerNormalization with the mean 0, no bias */
+vp_status vp_cpu_simplified_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                      vp_error *err);
 vp_status vp_cpu_instancenorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err);
 

@@ -170,6 +170,7 @@ typedef struct ln_job {
     int64_t cols;
     double eps;
     const double *gamma, *beta;
+    int rms; /* SimplifiedLayerNormalization: the mean taken as 0 (RMSNorm) */
 } ln_job;
 
 enum { LN_LANES = 8, LN_BLOCK = 64 };
@@ -213,7 +214,7 @@ static void ln_rows(int64_t r0, int64_t r1, void *ctx) {
     if (j->x->dtype == VP_F32 && cols) {
         for (int64_t r = r0; r < r1; r++) {
             const float *xr = (const float *)j->x->data + r * cols;
-            double m = ln_sum_f32(xr, cols, 0, 0.0) / (double)cols;
+            double m = j->rms ? 0.0 : ln_sum_f32(xr, cols, 0, 0.0) / (double)cols;
             double v = ln_sum_f32(xr, cols, 1, m) / (double)cols;
             double inv = 1.0 / sqrt(v + j->eps);
             ln_normalize_f32(xr, (float *)j->y->data + r * cols, cols, m, inv, j->gamma, j->beta);
@@ -224,7 +225,7 @@ static void ln_rows(int64_t r0, int64_t r1, void *ctx) {
     }
     for (int64_t r = r0; r < r1; r++) {
         const void *xr = at(j->x, r * cols);
-        double m = cols ? sum_of(xr, j->x->dtype, cols) / (double)cols : 0;
+        double m = cols && !j->rms ? sum_of(xr, j->x->dtype, cols) / (double)cols : 0;
         double v = cols ? squared_deviation_of(xr, j->x->dtype, cols, m) / (double)cols : 0;
         double inv = 1.0 / sqrt(v + j->eps);
         normalize_row(xr, at_mut(j->y, r * cols), j->x->dtype, cols, m, inv, j->gamma, j->beta);
@@ -233,11 +234,12 @@ static void ln_rows(int64_t r0, int64_t r1, void *ctx) {
     }
 }
 
-vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
-    const vp_tensor *x = in[0], *scale = in[1], *bias = n->n_inputs > 2 ? in[2] : NULL;
-    vp_tensor *y = out[0], *mean_out = n->n_outputs > 1 ? out[1] : NULL, *inv_out = n->n_outputs > 2 ? out[2] : NULL;
-    if (vp_lin_is_narrow(x->dtype) || vp_lin_is_narrow(scale->dtype))
-        return vp_lin_run_widened(vp_cpu_layernorm, n, in, out, err);
+/* LayerNormalization, or with rms SimplifiedLayerNormalization (no bias, the statistic
+ * inv_std_var its output 1). */
+static vp_status layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int rms, vp_error *err) {
+    const vp_tensor *x = in[0], *scale = in[1], *bias = !rms && n->n_inputs > 2 ? in[2] : NULL;
+    vp_tensor *y = out[0], *mean_out = !rms && n->n_outputs > 1 ? out[1] : NULL;
+    vp_tensor *inv_out = n->n_outputs > 2 - rms ? out[2 - rms] : NULL;
     int64_t a = vp_attr_int(n, "axis", -1);
     int axis = (int)(a < 0 ? a + x->rank : a);
     double eps = vp_attr_float(n, "epsilon", 1e-5f);
@@ -247,9 +249,22 @@ vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tens
     double *gamma = broadcast_param(scale, x, axis, cols), *beta = broadcast_param(bias, x, axis, cols);
     vp_status s = VP_OK;
     if (!gamma || !beta) s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
-    ln_job j = {x, y, mean_out, inv_out, cols, eps, gamma, beta};
+    ln_job j = {x, y, mean_out, inv_out, cols, eps, gamma, beta, rms};
     if (!s) vp_par_for(rows, 4 * cols, ln_rows, &j);
     free(gamma);
     free(beta);
     return s;
+}
+
+vp_status vp_cpu_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype) || vp_lin_is_narrow(in[1]->dtype))
+        return vp_lin_run_widened(vp_cpu_layernorm, n, in, out, err);
+    return layernorm(n, in, out, 0, err);
+}
+
+vp_status vp_cpu_simplified_layernorm(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                      vp_error *err) {
+    if (vp_lin_is_narrow(in[0]->dtype) || vp_lin_is_narrow(in[1]->dtype))
+        return vp_lin_run_widened(vp_cpu_simplified_layernorm, n, in, out, err);
+    return layernorm(n, in, out, 1, err);
 }

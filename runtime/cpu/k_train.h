@@ -34,6 +34,7 @@ VP_TRAIN_KERNEL(vp_cpu_log_softmax_grad); /* LogSoftmaxGrad and LogSoftmaxGrad_1
 VP_TRAIN_KERNEL(vp_cpu_dropout_grad);
 
 VP_TRAIN_KERNEL(vp_cpu_layernorm_grad);
+VP_TRAIN_KERNEL(vp_cpu_simplified_layernorm_grad); /* (dY, X, scale, inv_std_var) -> dX, dscale */
 VP_TRAIN_KERNEL(vp_cpu_batchnorm_internal);
 VP_TRAIN_KERNEL(vp_cpu_batchnorm_grad);
 

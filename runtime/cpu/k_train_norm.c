@@ -51,13 +51,13 @@ typedef struct ln_job {
         T *dx = j->dx;                                                                             \
         for (int64_t r = r0; r < r1; r++) {                                                        \
             const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
-            double m = j->mean[r], s = j->inv_std[r], sum_g = 0, sum_gx = 0;                       \
+            double m = j->mean ? j->mean[r] : 0, s = j->inv_std[r], sum_g = 0, sum_gx = 0;         \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];                       \
                 sum_g += gk;                                                                       \
                 sum_gx += gk * xh;                                                                 \
             }                                                                                      \
-            sum_g /= (double)j->len;                                                               \
+            sum_g = j->mean ? sum_g / (double)j->len : 0; /* RMSNorm: no centering term */       \
             sum_gx /= (double)j->len;                                                              \
             for (int64_t k = 0; k < j->len; k++) {                                                 \
                 double xh = (xr[k] - m) * s;                                                       \
@@ -72,7 +72,7 @@ typedef struct ln_job {
         for (int64_t k = k0; k < k1; k++) j->dscale[k] = j->dbias[k] = 0;                          \
         for (int64_t r = 0; r < j->rows; r++) {                                                    \
             const T *dyr = dy + r * j->len, *xr = x + r * j->len;                                  \
-            double m = j->mean[r], s = j->inv_std[r];                                              \
+            double m = j->mean ? j->mean[r] : 0, s = j->inv_std[r];                                \
             for (int64_t k = k0; k < k1; k++) {                                                    \
                 double xh = (xr[k] - m) * s;                                                       \
                 j->dscale[k] += dyr[k] * xh;                                                       \
@@ -96,7 +96,7 @@ static void ln_dx_f32_lanes(int64_t r0, int64_t r1, void *ctx) {
     for (int64_t r = r0; r < r1; r++) {
         const float *dyr = dy + r * len, *xr = x + r * len;
         float *dxr = dx + r * len;
-        double m = j->mean[r], s = j->inv_std[r], a[LN_LANES] = {0}, b[LN_LANES] = {0};
+        double m = j->mean ? j->mean[r] : 0, s = j->inv_std[r], a[LN_LANES] = {0}, b[LN_LANES] = {0};
         int64_t k = 0;
         for (; k + LN_LANES <= len; k += LN_LANES) {
             _Pragma("omp simd")
@@ -113,7 +113,7 @@ static void ln_dx_f32_lanes(int64_t r0, int64_t r1, void *ctx) {
         }
         double sum_g = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
         double sum_gx = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
-        sum_g /= (double)len;
+        sum_g = j->mean ? sum_g / (double)len : 0; /* RMSNorm: no centering term */
         sum_gx /= (double)len;
         _Pragma("omp simd")
         for (k = 0; k < len; k++) {
@@ -132,7 +132,7 @@ static void ln_dparams_f32_cols(int64_t k0, int64_t k1, void *ctx) {
     for (int64_t k = k0; k < k1; k++) ds[k] = db[k] = 0;
     for (int64_t r = 0; r < j->rows; r++) {
         const float *dyr = dy + r * j->len, *xr = x + r * j->len;
-        double m = j->mean[r], s = j->inv_std[r];
+        double m = j->mean ? j->mean[r] : 0, s = j->inv_std[r];
         _Pragma("omp simd")
         for (int64_t k = k0; k < k1; k++) {
             double xh = (xr[k] - m) * s;
@@ -142,15 +142,18 @@ static void ln_dparams_f32_cols(int64_t k0, int64_t k1, void *ctx) {
     }
 }
 
-VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
+/* LayerNormalizationGrad, or with rms SimplifiedLayerNormalizationGrad (inputs dY, X,
+ * scale, inv_std_var; outputs dX, dscale): the same sums with the mean 0 and no
+ * centering term. */
+static vp_status layernorm_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, int rms,
+                                vp_error *err) {
     const vp_tensor *dy = in[0], *x = in[1], *scale = in[2];
-    if (vp_lin_is_narrow(x->dtype)) return vp_lin_run_widened(vp_cpu_layernorm_grad, n, in, out, err);
     ln_job j = {1, vp_tensor_numel(scale), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     j.rows = j.len ? vp_tensor_numel(x) / j.len : 0;
-    double *mean = load_doubles(in[3]), *inv = load_doubles(in[4]);
+    double *mean = rms ? NULL : load_doubles(in[3]), *inv = load_doubles(in[rms ? 3 : 4]);
     double *acc = vp_lin_alloc(2 * j.len, sizeof *acc);
     vp_status s = VP_OK;
-    if (!mean || !inv || !acc) {
+    if ((!mean && !rms) || !inv || !acc) {
         s = vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
         goto done;
     }
@@ -172,6 +175,16 @@ done:
     free(inv);
     free(acc);
     return s;
+}
+
+VP_TRAIN_KERNEL(vp_cpu_layernorm_grad) {
+    if (vp_lin_is_narrow(in[1]->dtype)) return vp_lin_run_widened(vp_cpu_layernorm_grad, n, in, out, err);
+    return layernorm_grad(n, in, out, 0, err);
+}
+
+VP_TRAIN_KERNEL(vp_cpu_simplified_layernorm_grad) {
+    if (vp_lin_is_narrow(in[1]->dtype)) return vp_lin_run_widened(vp_cpu_simplified_layernorm_grad, n, in, out, err);
+    return layernorm_grad(n, in, out, 1, err);
 }
 
 /* ---- batch normalisation: planes of X [N, C, spatial...] ---- */

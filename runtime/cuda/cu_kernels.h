@@ -93,10 +93,12 @@ cudaError_t cu_softmax(int kind, int64_t outer, int64_t len, int64_t inner, cons
 /* kind 0: dx = y (dy - sum dy y); kind 1: dx = dy - exp(y) sum dy. */
 cudaError_t cu_softmax_grad(int kind, int64_t outer, int64_t len, int64_t inner, const float *dy, const float *y,
                             float *dx, cudaStream_t st);
-/* LayerNormalization over rows of len; scale and bias [len] (bias may be NULL); mean and
- * inv_std [rows] may be NULL.  y of dtype 1, or 10 or 16 rounded on store (a fused Cast). */
-cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, const float *x, const float *scale, const float *bias,
-                         int ydtype, void *y, float *mean, float *inv_std, cudaStream_t st);
+/* LayerNormalization over rows of len, or with rms RMSNorm (SimplifiedLayerNormalization:
+ * the mean taken as 0); scale and bias [len] (bias may be NULL); mean and inv_std [rows]
+ * may be NULL.  y of dtype 1, or 10 or 16 rounded on store (a fused Cast). */
+cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, int rms, const float *x, const float *scale,
+                         const float *bias, int ydtype, void *y, float *mean, float *inv_std, cudaStream_t st);
+/* Its gradient; mean NULL: RMSNorm's (no centering term). */
 cudaError_t cu_layernorm_grad(int64_t rows, int64_t len, const float *dy, const float *x, const float *scale,
                               const float *mean, const float *inv_std, float *dx, float *dscale, float *dbias,
                               cudaStream_t st);

@@ -218,14 +218,14 @@ extern "C" cudaError_t cu_softmax_grad(int kind, int64_t outer, int64_t len, int
 /* TY: float, or the low dtype a fused Cast stores (rounded from the float the unfused
  * kernel writes, so the bits are the Cast's). */
 template <typename TY>
-__global__ void k_layernorm(int64_t rows, int64_t len, double eps, const float *x, const float *scale,
+__global__ void k_layernorm(int64_t rows, int64_t len, double eps, int rms, const float *x, const float *scale,
                             const float *bias, TY *y, float *mean, float *inv_std) {
     int lane = threadIdx.x & 31;
     CU_FOR_ROW(r, rows) {
         const float *xr = x + r * len;
         double s = 0;
-        for (int64_t k = lane; k < len; k += 32) s += xr[k];
-        double m = len ? cu_warp_sum(s) / (double)len : 0;
+        for (int64_t k = lane; k < len && !rms; k += 32) s += xr[k];
+        double m = len && !rms ? cu_warp_sum(s) / (double)len : 0; /* RMSNorm: no centering */
         double q = 0;
         for (int64_t k = lane; k < len; k += 32) q += (xr[k] - m) * (xr[k] - m);
         double var = len ? cu_warp_sum(q) / (double)len : 0;
@@ -239,11 +239,11 @@ __global__ void k_layernorm(int64_t rows, int64_t len, double eps, const float *
     }
 }
 
-extern "C" cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, const float *x, const float *scale,
+extern "C" cudaError_t cu_layernorm(int64_t rows, int64_t len, float eps, int rms, const float *x, const float *scale,
                                     const float *bias, int ydtype, void *y, float *mean, float *inv_std, cudaStream_t st) {
     if (rows == 0) return cudaSuccess;
-    CU_FLOAT_DISPATCH(ydtype, k_layernorm<T><<<row_blocks(rows), CU_THREADS, 0, st>>>(rows, len, (double)eps, x, scale, bias,
-                                                                                      (T *)y, mean, inv_std));
+    CU_FLOAT_DISPATCH(ydtype, k_layernorm<T><<<row_blocks(rows), CU_THREADS, 0, st>>>(rows, len, (double)eps, rms, x, scale,
+                                                                                      bias, (T *)y, mean, inv_std));
     return cudaGetLastError();
 }
 
@@ -252,13 +252,13 @@ __global__ void k_layernorm_dx(int64_t rows, int64_t len, const float *dy, const
     int lane = threadIdx.x & 31;
     CU_FOR_ROW(r, rows) {
         const float *dyr = dy + r * len, *xr = x + r * len;
-        double m = mean[r], s = inv_std[r], sg = 0, sgx = 0;
+        double m = mean ? mean[r] : 0, s = inv_std[r], sg = 0, sgx = 0; /* no mean: RMSNorm */
         for (int64_t k = lane; k < len; k += 32) {
             double xh = (xr[k] - m) * s, gk = (double)dyr[k] * scale[k];
             sg += gk;
             sgx += gk * xh;
         }
-        sg = cu_warp_sum(sg) / (double)len;
+        sg = mean ? cu_warp_sum(sg) / (double)len : 0;
         sgx = cu_warp_sum(sgx) / (double)len;
         for (int64_t k = lane; k < len; k += 32) {
             double xh = (xr[k] - m) * s;
@@ -274,7 +274,7 @@ __global__ void k_layernorm_dparams(int64_t rows, int64_t len, const float *dy, 
         double a = 0, b = 0;
         for (int64_t r = 0; r < rows; r++) {
             double d = dy[r * len + k];
-            a += d * ((x[r * len + k] - (double)mean[r]) * (double)inv_std[r]);
+            a += d * ((x[r * len + k] - (mean ? (double)mean[r] : 0.0)) * (double)inv_std[r]);
             b += d;
         }
         if (dscale) dscale[k] = (float)a;

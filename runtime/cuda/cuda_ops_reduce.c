@@ -10,9 +10,12 @@
 
 /* ---- normalisation ---- */
 
+/* LayerNormalization, and com.microsoft.SimplifiedLayerNormalization (RMSNorm: no bias,
+ * its output 1 the inverse RMS). */
 static vp_status op_layernorm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
-    const vp_tensor *x = in[0], *scale = in[1], *bias = opt_in(n, in, 2);
+    int rms = !strcmp(n->op_type, "SimplifiedLayerNormalization");
+    const vp_tensor *x = in[0], *scale = in[1], *bias = rms ? NULL : opt_in(n, in, 2);
     vp_status s = vp_cuda_need_f32(n, x, 0, err);
     if (!s) s = vp_cuda_need_f32(n, scale, 1, err);
     if (!s && bias) s = vp_cuda_need_f32(n, bias, 2, err);
@@ -27,19 +30,22 @@ static vp_status op_layernorm(cuda_ctx *c, const vp_node *n, const vp_tensor *co
     vp_dtype yt = out[0]->dtype, from = VP_F32;
     if (yt != VP_F32 && (!vp_node_cast_output(n, 0, &from, NULL) || from != VP_F32 || (yt != VP_F16 && yt != VP_BF16)))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "output 0 is %s", vp_dtype_name(yt));
-    return LAUNCH(cu_layernorm(rows, len, vp_attr_float(n, "epsilon", 1e-5f), x->data, scale->data, fptr(bias), (int)yt,
-                               out[0]->data, fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
+    float *mean = rms ? NULL : fptr(opt_out(n, out, 1)), *inv = fptr(opt_out(n, out, rms ? 1 : 2));
+    return LAUNCH(cu_layernorm(rows, len, vp_attr_float(n, "epsilon", 1e-5f), rms, x->data, scale->data, fptr(bias),
+                               (int)yt, out[0]->data, mean, inv, c->stream));
 }
 
 static vp_status op_layernorm_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                    vp_error *err) {
-    const vp_tensor *dy = in[0], *x = in[1], *scale = in[2], *mean = in[3], *inv = in[4];
+    int rms = !strcmp(n->op_type, "SimplifiedLayerNormalizationGrad"); /* (dY, X, scale, inv_std_var) */
+    const vp_tensor *dy = in[0], *x = in[1], *scale = in[2], *mean = rms ? NULL : in[3], *inv = in[rms ? 3 : 4];
     vp_status s = vp_cuda_need_f32(n, dy, 0, err);
-    for (int k = 1; k < 5 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    for (int k = 1; k < 5 - rms && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
     if (s) return s;
     int64_t len = vp_tensor_numel(scale), rows = len ? vp_tensor_numel(x) / len : 0;
-    return LAUNCH(cu_layernorm_grad(rows, len, dy->data, x->data, scale->data, mean->data, inv->data,
-                                    fptr(opt_out(n, out, 0)), fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), c->stream));
+    return LAUNCH(cu_layernorm_grad(rows, len, dy->data, x->data, scale->data, mean ? mean->data : NULL, inv->data,
+                                    fptr(opt_out(n, out, 0)), fptr(opt_out(n, out, 1)),
+                                    rms ? NULL : fptr(opt_out(n, out, 2)), c->stream));
 }
 
 static vp_status op_batchnorm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
@@ -229,6 +235,8 @@ const cuda_op vp_cuda_ops_reduce[] = {
     {"SoftmaxGrad", "com.microsoft", op_softmax_grad}, {"SoftmaxGrad_13", "com.microsoft", op_softmax_grad},
     {"LogSoftmaxGrad", "com.microsoft", op_softmax_grad}, {"LogSoftmaxGrad_13", "com.microsoft", op_softmax_grad},
     {"LayerNormalizationGrad", "com.microsoft", op_layernorm_grad},
+    {"SimplifiedLayerNormalization", "com.microsoft", op_layernorm},
+    {"SimplifiedLayerNormalizationGrad", "com.microsoft", op_layernorm_grad},
     {"BatchNormInternal", "com.microsoft", op_batchnorm},
     {"BatchNormalizationGrad", "com.microsoft", op_batchnorm_grad},
     {"SoftmaxCrossEntropyLossGrad", "com.microsoft", op_sce_loss_grad},

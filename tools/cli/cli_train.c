@@ -204,6 +204,7 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
         const char *what;
     } parts[] = {{t->n_attention, "attention"},
                  {t->fused.layer_norm, "LayerNormalization"},
+                 {t->fused.rms_norm, "RMSNorm"},
                  {t->fused.gelu, "Gelu"},
                  {t->fused.fast_gelu, "FastGelu"},
                  {t->fused.matmul_t, "MatMul of a transposed weight"},
