@@ -67,7 +67,8 @@ done
 # SiLU (Mul(x, Sigmoid(x))) as ONNX's Swish, and swish(G) U into the down projection: the
 # gated MLP keeps G and U alone for its backward; RMSNorm (Pow, ReduceMean, Add, Sqrt,
 # Reciprocal, Mul, Mul) as SimplifiedLayerNormalization, keeping x, not x / rms too
-expect 0 "fused 2 attention, 5 RMSNorm, 15 MatMul of a transposed weight, 2 SiLU (Swish), 2 SwiGLU into its MatMul" -- \
+# K and V of 2 key/value heads read as they are by the 4 query heads, not repeated (GQA)
+expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated, 5 RMSNorm, 15 MatMul of a transposed weight, 2 SiLU (Swish), 2 SwiGLU into its MatMul" -- \
     "$tool" train "$kit/llama/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/llama"
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had

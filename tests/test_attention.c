@@ -53,18 +53,20 @@ typedef struct att_case {
     int64_t mask[4];
     int lse_out;   /* the node declares output 1 */
     int bshd;      /* attribute y_bshd: Y laid out [B, S, H, Dv] */
+    int64_t hk;    /* key/value heads (grouped-query attention); 0: h */
 } att_case;
 
 static void case_attention(const att_case *a) {
     gc_case k;
-    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld S%lld T%lld D%lld Dv%lld%s%s", a->what, (long long)a->b,
-                  (long long)a->h, (long long)a->s, (long long)a->t, (long long)a->d, (long long)a->dv,
+    int64_t hk = a->hk ? a->hk : a->h;
+    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld Hk%lld S%lld T%lld D%lld Dv%lld%s%s", a->what, (long long)a->b,
+                  (long long)a->h, (long long)hk, (long long)a->s, (long long)a->t, (long long)a->d, (long long)a->dv,
                   a->causal ? " causal" : "", a->bshd ? " y_bshd" : ""))
         return;
     int in[4];
     in[0] = gc_param(&k, UNI, DIMS(a->b, a->h, a->s, a->d));
-    in[1] = gc_param(&k, UNI, DIMS(a->b, a->h, a->t, a->d));
-    in[2] = gc_param(&k, UNI, DIMS(a->b, a->h, a->t, a->dv));
+    in[1] = gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->d));
+    in[2] = gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->dv));
     if (a->mask_rank) in[3] = gc_const(&k, UNI, a->mask_rank, a->mask);
     int out[2];
     int n = gc_node(&k, "Attention", "vplan", a->mask_rank ? 4 : 3, in, a->lse_out ? 2 : 1, out);
@@ -77,19 +79,22 @@ static void case_attention(const att_case *a) {
 
 static void gradient_cases(void) {
     static const att_case cases[] = {
-        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0},
-        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0},
-        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0},
-        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0},
-        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0},
-        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0},
-        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0},
-        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0},
-        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0},
-        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0},
-        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1},
-        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1},
-        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1},
+        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0, 0},
+        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0, 0},
+        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0, 0},
+        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0, 0},
+        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0, 0},
+        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0, 0},
+        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0, 0},
+        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0, 0},
+        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0, 0},
+        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0, 0},
+        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1, 0},
+        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1, 0},
+        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1, 0},
+        {"grouped-query", 2, 4, 5, 5, 3, 2, 0, 0, {0}, 1, 0, 2},
+        {"grouped-query causal, heads merged, mask [B,H,S,T]", 2, 6, 4, 4, 3, 3, 1, 4, {2, 6, 4, 4}, 1, 1, 2},
+        {"multi-query, rows past one block", 1, 3, 70, 9, 2, 2, 1, 0, {0}, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) case_attention(&cases[i]);
     gc_case k;

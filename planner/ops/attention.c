@@ -1,6 +1,8 @@
 /* The attention family: one fused attention op and its gradient (domain "vplan").
  *
- *   Attention(Q [B,H,S,D], K [B,H,T,D], V [B,H,T,Dv], [mask]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
+ *   Attention(Q [B,H,S,D], K [B,Hk,T,D], V [B,Hk,T,Dv], [mask]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
+ *       Hk divides H: grouped-query attention, query head h reading key/value head
+ *       h / (H / Hk) (Hk = H: one each), so K and V are never repeated to H heads
  *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0), y_bshd (int,
  *       default 0: Y is [B,S,H,Dv] where 1, the heads merged as the output projection
  *       reads them, so no transposed copy of Y is kept beside it; dY likewise)
@@ -13,7 +15,8 @@
  *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV (each optional), same attrs
  *       P  = exp(A - LSE)                       (recomputed, never read from memory)
  *       D_i = sum_d dY_id Y_id,  dS = P * (dY V^T - D)
- *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY
+ *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY  (dK, dV summed over the
+ *                                                         query heads of a group)
  *
  * This is FlashAttention's split of the work (Dao et al. 2022): the forward keeps Y and
  * the row log-sum-exp, so the backward never needs the a*s*s probabilities that the
@@ -50,10 +53,11 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
         return vp_node_fail(err, VP_ERR_INVALID, n, "Q, K and V must share a dtype (%s, %s, %s)", vp_dtype_name(vq->dtype),
                             vp_dtype_name(vk->dtype), vp_dtype_name(vv->dtype));
     if (vq->rank != 4) return fail_dims(n, "Q must be [B, H, S, D]", vq, err);
-    if (vk->rank != 4 || vk->dims[0] != vq->dims[0] || vk->dims[1] != vq->dims[1] || vk->dims[3] != vq->dims[3])
-        return fail_dims(n, "K must be [B, H, T, D] with Q's B, H and D", vk, err);
-    if (vv->rank != 4 || vv->dims[0] != vq->dims[0] || vv->dims[1] != vq->dims[1] || vv->dims[2] != vk->dims[2])
-        return fail_dims(n, "V must be [B, H, T, Dv] with K's B, H and T", vv, err);
+    if (vk->rank != 4 || vk->dims[0] != vq->dims[0] || vk->dims[1] < 1 || vq->dims[1] % vk->dims[1] ||
+        vk->dims[3] != vq->dims[3])
+        return fail_dims(n, "K must be [B, Hk, T, D] with Q's B and D and Hk dividing Q's H", vk, err);
+    if (vv->rank != 4 || vv->dims[0] != vq->dims[0] || vv->dims[1] != vk->dims[1] || vv->dims[2] != vk->dims[2])
+        return fail_dims(n, "V must be [B, Hk, T, Dv] with K's B, Hk and T", vv, err);
     const vp_value *mask = vp_shape_in(g, n, m);
     if (mask) {
         if (mask->dtype != vq->dtype)

@@ -239,6 +239,17 @@ void vp_red_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64
     *len = dims[axis];
 }
 
+int vp_node_axes(const vp_graph *g, const vp_node *n, const int64_t **axes) {
+    *axes = NULL;
+    if (n->n_inputs > 1 && n->inputs[1] >= 0) {
+        const vp_value *a = &g->values[n->inputs[1]];
+        if (!a->data || a->dtype != VP_I64 || a->rank != 1) return -1;
+        *axes = a->data;
+        return (int)a->dims[0];
+    }
+    return vp_attr_ints(n, "axes", axes);
+}
+
 vp_status vp_reduce_axes_mask(const vp_node *n, int rank, const int64_t *axes, int n_axes, unsigned *mask,
                               vp_error *err) {
     *mask = 0;

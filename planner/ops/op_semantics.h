@@ -84,6 +84,11 @@ int vp_batchnorm_is_per_activation(const vp_node *n);
 /* Views dims as [outer, dims[axis], inner]. */
 void vp_red_split(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *len, int64_t *inner);
 
+/* The axes a node takes as its attribute "axes" (older opsets) or as its input 1 (a
+ * constant int64 vector: Unsqueeze, Squeeze from 13, Reduce* from 18): their count, and
+ * *axes pointing at them; -1 when input 1 is given but not a known constant. */
+int vp_node_axes(const vp_graph *g, const vp_node *n, const int64_t **axes);
+
 /* Which axes a Reduce* node reduces: bit d of *mask is set when axis d is.  axes are
  * the node's axes (from the attribute or the axes input), n_axes 0 when none were
  * given, which means every axis, or none under noop_with_empty_axes.  Fails naming the

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/op_semantics.h"
+
 #include "ir/infer.h"
 #include "ir/op_registry.h"
 #include "parallel/tp_internal.h"
@@ -37,16 +39,8 @@ static int is_op(const vp_node *n, const char *domain, const char *op) {
  * hidden size, as torch 2.x writes it), with its axes known. */
 static int reduces_within_tokens(const vp_graph *g, const vp_node *n) {
     if (strcmp(n->op_type, "ReduceMean") && strcmp(n->op_type, "ReduceSum")) return 0;
-    const int64_t *axes = NULL;
-    int count = 0;
-    if (n->n_inputs > 1 && n->inputs[1] >= 0) {
-        const vp_value *a = &g->values[n->inputs[1]];
-        if (!a->data || a->dtype != VP_I64 || a->rank != 1) return 0;
-        axes = a->data;
-        count = (int)a->dims[0];
-    } else {
-        count = vp_attr_ints(n, "axes", &axes);
-    }
+    const int64_t *axes;
+    int count = vp_node_axes(g, n, &axes);
     if (!axes || count <= 0) return 0;
     int rank = g->values[n->inputs[0]].rank;
     for (int k = 0; k < count; k++)

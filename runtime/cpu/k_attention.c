@@ -7,7 +7,10 @@
  *             dS = P * (dP - D), dQ_blk = scale dS K, dK += scale dS^T Q_blk,
  *             dV += P^T dY_blk.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd: the same rows at another
- * stride, so the two layouts give the same bits.
+ * stride, so the two layouts give the same bits.  K and V have Hk heads (grouped-query
+ * attention: Hk divides H, head h reads key/value head h / (H / Hk)); the backward's
+ * unit of work is a key/value head with its group of query heads, in head order, so
+ * dK and dV sum over the group on one thread in a fixed order.
  * Under causal, a block only looks at the columns j < i0 + r (the rest are masked for
  * every row of it), so the causal forward and backward do about half the work.
  *
@@ -36,6 +39,7 @@ typedef struct geom {
     vp_dtype dt;
     size_t es;               /* bytes per element of dt */
     int64_t B, H, S, T, D, Dv;
+    int64_t Hk, rep;         /* key/value heads, query heads per key/value head */
     double scale;
     int causal;
     int bshd;                /* Y and dY [B, S, H, Dv] (attribute y_bshd) */
@@ -57,6 +61,8 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->S = q->dims[2];
     g->D = q->dims[3];
     g->T = k->dims[2];
+    g->Hk = k->dims[1] ? k->dims[1] : 1;
+    g->rep = g->H / g->Hk ? g->H / g->Hk : 1;
     g->Dv = v->dims[3];
     g->scale = vp_attr_float(n, "scale", g->D ? (float)(1.0 / sqrt((double)g->D)) : 1.0f);
     g->causal = vp_attr_int(n, "causal", 0) != 0;
@@ -65,6 +71,9 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
 }
+
+/* The key/value pair (b, h / rep) that query pair (b, h) reads, as an index over B * Hk. */
+static int64_t kv_pair(const geom *g, int64_t b, int64_t h) { return b * g->Hk + h / g->rep; }
 
 /* Element offset of row i of pair (b, h) in Y and dY. */
 static int64_t y_row(const geom *g, int64_t b, int64_t h, int64_t i) {
@@ -112,7 +121,7 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
                              const void *q, const void *k, void *sc, const void *lse_in, void *lse_out, vp_error *err) {
     int64_t bh = b * g->H + h;
     vp_status s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->D, g->scale, at(q, g, (bh * g->S + i0) * g->D), g->D,
-                              at(k, g, bh * g->T * g->D), g->D, 0.0, sc, g->T, err);
+                              at(k, g, kv_pair(g, b, h) * g->T * g->D), g->D, 0.0, sc, g->T, err);
     if (s) return s;
     vp_dtype lt = g->dt == VP_F64 ? VP_F64 : VP_F32;
     if (g->dt == VP_F32) {
@@ -160,11 +169,12 @@ static void job_fail(job *j, vp_status s, const vp_error *e) {
     if (atomic_compare_exchange_strong(&j->failed, &none, (int)s) && j->err) *j->err = *e;
 }
 
-/* Runs pairs [0, B*H) through body: split among the threads on the fast path, in order
- * on this thread on the reference path.  Returns the first failure. */
+/* Runs units [0, B*Hk) (a key/value pair and its group of query heads) through body:
+ * split among the threads on the fast path, in order on this thread on the reference
+ * path.  Returns the first failure. */
 static vp_status job_run(job *j, vp_par_body body) {
-    int64_t pairs = j->g.B * j->g.H;
-    int64_t cost = (j->g.S * j->g.T + 1) * (j->g.D + j->g.Dv + 1);
+    int64_t pairs = j->g.B * j->g.Hk;
+    int64_t cost = (j->g.S * j->g.T + 1) * (j->g.D + j->g.Dv + 1) * j->g.rep;
     if (j->fast) vp_par_for(pairs, cost, body, j);
     else body(0, pairs, j);
     return (vp_status)atomic_load(&j->failed);
@@ -179,7 +189,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
     if (!j->lse_out) own_lse = vp_lin_alloc(g->S ? g->S : 1, sizeof(double)); /* one pair's rows at a time */
     vp_status s = !sc || (!j->lse_out && !own_lse) ? vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch")
                                                    : VP_OK;
-    for (int64_t bh = lo; bh < hi && !s && !atomic_load(&j->failed); bh++) {
+    for (int64_t bh = lo * g->rep; bh < hi * g->rep && !s && !atomic_load(&j->failed); bh++) {
         int64_t b = bh / g->H, h = bh % g->H;
         size_t lsz = g->dt == VP_F64 ? 8 : 4;
         void *lse_out = j->lse_out ? (char *)j->lse_out->data + (size_t)(bh * g->S) * lsz : own_lse;
@@ -187,7 +197,8 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
             s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, lse_out, &e);
             if (!s)
-                s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T, at(j->v->data, g, bh * g->T * g->Dv), g->Dv,
+                s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T,
+                                at(j->v->data, g, kv_pair(g, b, h) * g->T * g->Dv), g->Dv,
                                 0.0, (char *)j->out0->data + (size_t)y_row(g, b, h, i0) * g->es, g->yld, &e);
         }
     }
@@ -231,9 +242,9 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     const vp_node *n = j->n;
     const void *dyd = j->dy->data, *yd = j->y->data;
     vp_tensor *dq = j->out0, *dk = j->dk, *dv = j->dv;
-    for (int64_t bh = lo; bh < hi && !s && !atomic_load(&j->failed); bh++) {
-        int64_t b = bh / g->H, h = bh % g->H;
-        const void *kb = at(j->k->data, g, bh * g->T * g->D), *vb = at(j->v->data, g, bh * g->T * g->Dv);
+    for (int64_t bh = lo * g->rep; bh < hi * g->rep && !s && !atomic_load(&j->failed); bh++) {
+        int64_t b = bh / g->H, h = bh % g->H, kv = kv_pair(g, b, h);
+        const void *kb = at(j->k->data, g, kv * g->T * g->D), *vb = at(j->v->data, g, kv * g->T * g->Dv);
         const void *lse_in = (const char *)j->lse->data + (size_t)(bh * g->S) * vp_dtype_size(j->lse->dtype);
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
@@ -255,10 +266,10 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
                                 (char *)dq->data + (size_t)qo * g->es, g->D, &e);
             if (!s && dk)
                 s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->D, r, g->scale, ds, g->T, at(j->q->data, g, qo), g->D, 1.0,
-                                (char *)dk->data + (size_t)(bh * g->T * g->D) * g->es, g->D, &e);
+                                (char *)dk->data + (size_t)(kv * g->T * g->D) * g->es, g->D, &e);
             if (!s && dv)
                 s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->Dv, r, 1.0, p, g->T, at(dyd, g, yo), g->yld, 1.0,
-                                (char *)dv->data + (size_t)(bh * g->T * g->Dv) * g->es, g->Dv, &e);
+                                (char *)dv->data + (size_t)(kv * g->T * g->Dv) * g->es, g->Dv, &e);
         }
     }
     if (s) job_fail(j, s, &e);

@@ -16,6 +16,8 @@
  *             ds_ij and p_ij in shared memory, dK_j += scale ds^T Q, dV_j += p^T dY,
  *             threads split over D and Dv.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
+ * K and V have Hk heads (grouped-query attention): query head h reads key/value head
+ * h / (H / Hk), and a dK, dV block sums over its group's query heads in head order.
  * Every sum runs in a fixed order (no atomics), so a run repeats bit for bit; each
  * block's accumulators live in dynamic shared memory (D + Dv floats). */
 #include <math.h>
@@ -26,6 +28,7 @@
 
 struct att_geom {
     int64_t H, S, T, D, Dv;
+    int64_t Hk, rep; /* key/value heads, query heads per key/value head */
     float scale;
     int causal;
     int bshd; /* Y and dY [B, S, H, Dv] */
@@ -83,7 +86,8 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
     __shared__ float p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        const T *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        int64_t kv = b * g.Hk + h / g.rep;
+        const T *qi = q + r * g.D, *kb = k + kv * g.T * g.D, *vb = v + kv * g.T * g.Dv;
         double m = -INFINITY;
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)score(g, qi, kb, b, h, i, j));
         m = block_max(m);
@@ -117,7 +121,8 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
     __shared__ float ds[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        const T *qi = q + r * g.D, *kb = k + bh * g.T * g.D, *vb = v + bh * g.T * g.Dv;
+        int64_t kv = b * g.Hk + h / g.rep;
+        const T *qi = q + r * g.D, *kb = k + kv * g.T * g.D, *vb = v + kv * g.T * g.Dv;
         const T *dyi = dy + y_row(g, b, h, i), *yi = y + y_row(g, b, h, i);
         double di = 0;
         for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)cu_ld(dyi, c) * cu_ld(yi, c);
@@ -151,12 +156,15 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
     extern __shared__ float acc[]; /* D accumulators of dK, then Dv of dV */
     __shared__ float ds[CU_THREADS], p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
-        int64_t bh = r / g.T, j = r % g.T, b = bh / g.H, h = bh % g.H;
-        const T *kb = k + bh * g.T * g.D, *vj = v + r * g.Dv, *qb = q + bh * g.S * g.D;
-        const float *lb = lse + bh * g.S;
+        int64_t kv = r / g.T, j = r % g.T, b = kv / g.Hk;
+        const T *kb = k + kv * g.T * g.D, *vj = v + r * g.Dv;
         int64_t i_first = g.causal ? j : 0; /* rows i < j do not see column j */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) acc[d] = 0;
+        for (int64_t h = (kv % g.Hk) * g.rep; h < (kv % g.Hk + 1) * g.rep; h++) /* the group's query heads */
         for (int64_t i0 = i_first; i0 < g.S; i0 += blockDim.x) {
+            int64_t bh = b * g.H + h;
+            const T *qb = q + bh * g.S * g.D;
+            const float *lb = lse + bh * g.S;
             int64_t i = i0 + threadIdx.x;
             __syncthreads();
             if (i < g.S) {
@@ -194,6 +202,8 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.T = s->T;
     g.D = s->D;
     g.Dv = s->Dv;
+    g.Hk = s->Hk > 0 ? s->Hk : s->H;
+    g.rep = g.Hk > 0 && s->H / g.Hk > 0 ? s->H / g.Hk : 1;
     g.scale = s->scale;
     g.causal = s->causal;
     g.bshd = s->y_bshd;
@@ -220,7 +230,7 @@ static cudaError_t attention(const cu_attention_shape *s, const T *q, const T *k
 template <typename T>
 static cudaError_t attention_grad(const cu_attention_shape *s, const T *dy, const T *q, const T *k, const T *v,
                                   const T *y, const float *lse, T *dq, T *dk, T *dv, cudaStream_t st) {
-    int64_t rows = s->B * s->H * s->S, keys = s->B * s->H * s->T;
+    int64_t rows = s->B * s->H * s->S, keys = s->B * (s->Hk > 0 ? s->Hk : s->H) * s->T;
     att_geom g = geom_of(s);
     if (dq && rows)
         k_attention_dq<T><<<grid_of(rows), CU_THREADS, (size_t)(s->D ? s->D : 1) * sizeof(float), st>>>(g, rows, dy, q,

@@ -12,10 +12,12 @@
 extern "C" {
 #endif
 
-/* Q [B,H,S,D], K [B,H,T,D], V [B,H,T,Dv], contiguous; the mask (NULL: none) read at
- * b*s0 + h*s1 + i*s2 + j*s3, strides 0 where it is broadcast. */
+/* Q [B,H,S,D], K [B,Hk,T,D], V [B,Hk,T,Dv] (Hk divides H; 0 reads as H), contiguous;
+ * the mask (NULL: none) read at b*s0 + h*s1 + i*s2 + j*s3, strides 0 where it is
+ * broadcast. */
 typedef struct cu_attention_shape {
     int64_t B, H, S, T, D, Dv;
+    int64_t Hk;
     float scale;
     int causal;
     int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */

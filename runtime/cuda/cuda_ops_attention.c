@@ -9,6 +9,7 @@ static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, c
                      const vp_tensor *mask, cu_attention_shape *s) {
     s->B = q->dims[0];
     s->H = q->dims[1];
+    s->Hk = k->dims[1];
     s->S = q->dims[2];
     s->D = q->dims[3];
     s->T = k->dims[2];
