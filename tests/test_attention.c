@@ -5,7 +5,8 @@
  *              float64, then float32, float16 and bfloat16 against float64 twins
  *              (tests/gradcheck_harness.c): causal, additive masks of several
  *              broadcast shapes, S != T both ways, Dv != D, the LSE output omitted,
- *              Y in the heads-merged layout [B, S, H, Dv] (y_bshd).
+ *              Y in the heads-merged layout [B, S, H, Dv] (y_bshd), Q, K, V as the
+ *              projections write them (q_bshd, kv_bshd), grouped- and multi-query K, V.
  *   refusals   a mask that depends on a parameter is refused, never differentiated.
  *   masks      the kernel's explicit mask path: a causal -inf mask against causal=1, a
  *              mask one entry off changes one row; at plan time, nanoGPT's mask (a
@@ -54,19 +55,21 @@ typedef struct att_case {
     int lse_out;   /* the node declares output 1 */
     int bshd;      /* attribute y_bshd: Y laid out [B, S, H, Dv] */
     int64_t hk;    /* key/value heads (grouped-query attention); 0: h */
+    int in_bshd;   /* bit 0: Q [B, S, H, D] (q_bshd); bit 1: K, V [B, T, Hk, D] (kv_bshd) */
 } att_case;
 
 static void case_attention(const att_case *a) {
     gc_case k;
     int64_t hk = a->hk ? a->hk : a->h;
-    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld Hk%lld S%lld T%lld D%lld Dv%lld%s%s", a->what, (long long)a->b,
+    int qb = a->in_bshd & 1, kvb = (a->in_bshd & 2) != 0;
+    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld Hk%lld S%lld T%lld D%lld Dv%lld%s%s%s%s", a->what, (long long)a->b,
                   (long long)a->h, (long long)hk, (long long)a->s, (long long)a->t, (long long)a->d, (long long)a->dv,
-                  a->causal ? " causal" : "", a->bshd ? " y_bshd" : ""))
+                  a->causal ? " causal" : "", a->bshd ? " y_bshd" : "", qb ? " q_bshd" : "", kvb ? " kv_bshd" : ""))
         return;
     int in[4];
-    in[0] = gc_param(&k, UNI, DIMS(a->b, a->h, a->s, a->d));
-    in[1] = gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->d));
-    in[2] = gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->dv));
+    in[0] = qb ? gc_param(&k, UNI, DIMS(a->b, a->s, a->h, a->d)) : gc_param(&k, UNI, DIMS(a->b, a->h, a->s, a->d));
+    in[1] = kvb ? gc_param(&k, UNI, DIMS(a->b, a->t, hk, a->d)) : gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->d));
+    in[2] = kvb ? gc_param(&k, UNI, DIMS(a->b, a->t, hk, a->dv)) : gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->dv));
     if (a->mask_rank) in[3] = gc_const(&k, UNI, a->mask_rank, a->mask);
     int out[2];
     int n = gc_node(&k, "Attention", "vplan", a->mask_rank ? 4 : 3, in, a->lse_out ? 2 : 1, out);
@@ -74,27 +77,32 @@ static void case_attention(const att_case *a) {
     attr_f(&k, n, "scale", 0.7);
     if (a->causal) attr_i(&k, n, "causal", 1);
     if (a->bshd) attr_i(&k, n, "y_bshd", 1);
+    if (qb) attr_i(&k, n, "q_bshd", 1);
+    if (kvb) attr_i(&k, n, "kv_bshd", 1);
     gc_run(&k);
 }
 
 static void gradient_cases(void) {
     static const att_case cases[] = {
-        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0, 0},
-        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0, 0},
-        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0, 0},
-        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0, 0},
-        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0, 0},
-        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0, 0},
-        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0, 0},
-        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0, 0},
-        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0, 0},
-        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0, 0},
-        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1, 0},
-        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1, 0},
-        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1, 0},
-        {"grouped-query", 2, 4, 5, 5, 3, 2, 0, 0, {0}, 1, 0, 2},
-        {"grouped-query causal, heads merged, mask [B,H,S,T]", 2, 6, 4, 4, 3, 3, 1, 4, {2, 6, 4, 4}, 1, 1, 2},
-        {"multi-query, rows past one block", 1, 3, 70, 9, 2, 2, 1, 0, {0}, 0, 0, 1},
+        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0, 0, 0},
+        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0, 0, 0},
+        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0, 0, 0},
+        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0, 0, 0},
+        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0, 0, 0},
+        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0, 0, 0},
+        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0, 0, 0},
+        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0, 0, 0},
+        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0, 0, 0},
+        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0, 0, 0},
+        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1, 0, 0},
+        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1, 0, 0},
+        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1, 0, 0},
+        {"grouped-query", 2, 4, 5, 5, 3, 2, 0, 0, {0}, 1, 0, 2, 0},
+        {"grouped-query causal, heads merged, mask [B,H,S,T]", 2, 6, 4, 4, 3, 3, 1, 4, {2, 6, 4, 4}, 1, 1, 2, 0},
+        {"multi-query, rows past one block", 1, 3, 70, 9, 2, 2, 1, 0, {0}, 0, 0, 1, 0},
+        {"inputs as projected", 2, 3, 4, 5, 3, 2, 0, 4, {2, 1, 1, 5}, 1, 1, 0, 3},
+        {"Q as projected, grouped-query causal", 2, 4, 5, 5, 3, 3, 1, 0, {0}, 1, 0, 2, 1},
+        {"K, V as projected, rows past one block", 1, 2, 70, 9, 2, 3, 1, 0, {0}, 0, 1, 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) case_attention(&cases[i]);
     gc_case k;

@@ -5,7 +5,10 @@
  *       h / (H / Hk) (Hk = H: one each), so K and V are never repeated to H heads
  *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0), y_bshd (int,
  *       default 0: Y is [B,S,H,Dv] where 1, the heads merged as the output projection
- *       reads them, so no transposed copy of Y is kept beside it; dY likewise)
+ *       reads them, so no transposed copy of Y is kept beside it; dY likewise),
+ *       q_bshd and kv_bshd (int, default 0: Q is [B,S,H,D], and K, V [B,T,Hk,D|Dv],
+ *       where 1, as the projections write them, so the head transposes before the
+ *       attention are never copied; their gradients in the same layout)
  *       A    = scale * Q K^T + mask             (mask additive, broadcast to [B,H,S,T])
  *       A_ij = -inf where causal and j > i      (top-left aligned, as torch's
  *                                                tril(ones(S, T)) and is_causal)
@@ -43,19 +46,38 @@ static vp_status fail_dims(const vp_node *n, const char *what, const vp_value *v
                         what);
 }
 
+/* v's dims as [B, heads, length, depth], from [B, length, heads, depth] when bshd. */
+static vp_value heads_first(const vp_value *v, int bshd) {
+    vp_value l = *v;
+    if (bshd && l.rank == 4) {
+        l.dims[1] = v->dims[2];
+        l.dims[2] = v->dims[1];
+    }
+    return l;
+}
+
+/* Q's [B, H, S, D] whatever its layout. */
+static vp_value q_logical(vp_graph *g, const vp_node *n, int q) {
+    return heads_first(vp_shape_in(g, n, q), vp_attr_int(n, "q_bshd", 0) != 0);
+}
+
 /* Q, K, V (inputs q, q+1, q+2) and the optional mask (input m): ranks, dtypes and
  * dims agree; *dt is their dtype. */
 static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype *dt, vp_error *err) {
-    const vp_value *vq = vp_shape_in(g, n, q), *vk = vp_shape_in(g, n, q + 1), *vv = vp_shape_in(g, n, q + 2);
+    int kv_bshd = vp_attr_int(n, "kv_bshd", 0) != 0;
+    vp_value lq = q_logical(g, n, q), lk = heads_first(vp_shape_in(g, n, q + 1), kv_bshd),
+             lv = heads_first(vp_shape_in(g, n, q + 2), kv_bshd);
+    const vp_value *vq = &lq, *vk = &lk, *vv = &lv;
     vp_status s = vp_shape_check_dtype(n, q, vq->dtype, vp_float_types, 4, err);
     if (s) return s;
     if (vk->dtype != vq->dtype || vv->dtype != vq->dtype)
         return vp_node_fail(err, VP_ERR_INVALID, n, "Q, K and V must share a dtype (%s, %s, %s)", vp_dtype_name(vq->dtype),
                             vp_dtype_name(vk->dtype), vp_dtype_name(vv->dtype));
-    if (vq->rank != 4) return fail_dims(n, "Q must be [B, H, S, D]", vq, err);
+    if (vq->rank != 4) return fail_dims(n, "Q must be [B, H, S, D] ([B, S, H, D] under q_bshd)", vq, err);
     if (vk->rank != 4 || vk->dims[0] != vq->dims[0] || vk->dims[1] < 1 || vq->dims[1] % vk->dims[1] ||
         vk->dims[3] != vq->dims[3])
-        return fail_dims(n, "K must be [B, Hk, T, D] with Q's B and D and Hk dividing Q's H", vk, err);
+        return fail_dims(n, "K must be [B, Hk, T, D] ([B, T, Hk, D] under kv_bshd) with Q's B and D, Hk dividing H", vk,
+                         err);
     if (vv->rank != 4 || vv->dims[0] != vq->dims[0] || vv->dims[1] != vk->dims[1] || vv->dims[2] != vk->dims[2])
         return fail_dims(n, "V must be [B, Hk, T, Dv] with K's B, Hk and T", vv, err);
     const vp_value *mask = vp_shape_in(g, n, m);
@@ -93,7 +115,8 @@ static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 3, 4, 1, 2, err);
     if (!s) s = check_qkv(g, n, 0, 3, &dt, err);
     if (s) return s;
-    const vp_value *q = vp_shape_in(g, n, 0), *v = vp_shape_in(g, n, 2);
+    vp_value lq = q_logical(g, n, 0);
+    const vp_value *q = &lq, *v = vp_shape_in(g, n, 2);
     int64_t y[4];
     y_dims(n, q, v, y);
     int64_t lse[3] = {q->dims[0], q->dims[1], q->dims[2]};
@@ -107,7 +130,8 @@ static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 6, 7, 1, 3, err);
     if (!s) s = check_qkv(g, n, 1, 6, &dt, err);
     if (s) return s;
-    const vp_value *q = vp_shape_in(g, n, 1), *v = vp_shape_in(g, n, 3);
+    vp_value lq = q_logical(g, n, 1);
+    const vp_value *q = &lq, *v = vp_shape_in(g, n, 3);
     int64_t ydims[4];
     y_dims(n, q, v, ydims);
     for (int i = 0; i < 5; i += 4) { /* dY and Y */

@@ -16,7 +16,7 @@
 #include "train/fold_frozen.h"
 #include "train/fuse_attention.h"
 #include "train/fuse_act_matmul.h"
-#include "train/fuse_gqa.h"
+#include "train/fuse_attention_inputs.h"
 #include "train/fuse_pool_grad.h"
 #include "train/offload.h"
 #include "train/signature.h"
@@ -150,9 +150,9 @@ static vp_status pass_fuse_attention(build_ctx *c, vp_error *err) {
 }
 
 /* after tp-split, which splits the key/value repeat's Expand to this rank's heads */
-static vp_status pass_fuse_gqa(build_ctx *c, vp_error *err) {
+static vp_status pass_attention_inputs(build_ctx *c, vp_error *err) {
     if (c->spec->attention != VP_ATTENTION_FUSED) return VP_OK;
-    return vp_fuse_gqa(c->g, &c->t->n_gqa, err);
+    return vp_fuse_attention_inputs(c->g, &c->t->n_gqa, &c->t->n_attention_bshd, err);
 }
 
 /* on the forward graph, so that autodiff makes the conjugate all-reduces */
@@ -248,7 +248,8 @@ static const struct {
     {{"fold-frozen", "what reads only constants and frozen initializers, folded"}, pass_fold_frozen},
     {{"fuse-attention", "attention cores as one op (--attention fused)"}, pass_fuse_attention},
     {{"tp-split", "this rank's forward graph: column/row splits, collectives (--tp)"}, pass_tp_split},
-    {{"fuse-gqa", "grouped-query attention reading K and V at their own heads, not repeated"}, pass_fuse_gqa},
+    {{"attention-inputs", "attention reading K, V unrepeated (GQA) and Q, K, V through their head transposes"},
+     pass_attention_inputs},
     {{"qat", "FakeQuant on the inputs of Conv/Gemm/MatMul, observers as state (--qat)"}, pass_qat},
     {{"loss", "the scalar float32 loss (--loss)"}, pass_loss},
     {{"precision", "bf16/fp16 placement, Casts, weight copies (--precision)"}, pass_precision},

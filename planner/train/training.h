@@ -111,6 +111,7 @@ typedef struct vp_training {
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
     int n_attention;     /* attention cores fused into vplan.Attention */
     int n_gqa;           /* of those, grouped-query ones reading K and V unrepeated */
+    int n_attention_bshd; /* their Q, K, V inputs read through the head transpose, not copied */
     int n_pool_grad;     /* MaxPool(Relu) gradients taken without the Relu output */
     int n_gelu_matmul;   /* GELUs fused with the product reading them (vplan.GeluMatMul) */
     int n_swiglu_matmul; /* gated MLPs, swish(G) U, fused with their down product (vplan.SwiGluMatMul) */

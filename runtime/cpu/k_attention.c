@@ -8,7 +8,9 @@
  *             dV += P^T dY_blk.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd: the same rows at another
  * stride, so the two layouts give the same bits.  K and V have Hk heads (grouped-query
- * attention: Hk divides H, head h reads key/value head h / (H / Hk)); the backward's
+ * attention: Hk divides H, head h reads key/value head h / (H / Hk)); Q (and dQ) may be
+ * [B, S, H, D] (q_bshd) and K, V (dK, dV) [B, T, Hk, D] (kv_bshd): rows at another
+ * stride again, the products reading them in place; the backward's
  * unit of work is a key/value head with its group of query heads, in head order, so
  * dK and dV sum over the group on one thread in a fixed order.
  * Under causal, a block only looks at the columns j < i0 + r (the rest are masked for
@@ -44,6 +46,8 @@ typedef struct geom {
     int causal;
     int bshd;                /* Y and dY [B, S, H, Dv] (attribute y_bshd) */
     int64_t yld;             /* their row stride: Dv, or H * Dv under bshd */
+    int qbshd, kvbshd;       /* Q and dQ [B, S, H, D]; K, V, dK, dV [B, T, Hk, D] */
+    int64_t qld, kld, vld;   /* row strides of Q, K, V: D, D, Dv, or times the heads */
     const void *mask;        /* NULL when none */
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
 } geom;
@@ -56,24 +60,40 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
                     geom *g) {
     g->dt = q->dtype;
     g->es = vp_dtype_size(q->dtype);
+    g->qbshd = vp_attr_int(n, "q_bshd", 0) != 0;
+    g->kvbshd = vp_attr_int(n, "kv_bshd", 0) != 0;
     g->B = q->dims[0];
-    g->H = q->dims[1];
-    g->S = q->dims[2];
+    g->H = q->dims[g->qbshd ? 2 : 1]; /* the logical [B, H, S, D] of either layout */
+    g->S = q->dims[g->qbshd ? 1 : 2];
     g->D = q->dims[3];
-    g->T = k->dims[2];
-    g->Hk = k->dims[1] ? k->dims[1] : 1;
+    g->T = k->dims[g->kvbshd ? 1 : 2];
+    g->Hk = k->dims[g->kvbshd ? 2 : 1] ? k->dims[g->kvbshd ? 2 : 1] : 1;
     g->rep = g->H / g->Hk ? g->H / g->Hk : 1;
     g->Dv = v->dims[3];
     g->scale = vp_attr_float(n, "scale", g->D ? (float)(1.0 / sqrt((double)g->D)) : 1.0f);
     g->causal = vp_attr_int(n, "causal", 0) != 0;
     g->bshd = vp_attr_int(n, "y_bshd", 0) != 0;
     g->yld = g->bshd ? g->H * g->Dv : g->Dv;
+    g->qld = g->qbshd ? g->H * g->D : g->D;
+    g->kld = g->kvbshd ? g->Hk * g->D : g->D;
+    g->vld = g->kvbshd ? g->Hk * g->Dv : g->Dv;
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
 }
 
-/* The key/value pair (b, h / rep) that query pair (b, h) reads, as an index over B * Hk. */
-static int64_t kv_pair(const geom *g, int64_t b, int64_t h) { return b * g->Hk + h / g->rep; }
+/* Element offsets of row i of query pair (b, h) in Q and dQ, and of row 0 of the
+ * key/value pair query head h reads (h / rep) in K, dK and V, dV. */
+static int64_t q_row(const geom *g, int64_t b, int64_t h, int64_t i) {
+    return g->qbshd ? ((b * g->S + i) * g->H + h) * g->D : ((b * g->H + h) * g->S + i) * g->D;
+}
+static int64_t k_base(const geom *g, int64_t b, int64_t h) {
+    int64_t kh = h / g->rep;
+    return g->kvbshd ? b * g->T * g->Hk * g->D + kh * g->D : (b * g->Hk + kh) * g->T * g->D;
+}
+static int64_t v_base(const geom *g, int64_t b, int64_t h) {
+    int64_t kh = h / g->rep;
+    return g->kvbshd ? b * g->T * g->Hk * g->Dv + kh * g->Dv : (b * g->Hk + kh) * g->T * g->Dv;
+}
 
 /* Element offset of row i of pair (b, h) in Y and dY. */
 static int64_t y_row(const geom *g, int64_t b, int64_t h, int64_t i) {
@@ -119,9 +139,8 @@ static void f32_probs(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r
  * probability 0. */
 static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols,
                              const void *q, const void *k, void *sc, const void *lse_in, void *lse_out, vp_error *err) {
-    int64_t bh = b * g->H + h;
-    vp_status s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->D, g->scale, at(q, g, (bh * g->S + i0) * g->D), g->D,
-                              at(k, g, kv_pair(g, b, h) * g->T * g->D), g->D, 0.0, sc, g->T, err);
+    vp_status s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->D, g->scale, at(q, g, q_row(g, b, h, i0)), g->qld,
+                              at(k, g, k_base(g, b, h)), g->kld, 0.0, sc, g->T, err);
     if (s) return s;
     vp_dtype lt = g->dt == VP_F64 ? VP_F64 : VP_F32;
     if (g->dt == VP_F32) {
@@ -197,8 +216,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
             s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, lse_out, &e);
             if (!s)
-                s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T,
-                                at(j->v->data, g, kv_pair(g, b, h) * g->T * g->Dv), g->Dv,
+                s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T, at(j->v->data, g, v_base(g, b, h)), g->vld,
                                 0.0, (char *)j->out0->data + (size_t)y_row(g, b, h, i0) * g->es, g->yld, &e);
         }
     }
@@ -243,14 +261,14 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     const void *dyd = j->dy->data, *yd = j->y->data;
     vp_tensor *dq = j->out0, *dk = j->dk, *dv = j->dv;
     for (int64_t bh = lo * g->rep; bh < hi * g->rep && !s && !atomic_load(&j->failed); bh++) {
-        int64_t b = bh / g->H, h = bh % g->H, kv = kv_pair(g, b, h);
-        const void *kb = at(j->k->data, g, kv * g->T * g->D), *vb = at(j->v->data, g, kv * g->T * g->Dv);
+        int64_t b = bh / g->H, h = bh % g->H, kbo = k_base(g, b, h), vbo = v_base(g, b, h);
+        const void *kb = at(j->k->data, g, kbo), *vb = at(j->v->data, g, vbo);
         const void *lse_in = (const char *)j->lse->data + (size_t)(bh * g->S) * vp_dtype_size(j->lse->dtype);
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
-            int64_t qo = (bh * g->S + i0) * g->D, yo = y_row(g, b, h, i0);
+            int64_t qo = q_row(g, b, h, i0), yo = y_row(g, b, h, i0);
             s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, lse_in, NULL, &e);
-            if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->Dv, 0.0, ds, g->T, &e);
+            if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->vld, 0.0, ds, g->T, &e);
             if (!s && g->dt == VP_F32) ds_f32(g, yo, r, cols, dyd, yd, (const float *)(void *)p, (float *)(void *)ds);
             for (int64_t ii = 0; ii < r && !s && g->dt != VP_F32; ii++) {
                 double d = 0;
@@ -262,14 +280,14 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
                 }
             }
             if (!s && dq)
-                s = vp_lin_gemm(n, g->dt, 0, 0, r, g->D, cols, g->scale, ds, g->T, kb, g->D, 0.0,
-                                (char *)dq->data + (size_t)qo * g->es, g->D, &e);
+                s = vp_lin_gemm(n, g->dt, 0, 0, r, g->D, cols, g->scale, ds, g->T, kb, g->kld, 0.0,
+                                (char *)dq->data + (size_t)qo * g->es, g->qld, &e);
             if (!s && dk)
-                s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->D, r, g->scale, ds, g->T, at(j->q->data, g, qo), g->D, 1.0,
-                                (char *)dk->data + (size_t)(kv * g->T * g->D) * g->es, g->D, &e);
+                s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->D, r, g->scale, ds, g->T, at(j->q->data, g, qo), g->qld, 1.0,
+                                (char *)dk->data + (size_t)kbo * g->es, g->kld, &e);
             if (!s && dv)
                 s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->Dv, r, 1.0, p, g->T, at(dyd, g, yo), g->yld, 1.0,
-                                (char *)dv->data + (size_t)(kv * g->T * g->Dv) * g->es, g->Dv, &e);
+                                (char *)dv->data + (size_t)vbo * g->es, g->vld, &e);
         }
     }
     if (s) job_fail(j, s, &e);

@@ -18,6 +18,8 @@
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
  * K and V have Hk heads (grouped-query attention): query head h reads key/value head
  * h / (H / Hk), and a dK, dV block sums over its group's query heads in head order.
+ * Q, dQ may be [B, S, H, D] (q_bshd) and K, V, dK, dV [B, T, Hk, D] (kv_bshd): q_row,
+ * k_base and v_base give where rows are, qld, kld and vld their strides.
  * Every sum runs in a fixed order (no atomics), so a run repeats bit for bit; each
  * block's accumulators live in dynamic shared memory (D + Dv floats). */
 #include <math.h>
@@ -29,6 +31,8 @@
 struct att_geom {
     int64_t H, S, T, D, Dv;
     int64_t Hk, rep; /* key/value heads, query heads per key/value head */
+    int qbshd, kvbshd;
+    int64_t qld, kld, vld; /* row strides of Q, K, V */
     float scale;
     int causal;
     int bshd; /* Y and dY [B, S, H, Dv] */
@@ -40,7 +44,7 @@ template <typename T>
 __device__ static inline float score(const att_geom &g, const T *q, const T *k, int64_t b, int64_t h, int64_t i,
                                      int64_t j) {
     float s = 0;
-    for (int64_t d = 0; d < g.D; d++) s += cu_ld(q, d) * cu_ld(k, j * g.D + d);
+    for (int64_t d = 0; d < g.D; d++) s += cu_ld(q, d) * cu_ld(k, j * g.kld + d);
     s *= g.scale;
     if (g.mask) s += cu_ld((const T *)g.mask, b * g.ms0 + h * g.ms1 + i * g.ms2 + j * g.ms3);
     return s;
@@ -75,6 +79,18 @@ __device__ static inline int64_t y_row(const att_geom &g, int64_t b, int64_t h, 
     return g.bshd ? ((b * g.S + i) * g.H + h) * g.Dv : ((b * g.H + h) * g.S + i) * g.Dv;
 }
 
+/* Element offsets of row i of query pair (b, h) in Q and dQ, and of row 0 of key/value
+ * pair (b, kh) in K, dK and V, dV. */
+__device__ static inline int64_t q_row(const att_geom &g, int64_t b, int64_t h, int64_t i) {
+    return g.qbshd ? ((b * g.S + i) * g.H + h) * g.D : ((b * g.H + h) * g.S + i) * g.D;
+}
+__device__ static inline int64_t k_base(const att_geom &g, int64_t b, int64_t kh) {
+    return g.kvbshd ? b * g.T * g.Hk * g.D + kh * g.D : (b * g.Hk + kh) * g.T * g.D;
+}
+__device__ static inline int64_t v_base(const att_geom &g, int64_t b, int64_t kh) {
+    return g.kvbshd ? b * g.T * g.Hk * g.Dv + kh * g.Dv : (b * g.Hk + kh) * g.T * g.Dv;
+}
+
 /* Columns row i sees. */
 __device__ static inline int64_t seen_cols(const att_geom &g, int64_t i) {
     return g.causal && i + 1 < g.T ? i + 1 : g.T;
@@ -86,8 +102,7 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
     __shared__ float p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        int64_t kv = b * g.Hk + h / g.rep;
-        const T *qi = q + r * g.D, *kb = k + kv * g.T * g.D, *vb = v + kv * g.T * g.Dv;
+        const T *qi = q + q_row(g, b, h, i), *kb = k + k_base(g, b, h / g.rep), *vb = v + v_base(g, b, h / g.rep);
         double m = -INFINITY;
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, (double)score(g, qi, kb, b, h, i, j));
         m = block_max(m);
@@ -104,7 +119,7 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
                 float s = acc[c];
-                for (int64_t t = 0; t < n; t++) s += p[t] * cu_ld(vb, (j0 + t) * g.Dv + c);
+                for (int64_t t = 0; t < n; t++) s += p[t] * cu_ld(vb, (j0 + t) * g.vld + c);
                 acc[c] = s;
             }
         }
@@ -121,8 +136,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
     __shared__ float ds[CU_THREADS];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
-        int64_t kv = b * g.Hk + h / g.rep;
-        const T *qi = q + r * g.D, *kb = k + kv * g.T * g.D, *vb = v + kv * g.T * g.Dv;
+        const T *qi = q + q_row(g, b, h, i), *kb = k + k_base(g, b, h / g.rep), *vb = v + v_base(g, b, h / g.rep);
         const T *dyi = dy + y_row(g, b, h, i), *yi = y + y_row(g, b, h, i);
         double di = 0;
         for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) di += (double)cu_ld(dyi, c) * cu_ld(yi, c);
@@ -133,7 +147,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             __syncthreads();
             if (j < cols) {
                 float pj = (float)exp((double)score(g, qi, kb, b, h, i, j) - lse[r]);
-                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.Dv, g.Dv) - (float)di);
+                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) - (float)di);
             } else {
                 ds[threadIdx.x] = 0;
             }
@@ -141,11 +155,11 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) {
                 float s = acc[d];
-                for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(kb, (j0 + t) * g.D + d);
+                for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(kb, (j0 + t) * g.kld + d);
                 acc[d] = s;
             }
         }
-        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) cu_st(dq, r * g.D + d, g.scale * acc[d]);
+        for (int64_t d = threadIdx.x; d < g.D; d += blockDim.x) cu_st(dq, q_row(g, b, h, i) + d, g.scale * acc[d]);
         __syncthreads();
     }
 }
@@ -156,20 +170,20 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
     extern __shared__ float acc[]; /* D accumulators of dK, then Dv of dV */
     __shared__ float ds[CU_THREADS], p[CU_THREADS];
     for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
-        int64_t kv = r / g.T, j = r % g.T, b = kv / g.Hk;
-        const T *kb = k + kv * g.T * g.D, *vj = v + r * g.Dv;
+        int64_t kv = r / g.T, j = r % g.T, b = kv / g.Hk, kh = kv % g.Hk;
+        int64_t kbo = k_base(g, b, kh), vjo = v_base(g, b, kh) + j * g.vld;
+        const T *kb = k + kbo, *vj = v + vjo;
         int64_t i_first = g.causal ? j : 0; /* rows i < j do not see column j */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) acc[d] = 0;
         for (int64_t h = (kv % g.Hk) * g.rep; h < (kv % g.Hk + 1) * g.rep; h++) /* the group's query heads */
         for (int64_t i0 = i_first; i0 < g.S; i0 += blockDim.x) {
-            int64_t bh = b * g.H + h;
-            const T *qb = q + bh * g.S * g.D;
-            const float *lb = lse + bh * g.S;
+            const T *qb = q + q_row(g, b, h, 0);
+            const float *lb = lse + (b * g.H + h) * g.S;
             int64_t i = i0 + threadIdx.x;
             __syncthreads();
             if (i < g.S) {
                 const T *dyi = dy + y_row(g, b, h, i);
-                float pij = (float)exp((double)score(g, qb + i * g.D, kb, b, h, i, j) - lb[i]);
+                float pij = (float)exp((double)score(g, qb + i * g.qld, kb, b, h, i, j) - lb[i]);
                 p[threadIdx.x] = pij;
                 ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv));
             } else {
@@ -180,7 +194,7 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
             for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
                 float s = acc[d];
                 if (d < g.D)
-                    for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(qb, (i0 + t) * g.D + d);
+                    for (int64_t t = 0; t < n; t++) s += ds[t] * cu_ld(qb, (i0 + t) * g.qld + d);
                 else
                     for (int64_t t = 0; t < n; t++) s += p[t] * cu_ld(dy, y_row(g, b, h, i0 + t) + (d - g.D));
                 acc[d] = s;
@@ -188,8 +202,8 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
         }
         /* each thread writes the accumulators it summed: acc[D + c] is not thread c's */
         for (int64_t d = threadIdx.x; d < g.D + g.Dv; d += blockDim.x) {
-            if (d < g.D && dk) cu_st(dk, r * g.D + d, g.scale * acc[d]);
-            if (d >= g.D && dv) cu_st(dv, r * g.Dv + (d - g.D), acc[d]);
+            if (d < g.D && dk) cu_st(dk, kbo + j * g.kld + d, g.scale * acc[d]);
+            if (d >= g.D && dv) cu_st(dv, vjo + (d - g.D), acc[d]);
         }
         __syncthreads();
     }
@@ -204,6 +218,11 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.Dv = s->Dv;
     g.Hk = s->Hk > 0 ? s->Hk : s->H;
     g.rep = g.Hk > 0 && s->H / g.Hk > 0 ? s->H / g.Hk : 1;
+    g.qbshd = s->q_bshd;
+    g.kvbshd = s->kv_bshd;
+    g.qld = s->q_bshd ? s->H * s->D : s->D;
+    g.kld = s->kv_bshd ? g.Hk * s->D : s->D;
+    g.vld = s->kv_bshd ? g.Hk * s->Dv : s->Dv;
     g.scale = s->scale;
     g.causal = s->causal;
     g.bshd = s->y_bshd;

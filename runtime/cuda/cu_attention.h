@@ -21,6 +21,7 @@ typedef struct cu_attention_shape {
     float scale;
     int causal;
     int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */
+    int q_bshd, kv_bshd; /* Q, dQ [B, S, H, D]; K, V, dK, dV [B, T, Hk, D]; the sizes above stay logical */
     const void *mask; /* of the dtype */
     int64_t mask_strides[4];
 } cu_attention_shape;

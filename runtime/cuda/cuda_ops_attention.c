@@ -7,12 +7,14 @@
 
 static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, const vp_tensor *v,
                      const vp_tensor *mask, cu_attention_shape *s) {
+    s->q_bshd = vp_attr_int(n, "q_bshd", 0) != 0;
+    s->kv_bshd = vp_attr_int(n, "kv_bshd", 0) != 0;
     s->B = q->dims[0];
-    s->H = q->dims[1];
-    s->Hk = k->dims[1];
-    s->S = q->dims[2];
+    s->H = q->dims[s->q_bshd ? 2 : 1]; /* logical [B, H, S, D] whatever the layout */
+    s->Hk = k->dims[s->kv_bshd ? 2 : 1];
+    s->S = q->dims[s->q_bshd ? 1 : 2];
     s->D = q->dims[3];
-    s->T = k->dims[2];
+    s->T = k->dims[s->kv_bshd ? 1 : 2];
     s->Dv = v->dims[3];
     s->scale = vp_attr_float(n, "scale", s->D ? (float)(1.0 / sqrt((double)s->D)) : 1.0f);
     s->causal = vp_attr_int(n, "causal", 0) != 0;

@@ -204,6 +204,7 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
         const char *what;
     } parts[] = {{t->n_attention, "attention"},
                  {t->n_gqa, "of them grouped-query with K and V unrepeated"},
+                 {t->n_attention_bshd, "Q, K, V read in place of their head transposes"},
                  {t->fused.layer_norm, "LayerNormalization"},
                  {t->fused.rms_norm, "RMSNorm"},
                  {t->fused.gelu, "Gelu"},
