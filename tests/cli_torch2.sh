@@ -67,6 +67,9 @@ done
 # SiLU (Mul(x, Sigmoid(x))) as ONNX's Swish, and swish(G) U into the down projection: the
 # gated MLP keeps G and U alone for its backward; RMSNorm (Pow, ReduceMean, Add, Sqrt,
 # Reciprocal, Mul, Mul) as SimplifiedLayerNormalization, keeping x, not x / rms too
+# Hugging Face's causal mask (0 and torch.finfo.min, folded) becomes causal=1: no mask kept
+expect 0 "vplan.Attention(add_4, add_5, transpose_2) {scale=0.353553, causal=1" -- \
+    "$tool" plan "$kit/llama/eval_opt0.onnx" --loss ce:logits --dump-after attention-inputs
 # K and V of 2 key/value heads read as they are by the 4 query heads, not repeated (GQA)
 expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated, 5 RMSNorm, 15 MatMul of a transposed weight, 2 SiLU (Swish), 2 SwiGLU into its MatMul" -- \
     "$tool" train "$kit/llama/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/llama"

@@ -377,7 +377,7 @@ static int causal_mask(const vp_graph *g, int mask, int64_t S, int64_t T) {
         for (int64_t i = 0; i < S; i++)
             for (int64_t j = 0; j < T; j++) {
                 double x = vp_load(m->data, m->dtype, (b * S + i) * T + j);
-                if (j <= i ? x != 0 : !(isinf(x) && x < 0)) return 0;
+                if (j <= i ? x != 0 : !(x <= -1e30)) return 0; /* -inf, or the dtype's lowest (torch's finfo.min) */
             }
     return 1;
 }

@@ -23,9 +23,12 @@
  * swapped back (the Transpose's perm is changed, or it goes when that leaves the
  * identity); a Where becomes the additive mask Where(C, 0, f) (or (C, f, 0)) of C's
  * shape, a constant when C is one.  With detect_causal a constant mask of shape
- * [S, T] (after leading 1s) that is 0 on and below the diagonal and -inf above becomes
- * causal=1 and no mask, so the kernels skip the masked half; only -inf qualifies, for
- * which the two forms agree exactly whatever the scores.  A mask computed from a frozen
+ * [S, T] (after leading 1s, or the same for every batch) that is 0 on and below the
+ * diagonal and -inf above becomes causal=1 and no mask, so the kernels skip the masked
+ * half.  -inf qualifies, and so does any value at most -1e30, such as the float32
+ * lowest that Hugging Face's masks hold (torch.finfo.min): a score plus such a value
+ * has probability exactly 0 against any row that keeps its diagonal, as under -inf,
+ * unless the scores themselves reach 1e30; -1e4 style masks stay masks.  A mask computed from a frozen
  * buffer (torch.onnx's Slice, Equal, Cast of a registered causal_mask) is such a
  * constant: the training builder folds it first (train/fold_frozen.h).  The kernels
  * take any other mask as given.
