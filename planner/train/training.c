@@ -13,6 +13,8 @@
  * optimizer reads it, as autograd does through autocast's casts. */
 #include "train/training.h"
 
+#include "precision/recast.h"
+
 #include "train/fold_frozen.h"
 #include "train/fuse_attention.h"
 #include "train/fuse_act_matmul.h"
@@ -236,6 +238,14 @@ static vp_status pass_cast_fusion(build_ctx *c, vp_error *err) {
     return s ? s : vp_graph_link(c->g, err);
 }
 
+/* last: every reader of a weight copy is in place (cast fusion leaves weights' Casts,
+ * which have no producer to fold into); with --offload the master weights are on the
+ * host, so the device copy is the only one */
+static vp_status pass_recast_weights(build_ctx *c, vp_error *err) {
+    if (c->spec->precision == VP_PRECISION_FP32 || c->spec->keep_weight_copies || c->spec->offload) return VP_OK;
+    return vp_recast_weights(c->g, c->t, &c->t->n_recast, err);
+}
+
 static const struct {
     vp_pass_info info;
     vp_status (*run)(build_ctx *c, vp_error *err);
@@ -262,6 +272,8 @@ static const struct {
     {{"optimizer", "fused updates of every parameter (--optimizer), state carried"}, pass_optimizer},
     {{"offload", "Adam's state and update on the host (--offload)"}, pass_offload},
     {{"cast-fusion", "a Cast done by its producer as it stores (low precision)"}, pass_cast_fusion},
+    {{"recast-weights", "low precision: weights cast again for the backward, no copy held across (--keep-weight-copies)"},
+     pass_recast_weights},
 };
 
 int vp_training_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }

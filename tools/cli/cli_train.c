@@ -43,6 +43,11 @@ void cli_train_init(cli_train_opts *o) {
          "under --precision bf16|fp16, keep every Cast a node of its own\n"
          "(default: a Cast whose input nothing else reads is done by that\n"
          "input's producer as it stores its result, bit for bit the same)"},
+        {"--keep-weight-copies", CLI_SET, &o->spec.keep_weight_copies, NULL,
+         "under --precision bf16|fp16, hold each weight's low-precision copy\n"
+         "from the forward to the backward, as PyTorch's autocast does (default:\n"
+         "cast the weight again where the backward reads it, so no copy is held\n"
+         "across; the same bits, a Cast per weight more)"},
         {"--loss-scale", CLI_NUM, &o->loss_scale, "S",
          "fp16: the dynamic loss scale at the first step, a power of two\n"
          "(default 65536, GradScaler's, or the scale a model written by\n"
@@ -260,9 +265,11 @@ void cli_precision_summary(const vp_train_spec *spec, const vp_training *t, char
     const vp_cast_fuse_counts *f = &t->cast_fusion;
     char fused[96] = "";
     if (f->fused) snprintf(fused, sizeof fused, " (of the step's %d, %d fused into their producers)", f->casts_before, f->fused);
-    int n = snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts%s, %d weight copies (%lld bytes)%s",
+    char recast[64] = "";
+    if (t->n_recast) snprintf(recast, sizeof recast, ", %d cast again for the backward", t->n_recast);
+    int n = snprintf(buf, len, "precision %s: %d nodes low, %d float32, %d casts%s, %d weight copies (%lld bytes)%s%s",
                      vp_precision_name(spec->precision), c->low_nodes, c->fp32_nodes, c->casts, fused, c->weight_copies,
-                     (long long)c->weight_copy_bytes, t->loss_scaled ? ", dynamic loss scaling" : "");
+                     (long long)c->weight_copy_bytes, recast, t->loss_scaled ? ", dynamic loss scaling" : "");
     if (t->loss_scaled && n > 0 && (size_t)n < len) /* where the step starts: the default, --loss-scale, or a saved model's */
         snprintf(buf + n, len - (size_t)n, " from scale %.17g, %lld clean steps", t->scaling.init,
                  (long long)t->scaling.clean_steps0);
