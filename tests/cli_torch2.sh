@@ -87,4 +87,16 @@ expect 0 "host: .* the offloaded optimizer state" -- "$tool" plan "$llama/eval_o
     --offload --device h100 -o "$tmp/off.vplan"
 expect 0 "step 3  loss 4.015722" -- "$tool" run "$tmp/off.vplan" --steps 3 --data "$llama"
 expect 0 "step 3  loss 4.015722" -- "$tool" train "$llama/eval_opt0.onnx" --loss ce:logits --optimizer adamw --steps 3 --data "$llama"
+# bf16 with the weights cast again for the backward (the default) trains to the bits of
+# the copies held across (--keep-weight-copies), planned and run as well as trained
+for keep in "" --keep-weight-copies; do
+    "$tool" train "$llama/eval_opt0.onnx" --loss ce:logits --optimizer adamw --precision bf16 --steps 3 --data "$llama" \
+        $keep | sed -n 's/^\(step [0-9]*  loss [^ ]*\).*/\1/p' >"$tmp/bf16$keep.train"
+    "$tool" plan "$llama/eval_opt0.onnx" --loss ce:logits --optimizer adamw --precision bf16 $keep -o "$tmp/bf16$keep.vplan" \
+        >/dev/null
+    "$tool" run "$tmp/bf16$keep.vplan" --steps 3 | sed -n 's/^\(step [0-9]*  loss [^ ]*\).*/\1/p' >"$tmp/bf16$keep.run"
+done
+expect 0 "" -- cmp "$tmp/bf16.train" "$tmp/bf16--keep-weight-copies.train"
+expect 0 "" -- cmp "$tmp/bf16.run" "$tmp/bf16--keep-weight-copies.run"
+expect 0 "step 3  loss" -- cat "$tmp/bf16.train"
 expect_summary
