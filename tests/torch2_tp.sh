@@ -5,7 +5,9 @@
 # every MLP product of each layer split (column / row counts = layers x products per
 # layer, plus the LM head's or the pooler's), the bytes each rank sends as planned, and
 # rank 0's losses under mpirun -np 2 the one-rank plan's within 1e-5 over 5 steps (the
-# Llama also with --sp), and a Llama of 4 key/value heads under mpirun -np 4.
+# Llama also with --sp), and a Llama of 4 key/value heads under mpirun -np 4.  Qwen2 and
+# Gemma (1 key/value head) and the Llama at --tp 4 (2): their key/value projections
+# computed whole on every rank, the rest split, the losses again one rank's.
 # usage: torch2_tp.sh ONNX_VPLAN SOURCE_DIR MPIRUN (MPIRUN empty: the mpirun checks are left out)
 set -u
 tool=$1
@@ -26,11 +28,25 @@ expect 0 "tensor parallel over 2 ranks: 9 column- and 5 row-parallel products" -
 expect 0 "tensor parallel over 2 ranks: 8 column- and 4 row-parallel products" -- "$tool" plan "$kit/vit/eval_opt0.onnx" "${args[@]}" --tp 2
 expect 0 "tensor parallel over 4 ranks: 11 column- and 4 row-parallel products" -- "$tool" plan "$kit/llama_mha/eval_opt0.onnx" "${args[@]}" --tp 4
 
-# what stays whole is named with the node its split stops at: Qwen2's single key/value
-# head does not divide among 2 ranks, so its attention stays replicated
-expect 0 "left replicated (every rank computes it whole): 8 products" -- "$tool" plan "$kit/qwen2/eval_opt0.onnx" "${args[@]}" --tp 2
-expect 0 "the product by 'm.model.layers.0.self_attn.q_proj.weight': its columns' split stops at '.*' (Attention)" -- \
+# Qwen2 and Gemma: 2 heads, 1 key/value head, which does not divide among 2 ranks: q by
+# columns, o by rows, k and v computed whole on every rank (Megatron-LM's replicated
+# key/value heads), each rank's share of the repeated heads cut for the fused Attention,
+# their gradients all-reduced; each one named with the reason and what it costs.  The
+# Llama at --tp 4 (4 heads, 2 key/value heads) the same way.
+for m in qwen2/eval_opt0 gemma/eval_opt0 gemma/nosig_eval_opt0; do
+    expect 0 "tensor parallel over 2 ranks: 6 column- and 4 row-parallel products" -- "$tool" plan "$kit/$m.onnx" "${args[@]}" --tp 2
+    expect 0 "left replicated (every rank computes it whole): 4 products" -- "$tool" plan "$kit/$m.onnx" "${args[@]}" --tp 2
+    expect 0 "the product by 'm.model.layers.1.self_attn.v_proj.weight': --tp 2 does not divide its key/value heads (1);" -- \
+        "$tool" plan "$kit/$m.onnx" "${args[@]}" --tp 2
+done
+expect 0 "computed whole on every rank; 'node_scaled_dot_product_attention_attention/Attention' (Attention) reads each rank's share" -- \
     "$tool" plan "$kit/qwen2/eval_opt0.onnx" "${args[@]}" --tp 2
+# k_proj's weight and bias, 16 x 32 + 16 floats; 6 x 16 tokens x 32 x 16 multiply-adds
+expect 0 "costs its gradients' all-reduce (2.06 KiB a step) and 49.2 kFLOP a step on every rank (24.6 were it split)" -- \
+    "$tool" plan "$kit/qwen2/eval_opt0.onnx" "${args[@]}" --tp 2
+expect 0 "tensor parallel over 4 ranks: 7 column- and 4 row-parallel products" -- "$tool" plan "$kit/llama/eval_opt0.onnx" "${args[@]}" --tp 4
+expect 0 "the product by 'm.model.layers.0.self_attn.k_proj.weight': --tp 4 does not divide its key/value heads (2);" -- \
+    "$tool" plan "$kit/llama/eval_opt0.onnx" "${args[@]}" --tp 4
 
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
 worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r} END {printf "%.3g\n", w + 0}'; }
@@ -40,10 +56,15 @@ if [[ -n $mpirun ]]; then
     # llama_sp: the same Llama sequence-parallel between the regions (RMSNorm's Pow and
     # ReduceMean over the hidden size are token-wise)
     # llama_mha4: a Llama of 4 heads and 4 key/value heads over 4 ranks
-    for m in llama gpt2 bert vit llama_sp llama_mha4; do
+    # llama4: the Llama (2 key/value heads) over 4 ranks, k and v whole on every rank
+    # gemma_nosig: rotary tables computed from a trained buffer (no exporter signature):
+    # their gradients, each rank's part from its heads, all-reduced too
+    for m in llama gpt2 bert vit llama_sp llama_mha4 llama4 qwen2 gemma gemma_nosig; do
         f=$kit/${m%_sp}/eval_opt0.onnx sp=() n=2
         [[ $m == *_sp ]] && sp=(--sp)
         [[ $m == llama_mha4 ]] && f=$kit/llama_mha/eval_opt0.onnx n=4
+        [[ $m == llama4 ]] && f=$kit/llama/eval_opt0.onnx n=4
+        [[ $m == gemma_nosig ]] && f=$kit/gemma/nosig_eval_opt0.onnx
         "$tool" plan "$f" "${args[@]}" --tp 1 -o "$tmp/$m.1.vplan" >/dev/null || echo "FAIL: $m plan --tp 1"
         "$tool" plan "$f" "${args[@]}" --tp $n "${sp[@]}" -o "$tmp/$m.2.vplan" >/dev/null || echo "FAIL: $m plan --tp $n ${sp[*]}"
         "$tool" run "$tmp/$m.1.vplan" --steps 5 | losses >"$tmp/$m.l1"

@@ -19,6 +19,10 @@
  * (tp_vocab.c): a token embedding (Gather of a trainable table by a graph input) keeps
  * V/n rows and all-reduces its masked rows, and an LM head whose columns reach the
  * cross-entropy's logits alone keeps V/n columns, the loss computed across ranks.
+ * Grouped-query attention's key and value projections, where n does not divide their
+ * heads, are computed whole on every rank inside the region (tp_whole.c): each rank's
+ * share of the repeated heads is cut in front of the attention, and their parameters'
+ * gradients, each rank's part, are all-reduced.
  * Everything else is replicated: every rank computes it alike, and its gradients agree
  * on every rank with no further communication.
  *
@@ -47,11 +51,19 @@ typedef struct vp_tp_sliced {
     int blocks;
 } vp_tp_sliced;
 
-/* A product that could be split by columns and is left replicated: where its split stops. */
+/* A product that could be split by columns and is left replicated: where its split
+ * stops.  Or one computed whole inside a split region (GQA's key/value projections where
+ * n does not divide their heads): the node that reads each rank's share, the cost. */
 typedef struct vp_tp_replicated {
     char node[160];     /* the product, by its weight's name */
     char stop[160];     /* the node that cannot take its split columns; "" at the graph's outputs */
     char stop_op[48];
+    int whole;          /* computed whole inside a region, its parameters' gradients summed */
+    char at[160];       /* whole: the node that reads each rank's share of it ("": unknown) */
+    char at_op[48];
+    int64_t heads;      /* whole: its heads where the node is an Attention (0: unknown) */
+    int64_t grad_bytes; /* whole: its parameters' gradients all-reduced a step, bytes */
+    double flops;       /* whole: its product forward and backward a step, on every rank */
 } vp_tp_replicated;
 
 typedef struct vp_tp_result {
@@ -62,6 +74,7 @@ typedef struct vp_tp_result {
     int n_gather, n_scatter;      /* --sp: TPCopy made all-gathers, TPAllReduce reduce-scatters */
     int n_param_copy;             /* --sp: parameters read through a TPCopy (gradient all-reduced) */
     int n_regather;               /* --sp: all-gathers run again in the backward (tp_regather.c) */
+    int n_whole, n_cut;           /* products computed whole inside a region, Slices of their share */
     int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
     int64_t vocab;                /* their full vocabulary */
     int n_sliced;                 /* weights and biases sliced */

@@ -16,7 +16,11 @@
  * rotate-half), Unsqueeze and Expand (grouped-query attention's key/value heads repeated
  * per query head: the Expand's shape becomes the rank's share), a fused QKV product's
  * Split after a reshape that keeps its columns whole, the fused Attention; constants
- * folded from whole shapes that nothing reads any more are ignored. */
+ * folded from whole shapes that nothing reads any more are ignored.
+ *
+ * A third state, whole (tp_whole.c): a value computed alike on every rank inside a
+ * region, from a product marked whole (GQA's key/value projections where n does not
+ * divide their heads), cut to this rank's share where a split op reads it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,25 +28,8 @@
 #include "ir/op_registry.h"
 #include "parallel/tp_internal.h"
 
-typedef struct state {
-    signed char axis; /* -1: replicated */
-    int origin;       /* column node the blocks come from, -1 after a Split */
-} state;
-
-typedef struct walk {
-    vp_graph *g;
-    int n;
-    const char *column; /* candidates taken */
-    state *st;          /* per value */
-    vp_tp_find *f;      /* rows, blocks, slices, edits found */
-    int cap_slices, cap_edits;
-    int logits;         /* the loss's logits, or -1 */
-    int allow_logits;   /* a split may end there (an LM head's vocabulary columns) */
-    int stop;           /* the node the last walk stopped at, -1: none */
-    vp_error div_err;   /* the first place n does not divide */
-    int div_failed;
-    int nomem;
-} walk;
+typedef vp_tp_state state;
+typedef vp_tp_walk walk;
 
 int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, int *in_axis) {
     int trans_b = 0, wi = 1;
@@ -70,40 +57,34 @@ int vp_tp_product(const vp_graph *g, const vp_node *n, int *w, int *out_axis, in
     return 1;
 }
 
-static void divides(walk *w, const vp_node *n, int64_t dim, const char *what) {
+void vp_tp_divides(walk *w, const vp_node *n, int64_t dim, const char *what) {
     if (dim % w->n == 0 || w->div_failed) return;
     w->div_failed = 1;
     vp_node_fail(&w->div_err, VP_ERR_USAGE, n, "--tp %d does not divide %s (%lld)", w->n, what, (long long)dim);
 }
 
-static void add_slice(walk *w, int value, int axis, int origin) {
-    vp_tp_find *f = w->f;
-    if (f->n_slices == w->cap_slices) {
-        int cap = w->cap_slices ? 2 * w->cap_slices : 16;
-        vp_tp_slice *p = realloc(f->slices, (size_t)cap * sizeof *p);
-        if (!p) {
-            w->nomem = 1;
-            return;
-        }
-        f->slices = p;
-        w->cap_slices = cap;
-    }
-    f->slices[f->n_slices++] = (vp_tp_slice){value, axis, origin};
-}
-
-static vp_tp_edit *add_edit(walk *w, int node, int input) {
-    vp_tp_find *f = w->f;
-    if (f->n_edits == w->cap_edits) {
-        int cap = w->cap_edits ? 2 * w->cap_edits : 16;
-        vp_tp_edit *p = realloc(f->edits, (size_t)cap * sizeof *p);
+void *vp_tp_walk_push(walk *w, void **arr, int *n, int *cap, size_t size) {
+    if (*n == *cap) {
+        int grown = *cap ? 2 * *cap : 16;
+        void *p = realloc(*arr, (size_t)grown * size);
         if (!p) {
             w->nomem = 1;
             return NULL;
         }
-        f->edits = p;
-        w->cap_edits = cap;
+        *arr = p;
+        *cap = grown;
     }
-    vp_tp_edit *e = &f->edits[f->n_edits++];
+    return (char *)*arr + (size_t)(*n)++ * size;
+}
+
+static void add_slice(walk *w, int value, int axis, int origin) {
+    vp_tp_slice *sl = vp_tp_walk_push(w, (void **)&w->f->slices, &w->f->n_slices, &w->cap_slices, sizeof *sl);
+    if (sl) *sl = (vp_tp_slice){value, axis, origin};
+}
+
+static vp_tp_edit *add_edit(walk *w, int node, int input) {
+    vp_tp_edit *e = vp_tp_walk_push(w, (void **)&w->f->edits, &w->f->n_edits, &w->cap_edits, sizeof *e);
+    if (!e) return NULL;
     memset(e, 0, sizeof *e);
     e->node = node;
     e->input = input;
@@ -121,10 +102,11 @@ static int column(walk *w, int id) {
     vp_graph *g = w->g;
     const vp_node *n = &g->nodes[id];
     int wi, oa, ia;
-    if (!vp_tp_product(g, n, &wi, &oa, &ia) || w->st[n->inputs[0]].axis >= 0 || (wi == 2 && w->st[n->inputs[1]].axis >= 0))
+    if (!vp_tp_product(g, n, &wi, &oa, &ia) || w->st[n->inputs[0]].axis != VP_TP_REPLICATED ||
+        (wi == 2 && w->st[n->inputs[1]].axis != VP_TP_REPLICATED))
         return 0;
     const vp_value *wv = &g->values[n->inputs[wi]], *y = &g->values[n->outputs[0]];
-    divides(w, n, wv->dims[oa], "the output features of its weight");
+    vp_tp_divides(w, n, wv->dims[oa], "the output features of its weight");
     add_slice(w, n->inputs[wi], oa, id);
     if (wi == 1 && n->n_inputs > 2 && n->inputs[2] >= 0) { /* Gemm's bias C */
         const vp_value *c = &g->values[n->inputs[2]];
@@ -190,7 +172,10 @@ static int elementwise(walk *w, const vp_node *n) {
         if (w->st[n->inputs[k]].axis >= 0) continue;
         const vp_value *x = &g->values[n->inputs[k]];
         int a = out_axis - (y->rank - x->rank);
-        if (a < 0 || x->dims[a] == 1) continue;
+        if (a < 0 || x->dims[a] == 1) { /* broadcast: its gradient, this rank's part, summed */
+            if (!vp_tp_wrap_input(w, (int)(n - g->nodes), k, origin)) return 0;
+            continue;
+        }
         if (!sliceable(x)) return 0;
         add_slice(w, n->inputs[k], a, origin);
     }
@@ -220,7 +205,7 @@ static int split_op(walk *w, int id, state s) {
         if (s.origin < 0 || w->f->blocks[s.origin] != 1) return 0;
         for (int i = 0; i < k; i++) {
             if (sizes[i] != sizes[0]) return 0; /* blocks of one size: Q, K, V */
-            divides(w, n, sizes[i], "the sizes it splits into");
+            vp_tp_divides(w, n, sizes[i], "the sizes it splits into");
         }
         w->f->blocks[s.origin] = k;
         const int64_t *attr;
@@ -260,7 +245,7 @@ static int reshape(walk *w, int id, state s) {
     for (int d = b; d < y->rank; d++) out_tail *= y->dims[d];
     if (in_tail != out_tail) return 0;
     if (y->dims[b] > x->dims[s.axis] && y->dims[b] % x->dims[s.axis]) return 0;
-    divides(w, n, y->dims[b], y->rank > x->rank ? "the heads" : "the size of the axis it splits");
+    vp_tp_divides(w, n, y->dims[b], y->rank > x->rank ? "the heads" : "the size of the axis it splits");
     const int64_t *sv = shape->data;
     vp_tp_edit *e = add_edit(w, id, 1);
     if (!e) return 0;
@@ -369,7 +354,7 @@ static int expand_op(walk *w, int id, state s) {
     if (!shape || count != y->rank || count > 8 || w->st[n->inputs[1]].axis >= 0) return 0;
     int out = s.axis + (y->rank - x->rank);
     if (y->dims[out] != x->dims[s.axis] || x->dims[s.axis] == 1) return 0;
-    divides(w, n, x->dims[s.axis], "the axis it expands along");
+    vp_tp_divides(w, n, x->dims[s.axis], "the axis it expands along");
     vp_tp_edit *e = add_edit(w, id, 1);
     if (!e) return 0;
     e->n = count;
@@ -380,24 +365,39 @@ static int expand_op(walk *w, int id, state s) {
 }
 
 /* Attention over whole heads: Q, K, V split along the head axis, the mask shared; Y
- * split along its head axis (2 where it is written with the heads merged, y_bshd). */
-static int attention(walk *w, const vp_node *n) {
+ * split along its head axis (2 where it is written with the heads merged, y_bshd).
+ * Keys and values computed whole (tp_whole.c) are cut to this rank's heads. */
+static int attention(walk *w, int id) {
+    const vp_node *n = &w->g->nodes[id];
+    int64_t heads = 0;
     for (int k = 0; k < 3; k++)
-        if (w->st[n->inputs[k]].axis != 1) return 0;
+        if (w->st[n->inputs[k]].axis == 1) heads = w->g->values[n->inputs[k]].dims[1];
+    for (int k = 0; k < 3; k++) {
+        int a = w->st[n->inputs[k]].axis;
+        if (a != 1 && !(a == VP_TP_WHOLE && heads && vp_tp_cut_whole(w, id, k, 1, heads))) return 0;
+    }
     if (n->n_inputs > 3 && n->inputs[3] >= 0) {
         const vp_value *m = &w->g->values[n->inputs[3]];
-        if (w->st[n->inputs[3]].axis >= 0 || (m->rank == 4 && m->dims[1] != 1)) return 0;
+        if (w->st[n->inputs[3]].axis != VP_TP_REPLICATED || (m->rank == 4 && m->dims[1] != 1) ||
+            !vp_tp_wrap_input(w, id, 3, -1))
+            return 0;
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){k == 0 && vp_attr_int(n, "y_bshd", 0) ? 2 : 1, -1};
     return 1;
 }
 
-/* The plain core's Q K^T and P V: both operands split along the same batch axis. */
-static int batched_matmul(walk *w, const vp_node *n) {
+/* The plain core's Q K^T and P V: both operands split along the same batch axis (a
+ * whole one cut to this rank's share). */
+static int batched_matmul(walk *w, int id) {
+    const vp_node *n = &w->g->nodes[id];
     if (strcmp(n->op_type, "MatMul") || n->domain[0]) return 0;
     state a = w->st[n->inputs[0]], b = w->st[n->inputs[1]];
-    const vp_value *x = &w->g->values[n->inputs[0]], *y = &w->g->values[n->outputs[0]];
+    const vp_value *x = &w->g->values[n->inputs[0]], *y = &w->g->values[n->outputs[0]], *z = &w->g->values[n->inputs[1]];
+    if (a.axis == VP_TP_WHOLE && b.axis >= 0 && b.axis < z->rank - 2 && vp_tp_cut_whole(w, id, 0, b.axis, z->dims[b.axis]))
+        a = b;
+    if (b.axis == VP_TP_WHOLE && a.axis >= 0 && a.axis < x->rank - 2 && vp_tp_cut_whole(w, id, 1, a.axis, x->dims[a.axis]))
+        b = a;
     if (a.axis < 0 || b.axis != a.axis || a.axis >= x->rank - 2 || x->rank != y->rank) return 0;
     w->st[n->outputs[0]] = (state){a.axis, -1};
     return 1;
@@ -432,23 +432,31 @@ static int read_later(const vp_graph *g, int id, int depth) {
 static int step(walk *w, int id) {
     vp_graph *g = w->g;
     const vp_node *n = &g->nodes[id];
+    if (w->column[id] >= 3) return vp_tp_whole_product(w, id);
     if (w->column[id]) return column(w, id);
     if (w->f->is_embedding[id]) { /* its output replicated once all-reduced */
         add_slice(w, n->inputs[0], 0, -1);
         return 1;
     }
     state first = {-1, -1};
-    int any = 0;
-    for (int k = 0; k < n->n_inputs; k++)
-        if (n->inputs[k] >= 0 && w->st[n->inputs[k]].axis >= 0) {
+    int any = 0, whole = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->inputs[k] < 0) continue;
+        whole |= w->st[n->inputs[k]].axis == VP_TP_WHOLE;
+        if (w->st[n->inputs[k]].axis >= 0) {
             if (!any) first = w->st[n->inputs[k]];
             any = 1;
         }
+    }
+    if (whole && !any) return vp_tp_whole_step(w, id);
+    int is_attention = !strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention");
+    if (whole && !is_attention && (strcmp(n->op_type, "MatMul") || n->domain[0]))
+        return 0; /* a whole value beside a split one: only where its share is cut for it */
     if (!any) return 1;
     if (n->folded) return !read_later(g, id, 0); /* a constant of the full sizes: only where nothing reads it */
     int r = elementwise(w, n);
     if (r >= 0) return r;
-    if (!strcmp(n->domain, "vplan") && !strcmp(n->op_type, "Attention")) return attention(w, n);
+    if (is_attention) return attention(w, id);
     if (!strcmp(n->domain, "vplan") && (!strcmp(n->op_type, "GeluMatMul") || !strcmp(n->op_type, "SwiGluMatMul")))
         return row(w, id, first);
     if (n->domain[0] && strcmp(n->domain, "com.microsoft")) return 0;
@@ -462,7 +470,7 @@ static int step(walk *w, int id) {
     if (!strcmp(n->op_type, "Unsqueeze")) return unsqueeze_op(w, n, first);
     if (!strcmp(n->op_type, "Expand")) return expand_op(w, id, first);
     if (row(w, id, first)) return 1;
-    return batched_matmul(w, n);
+    return batched_matmul(w, id);
 }
 
 /* Derives every state with the candidates in w->column; 1 when consistent. */
@@ -472,7 +480,9 @@ static int walk_graph(walk *w) {
     for (int v = 0; v < g->n_values; v++) w->st[v] = (state){-1, -1};
     memset(f->is_row, 0, (size_t)g->n_nodes);
     for (int i = 0; i < g->n_nodes; i++) f->blocks[i] = 1, f->drop_axis[i] = -1;
-    f->n_slices = f->n_edits = 0;
+    memset(f->is_whole, 0, (size_t)g->n_nodes);
+    for (int i = 0; i < g->n_nodes; i++) f->whole_at[i] = -1;
+    f->n_slices = f->n_edits = f->n_cuts = f->n_wraps = 0;
     w->div_failed = 0;
     w->stop = -1;
     for (int i = 0; i < g->n_nodes; i++)
@@ -486,6 +496,7 @@ static int walk_graph(walk *w) {
     for (int k = 0; k < g->n_outputs; k++) {
         int v = g->outputs[k];
         state s = w->st[v];
+        if (s.axis == VP_TP_WHOLE) return 0; /* its gradient would be each rank's part */
         if (s.axis < 0) continue;
         /* vocabulary columns reaching the loss's logits: the loss is computed across ranks */
         if (!w->allow_logits || v != w->logits || s.axis != g->values[v].rank - 1 ||
@@ -513,58 +524,123 @@ static void lm_head(walk *w, char *column) {
     w->div_failed = 0;
 }
 
+/* Per value: whether a gradient reaches it (a parameter, or computed from one). */
+static char *gradients(const vp_graph *g) {
+    char *grad = calloc((size_t)g->n_values + 1, 1);
+    for (int v = 0; grad && v < g->n_values; v++) grad[v] = (g->values[v].flags & VP_VAL_PARAM) != 0;
+    for (int i = 0; grad && i < g->n_nodes; i++) {
+        const vp_node *n = &g->nodes[i];
+        char any = 0;
+        for (int k = 0; k < n->n_inputs && !n->folded; k++) any |= n->inputs[k] >= 0 && grad[n->inputs[k]];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) grad[n->outputs[k]] = any;
+    }
+    return grad;
+}
+
+/* Walks with the tentative marks (2: by columns, 4: whole): kept as 1 and 3 when every
+ * state is consistent and n divides what they cut (or `strict` is 0), else cleared. */
+static int try_marked(walk *w, char *column, int strict) {
+    int ok = walk_graph(w) && !(strict && w->div_failed);
+    for (int j = 0; j < w->g->n_nodes; j++)
+        if (column[j] == 2 || column[j] == 4) column[j] = (char)(ok ? column[j] - 1 : 0);
+    return ok;
+}
+
+enum { MAX_GROUP = 8 };
+
+/* Where a group cannot all split (n does not divide grouped-query attention's key/value
+ * heads): the largest subset by columns, the others whole on every rank, as Megatron-LM
+ * replicates key/value heads; 1 when one is kept. */
+static int split_some(walk *w, char *column, const int *group, int n_group) {
+    if (n_group < 2 || n_group > MAX_GROUP) return 0;
+    for (int size = n_group - 1; size >= 1; size--)
+        for (unsigned mask = 1; mask < (1u << n_group) - 1; mask++) {
+            if (__builtin_popcount(mask) != size) continue;
+            for (int k = 0; k < n_group; k++) column[group[k]] = (char)(mask >> k & 1 ? 2 : 4);
+            if (try_marked(w, column, 1)) return 1;
+        }
+    return 0;
+}
+
+/* Candidate i and the products reading its input after it: all by columns; else some
+ * by columns, the others whole; else i alone.  *s set where a split that fits stops
+ * at a size n does not divide. */
+static void try_candidate(walk *w, char *column, int i, vp_status *s, vp_error *err) {
+    vp_graph *g = w->g;
+    vp_tp_find *f = w->f;
+    int group[MAX_GROUP + 1], n_group = 0, total = 0;
+    for (int j = i; j < g->n_nodes; j++) {
+        int wj, oj, ij;
+        if (!vp_tp_product(g, &g->nodes[j], &wj, &oj, &ij) || g->nodes[j].inputs[0] != g->nodes[i].inputs[0] || column[j])
+            continue;
+        column[j] = 2;
+        if (n_group <= MAX_GROUP) group[n_group++] = j;
+        total++;
+    }
+    int ok = try_marked(w, column, 0), stop = w->stop, div_failed = ok && w->div_failed;
+    vp_error div = w->div_err;
+    if (ok && div_failed) /* split, but not among n: undone, then tried in part */
+        for (int k = 0; k < n_group; k++) column[group[k]] = 0;
+    if (ok && !div_failed) {
+        f->stop_at[i] = -1;
+        return;
+    }
+    if (total == n_group && split_some(w, column, group, n_group)) {
+        for (int k = 0; k < n_group; k++) f->stop_at[group[k]] = column[group[k]] == 3 ? stop : -1;
+        return;
+    }
+    if (!div_failed && n_group > 1) {
+        column[i] = 2;
+        ok = try_marked(w, column, 0);
+        stop = w->stop;
+        div_failed = ok && w->div_failed;
+        div = w->div_err;
+    }
+    f->stop_at[i] = ok ? -1 : stop;
+    if (div_failed) {
+        *err = div;
+        *s = VP_ERR_USAGE;
+    }
+}
+
 vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_error *err) {
     memset(f, 0, sizeof *f);
     walk w = {.g = g, .n = n, .f = f, .logits = logits};
     size_t nn = (size_t)g->n_nodes + 1;
-    char *column = calloc(nn, 1);
+    char *column = calloc(nn, 1), *grad = gradients(g);
     w.st = malloc(((size_t)g->n_values + 1) * sizeof *w.st);
     f->is_column = calloc(nn, 1);
     f->is_row = calloc(nn, 1);
     f->is_embedding = calloc(nn, 1);
+    f->is_whole = calloc(nn, 1);
     f->blocks = malloc(nn * sizeof *f->blocks);
     f->drop_axis = malloc(nn * sizeof *f->drop_axis);
     f->drop_origin = malloc(nn * sizeof *f->drop_origin);
     f->stop_at = malloc(nn * sizeof *f->stop_at);
+    f->whole_at = malloc(nn * sizeof *f->whole_at);
     for (size_t i = 0; f->stop_at && i < nn; i++) f->stop_at[i] = -1;
     w.column = column;
-    vp_status s = column && w.st && f->is_column && f->is_row && f->is_embedding && f->blocks && f->drop_axis && f->drop_origin &&
-                          f->stop_at
+    w.grad = grad;
+    vp_status s = column && grad && w.st && f->is_column && f->is_row && f->is_embedding && f->is_whole && f->blocks &&
+                          f->drop_axis && f->drop_origin && f->stop_at && f->whole_at
                       ? VP_OK
                       : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int i = 0; !s && i < g->n_nodes; i++) f->is_embedding[i] = (char)vp_tp_vocab_gather(g, &g->nodes[i], n);
     for (int i = 0; !s && i < g->n_nodes; i++) {
         int wi, oa, ia;
-        if (!vp_tp_product(g, &g->nodes[i], &wi, &oa, &ia)) continue;
+        if (!vp_tp_product(g, &g->nodes[i], &wi, &oa, &ia) || column[i]) continue;
         /* with the regions kept so far: a product already inside one is no candidate */
         if (!walk_graph(&w)) continue;
-        if (f->is_row[i] || w.st[g->nodes[i].inputs[0]].axis >= 0) continue;
-        /* the products that read the same input first as one group (separate Q, K
-         * and V projections split together or not at all), then this one alone */
-        for (int pass = 0; pass < 2 && !s; pass++) {
-            int n_group = 0;
-            for (int j = i; j < g->n_nodes; j++) {
-                int wj, oj, ij;
-                if ((j == i || pass == 0) && vp_tp_product(g, &g->nodes[j], &wj, &oj, &ij) &&
-                    g->nodes[j].inputs[0] == g->nodes[i].inputs[0] && !column[j])
-                    column[j] = 2, n_group++;
-            }
-            int ok = walk_graph(&w);
-            for (int j = i; j < g->n_nodes; j++)
-                if (column[j] == 2) column[j] = ok;
-            f->stop_at[i] = ok ? -1 : w.stop;
-            if (ok && w.div_failed) {
-                *err = w.div_err;
-                s = VP_ERR_USAGE;
-            }
-            if (ok || n_group == 1) break;
-        }
+        if (f->is_row[i] || w.st[g->nodes[i].inputs[0]].axis != VP_TP_REPLICATED) continue;
+        try_candidate(&w, column, i, &s, err);
     }
     if (!s && logits >= 0 && walk_graph(&w)) lm_head(&w, column);
     if (!s && w.nomem) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (!s && !walk_graph(&w)) s = vp_fail(err, VP_ERR_INVALID, "tensor-parallel regions inconsistent (a bug)");
-    if (!s) memcpy(f->is_column, column, (size_t)g->n_nodes);
+    for (int i = 0; !s && i < g->n_nodes; i++) f->is_column[i] = column[i] == 1;
     free(column);
+    free(grad);
     free(w.st);
     if (s) vp_tp_find_free(f);
     return s;
@@ -580,5 +656,9 @@ void vp_tp_find_free(vp_tp_find *f) {
     free(f->slices);
     free(f->edits);
     free(f->stop_at);
+    free(f->is_whole);
+    free(f->whole_at);
+    free(f->cuts);
+    free(f->wraps);
     memset(f, 0, sizeof *f);
 }

@@ -134,6 +134,15 @@ static int add_comm(vp_graph *g, const char *op, int x, int y, int ranks) {
     return id;
 }
 
+int vp_tp_copy(vp_graph *g, int x, int *copy_of, int ranks) {
+    if (copy_of[x] >= 0) return g->nodes[copy_of[x]].outputs[0];
+    char stem[512];
+    int y = vp_graph_add_unique_value(g, stem_of(g, x, "_tpcopy", stem, sizeof stem));
+    int c = y < 0 ? -1 : add_comm(g, "TPCopy", x, y, ranks);
+    if (c >= 0) copy_of[x] = c;
+    return c < 0 ? -1 : y;
+}
+
 /* Add(sum, bias) -> y after row product `node`'s all-reduce, in the node's opset. */
 static int add_bias(vp_graph *g, int node, int sum, int bias, int y) {
     char name[512];
@@ -142,6 +151,32 @@ static int add_bias(vp_graph *g, int node, int sum, int bias, int y) {
     int id = vp_graph_add_node(g, "Add", "", name, 2, in, 1, &y);
     if (id >= 0) g->nodes[id].opset = g->nodes[node].opset;
     return id;
+}
+
+/* A product computed whole inside a region: the node that reads each rank's share, its
+ * heads where that is an Attention ([batch, heads, seq, head_dim]), its parameters'
+ * gradients summed (its weight's, its bias's) and its forward and backward products' FLOPs. */
+static void note_whole(const vp_graph *g, const vp_tp_find *f, int i, int w, int oa, vp_tp_replicated *p) {
+    const vp_node *nd = &g->nodes[i];
+    const vp_value *wv = &g->values[nd->inputs[w]], *y = &g->values[nd->outputs[0]];
+    int at = f->whole_at[i];
+    p->whole = 1;
+    if (at >= 0) {
+        snprintf(p->at, sizeof p->at, "%s", g->nodes[at].name);
+        snprintf(p->at_op, sizeof p->at_op, "%s", g->nodes[at].op_type);
+    }
+    for (int c = 0; c < f->n_cuts; c++) {
+        const vp_value *x = &g->values[g->nodes[f->cuts[c].node].inputs[f->cuts[c].input]];
+        if (f->cuts[c].origin == i && !strcmp(g->nodes[f->cuts[c].node].op_type, "Attention") && x->rank == 4 &&
+            wv->dims[oa] % x->dims[3] == 0)
+            p->heads = wv->dims[oa] / x->dims[3];
+    }
+    for (int k = 0; k < f->n_wraps; k++)
+        if (f->wraps[k].origin == i) { /* its parameters (a table it shares with others is not its own) */
+            const vp_value *v = &g->values[g->nodes[f->wraps[k].node].inputs[f->wraps[k].input]];
+            if (v->flags & VP_VAL_PARAM) p->grad_bytes += vp_value_numel(v) * (int64_t)vp_dtype_size(v->dtype);
+        }
+    p->flops = 6.0 * (double)vp_value_numel(y) * (double)wv->dims[1 - oa]; /* Y, dX, dW: 2 m k n each */
 }
 
 /* The products the finder left whole (neither column- nor row-parallel), with the node
@@ -164,6 +199,7 @@ static vp_status note_replicated(const vp_graph *g, const vp_tp_find *f, vp_tp_r
             snprintf(p->stop, sizeof p->stop, "%s", g->nodes[st].name);
             snprintf(p->stop_op, sizeof p->stop_op, "%s", g->nodes[st].op_type);
         }
+        if (f->is_whole[i]) note_whole(g, f, i, w, oa, p);
     }
     return VP_OK;
 }
@@ -212,25 +248,23 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
     for (int i = 0; !s && i < n0; i++) {
         int first = g->n_nodes, n_before = 0;
         if (f.drop_axis[i] >= 0) s = vp_tp_dropout_part(g, i, f.drop_axis[i], o->n, o->rank, err);
+        if (!s) s = vp_tp_whole_node(g, &f, i, o->n, o->rank, copy_of, r, err); /* in front of it */
         if (s) break;
+        int ahead = g->n_nodes - first;
         if (f.is_embedding[i]) {
             s = vp_tp_vocab_embedding(g, i, o->n, o->rank, &n_before, err);
             r->n_embedding++;
-        } else if (f.is_column[i]) {
-            int x = g->nodes[i].inputs[0];
-            if (copy_of[x] < 0) {
-                int y = vp_graph_add_unique_value(g, stem_of(g, x, "_tpcopy", stem, sizeof stem));
-                int c = y < 0 ? -1 : add_comm(g, "TPCopy", x, y, o->n);
-                if (c < 0) {
-                    s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                copy_of[x] = c;
-                n_before = 1;
-                r->n_copy++;
+        } else if (f.is_column[i] || f.is_whole[i]) { /* a whole one's input gradient is its share's part: summed too */
+            int x = g->nodes[i].inputs[0], fresh = copy_of[x] < 0;
+            int y = vp_tp_copy(g, x, copy_of, o->n);
+            if (y < 0) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+                break;
             }
-            g->nodes[i].inputs[0] = g->nodes[copy_of[x]].outputs[0];
-            r->n_column++;
+            g->nodes[i].inputs[0] = y;
+            n_before = g->n_nodes - first - ahead;
+            r->n_copy += fresh;
+            r->n_column += f.is_column[i];
         } else if (f.is_row[i]) {
             int gemm = !strcmp(g->nodes[i].op_type, "Gemm") && !g->nodes[i].domain[0];
             int y = g->nodes[i].outputs[0], bias = gemm && g->nodes[i].n_inputs > 2 ? g->nodes[i].inputs[2] : -1;
@@ -248,6 +282,7 @@ vp_status vp_tp_split(vp_graph *g, const vp_tp_opts *o, vp_tp_result *r, vp_erro
             r->n_row++;
             r->n_allreduce++;
         }
+        n_before += ahead;
         if (!s && g->n_nodes - n0 > cap) s = vp_fail(err, VP_ERR_INVALID, "tensor-parallel split: too many nodes added (a bug)");
         for (int k = first; !s && k < g->n_nodes; k++) place[k - n0] = 2 * i + (k - first >= n_before);
     }

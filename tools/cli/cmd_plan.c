@@ -128,6 +128,27 @@ static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sen
     return r;
 }
 
+/* A product computed whole inside a split region (GQA's key/value projections where n
+ * does not divide their heads): why, where each rank's share is taken, what it costs. */
+static void tp_whole_line(const vp_tp_replicated *q, int ranks) {
+    char b1[32], why[400];
+    if (q->heads % ranks)
+        snprintf(why, sizeof why, "--tp %d does not divide its key/value heads (%lld)", ranks, (long long)q->heads);
+    else if (q->stop[0])
+        snprintf(why, sizeof why, "its columns' split stops at '%s' (%s)", q->stop, q->stop_op);
+    else
+        snprintf(why, sizeof why, "--tp %d does not divide what its columns' split cuts", ranks);
+    static const char *const unit[] = {"", "k", "M", "G", "T", "P"};
+    int u = 0;
+    for (double f = q->flops; f >= 1000 && u < 5; f /= 1000) u++;
+    double scale = pow(1000, u);
+    printf("    the product by '%s': %s;\n"
+           "      computed whole on every rank; '%s' (%s) reads each rank's share of its heads;\n"
+           "      costs its gradients' all-reduce (%s a step) and %.3g %sFLOP a step on every rank (%.3g were it split)\n",
+           q->node, why, q->at[0] ? q->at : "?", q->at[0] ? q->at_op : "?", vp_human_bytes(q->grad_bytes, b1, sizeof b1),
+           q->flops / scale, unit[u], q->flops / ranks / scale);
+}
+
 static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_result *rr) {
     char b1[32], b2[32], b3[32];
     if (r->rank == 0) {
@@ -148,7 +169,8 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
             const vp_tp_replicated *q = &r->replicated[i];
             if (!i) printf("  left replicated (every rank computes it whole): %d product%s\n", r->n_replicated,
                            r->n_replicated == 1 ? "" : "s");
-            if (q->stop[0])
+            if (q->whole) tp_whole_line(q, r->ranks);
+            else if (q->stop[0])
                 printf("    the product by '%s': its columns' split stops at '%s' (%s), which cannot take them\n", q->node,
                        q->stop, q->stop_op);
             else
