@@ -15,7 +15,7 @@ mkdir "$tmp/plans"
 expect 0 "0 failed" -- "$fuzz" 0 "$tmp/plans"
 printf 'not weights' >"$tmp/weights.bin"
 for class in offset_at_arena offset_huge offset_negative arena_tiny buffer_grown overlap steps_swapped step_dropped \
-    step_input loss_at_input no_steps dtype dims; do
+    step_input loss_at_input no_steps dtype dims tp_slice; do
     plan=$tmp/plans/$class.vplan
     [[ -f $plan ]] || { fail=$((fail + 1)); echo "FAIL: no $class mutant"; continue; }
     expect 2 "$plan" -- "$tool" verify "$plan"
@@ -31,6 +31,7 @@ expect 2 "unsound plan (refused.*does not fit the 64-byte arena\|does not fit th
 expect 2 "unsound plan (refused.*the loss buffer 'x' is an input" -- "$tool" codegen "$tmp/plans/loss_at_input.vplan" -o "$tmp/gen"
 expect 2 "unsound plan (refused.*the plan has no steps" -- "$tool" run "$tmp/plans/no_steps.vplan"
 expect 2 "unsound plan (refused.*reads .* before any step writes it" -- "$tool" run "$tmp/plans/steps_swapped.vplan"
+expect 2 "tensor-parallel slice (axis [0-9]*, [0-9]* blocks) does not fit its shape" -- "$tool" run "$tmp/plans/tp_slice.vplan"
 # what stays sound after an edit (a stored lifetime the verifier re-derives anyway; the
 # version set back to 1 on a plan without a host block) still runs
 expect 0 "sound: " -- "$tool" verify "$tmp/plans/version_1.vplan"

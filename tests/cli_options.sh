@@ -20,18 +20,19 @@ declare -A options=(
     [plan]="$train_opts --dim --budget --device --remat --ilp-time-limit --arena-time-limit --no-fused-update --fused-update --auto --max-tp --max-batch -o --dot --timeline --json"
     [show]="--json --steps"
     [verify]=""
-    [run]="--backend --allow-nonfinite --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save-inputs"
+    [run]="--backend --allow-nonfinite --reference --tf32 --cuda-device --steps --data --seed --json --save-weights --save --save-inputs"
     [codegen]="-o --output --target --prefix --embed-weights --reference"
     [export]="--weights -o --output --model"
+    [compare]="--tolerance --lenient"
     [arena]="-o --all --search-seconds --time-limit"
 )
 declare -A operand=([inspect]=MODEL [eval]=MODEL [train]=MODEL [train-graph]=MODEL [plan]=MODEL [show]=PLAN
-    [verify]=PLAN [run]=PLAN [codegen]=PLAN [export]=PLAN [arena]=FILE.csv)
+    [verify]=PLAN [run]=PLAN [codegen]=PLAN [export]=PLAN [compare]=A [arena]=FILE.csv)
 
 # the options a help text lists: the first words of its option lines
 listed() { sed -nE 's/^  (-[-a-z0-9]+)(, (-[-a-z0-9]+))?.*/\1 \3/p' | tr ' ' '\n' | grep . | sort; }
 
-for cmd in inspect eval train train-graph plan show verify run codegen export arena; do
+for cmd in inspect eval train train-graph plan show verify run codegen export compare arena; do
     expect 0 "^  $cmd ${operand[$cmd]}" -- "$tool" --help
     expect 0 "^usage: onnx-vplan $cmd ${operand[$cmd]}" -- "$tool" "$cmd" --help
     expect 0 "^usage: onnx-vplan $cmd" -- "$tool" "$cmd" -h
@@ -53,7 +54,9 @@ for cmd in inspect eval train train-graph plan show verify run codegen export ar
     done
     expect 2 "^onnx-vplan: $cmd: unknown option '--frobnicate' (see onnx-vplan $cmd --help)" -- "$tool" "$cmd" x --frobnicate
     expect 2 "^onnx-vplan: $cmd: missing ${operand[$cmd]} (usage: onnx-vplan $cmd " -- "$tool" "$cmd"
-    expect 2 "^onnx-vplan: $cmd: unexpected argument 'two'" -- "$tool" "$cmd" one two
+    extra=(one two)
+    [[ $cmd == compare ]] && extra=(one two three) # A and B
+    expect 2 "^onnx-vplan: $cmd: unexpected argument '${extra[-1]}'" -- "$tool" "$cmd" "${extra[@]}"
 done
 
 # a bad value for every subcommand: named with the value and what was expected
@@ -157,5 +160,14 @@ expect 0 "offload: 6 Adam updates on the host, 55400 bytes" -- "$tool" train "$m
 expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload
 expect 0 "host: .* beside the arena" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --optimizer adam --offload -o "$tmp/o.vplan"
 expect 0 "step 1  loss" -- "$tool" run "$tmp/o.vplan"
+
+# compare: two models' weights; a trained one against where it started, a model of other
+# weights named; --tolerance decides the exit
+expect 0 "compared 6 float initializers (.* elements): largest absolute difference 0 " -- "$tool" compare "$mlp" "$mlp" --tolerance 0
+expect 0 "" -- "$tool" train "$mlp" --dim batch=4 --loss ce:logits --steps 1 --save "$tmp/t1.onnx"
+expect 0 "largest relative [0-9.e-]* ('.*', to its largest magnitude)" -- "$tool" compare "$tmp/t1.onnx" "$mlp"
+expect 1 "differs by more than --tolerance 1e-09 both absolutely and relatively" -- "$tool" compare "$tmp/t1.onnx" "$mlp" --tolerance 1e-9
+expect 1 "float initializers of .*mlp/model.onnx not in .*gpt/model.onnx" -- "$tool" compare "$mlp" "$src/models/gpt/model.onnx"
+expect 2 "compare: --tolerance expects a non-negative number, got 'x'" -- "$tool" compare "$mlp" "$mlp" --tolerance x
 
 expect_summary

@@ -73,10 +73,12 @@ printf 'id,lower,upper,size\n0,0,2,64\n1,1,3,64\n2,2,4,128\n' >"$tmp/a.csv"
 expect 0 "lower bound: 192 bytes" -- "$tool" arena "$tmp/a.csv" -o "$tmp/a_out.csv"
 write_fails "$tmp/a_out.csv" -- "$tool" arena "$tmp/a.csv" -o "$tmp/a_out.csv"
 
-# run: --save-weights, --save-inputs, --json
+# run: --save-weights, --save, --save-inputs, --json
 mkdir -p "$tmp/in"
-expect 0 "" -- "$tool" run "$tmp/p.vplan" --steps 1 --save-weights "$tmp/r.weights" --save-inputs "$tmp/in" --json "$tmp/r.json"
+expect 0 "" -- "$tool" run "$tmp/p.vplan" --steps 1 --save-weights "$tmp/r.weights" --save "$tmp/r.onnx" --save-inputs "$tmp/in" \
+    --json "$tmp/r.json"
 write_fails "$tmp/r.weights" -- "$tool" run "$tmp/p.vplan" --steps 2 --save-weights "$tmp/r.weights"
+write_fails "$tmp/r.onnx" -- "$tool" run "$tmp/p.vplan" --steps 2 --save "$tmp/r.onnx"
 write_fails "$tmp/r.json" -- "$tool" run "$tmp/p.vplan" --steps 2 --json "$tmp/r.json"
 write_fails "$tmp/in/x.bin" -- "$tool" run "$tmp/p.vplan" --steps 1 --seed 7 --save-inputs "$tmp/in"
 

@@ -84,12 +84,12 @@ static int read_payload(const char *path, seed *s) {
 enum {
     M_OFFSET_AT_ARENA, M_OFFSET_HUGE, M_OFFSET_NEGATIVE, M_ARENA_TINY, M_GROW, M_OVERLAP, M_LIFETIME,
     M_SWAP_STEPS, M_DROP_STEP, M_STEP_INPUT, M_STEP_OUTPUT, M_LOSS_AT_INPUT, M_NO_STEPS, M_DTYPE, M_DIMS,
-    M_VERSION_1, M_COUNT
+    M_TP_SLICE, M_VERSION_1, M_COUNT
 };
 static const char *mutation_name[M_COUNT] = {
     "offset_at_arena", "offset_huge", "offset_negative", "arena_tiny", "buffer_grown", "overlap", "lifetime_cut",
     "steps_swapped", "step_dropped", "step_input", "step_output", "loss_at_input", "no_steps", "dtype", "dims",
-    "version_1"};
+    "tp_slice", "version_1"};
 
 static int pick_buffer(vp_rng *r, const Vplan__Plan *m, int need_size) {
     for (int tries = 0; tries < 64 && m->n_buffers; tries++) {
@@ -199,6 +199,12 @@ static int mutate(vp_rng *r, Vplan__Plan *m, int k, unsigned *version) {
     case M_DIMS:
         if (b < 0 || !m->buffers[b]->n_dims) return 0;
         m->buffers[b]->dims[vp_rng_next(r) % m->buffers[b]->n_dims] *= 3;
+        return 1;
+    case M_TP_SLICE: /* a tensor-parallel slice along an axis the buffer lacks, or of blocks its axis cannot hold */
+        if (b < 0 || !m->buffers[b]->n_dims) return 0;
+        m->buffers[b]->has_tp_axis = m->buffers[b]->has_tp_blocks = 1;
+        m->buffers[b]->tp_axis = vp_rng_next(r) % 2 || m->buffers[b]->dims[0] < 1 ? (int32_t)m->buffers[b]->n_dims : 0;
+        m->buffers[b]->tp_blocks = m->buffers[b]->tp_axis ? 1 : (int32_t)m->buffers[b]->dims[0] + 1;
         return 1;
     case M_VERSION_1:
         *version = 1;
@@ -312,7 +318,7 @@ int main(int argc, char **argv) {
           rounds, now() - t0, executed);
     /* these can never be sound: each must be refused every time */
     static const int always[] = {M_OFFSET_AT_ARENA, M_OFFSET_HUGE, M_OFFSET_NEGATIVE, M_OVERLAP, M_LOSS_AT_INPUT,
-                                 M_NO_STEPS};
+                                 M_NO_STEPS, M_TP_SLICE};
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) {
         int k = always[i];
         check(tried[k] > 0 && refused[k] == tried[k], "%s: %d of %d mutants refused", mutation_name[k], refused[k],

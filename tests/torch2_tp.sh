@@ -5,7 +5,8 @@
 # every MLP product of each layer split (column / row counts = layers x products per
 # layer, plus the LM head's or the pooler's), the bytes each rank sends as planned, and
 # rank 0's losses under mpirun -np 2 the one-rank plan's within 1e-5 over 5 steps (the
-# Llama also with --sp), and a Llama of 4 key/value heads under mpirun -np 4.  Qwen2 and
+# Llama also with --sp), and a Llama of 4 key/value heads under mpirun -np 4, and the
+# trained weights after them (SGD with momentum) within 1e-5 of one rank's.  Qwen2 and
 # Gemma (1 key/value head) and the Llama at --tp 4 (2): their key/value projections
 # computed whole on every rank, the rest split, the losses again one rank's.
 # usage: torch2_tp.sh ONNX_VPLAN SOURCE_DIR MPIRUN (MPIRUN empty: the mpirun checks are left out)
@@ -50,6 +51,31 @@ expect 0 "the product by 'm.model.layers.0.self_attn.k_proj.weight': --tp 4 does
 
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
 worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r} END {printf "%.3g\n", w + 0}'; }
+# tp_run TAG FILE N SP OPTIONS...: plans the model on 1 and N ranks (SP: --sp, or empty:
+# not), runs 5 steps of each
+# (mpirun -np N for the second), each saving its trained model as $tmp/TAG.{1,N}.onnx;
+# checks every rank's bytes counted = planned and rank 0's losses within 1e-5 of one
+# rank's; leaves the worst loss difference in $w
+tp_run() {
+    local tag=$1 f=$2 n=$3 sp=$4
+    shift 4
+    "$tool" plan "$f" "$@" --tp 1 -o "$tmp/$tag.1.vplan" >/dev/null || echo "FAIL: $tag plan --tp 1"
+    "$tool" plan "$f" "$@" --tp $n $sp -o "$tmp/$tag.$n.vplan" >/dev/null || echo "FAIL: $tag plan --tp $n $sp"
+    "$tool" run "$tmp/$tag.1.vplan" --steps 5 --save "$tmp/$tag.1.onnx" | losses >"$tmp/$tag.l1"
+    local out
+    out=$("${mpi[@]}" -np $n "$tool" run "$tmp/$tag.$n.vplan" --steps 5 --save "$tmp/$tag.$n.onnx" 2>&1)
+    sed -nE 's/^rank [0-9]+ of '$n': sent ([0-9]+) bytes a step in [0-9]+ collectives .*; planned ([0-9]+)$/\1 \2/p' \
+        <<<"$out" >"$tmp/$tag.bytes"
+    expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/$tag.bytes"
+    losses <<<"$out" >"$tmp/$tag.l2"
+    w=$(worst "$tmp/$tag.l2" "$tmp/$tag.l1")
+    if [[ $(wc -l <"$tmp/$tag.l2") -eq 5 ]] && awk -v w="$w" 'BEGIN {exit !(w < 1e-5)}'; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $tag --tp $n under mpirun: losses $(tr '\n' ' ' <"$tmp/$tag.l2"), one rank's $(tr '\n' ' ' <"$tmp/$tag.l1")"
+    fi
+}
 if [[ -n $mpirun ]]; then
     mpi=("$mpirun" --allow-run-as-root --oversubscribe)
     [[ -n ${VP_MPI_ASAN_OPTIONS:-} ]] && mpi=(env "ASAN_OPTIONS=$VP_MPI_ASAN_OPTIONS" "${mpi[@]}")
@@ -59,27 +85,23 @@ if [[ -n $mpirun ]]; then
     # llama4: the Llama (2 key/value heads) over 4 ranks, k and v whole on every rank
     # gemma_nosig: rotary tables computed from a trained buffer (no exporter signature):
     # their gradients, each rank's part from its heads, all-reduced too
+    sgd=(--loss ce:logits --optimizer momentum --lr 0.05)
     for m in llama gpt2 bert vit llama_sp llama_mha4 llama4 qwen2 gemma gemma_nosig; do
-        f=$kit/${m%_sp}/eval_opt0.onnx sp=() n=2
-        [[ $m == *_sp ]] && sp=(--sp)
+        f=$kit/${m%_sp}/eval_opt0.onnx sp= n=2
+        [[ $m == *_sp ]] && sp=--sp
         [[ $m == llama_mha4 ]] && f=$kit/llama_mha/eval_opt0.onnx n=4
         [[ $m == llama4 ]] && f=$kit/llama/eval_opt0.onnx n=4
         [[ $m == gemma_nosig ]] && f=$kit/gemma/nosig_eval_opt0.onnx
-        "$tool" plan "$f" "${args[@]}" --tp 1 -o "$tmp/$m.1.vplan" >/dev/null || echo "FAIL: $m plan --tp 1"
-        "$tool" plan "$f" "${args[@]}" --tp $n "${sp[@]}" -o "$tmp/$m.2.vplan" >/dev/null || echo "FAIL: $m plan --tp $n ${sp[*]}"
-        "$tool" run "$tmp/$m.1.vplan" --steps 5 | losses >"$tmp/$m.l1"
-        out=$("${mpi[@]}" -np $n "$tool" run "$tmp/$m.2.vplan" --steps 5 2>&1)
-        # every rank: the bytes counted = the bytes planned
-        sed -nE 's/^rank [0-9]+ of '$n': sent ([0-9]+) bytes a step in [0-9]+ collectives .*; planned ([0-9]+)$/\1 \2/p' \
-            <<<"$out" >"$tmp/$m.bytes"
-        expect 0 "" -- awk -v n=$n '$1 != $2 || $1 == 0 {bad = 1} END {exit bad || NR != n}' "$tmp/$m.bytes"
-        losses <<<"$out" >"$tmp/$m.l2"
-        if [[ $(wc -l <"$tmp/$m.l2") -eq 5 ]] && awk -v w="$(worst "$tmp/$m.l2" "$tmp/$m.l1")" 'BEGIN {exit !(w < 1e-5)}'; then
-            pass=$((pass + 1))
-        else
-            fail=$((fail + 1))
-            echo "FAIL: $m --tp $n under mpirun: losses $(tr '\n' ' ' <"$tmp/$m.l2"), one rank's $(tr '\n' ' ' <"$tmp/$m.l1")"
-        fi
+        tp_run "$m" "$f" $n "$sp" "${args[@]}"
+        wa=$w
+        # the weights after the 5 steps, the model rank 0 wrote from every rank's slices
+        # against the one-rank run's, under SGD with momentum: the weights follow the
+        # gradients linearly there, where Adam's step, divided by the gradient's own size,
+        # blows what rounding leaves of a gradient that is zero in exact arithmetic
+        # (attention's key bias: softmax is shift-invariant) up to a step of lr on any run
+        tp_run "$m.sgd" "$f" $n "$sp" "${sgd[@]}"
+        expect 0 "every tensor within" -- "$tool" compare "$tmp/$m.sgd.$n.onnx" "$tmp/$m.sgd.1.onnx" --tolerance 1e-5
+        echo "$m --tp $n under mpirun: losses within $wa (adamw), $w (momentum) of one rank's; weights: ${expect_out#compared }"
     done
 fi
 expect_summary

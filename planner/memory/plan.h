@@ -42,6 +42,8 @@ typedef struct vp_buffer {
     int first, last;    /* steps during which it is live, inclusive */
     int alias_of;       /* -1, or the buffer whose storage this one shares */
     int64_t offset;     /* in the arena */
+    int tp_axis;        /* a tensor-parallel rank's slice of a split weight: along tp_axis, */
+    int tp_blocks;      /* of each of tp_blocks equal blocks, its chunk (0: whole) */
 } vp_buffer;
 
 typedef struct vp_device_profile {

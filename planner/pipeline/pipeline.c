@@ -70,8 +70,15 @@ static vp_status pass_remat(run_ctx *c, vp_error *err) {
     const vp_pipeline_opts *o = c->o;
     vp_pipeline_result *r = c->r;
     if (!o->device) return vp_fail(err, VP_ERR_USAGE, "internal: the pipeline plans for no device profile");
-    return vp_plan_with_remat_opts(r->g, &r->t, o->device, o->fused_update, o->budget, o->remat, o->remat_opts, &r->planned,
-                                   &r->p, &r->remat, err);
+    vp_status s = vp_plan_with_remat_opts(r->g, &r->t, o->device, o->fused_update, o->budget, o->remat, o->remat_opts,
+                                          &r->planned, &r->p, &r->remat, err);
+    /* the buffers that hold this rank's slice of a split weight, and how it was cut */
+    for (int i = 0; !s && i < r->t.tp.n_sliced; i++) {
+        const vp_tp_sliced *sl = &r->t.tp.sliced[i];
+        int v = vp_graph_find_value(r->p.g, r->g->values[sl->value].name), b = v < 0 ? -1 : r->p.buffer_of[v];
+        if (b >= 0) r->p.buffers[b].tp_axis = sl->axis, r->p.buffers[b].tp_blocks = sl->blocks;
+    }
+    return s;
 }
 
 /* the last pass: what `run` and `codegen` will check again at load */

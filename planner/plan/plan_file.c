@@ -81,6 +81,7 @@ vp_status vp_plan_write(const vp_plan *p, const char *model, const vp_knob *knob
         m->has_last_step = 1, m->last_step = buf->last;
         m->has_alias_of = 1, m->alias_of = buf->alias_of;
         m->has_flags = 1, m->flags = v->flags;
+        if (buf->tp_blocks > 0) m->has_tp_axis = m->has_tp_blocks = 1, m->tp_axis = buf->tp_axis, m->tp_blocks = buf->tp_blocks;
         if (v->data && buf->alias_of < 0 && !(v->flags & VP_VAL_INPUT)) {
             m->has_init = 1;
             m->init.data = v->data;

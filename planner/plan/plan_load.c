@@ -85,6 +85,13 @@ static vp_status build_values(const char *path, const Vplan__Plan *m, vp_loaded_
         pb->first = b->first_step;
         pb->last = b->last_step;
         pb->alias_of = b->alias_of;
+        if (b->has_tp_blocks) { /* a rank's slice: each block's chunk whole along the axis */
+            if (b->tp_blocks < 1 || b->tp_axis < 0 || b->tp_axis >= v->rank || v->dims[b->tp_axis] % b->tp_blocks)
+                return vp_fail(err, VP_ERR_INVALID, "%s: buffer %zu ('%s'): tensor-parallel slice (axis %d, %d blocks) "
+                               "does not fit its shape", path, i, v->name, b->tp_axis, b->tp_blocks);
+            pb->tp_axis = b->tp_axis;
+            pb->tp_blocks = b->tp_blocks;
+        }
         if (b->bytes != pb->bytes || b->size < pb->bytes || b->offset < 0 ||
             (b->alias_of != -1 && (b->alias_of < 0 || (size_t)b->alias_of >= m->n_buffers)))
             return vp_fail(err, VP_ERR_INVALID, "%s: buffer %zu ('%s'): size, offset or alias inconsistent", path, i, v->name);

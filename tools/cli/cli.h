@@ -90,7 +90,7 @@ vp_status cli_load(const char *path, const cli_pairs *dims, vp_graph **out, vp_e
 
 /* The subcommands, in the order onnx-vplan --help lists them. */
 extern const cli_cmd cli_cmd_inspect, cli_cmd_eval, cli_cmd_train, cli_cmd_train_graph, cli_cmd_plan, cli_cmd_show,
-    cli_cmd_verify, cli_cmd_run, cli_cmd_codegen, cli_cmd_export,
+    cli_cmd_verify, cli_cmd_run, cli_cmd_codegen, cli_cmd_export, cli_cmd_compare,
     cli_cmd_arena;
 
 #endif

@@ -9,11 +9,13 @@
 
 #include "cli.h"
 #include "cli_data.h"
+#include "cli_tp.h"
 #include "comm.h"
 #include "cpu_util.h"
 #include "ir/atomic_file.h"
 #include "json_writer.h"
 #include "memory/workspace.h"
+#include "onnx_save.h"
 #include "plan_exec.h"
 #include "plan/plan_load.h"
 #include "report.h"
@@ -154,9 +156,13 @@ static vp_status open_rank_plan(const char *path, vp_comm *comm, vp_loaded_plan 
     return VP_OK;
 }
 
-/* The persistent buffers after the steps, as a weights file (codegen/weights_file.h). */
-static vp_status save_weights(const vp_loaded_plan *lp, vp_plan_exec *x, const char *path, vp_error *err) {
+/* The persistent buffers after the steps, as a weights file (codegen/weights_file.h);
+ * under mpirun each rank's as PATH.<rank>, of its plan PLAN.<rank>. */
+static vp_status save_weights(const vp_loaded_plan *lp, vp_plan_exec *x, const vp_comm *comm, const char *path_,
+                              vp_error *err) {
     const vp_plan *p = &lp->plan;
+    char path[4200];
+    snprintf(path, sizeof path, comm && comm->size > 1 ? "%s.%d" : "%s", path_, comm ? comm->rank : 0);
     vp_tensor *t = calloc((size_t)p->n_buffers + 1, sizeof *t);
     const void **data = calloc((size_t)p->n_buffers + 1, sizeof *data);
     vp_status s = t && data ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
@@ -169,6 +175,31 @@ static vp_status save_weights(const vp_loaded_plan *lp, vp_plan_exec *x, const c
     for (int b = 0; t && b < p->n_buffers; b++) free(t[b].data);
     free(t);
     free(data);
+    return s;
+}
+
+/* The trained model: the plan's model with the parameters and running statistics after
+ * the steps (optimizer state stays out, as `export` does); under mpirun every rank
+ * gathers the split weights (in plan order, the same on every rank) and rank 0 writes. */
+static vp_status save_model(const vp_loaded_plan *lp, vp_plan_exec *x, vp_comm *comm, const char *path, vp_error *err) {
+    const vp_plan *p = &lp->plan;
+    vp_tensor *t = calloc((size_t)p->n_buffers + 1, sizeof *t);
+    const char **names = calloc((size_t)p->n_buffers + 1, sizeof *names);
+    vp_status s = t && names ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int n = 0;
+    for (int b = 0; b < p->n_buffers && !s; b++) {
+        const vp_value *v = &lp->g->values[p->buffers[b].value];
+        if (!vp_weights_persistent(p, b) || !(v->flags & VP_VAL_INITIALIZER)) continue;
+        s = vp_plan_exec_get(x, p->buffers[b].value, &t[n], err);
+        if (!s && p->buffers[b].tp_blocks > 0 && comm && comm->size > 1)
+            s = cli_tp_gather(comm, p->buffers[b].tp_axis, p->buffers[b].tp_blocks, &t[n], err);
+        names[n++] = v->name;
+    }
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(lp->model, path, n, names, t, err);
+    if (!s && (!comm || comm->rank == 0)) printf("wrote %s: %s with %d trained initializers\n", path, lp->model, n);
+    for (int i = 0; t && i < n; i++) free(t[i].data);
+    free(t);
+    free(names);
     return s;
 }
 
@@ -189,6 +220,7 @@ static vp_status save_inputs(const vp_graph *g, const cli_batch *batch, const ch
 
 static int run_run(int argc, char **argv) {
     const char *path = NULL, *data = "synthetic", *json = NULL, *backend = "cpu", *save_w = NULL, *save_in = NULL;
+    const char *save_model_to = NULL;
     int64_t steps = 1, seed = 0, cuda_device = 0;
     int tf32 = 0, reference = 0, allow_nonfinite = 0;
     const cli_opt table[] = {
@@ -212,7 +244,12 @@ static int run_run(int argc, char **argv) {
         {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], \"arena_bytes\": ..., ...}"},
         {"--save-weights", CLI_STR, &save_w, "FILE",
          "write the parameters and optimizer state after the last step\n"
-         "as a weights file (the format codegen's NAME_init reads)"},
+         "as a weights file (the format codegen's NAME_init reads); under\n"
+         "mpirun each rank its own, FILE.<rank>"},
+        {"--save", CLI_STR, &save_model_to, "OUT.onnx",
+         "write the trained model: the plan's model with its parameters\n"
+         "after the last step (under mpirun the split weights gathered\n"
+         "whole from every rank, written by rank 0)"},
         {"--save-inputs", CLI_STR, &save_in, "DIR", "write the batch as raw DIR/<input>.bin files (--data reads them)"},
         {0}};
     int rc = cli_parse(&cli_cmd_run, table, argc, argv);
@@ -299,7 +336,8 @@ static int run_run(int argc, char **argv) {
         printf("oneDNN scratch outside the plan: %zu bytes (its workspaces were planned for another machine or thread "
                "count, or none were)\n", vp_backend_cpu_own_scratch(b));
     if (!s && use_cuda) cuda_report(&mem, &lp.plan);
-    if (!s && save_w) s = save_weights(&lp, x, save_w, &err);
+    if (!s && save_w) s = save_weights(&lp, x, comm, save_w, &err);
+    if (!s && save_model_to) s = save_model(&lp, x, comm, save_model_to, &err); /* host tensors: MPI */
     if (!s && json) {
         vp_atomic_file af;
         s = vp_atomic_file_open(&af, json, &err);

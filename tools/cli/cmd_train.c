@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "cli_data.h"
 #include "cli_train.h"
+#include "cli_tp.h"
 #include "comm.h"
 #include "cpu_util.h"
 #include "exec.h"
@@ -112,23 +113,10 @@ static vp_status write_json(const char *path, const vp_graph *g, const vp_traini
     return vp_atomic_file_commit(&af, err);
 }
 
-/* A split weight made whole: every rank's slice gathered, put back where the split took
- * it from (planner/parallel). */
+/* A split weight made whole: every rank's slice gathered (cli_tp.h); others as they are. */
 static vp_status gather_full(vp_comm *comm, const vp_training *t, int value, vp_tensor *v, vp_error *err) {
-    const vp_tp_sliced *sl = NULL;
     for (int i = 0; comm && i < t->tp.n_sliced; i++)
-        if (t->tp.sliced[i].value == value) sl = &t->tp.sliced[i];
-    if (!sl) return VP_OK;
-    size_t bytes = vp_tensor_nbytes(v);
-    char *parts = malloc(bytes * (size_t)comm->size + 1);
-    if (!parts) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    vp_tensor full = {0};
-    vp_status s = vp_comm_allgather(comm, v->data, parts, (int64_t)bytes, err);
-    if (!s) s = vp_tp_unslice_tensor(v, parts, sl->axis, sl->blocks, comm->size, &full, err);
-    free(parts);
-    if (s) return s;
-    free(v->data);
-    *v = full;
+        if (t->tp.sliced[i].value == value) return cli_tp_gather(comm, t->tp.sliced[i].axis, t->tp.sliced[i].blocks, v, err);
     return VP_OK;
 }
 

@@ -10,7 +10,7 @@
 
 static const cli_cmd *const commands[] = {&cli_cmd_inspect, &cli_cmd_eval, &cli_cmd_train, &cli_cmd_train_graph,
                                           &cli_cmd_plan,    &cli_cmd_show, &cli_cmd_verify, &cli_cmd_run,
-                                          &cli_cmd_codegen, &cli_cmd_export, &cli_cmd_arena};
+                                          &cli_cmd_codegen, &cli_cmd_export, &cli_cmd_compare, &cli_cmd_arena};
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f) {
