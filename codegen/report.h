@@ -22,6 +22,8 @@ typedef struct vp_report_tp {
     int n_gather, n_scatter;       /* --sp: all-gathers and reduce-scatters in the forward */
     int n_param_copy;              /* --sp: parameters whose gradients are all-reduced */
     int n_regather;                /* --sp: all-gathers run again in the backward */
+    int n_seq_share, n_seq_gather; /* --sp: values whole on every rank cut to its positions; split
+                                      ones gathered whole for ops that mix tokens */
     int allreduces_forward, allreduces_backward; /* every collective, by phase */
     int64_t payload_bytes;         /* the all-reduced tensors' bytes, a step */
     int64_t bytes_sent;            /* what this rank sends of them in a ring: 2(n-1)/n */

@@ -49,6 +49,18 @@ expect 0 "tensor parallel over 4 ranks: 7 column- and 4 row-parallel products" -
 expect 0 "the product by 'm.model.layers.0.self_attn.k_proj.weight': --tp 4 does not divide its key/value heads (2);" -- \
     "$tool" plan "$kit/llama/eval_opt0.onnx" "${args[@]}" --tp 4
 
+# --sp where the residual stream's neighbours are not split by vocabulary: GPT-2's tied
+# embedding cut to each rank's positions and its head reading the sequence gathered whole,
+# BERT's token-type table and pooler the same; ViT's 17 positions (the class token and 16
+# patches) refused at --tp 2, naming the all-reduce
+expect 0 "sequence-parallel: between the regions each rank holds 1/2 of the sequence; 3 all-gathers and 4" -- \
+    "$tool" plan "$kit/gpt2/eval_opt0.onnx" "${args[@]}" --tp 2 --sp
+expect 0 "^  1 value whole on every rank .* cut to each rank's positions;" -- "$tool" plan "$kit/gpt2/eval_opt0.onnx" "${args[@]}" --tp 2 --sp
+expect 0 "^  2 values whole on every rank .* cut to each rank's positions;" -- "$tool" plan "$kit/bert/eval_opt0.onnx" "${args[@]}" --tp 2 --sp
+expect 0 "^  1 gathered whole for ops that mix tokens" -- "$tool" plan "$kit/bert/eval_opt0.onnx" "${args[@]}" --tp 2 --sp
+expect 2 "node 'val_91_partial/TPAllReduce' (vplan.TPAllReduce): --sp: --tp 2 does not divide the sequence of the all-reduced \[batch, seq, hidden\] (17 positions)" -- \
+    "$tool" plan "$kit/vit/eval_opt0.onnx" "${args[@]}" --tp 2 --sp
+
 losses() { sed -nE 's/^step [0-9]+  loss ([0-9.e+-]+).*/\1/p'; }
 worst() { paste "$1" "$2" | awk '{d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r} END {printf "%.3g\n", w + 0}'; }
 # tp_run TAG FILE N SP OPTIONS...: plans the model on 1 and N ranks (SP: --sp, or empty:
@@ -80,13 +92,18 @@ if [[ -n $mpirun ]]; then
     mpi=("$mpirun" --allow-run-as-root --oversubscribe)
     [[ -n ${VP_MPI_ASAN_OPTIONS:-} ]] && mpi=(env "ASAN_OPTIONS=$VP_MPI_ASAN_OPTIONS" "${mpi[@]}")
     # llama_sp: the same Llama sequence-parallel between the regions (RMSNorm's Pow and
-    # ReduceMean over the hidden size are token-wise)
+    # ReduceMean over the hidden size are token-wise); gpt2_sp, bert_sp, qwen2_sp and
+    # gemma_sp too (LayerNormalization is token-wise): an embedding left replicated (tied
+    # to the LM head) or a token-type table read whole is cut to each rank's positions,
+    # GPT-2's products over flattened tokens have their collectives moved to the
+    # [batch, seq, hidden] side, and a head left replicated or BERT's pooler (its first
+    # token) reads the sequence gathered whole
     # llama_mha4: a Llama of 4 heads and 4 key/value heads over 4 ranks
     # llama4: the Llama (2 key/value heads) over 4 ranks, k and v whole on every rank
     # gemma_nosig: rotary tables computed from a trained buffer (no exporter signature):
     # their gradients, each rank's part from its heads, all-reduced too
     sgd=(--loss ce:logits --optimizer momentum --lr 0.05)
-    for m in llama gpt2 bert vit llama_sp llama_mha4 llama4 qwen2 gemma gemma_nosig; do
+    for m in llama gpt2 bert vit llama_sp gpt2_sp bert_sp qwen2_sp gemma_sp llama_mha4 llama4 qwen2 gemma gemma_nosig; do
         f=$kit/${m%_sp}/eval_opt0.onnx sp= n=2
         [[ $m == *_sp ]] && sp=--sp
         [[ $m == llama_mha4 ]] && f=$kit/llama_mha/eval_opt0.onnx n=4

@@ -13,7 +13,10 @@
  *                             loss does not depend on (planner/parallel/tp_vocab.c)
  *
  *   TPAllGather(X) -> Y       forward: every rank's X in rank order along `axis`
- *                             backward: dX = TPReduceScatter(dY)
+ *                             backward: dX = TPReduceScatter(dY); with `vplan_rank` set
+ *                             (Y read by replicated ops, dY the same on every rank: the
+ *                             residual stream's end, a classifier's first token) dX =
+ *                             this rank's chunk of dY, a Slice, no communication
  *   TPReduceScatter(X) -> Y   forward: the sum over ranks of X, of which this rank keeps
  *                             the rank-th of `ranks` chunks along `axis`
  *                             backward: dX = TPAllGather(dY)
@@ -73,7 +76,26 @@ static vp_status grad_conjugate(vp_grad_ctx *c, int node, const int *dy, int *dx
     return vp_grad_end(c, b, &dx[0], err);
 }
 
-static VP_GRAD_RULE(grad_all_gather) { return grad_conjugate(c, node, dy, dx, "TPReduceScatter", err); }
+/* Megatron-LM's gather_from_sequence_parallel_region without tensor_parallel_output_grad:
+ * what reads Y is the same on every rank, and so is dY. */
+static vp_status grad_gather_whole(vp_grad_ctx *c, int node, const int *dy, int *dx, vp_error *err) {
+    const vp_node *n = &vp_grad_graph(c)->nodes[node];
+    const vp_value *x = &vp_grad_graph(c)->values[n->inputs[0]];
+    int64_t axis = vp_attr_int(n, "axis", 0), rank = vp_attr_int(n, "vplan_rank", 0);
+    if (axis < 0) axis += x->rank;
+    int64_t v[3] = {rank * x->dims[axis], (rank + 1) * x->dims[axis], axis};
+    int in[4] = {dy[0], -1, -1, -1};
+    for (int j = 0; j < 3; j++) TRY(vp_gr_ints(c, &v[j], 1, &in[j + 1], err));
+    int b = vp_grad_begin(c, node, "Slice", "", 4, in, 1);
+    if (b < 0) return vp_gr_nomem(err);
+    return vp_grad_end(c, b, &dx[0], err);
+}
+
+static VP_GRAD_RULE(grad_all_gather) {
+    if (dy[0] >= 0 && vp_grad_needs(c, node, 0) && vp_attr_int(&vp_grad_graph(c)->nodes[node], "vplan_rank", -1) >= 0)
+        return grad_gather_whole(c, node, dy, dx, err);
+    return grad_conjugate(c, node, dy, dx, "TPReduceScatter", err);
+}
 static VP_GRAD_RULE(grad_reduce_scatter) { return grad_conjugate(c, node, dy, dx, "TPAllGather", err); }
 
 static VP_GRAD_RULE(grad_tp_copy) {

@@ -74,6 +74,8 @@ typedef struct vp_tp_result {
     int n_gather, n_scatter;      /* --sp: TPCopy made all-gathers, TPAllReduce reduce-scatters */
     int n_param_copy;             /* --sp: parameters read through a TPCopy (gradient all-reduced) */
     int n_regather;               /* --sp: all-gathers run again in the backward (tp_regather.c) */
+    int n_seq_share, n_seq_gather; /* --sp: values whole on every rank cut to its positions; split
+                                     ones gathered whole for ops that mix tokens */
     int n_whole, n_cut;           /* products computed whole inside a region, Slices of their share */
     int vocab_logits;             /* the logits split by vocabulary (this rank's columns), or -1 */
     int64_t vocab;                /* their full vocabulary */

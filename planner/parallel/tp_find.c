@@ -524,8 +524,7 @@ static void lm_head(walk *w, char *column) {
     w->div_failed = 0;
 }
 
-/* Per value: whether a gradient reaches it (a parameter, or computed from one). */
-static char *gradients(const vp_graph *g) {
+char *vp_tp_gradients(const vp_graph *g) {
     char *grad = calloc((size_t)g->n_values + 1, 1);
     for (int v = 0; grad && v < g->n_values; v++) grad[v] = (g->values[v].flags & VP_VAL_PARAM) != 0;
     for (int i = 0; grad && i < g->n_nodes; i++) {
@@ -608,7 +607,7 @@ vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_e
     memset(f, 0, sizeof *f);
     walk w = {.g = g, .n = n, .f = f, .logits = logits};
     size_t nn = (size_t)g->n_nodes + 1;
-    char *column = calloc(nn, 1), *grad = gradients(g);
+    char *column = calloc(nn, 1), *grad = vp_tp_gradients(g);
     w.st = malloc(((size_t)g->n_values + 1) * sizeof *w.st);
     f->is_column = calloc(nn, 1);
     f->is_row = calloc(nn, 1);

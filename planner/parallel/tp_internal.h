@@ -102,6 +102,9 @@ int vp_tp_copy(vp_graph *g, int x, int *copy_of, int ranks);
 vp_status vp_tp_whole_node(vp_graph *g, const vp_tp_find *f, int node, int n, int rank, int *copy_of, vp_tp_result *r,
                            vp_error *err);
 
+/* Per value: whether a gradient reaches it (a parameter, or computed from one); heap. */
+char *vp_tp_gradients(const vp_graph *g);
+
 /* Decides the regions for n ranks (n > 1); logits: the loss's logits value, or -1. */
 vp_status vp_tp_find_regions(vp_graph *g, int n, int logits, vp_tp_find *f, vp_error *err);
 void vp_tp_find_free(vp_tp_find *f);
@@ -117,6 +120,10 @@ vp_status vp_tp_vocab_embedding(vp_graph *g, int node, int n, int rank, int *n_b
 /* Sequence parallelism on rank's split graph (tp_seq.c): the all-reduces between
  * regions become reduce-scatters and all-gathers along the sequence. */
 vp_status vp_tp_sequence(vp_graph *g, int n, int rank, vp_tp_result *r, vp_error *err);
+
+/* Before it (tp_seq_flat.c): each region's collectives on the [batch, seq, hidden] side
+ * of a Reshape that flattens the tokens for its products; *n_moved: how many moved. */
+vp_status vp_tp_seq_unflatten(vp_graph *g, int *n_moved, vp_error *err);
 
 /* Gives Dropout node `node`, whose input is split along axis among n ranks, the
  * attributes that make it keep rank's chunk of the one-rank step's mask (vplan_axis,

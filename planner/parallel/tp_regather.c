@@ -9,8 +9,9 @@
  * mechanism of planner/remat), so the forward's gathered [b, s, h] dies after the
  * forward products and only the split [b, s/n, h] is kept across the step: the
  * activations per layer fall from 2sbh(4 + 24/t) to 2sbh(2 + 2/t + 24/t) in float32
- * bytes (tools/bench/RESULTS.md).  A Cast of the gathered value (mixed precision) is
- * gathered and cast again with it.  The price is one more all-gather a region each
+ * bytes (tools/bench/RESULTS.md).  A Cast of the gathered value (mixed precision), or a
+ * Reshape that flattens its tokens for the products (tp_seq_flat.c), is gathered and
+ * cast or reshaped again with it.  The price is one more all-gather a region each
  * step, which vp_tp_step_bytes and the cost model count like any other collective (the
  * runtime counts what it runs). */
 #include <stdlib.h>
@@ -23,8 +24,10 @@ static int is_gather(const vp_node *n) {
     return !n->folded && n->phase == VP_PHASE_FORWARD && !strcmp(n->domain, "vplan") && !strcmp(n->op_type, "TPAllGather");
 }
 
+/* A Cast of the gathered value, or a Reshape flattening its tokens: done again with it. */
 static int is_cast(const vp_node *n) {
-    return !n->folded && n->phase == VP_PHASE_FORWARD && !n->domain[0] && !strcmp(n->op_type, "Cast");
+    return !n->folded && n->phase == VP_PHASE_FORWARD && !n->domain[0] &&
+           (!strcmp(n->op_type, "Cast") || !strcmp(n->op_type, "Reshape"));
 }
 
 /* Marks v (and the Casts of it) as not kept; 1 when a backward node reads one of them. */

@@ -111,7 +111,8 @@ static vp_report_tp tp_facts(const vp_plan *p, const vp_training *t, int64_t sen
                       .n_sliced = t->tp.n_sliced, .n_embedding = t->tp.n_embedding,
                       .vocab_parallel_loss = t->tp.vocab_logits >= 0, .bytes_sent = sent,
                       .n_gather = t->tp.n_gather, .n_scatter = t->tp.n_scatter, .n_param_copy = t->tp.n_param_copy,
-                      .n_regather = t->tp.n_regather, .n_replicated = t->tp.n_replicated,
+                      .n_regather = t->tp.n_regather, .n_seq_share = t->tp.n_seq_share,
+                      .n_seq_gather = t->tp.n_seq_gather, .n_replicated = t->tp.n_replicated,
                       .replicated = t->tp.replicated};
     r.vocab = r.vocab_parallel_loss || r.n_embedding ? t->tp.vocab : 0;
     for (int i = 0; i < p->n_steps; i++) {
@@ -165,6 +166,10 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
                    "  reduce-scatters forward in place of all-reduces, %d parameters' gradients all-reduced;\n"
                    "  %d all-gathers run again in the backward for the weight gradients (gathered inputs not kept)\n",
                    r->ranks, r->n_gather, r->n_scatter, r->n_param_copy, r->n_regather);
+        if (r->n_seq_share || r->n_seq_gather)
+            printf("  %d value%s whole on every rank (an embedding left replicated, a constant) cut to each rank's positions;\n"
+                   "  %d gathered whole for ops that mix tokens (a classifier's first token, a head left replicated)\n",
+                   r->n_seq_share, r->n_seq_share == 1 ? "" : "s", r->n_seq_gather);
         for (int i = 0; i < r->n_replicated; i++) {
             const vp_tp_replicated *q = &r->replicated[i];
             if (!i) printf("  left replicated (every rank computes it whole): %d product%s\n", r->n_replicated,
