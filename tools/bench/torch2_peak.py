@@ -60,10 +60,23 @@ def models(big):
         return lambda: (kit.Logits(transformers.ViTForImageClassification(cfg), "pixels"), torch.randn(b, 3, 64, 64),
                         torch.randint(0, 10, (b,)))
 
+    def gpt2(b, t):
+        cfg = transformers.GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=1000, n_positions=t,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        return lambda: (kit.Logits(transformers.GPT2LMHeadModel(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def resnet18(b):
+        import torchvision
+        return lambda: (kit.Logits(torchvision.models.resnet18(num_classes=10), "torchvision"),
+                        torch.randn(b, 3, 112, 112), torch.randint(0, 10, (b,)))
+
     out = {
         "llama": ("Llama, 4 layers, d 256, GQA 8/2 (4 x 64)", lm(4, 256, 8, 2, 688, 1000, 4, 64)),
+        "gpt2": ("GPT-2, 4 layers, d 256 (4 x 64)", gpt2(4, 64)),
         "bert": ("BERT classifier, 4 layers, d 256 (8 x 64)", bert(8, 64)),
         "vit": ("ViT, 4 layers, d 256 (4 x 3 x 64 x 64)", vit(4)),
+        "resnet18": ("torchvision ResNet-18 (4 x 3 x 112 x 112)", resnet18(4)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))
