@@ -250,7 +250,7 @@ static const struct {
     vp_pass_info info;
     vp_status (*run)(build_ctx *c, vp_error *err);
 } passes[] = {
-    {{"fuse", "exporters' decomposed patterns (LayerNorm, GELU, SiLU, MatMul of a transposed weight) as one op each"}, pass_fuse},
+    {{"fuse", "exporters' decomposed patterns (LayerNorm, RMSNorm, GELU, SiLU, MatMul of a transposed weight) as one op each"}, pass_fuse},
     {{"lora", "low-rank adapters beside the chosen weights (--lora)"}, pass_lora},
     {{"fuse-act-matmul", "a GELU or a gated MLP's swish(G) U into the product that reads it"}, pass_fuse_act_matmul},
     {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},

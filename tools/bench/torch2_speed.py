@@ -35,6 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--only", nargs="*", help="model names (torch2_peak.py's)")
     ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
@@ -56,6 +57,8 @@ def main():
     print("| model | ours ms (1t / 2t) | eager ms (1t / 2t) | compile ms (1t / 2t) | ours / eager | ours / compile |")
     print("|---|---|---|---|---|---|")
     for name, (desc, build) in peak.models(False).items():
+        if a.only and name not in a.only:
+            continue
         torch.manual_seed(0)
         model, x, labels = build()
         path = os.path.join(work, name + ".onnx")
