@@ -221,9 +221,11 @@ void vp_report_text(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         const vp_remat_result *r = c->remat;
         fprintf(f, "checkpointing: %s", vp_remat_name(r->kind));
         if (r->kind == VP_REMAT_ILP) fprintf(f, ", %d recompute nodes", r->n_recompute);
-        else if (r->kind != VP_REMAT_NONE)
-            fprintf(f, ", %d blocks (%d distinct), %d recompute nodes%s%s", r->n_blocks, r->n_distinct_blocks, r->n_recompute,
-                    r->choice[0] ? ", options " : "", r->choice);
+        else if (r->kind != VP_REMAT_NONE) {
+            fprintf(f, ", %d blocks (%d distinct", r->n_blocks, r->n_distinct_blocks);
+            if (r->n_layers) fprintf(f, "; %d of the model's %d layers one block each", r->n_layer_blocks, r->n_layers);
+            fprintf(f, "), %d recompute nodes%s%s", r->n_recompute, r->choice[0] ? ", options " : "", r->choice);
+        }
         fprintf(f, "\n");
         if (r->kind == VP_REMAT_ILP && r->ilp.status != VP_ILP_NOT_RUN)
             fprintf(f, "MILP (Checkmate, GLPK): %s; %d binaries, %d continuous, %d rows; recompute %.4f ms, lower bound "
@@ -348,6 +350,10 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
         vp_json_string(&j, vp_remat_name(r->kind));
         vp_json_key(&j, "blocks");
         vp_json_int(&j, r->n_blocks);
+        vp_json_key(&j, "layers"); /* from the exporter's module paths; 0 when it names none */
+        vp_json_int(&j, r->n_layers);
+        vp_json_key(&j, "layer_blocks");
+        vp_json_int(&j, r->n_layer_blocks);
         vp_json_key(&j, "recompute_nodes");
         vp_json_int(&j, r->n_recompute);
         if (r->kind == VP_REMAT_ILP && r->ilp.status != VP_ILP_NOT_RUN) {

@@ -56,6 +56,7 @@ vp_graph *vp_graph_new(void) {
 
 static void free_node(vp_node *n) {
     free(n->name);
+    free(n->module);
     free(n->op_type);
     free(n->domain);
     free(n->inputs);
@@ -318,6 +319,7 @@ vp_graph *vp_graph_clone(const vp_graph *g) {
         d->phase = n->phase;
         d->precision = n->precision;
         d->rank_id = n->rank_id;
+        if (n->module && !(d->module = dup_str(n->module))) { ok = 0; break; }
         if (n->n_attrs) {
             d->attrs = calloc((size_t)n->n_attrs, sizeof *d->attrs);
             if (!d->attrs) { ok = 0; break; }

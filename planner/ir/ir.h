@@ -150,6 +150,9 @@ typedef struct vp_node {
     vp_phase phase;
     int precision;                /* later: the dtype the node computes in */
     int rank_id;                  /* later: tensor-parallel rank */
+    char *module;                 /* the module the exporter says the node came from
+                                     ("m.model.layers.3.mlp": torch 2.x's name_scopes),
+                                     NULL when it says none; nodes passes add have none */
 } vp_node;
 
 typedef struct vp_mapping {

@@ -20,6 +20,92 @@
 
 static void free_proto(void *p) { onnx__model_proto__free_unpacked(p, NULL); }
 
+/* A length-delimited field's bytes, or 0 past the end (protobuf's wire format). */
+static int wire_bytes(const uint8_t *p, size_t len, size_t *pos, uint32_t *field, const uint8_t **data, size_t *n) {
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        int shift = 0;
+        while (*pos < len && shift < 64) {
+            uint8_t b = p[(*pos)++];
+            v[k] |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+            shift += 7;
+        }
+        if ((v[0] & 7) != 2) return 0; /* only length-delimited fields in StringStringEntryProto */
+    }
+    *field = (uint32_t)(v[0] >> 3);
+    if (v[1] > len - *pos) return 0;
+    *data = p + *pos;
+    *n = (size_t)v[1];
+    *pos += (size_t)v[1];
+    return 1;
+}
+
+/* The metadata_props entry named key among m's unknown fields with tag (a field newer
+ * than Debian's onnx.proto, 1.12, which protobuf-c keeps unparsed): a heap copy of its
+ * value the caller frees, or NULL. */
+static char *unknown_metadata(const ProtobufCMessage *m, unsigned tag, const char *key) {
+    size_t klen = strlen(key);
+    for (unsigned u = 0; u < m->n_unknown_fields; u++) {
+        const ProtobufCMessageUnknownField *f = &m->unknown_fields[u];
+        if (f->tag != tag || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
+        const uint8_t *k = NULL, *v = NULL, *d;
+        size_t kn = 0, vn = 0, n, pos = 0;
+        uint32_t field;
+        /* protobuf-c keeps an unknown field's bytes after its tag: the length, then the entry */
+        while (pos < f->len && (f->data[pos++] & 0x80)) {}
+        while (pos < f->len && wire_bytes(f->data, f->len, &pos, &field, &d, &n)) {
+            if (field == 1) k = d, kn = n;
+            if (field == 2) v = d, vn = n;
+        }
+        if (k && kn == klen && !memcmp(k, key, klen)) {
+            char *out = malloc(vn + 1);
+            if (!out) return NULL;
+            if (vn) memcpy(out, v, vn);
+            out[vn] = 0;
+            return out;
+        }
+    }
+    return NULL;
+}
+
+/* NodeProto.metadata_props is field 9 since ONNX 1.16; torch 2.x's exporter writes the
+ * module stack a node came from under this key, as a Python list of strings. */
+#define NAME_SCOPES_KEY "pkg.torch.onnx.name_scopes"
+
+/* The innermost module of a name_scopes list: "['', 'm', 'm.model', 'm.model.layers.0',
+ * 'm.model.layers.0.mlp', 'mul_3']" gives "m.model.layers.0.mlp".  A module's path
+ * extends its parent's by a dot; the entries after the last module are the calls inside
+ * it (mul_3), not modules.  NULL when there is no module below the root or the text is
+ * not such a list: the checkpointing that reads it falls back to the graph's structure. */
+static char *module_path(const char *list) {
+    const char *best = NULL, *parent = NULL;
+    size_t best_n = 0, parent_n = 0;
+    for (const char *p = list; p && *p;) {
+        if (*p != '\'' && *p != '"') {
+            p++;
+            continue;
+        }
+        char q = *p++;
+        const char *e = strchr(p, q);
+        if (!e) break;
+        size_t n = (size_t)(e - p);
+        /* the root is '': its children are modules, and each deeper module extends the last */
+        int module = !parent || parent_n == 0 || (n > parent_n + 1 && !memcmp(p, parent, parent_n) && p[parent_n] == '.');
+        if (!module) break;
+        parent = p, parent_n = n;
+        if (n) best = p, best_n = n;
+        p = e + 1;
+    }
+    if (!best) return NULL;
+    char *out = malloc(best_n + 1);
+    if (out) {
+        memcpy(out, best, best_n);
+        out[best_n] = 0;
+    }
+    return out;
+}
+
 static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *root, const char *model,
                              const char *base_dir, vp_error *err);
 
@@ -417,6 +503,9 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
             break;
         }
         vp_node *node = &g->nodes[id];
+        char *scopes = unknown_metadata(&np->base, 9, NAME_SCOPES_KEY);
+        node->module = module_path(scopes); /* NULL on no memory too: only a hint */
+        free(scopes);
         if (np->n_attribute) {
             node->attrs = calloc(np->n_attribute, sizeof(vp_attr));
             if (!node->attrs) {
@@ -503,56 +592,11 @@ const char *vp_onnx_metadata(const vp_graph *g, const char *key) {
     return NULL;
 }
 
-/* A length-delimited field's bytes, or 0 past the end (protobuf's wire format). */
-static int wire_bytes(const uint8_t *p, size_t len, size_t *pos, uint32_t *field, const uint8_t **data, size_t *n) {
-    uint64_t v[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
-        int shift = 0;
-        while (*pos < len && shift < 64) {
-            uint8_t b = p[(*pos)++];
-            v[k] |= (uint64_t)(b & 0x7f) << shift;
-            if (!(b & 0x80)) break;
-            shift += 7;
-        }
-        if ((v[0] & 7) != 2) return 0; /* only length-delimited fields in StringStringEntryProto */
-    }
-    *field = (uint32_t)(v[0] >> 3);
-    if (v[1] > len - *pos) return 0;
-    *data = p + *pos;
-    *n = (size_t)v[1];
-    *pos += (size_t)v[1];
-    return 1;
-}
-
-/* GraphProto.metadata_props is field 16 since ONNX 1.16; Debian's onnx.proto (1.12)
- * predates it, so protobuf-c keeps it among the graph's unknown fields. */
+/* GraphProto.metadata_props is field 16 since ONNX 1.16. */
 char *vp_onnx_graph_metadata(const vp_graph *g, const char *key) {
     if (!g->proto || g->proto_free != free_proto) return NULL;
     const Onnx__ModelProto *mp = g->proto;
-    if (!mp->graph) return NULL;
-    const ProtobufCMessage *m = &mp->graph->base;
-    size_t klen = strlen(key);
-    for (unsigned u = 0; u < m->n_unknown_fields; u++) {
-        const ProtobufCMessageUnknownField *f = &m->unknown_fields[u];
-        if (f->tag != 16 || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) continue;
-        const uint8_t *k = NULL, *v = NULL, *d;
-        size_t kn = 0, vn = 0, n, pos = 0;
-        uint32_t field;
-        /* protobuf-c keeps an unknown field's bytes after its tag: the length, then the entry */
-        while (pos < f->len && (f->data[pos++] & 0x80)) {}
-        while (pos < f->len && wire_bytes(f->data, f->len, &pos, &field, &d, &n)) {
-            if (field == 1) k = d, kn = n;
-            if (field == 2) v = d, vn = n;
-        }
-        if (k && kn == klen && !memcmp(k, key, klen)) {
-            char *out = malloc(vn + 1);
-            if (!out) return NULL;
-            if (vn) memcpy(out, v, vn);
-            out[vn] = 0;
-            return out;
-        }
-    }
-    return NULL;
+    return mp->graph ? unknown_metadata(&mp->graph->base, 16, key) : NULL;
 }
 
 vp_status vp_onnx_load(const char *path, vp_graph **out, vp_error *err) {

@@ -150,6 +150,8 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         for (int j = 0; j < k && !dup; j++) dup = b[j].signature == b[k].signature;
         r->n_distinct_blocks += !dup;
     }
+    r->n_layers = ch.n_layers;
+    r->n_layer_blocks = ch.n_layer_blocks;
     vp_graph *best_g = NULL;
     enum { MAX_CANDS = 32 };
     candidate cands[MAX_CANDS];

@@ -3,7 +3,9 @@
  *
  * The forward graph is cut into a chain of blocks at its articulation points (a value
  * that is the only activation crossing a boundary: the residual stream between
- * transformer sublayers, the trunk between ResNet stages).  Each block offers a menu,
+ * transformer sublayers, the trunk between ResNet stages); where the exporter names the
+ * modules (torch 2.x's name_scopes) the pieces of one layer are joined, so a transformer's
+ * blocks are its layers (remat_layers.c).  Each block offers a menu,
  * the Pareto frontier of kept bytes against recompute time over which of its nodes to
  * recompute (the selective "expensive ops kept" option among them), from keeping all to
  * recomputing all from its input; options may recompute the block's output too.
@@ -86,6 +88,8 @@ typedef struct vp_remat_result {
     vp_remat_kind kind;
     int n_blocks;            /* blocks of the forward chain */
     int n_distinct_blocks;   /* menus computed (identical blocks share one) */
+    int n_layers;            /* layers the exporter's module paths name (0: none) */
+    int n_layer_blocks;      /* blocks that are one whole layer each, the only block of it */
     int n_recompute;         /* recompute nodes inserted */
     double step_seconds;     /* estimated time of the whole step on the device profile */
     double recompute_seconds;/* of which recomputation */

@@ -18,6 +18,89 @@ int64_t vp_chain_value_bytes(const vp_graph *g, int v) {
     return vp_value_numel(&g->values[v]) * (int64_t)vp_dtype_size(g->values[v].dtype);
 }
 
+/* Values the layers share, kept for the whole step: a forward activation read by the
+ * forward nodes of two layers or more (T5's encoder output, which every decoder layer
+ * attends to; its relative position bias, computed in the first layer and added in
+ * each).  They cross every layer edge between their readers, so with them counted no
+ * edge would be a cut.  The residual stream is read by the next layer alone. */
+static void pin_shared(const vp_graph *g, const int *fwd, int nf, const int *pos, const int *layer_of, char *pinned) {
+    for (int i = 0; i < nf; i++) {
+        const vp_node *n = &g->nodes[fwd[i]];
+        for (int k = 0; k < n->n_outputs; k++) {
+            int v = n->outputs[k], first = -1;
+            for (int c = 0; v >= 0 && c < g->values[v].n_consumers && !pinned[v]; c++) {
+                int cp = pos[g->values[v].consumers[c]], l = cp >= 0 ? layer_of[cp] : -1;
+                if (l < 0) continue;
+                if (first < 0) first = l;
+                else if (l != first) pinned[v] = 1;
+            }
+        }
+    }
+}
+
+/* A block's layer: the one layer its nodes with a path are in, -1 for none, -2 for
+ * several (a layer edge that is no cut: they cannot be parted). */
+static int block_layer(const block *bk, const int *layer_of) {
+    int layer = -1;
+    for (int i = bk->first; i <= bk->last; i++) {
+        if (layer_of[i] < 0 || layer_of[i] == layer) continue;
+        if (layer >= 0) return -2;
+        layer = layer_of[i];
+    }
+    return layer;
+}
+
+/* The blocks of one layer joined into one: a transformer layer's attention and MLP halves
+ * meet at a cut (the residual stream), but checkpointing chooses per layer, as Megatron
+ * and PyTorch's checkpoint_sequential do, and the menu of the whole layer holds every
+ * choice the halves had (their shared cut is a value like any other in it).  A piece
+ * with no path (a cast the precision pass added) between two pieces of one layer is in
+ * that layer; before the first layer or after the last it stays on its own.  Counts the
+ * layers that end up as one block of their own. */
+static vp_status join_layers(block *b, int *nb, const int *layer_of, int nf, int n_layers, int *whole, vp_error *err) {
+    int *label = malloc(((size_t)*nb + 1) * sizeof *label), *span = malloc(((size_t)n_layers + 1) * 2 * sizeof *span);
+    if (!label || !span) {
+        free(label);
+        free(span);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < *nb; k++) label[k] = block_layer(&b[k], layer_of);
+    int m = 0;
+    for (int k = 0; k < *nb; k++) {
+        int cur = m > 0 ? b[m - 1].layer : -1, join = 0;
+        if (cur >= 0 && label[k] == cur) join = 1;
+        if (cur >= 0 && label[k] == -1) { /* no path: joins when the layer goes on after it */
+            int next = k + 1;
+            while (next < *nb && label[next] == -1) next++;
+            join = next < *nb && label[next] == cur;
+        }
+        if (join) {
+            b[m - 1].last = b[k].last;
+            b[m - 1].cut = b[k].cut;
+            continue;
+        }
+        b[m] = b[k];
+        b[m++].layer = label[k] >= 0 ? label[k] : -1;
+    }
+    *nb = m;
+    /* a layer is whole in a block when all its nodes are inside it */
+    for (int l = 0; l < n_layers; l++) span[2 * l] = nf, span[2 * l + 1] = -1;
+    for (int i = 0; i < nf; i++)
+        if (layer_of[i] >= 0) {
+            int l = layer_of[i];
+            if (i < span[2 * l]) span[2 * l] = i;
+            if (i > span[2 * l + 1]) span[2 * l + 1] = i;
+        }
+    *whole = 0;
+    for (int k = 0; k < m; k++) {
+        int l = b[k].layer;
+        *whole += l >= 0 && b[k].first <= span[2 * l] && span[2 * l + 1] <= b[k].last;
+    }
+    free(label);
+    free(span);
+    return VP_OK;
+}
+
 vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *out, vp_error *err) {
     memset(out, 0, sizeof *out);
     int *fwd = malloc(((size_t)g->n_nodes + 1) * sizeof *fwd), *pos = malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
@@ -33,17 +116,26 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
             fwd[nf++] = i;
         }
     }
+    int *layer_of = NULL, *piece_cut = NULL; /* piece_cut: see vp_chain_build_menu */
     if (!s) {
         cross = calloc((size_t)nf + 1, sizeof *cross);
         b = calloc((size_t)nf + 1, sizeof *b);
-        if (!cross || !b) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        layer_of = malloc(((size_t)nf + 1) * sizeof *layer_of);
+        piece_cut = malloc(((size_t)nf + 1) * sizeof *piece_cut);
+        out->piece_cuts = malloc(((size_t)nf + 1) * sizeof *out->piece_cuts);
+        out->pinned = calloc((size_t)g->n_values + 1, 1);
+        if (!cross || !b || !layer_of || !piece_cut || !out->piece_cuts || !out->pinned) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    if (!s) {
+        out->n_layers = vp_chain_layers(g, fwd, nf, layer_of);
+        pin_shared(g, fwd, nf, pos, layer_of, out->pinned);
     }
     /* cross[i]: forward activations live across the boundary after position i */
     for (int i = 0; !s && i < nf; i++) {
         const vp_node *n = &g->nodes[fwd[i]];
         for (int k = 0; k < n->n_outputs; k++) {
             int v = n->outputs[k];
-            if (v < 0) continue;
+            if (v < 0 || out->pinned[v]) continue;
             int last = i;
             const vp_value *val = &g->values[v];
             for (int c = 0; c < val->n_consumers; c++) {
@@ -62,18 +154,22 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
             const vp_node *n = &g->nodes[fwd[i]];
             for (int k = 0; k < n->n_outputs; k++) {
                 int v = n->outputs[k];
-                if (v < 0) continue;
+                if (v < 0 || out->pinned[v]) continue;
                 for (int c = 0; c < g->values[v].n_consumers; c++)
                     if (pos[g->values[v].consumers[c]] > i) cut = v;
             }
         }
+        piece_cut[i] = -2;
         if (cut < 0 && i + 1 < nf) continue;
+        piece_cut[i] = cut;
+        out->piece_cuts[out->n_pieces++] = cut;
         block *bk = &b[nb++];
         bk->first = start;
         bk->last = i;
         bk->cut = cut;
         start = i + 1;
     }
+    if (!s) s = join_layers(b, &nb, layer_of, nf, out->n_layers, &out->n_layer_blocks, err);
     /* a block's signature: its ops, output sizes and which outputs the backward reads;
      * identical blocks (transformer layers) get their menu once and share it */
     for (int k = 0; !s && k < nb; k++) {
@@ -88,6 +184,7 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
                 int v = n->outputs[o];
                 if (v < 0) continue;
                 h = (h ^ (uint64_t)vp_chain_value_bytes(g, v) ^ ((uint64_t)(v == bk->cut) << 62) ^
+                     ((uint64_t)out->pinned[v] << 61) ^
                      ((uint64_t)vp_chain_read_by_backward(g, v) << 63)) * 1099511628211ull;
             }
         }
@@ -119,14 +216,16 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
             bk->fwd_seconds += vp_cost_seconds(&c, dev, 0);
             for (int o = 0; o < n->n_outputs; o++) {
                 int v = n->outputs[o];
-                if (v < 0 || v == bk->cut || !vp_chain_read_by_backward(g, v)) continue;
+                if (v < 0 || v == bk->cut || out->pinned[v] || !vp_chain_read_by_backward(g, v)) continue;
                 bk->all_bytes += vp_chain_value_bytes(g, v);
             }
         }
-        s = vp_chain_build_menu(g, dev, fwd, pos, bk, err);
+        s = vp_chain_build_menu(g, dev, fwd, pos, out->pinned, piece_cut, bk, err);
     }
     free(pos);
     free(cross);
+    free(layer_of);
+    free(piece_cut);
     out->fwd = fwd;
     out->nf = nf;
     out->b = b;
@@ -138,21 +237,16 @@ vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *
 
 void vp_chain_free(chain *c) {
     for (int k = 0; c->b && k < c->nb; k++)
-        if (c->b[k].menu_owner == k) {
-            free(c->b[k].kept);
-            free(c->b[k].peak);
-            free(c->b[k].time);
-            free(c->b[k].drop_start);
-            free(c->b[k].drops_cut);
-            free(c->b[k].drops);
-        }
+        if (c->b[k].menu_owner == k) vp_chain_free_menu(&c->b[k]);
     free(c->b);
     free(c->fwd);
+    free(c->pinned);
+    free(c->piece_cuts);
     memset(c, 0, sizeof *c);
 }
 
 void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *keep) {
-    for (int v = 0; v < g->n_values; v++) keep[v] = 1;
+    for (int v = 0; v < g->n_values; v++) keep[v] = 1; /* pinned values stay so */
     for (int k = 0; k < c->nb; k++) {
         const block *b = &c->b[k];
         int o = choice ? choice[k] : vp_chain_none(b);
@@ -161,7 +255,7 @@ void vp_chain_keep(const vp_graph *g, const chain *c, const int *choice, char *k
         for (int i = from; i < to; i++) { /* a dropped segment block recomputes all its nodes */
             const vp_node *n = &g->nodes[c->fwd[b->first + (o == OPT_DROPPED ? i : b->drops[i])]];
             for (int j = 0; j < n->n_outputs; j++)
-                if (n->outputs[j] >= 0 && n->outputs[j] != b->cut) keep[n->outputs[j]] = 0;
+                if (n->outputs[j] >= 0 && n->outputs[j] != b->cut && !c->pinned[n->outputs[j]]) keep[n->outputs[j]] = 0;
         }
     }
 }

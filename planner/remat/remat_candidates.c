@@ -71,9 +71,16 @@ int vp_remat_candidate_pick(const candidate *c, int n) {
     return best;
 }
 
+/* Over the pieces the chain was cut into before layers were joined: Chen's segments
+ * are as fine as the graph allows, whatever dp's blocks are. */
 void vp_remat_sqrtn_keep(const vp_graph *g, const chain *ch, char *keep) {
-    int stride = (int)ceil(sqrt((double)(ch->nb > 0 ? ch->nb : 1)));
-    vp_chain_keep(g, ch, NULL, keep);
-    for (int k = 0; k < ch->nb; k++)
-        if (ch->b[k].cut >= 0 && (k + 1) % stride != 0) keep[ch->b[k].cut] = 0;
+    int stride = (int)ceil(sqrt((double)(ch->n_pieces > 0 ? ch->n_pieces : 1)));
+    for (int v = 0; v < g->n_values; v++) keep[v] = 1;
+    for (int i = 0; i < ch->nf; i++) { /* every activation dropped, the pinned ones aside */
+        const vp_node *n = &g->nodes[ch->fwd[i]];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && !ch->pinned[n->outputs[k]]) keep[n->outputs[k]] = 0;
+    }
+    for (int k = 0; k < ch->n_pieces; k++)
+        if (ch->piece_cuts[k] >= 0 && (k + 1) % stride == 0) keep[ch->piece_cuts[k]] = 1;
 }

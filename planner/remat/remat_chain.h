@@ -18,6 +18,7 @@
 
 typedef struct block {
     int first, last;        /* forward positions, inclusive */
+    int layer;              /* the layer of the model it is (module paths), -1 when none or several */
     int cut;                /* the value leaving the block, -1 for the last */
     int64_t cut_bytes;
     int64_t all_bytes;      /* activations the backward reads, produced in the block */
@@ -42,13 +43,28 @@ typedef struct chain {
     int nf;
     block *b;
     int nb;
+    int n_layers;  /* layers the exporter's module paths name (0: none, cut by structure alone) */
+    int n_layer_blocks; /* blocks that hold one whole layer each */
+    char *pinned;  /* per value: shared by the layers, kept all step, no block's to drop */
+    int *piece_cuts; /* the cuts in order, before layers were joined (-1: the last piece's) */
+    int n_pieces;
 } chain;
 
+/* The chain: cut where one activation alone crosses; where the exporter names modules
+ * (torch 2.x's name_scopes) and a list of them repeats (model.layers.0, .1, ...), the
+ * pieces inside one layer joined, so each layer whose edges are such cuts is one block. */
 vp_status vp_chain_find(const vp_graph *g, const vp_device_profile *dev, chain *c, vp_error *err);
+/* Per forward position (fwd lists the forward nodes) the layer its module path puts it
+ * in, or -1; returns the number of layers (remat_layers.c). */
+int vp_chain_layers(const vp_graph *g, const int *fwd, int nf, int *layer_of);
 /* Fills b's menu (remat_menu.c): fwd lists the forward nodes, pos maps a graph node to
- * its forward position (-1 when not forward). */
-vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos, block *b,
-                              vp_error *err);
+ * its forward position (-1 when not forward); pinned values are kept by every option;
+ * piece_cut (NULL: none) per forward position the cut of the piece of a joined block
+ * ending there (-1: none), -2 where no piece ends: the pieces' options are combined. */
+vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos,
+                              const char *pinned, const int *piece_cut, block *b, vp_error *err);
+/* Frees the arrays of b's menu (not b). */
+void vp_chain_free_menu(block *b);
 /* Whether a backward node reads v; v's size in bytes. */
 int vp_chain_read_by_backward(const vp_graph *g, int v);
 int64_t vp_chain_value_bytes(const vp_graph *g, int v);

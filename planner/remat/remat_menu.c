@@ -20,11 +20,13 @@ typedef struct local {
     const int *pos;    /* graph node -> forward position */
     int first, cut;
     int cut_free;      /* the cut is dropped like any value (an option that recomputes it) */
+    const char *pinned; /* values every option keeps (the layers share them) */
     double *cost;
     char *dropped, *rc;
 } local;
 
-static int is_cut(const local *l, int v) { return !l->cut_free && v == l->cut; }
+/* The cut, and values pinned for the whole step, are kept apart from the options. */
+static int is_cut(const local *l, int v) { return (!l->cut_free && v == l->cut) || l->pinned[v]; }
 
 /* What dropping the marked nodes costs: the nodes actually recomputed (those whose
  * outputs the backward reads, or a recomputed node reads; the cut is kept apart) and
@@ -152,7 +154,7 @@ static int mark_move(local *l, int x, int with_sources, int *move) {
         for (int j = 0; j < n->n_inputs; j++) {
             int u = n->inputs[j], p = u >= 0 ? g->values[u].producer : -1;
             int y = p >= 0 && l->pos[p] >= 0 ? l->pos[p] - l->first : -1;
-            if (y < 0 || y >= l->n || l->dropped[y] || u == l->cut || vp_chain_read_by_backward(g, u)) continue;
+            if (y < 0 || y >= l->n || l->dropped[y] || u == l->cut || l->pinned[u] || vp_chain_read_by_backward(g, u)) continue;
             l->dropped[y] = 1;
             move[m++] = y;
         }
@@ -275,15 +277,82 @@ static int greedy_chain(local *l, menu_build *mb, int *move, int *best_move) {
     return menu_add(mb, l, kept, time);
 }
 
+void vp_chain_free_menu(block *b) {
+    free(b->kept);
+    free(b->peak);
+    free(b->time);
+    free(b->drops_cut);
+    free(b->drop_start);
+    free(b->drops);
+}
+
+/* A block joined from pieces (a layer's halves, each ending at a cut): every choice of
+ * one option per piece, the pieces' own menus built as blocks of their own, so the
+ * layer's menu holds what the pieces offered apart (the greedy chain over the whole
+ * layer finds some of them only).  A piece's option that recomputes its cut drops the
+ * value between it and the next piece; the last piece keeps the block's cut (the
+ * variants that drop it are made from the frontier after).  At most MAX_COMBOS, each
+ * piece's menu thinned evenly when the product is larger. */
+static int piece_combos(local *l, menu_build *mb, const block *b, const vp_device_profile *dev, const int *fwd,
+                        const int *piece_cut, vp_error *err) {
+    enum { MAX_PIECES = 8, MAX_COMBOS = 4096 };
+    block pc[MAX_PIECES];
+    int np = 0, start = b->first, ok = 1;
+    for (int i = b->first; i <= b->last && np < MAX_PIECES; i++) {
+        if (piece_cut[i] == -2 && i < b->last) continue;
+        memset(&pc[np], 0, sizeof pc[np]);
+        pc[np].first = start;
+        pc[np].last = i;
+        pc[np].cut = i == b->last ? b->cut : piece_cut[i];
+        start = i + 1;
+        np++;
+    }
+    if (np < 2 || start <= b->last) return 1; /* one piece, or more than MAX_PIECES: the greedy chain alone */
+    int built = 0;
+    for (; ok && built < np; built++)
+        ok = !vp_chain_build_menu(l->g, dev, fwd, l->pos, l->pinned, NULL, &pc[built], err);
+    /* how many of each piece's options are combined, thinned evenly */
+    int count[MAX_PIECES], per = 1;
+    for (;; per++) { /* the largest per with per^np <= MAX_COMBOS */
+        long prod = 1;
+        for (int k = 0; k < np; k++) prod *= per + 1;
+        if (prod > MAX_COMBOS) break;
+    }
+    long total = 1;
+    for (int k = 0; ok && k < np; k++) {
+        count[k] = pc[k].n_opts < per ? pc[k].n_opts : per;
+        total *= count[k];
+    }
+    int digit[MAX_PIECES] = {0};
+    for (long c = 0; ok && c < total; c++) {
+        memset(l->dropped, 0, (size_t)l->n);
+        int usable = 1;
+        for (int k = 0; k < np; k++) {
+            const block *q = &pc[k];
+            int o = count[k] > 1 ? (int)((long)digit[k] * (q->n_opts - 1) / (count[k] - 1)) : 0;
+            if (k == np - 1 && q->drops_cut[o]) usable = 0;
+            for (int d = q->drop_start[o]; d < q->drop_start[o + 1]; d++) l->dropped[q->first - b->first + q->drops[d]] = 1;
+        }
+        for (int k = 0; k < np && ++digit[k] == count[k]; k++) digit[k] = 0; /* the next combination */
+        if (!usable) continue;
+        int64_t kept;
+        double time;
+        evaluate(l, &kept, &time);
+        ok = menu_add(mb, l, kept, time);
+    }
+    for (int k = 0; k < built; k++) vp_chain_free_menu(&pc[k]);
+    return ok;
+}
+
 /* The menu: the Pareto frontier of kept bytes against recompute time over every subset
  * of the block's nodes when it has at most 12, else over a greedy chain; ordered from
  * keeping the most (option 0, nothing recomputed) to keeping the least; at most 48
  * options, thinned evenly.  Each option's own backward peak is recorded too. */
-vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos, block *b,
-                            vp_error *err) {
+vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, const int *fwd, const int *pos,
+                              const char *pinned, const int *piece_cut, block *b, vp_error *err) {
     enum { EXHAUSTIVE_MAX = 12, MAX_OPTS = 48 };
     int n = b->last - b->first + 1;
-    local l = {n, g, fwd + b->first, pos, b->first, b->cut, 0, malloc(((size_t)n + 1) * sizeof *l.cost),
+    local l = {n, g, fwd + b->first, pos, b->first, b->cut, 0, pinned, malloc(((size_t)n + 1) * sizeof *l.cost),
                calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
     int *move = malloc(((size_t)n + 1) * sizeof *move), *best_move = malloc(((size_t)n + 1) * sizeof *best_move);
     int *need = malloc(((size_t)n + 1) * sizeof *need);
@@ -294,6 +363,7 @@ vp_status vp_chain_build_menu(const vp_graph *g, const vp_device_profile *dev, c
         l.cost[x] = vp_cost_seconds(&c, dev, 0);
     }
     ok = ok && (n <= EXHAUSTIVE_MAX ? enumerate_subsets(&l, &mb) : greedy_chain(&l, &mb, move, best_move));
+    if (ok && piece_cut && n > EXHAUSTIVE_MAX) ok = piece_combos(&l, &mb, b, dev, fwd, piece_cut, err);
     /* the frontier; then each of its options also with the cut dropped (recomputed for
      * the next block's backward and this one's, freed in between), and the frontier of
      * both, ordered from keeping the most to the least */

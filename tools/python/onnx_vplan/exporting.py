@@ -201,7 +201,18 @@ def graph_metadata(model_proto, key):
                 return p.value
         return None
     # onnx < 1.16 keeps field 16 among the unknown fields: find it in the serialized graph
-    raw = g.SerializeToString()
+    for field, entry in wire_fields(g.SerializeToString()):
+        if field == 16:
+            kv = dict(wire_fields(entry))
+            if kv.get(1, b"").decode() == key:
+                return kv.get(2, b"").decode()
+    return None
+
+
+def wire_fields(raw):
+    """(field number, bytes) of each length-delimited field of a serialized message, in
+    order (protobuf's wire format); fields of other wire types are skipped, and a
+    malformed tail ends the walk."""
     pos = 0
     while pos < len(raw):
         tag, pos = _read_varint(raw, pos)
@@ -214,23 +225,10 @@ def graph_metadata(model_proto, key):
             pos += 4
         elif wire == 2:
             n, pos = _read_varint(raw, pos)
-            if field == 16:
-                k = v = None
-                sub, q = raw[pos:pos + n], 0
-                while q < len(sub):
-                    t, q = _read_varint(sub, q)
-                    m, q = _read_varint(sub, q)
-                    if t >> 3 == 1:
-                        k = sub[q:q + m].decode()
-                    elif t >> 3 == 2:
-                        v = sub[q:q + m].decode()
-                    q += m
-                if k == key:
-                    return v
+            yield field, raw[pos:pos + n]
             pos += n
         else:
-            return None
-    return None
+            return
 
 
 def _read_varint(b, pos):
