@@ -56,31 +56,60 @@ static int storage_root(const vp_graph *g, int v) {
     return v;
 }
 
+/* Per value, what the list scheduler asks of it again and again: its storage root, the
+ * bytes of its own buffer, whether it lives through the step.  Computed once per
+ * schedule (walking view chains for every ready node at every step was most of the
+ * planner's time on a 48-layer GPT). */
+typedef struct value_facts {
+    int *root;
+    int64_t *own;
+    char *through;
+} value_facts;
+
+static int facts_make(const vp_graph *g, value_facts *f) {
+    f->root = malloc(((size_t)g->n_values + 1) * sizeof *f->root);
+    f->own = malloc(((size_t)g->n_values + 1) * sizeof *f->own);
+    f->through = malloc((size_t)g->n_values + 1);
+    if (!f->root || !f->own || !f->through) return 0;
+    for (int v = 0; v < g->n_values; v++) {
+        f->root[v] = storage_root(g, v);
+        f->own[v] = own_bytes(g, v);
+        f->through[v] = (char)lives_through(g, v);
+    }
+    return 1;
+}
+
+static void facts_free(value_facts *f) {
+    free(f->root);
+    free(f->own);
+    free(f->through);
+}
+
 /* The most bytes the segment order[lo..hi) holds at once beyond what was live before
  * it: outputs counted from their writer, a buffer dropped after the last read in the
  * segment of it or of a view of it (the simple model the list scheduler below
  * optimises).  left[] counts reads per storage root. */
-static int64_t segment_peak(const vp_graph *g, const int *order, int lo, int hi, int *left) {
+static int64_t segment_peak(const vp_graph *g, const value_facts *f, const int *order, int lo, int hi, int *left) {
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])] = 0;
+            if (nd->inputs[k] >= 0) left[f->root[nd->inputs[k]]] = 0;
     }
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])]++;
+            if (nd->inputs[k] >= 0) left[f->root[nd->inputs[k]]]++;
     }
     int64_t live = 0, peak = 0;
     for (int i = lo; i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_outputs; k++)
-            if (nd->outputs[k] >= 0) live += own_bytes(g, nd->outputs[k]);
+            if (nd->outputs[k] >= 0) live += f->own[nd->outputs[k]];
         if (live > peak) peak = live;
         for (int k = 0; k < nd->n_inputs; k++) {
             if (nd->inputs[k] < 0) continue;
-            int r = storage_root(g, nd->inputs[k]);
-            if (--left[r] == 0 && !lives_through(g, r)) live -= own_bytes(g, r);
+            int r = f->root[nd->inputs[k]];
+            if (--left[r] == 0 && !f->through[r]) live -= f->own[r];
         }
     }
     return peak;
@@ -95,28 +124,70 @@ static int64_t segment_peak(const vp_graph *g, const int *order, int lo, int hi,
  * consumed.  A local choice can also raise the peak (it did on MobileNet-v2), so the new
  * order is kept only where it holds fewer bytes at once than the builder's.
  * order[lo..hi) is rewritten in place. */
+/* What running node nd adds to the live bytes now: its outputs, less the buffers it
+ * reads last (by left[], reads still to run per storage root). */
+static int64_t node_delta(const vp_node *nd, const value_facts *f, const int *left) {
+    int64_t delta = 0;
+    for (int k = 0; k < nd->n_outputs; k++)
+        if (nd->outputs[k] >= 0) delta += f->own[nd->outputs[k]];
+    for (int k = 0; k < nd->n_inputs; k++) {
+        if (nd->inputs[k] < 0) continue;
+        int v = f->root[nd->inputs[k]], dup = 0, reads = 1;
+        for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] >= 0 && f->root[nd->inputs[j]] == v;
+        for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] >= 0 && f->root[nd->inputs[j]] == v;
+        if (!dup && left[v] == reads && !f->through[v]) delta -= f->own[v];
+    }
+    return delta;
+}
+
 static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, const int *pos_of) {
     int n = hi - lo;
     if (n < 2) return VP_OK;
     int *deps = calloc((size_t)n, sizeof *deps), *left = calloc((size_t)g->n_values + 1, sizeof *left);
-    char *done = calloc((size_t)n, 1);
+    char *dirty = malloc((size_t)n);
+    int64_t *delta = malloc((size_t)n * sizeof *delta);
+    /* readers of each storage root in the segment (rd[rd_at[r] .. rd_at[r + 1])): a
+     * node's delta changes only when left[] of a root it reads does, so it is kept
+     * between steps and recomputed only then (every ready node every step was most of
+     * the planner's time on a 48-layer GPT) */
+    int *rd_at = calloc((size_t)g->n_values + 2, sizeof *rd_at), *rd = NULL;
+    int *seen = calloc((size_t)n, sizeof *seen); /* per node: 1 + the value whose readers were last counted */
     int *out = malloc((size_t)n * sizeof *out), *ready = malloc((size_t)n * sizeof *ready), n_ready = 0;
-    if (!deps || !left || !done || !out || !ready) {
-        free(deps); free(left); free(done); free(out); free(ready);
-        return VP_ERR_NOMEM;
-    }
+    value_facts facts = {0}, *f = &facts;
+    int ok = deps && left && dirty && delta && rd_at && seen && out && ready && facts_make(g, f);
     /* deps: inputs produced inside the segment; left: reads inside it still to run, per
      * storage root (a view's readers keep its input's buffer alive) */
-    for (int i = lo; i < hi; i++) {
+    for (int i = lo; ok && i < hi; i++) {
         const vp_node *nd = &g->nodes[order[i]];
         for (int k = 0; k < nd->n_inputs; k++) {
             int v = nd->inputs[k];
             if (v < 0) continue;
-            left[storage_root(g, v)]++;
+            left[f->root[v]]++;
+            rd_at[f->root[v] + 1]++;
             int pr = g->values[v].producer;
             if (pr >= 0 && pos_of[pr] >= lo && pos_of[pr] < hi) deps[i - lo]++;
         }
     }
+    for (int v = 0; ok && v < g->n_values; v++) rd_at[v + 1] += rd_at[v];
+    if (ok && !(rd = malloc(((size_t)rd_at[g->n_values] + 1) * sizeof *rd))) ok = 0;
+    for (int i = lo; ok && i < hi; i++) { /* filled through left[] as a cursor, then restored */
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] >= 0) {
+                int r = f->root[nd->inputs[k]];
+                rd[rd_at[r] + --left[r]] = i - lo;
+            }
+    }
+    for (int i = lo; ok && i < hi; i++) {
+        const vp_node *nd = &g->nodes[order[i]];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] >= 0) left[f->root[nd->inputs[k]]]++;
+    }
+    if (!ok) {
+        free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
+        return VP_ERR_NOMEM;
+    }
+    memset(dirty, 1, (size_t)n);
     for (int i = 0; i < n; i++)
         if (!deps[i]) ready[n_ready++] = i;
     for (int step = 0; step < n; step++) {
@@ -124,50 +195,46 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
         int64_t best_delta = 0;
         for (int r = 0; r < n_ready; r++) {
             int i = ready[r];
-            const vp_node *nd = &g->nodes[order[lo + i]];
-            int64_t delta = 0;
-            for (int k = 0; k < nd->n_outputs; k++)
-                if (nd->outputs[k] >= 0) delta += own_bytes(g, nd->outputs[k]);
-            for (int k = 0; k < nd->n_inputs; k++) {
-                if (nd->inputs[k] < 0) continue;
-                int v = storage_root(g, nd->inputs[k]), dup = 0, reads = 1;
-                for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] >= 0 && storage_root(g, nd->inputs[j]) == v;
-                for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] >= 0 && storage_root(g, nd->inputs[j]) == v;
-                if (!dup && left[v] == reads && !lives_through(g, v)) delta -= own_bytes(g, v);
+            if (dirty[i]) {
+                delta[i] = node_delta(&g->nodes[order[lo + i]], f, left);
+                dirty[i] = 0;
             }
-            if (best < 0 || delta < best_delta || (delta == best_delta && i < best)) best = i, best_r = r, best_delta = delta;
+            if (best < 0 || delta[i] < best_delta || (delta[i] == best_delta && i < best)) best = i, best_r = r, best_delta = delta[i];
         }
         if (best < 0) { /* a broken graph (stale consumers, a cycle): keep the builder's order */
-            free(deps); free(left); free(done); free(out); free(ready);
+            free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
             return VP_ERR_RUNTIME;
         }
-        done[best] = 1;
         ready[best_r] = ready[--n_ready];
         int node = order[lo + best];
         out[step] = node;
         const vp_node *nd = &g->nodes[node];
-        for (int k = 0; k < nd->n_inputs; k++)
-            if (nd->inputs[k] >= 0) left[storage_root(g, nd->inputs[k])]--;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            if (nd->inputs[k] < 0) continue;
+            int r = f->root[nd->inputs[k]];
+            left[r]--;
+            for (int q = rd_at[r]; !f->through[r] && q < rd_at[r + 1]; q++) dirty[rd[q]] = 1; /* no delta counts a lasting one */
+        }
         for (int k = 0; k < nd->n_outputs; k++) {
             int v = nd->outputs[k];
             if (v < 0) continue;
             const vp_value *val = &g->values[v];
             for (int c = 0; c < val->n_consumers; c++) {
-                int r = val->consumers[c], seen = 0;
-                for (int c2 = 0; c2 < c && !seen; c2++) seen = val->consumers[c2] == r;
-                if (seen || pos_of[r] < lo || pos_of[r] >= hi) continue;
+                int r = val->consumers[c];
+                if (pos_of[r] < lo || pos_of[r] >= hi || seen[pos_of[r] - lo] == v + 1) continue; /* each reader once */
+                seen[pos_of[r] - lo] = v + 1;
                 const vp_node *rn = &g->nodes[r];
                 for (int j = 0; j < rn->n_inputs; j++)
                     if (rn->inputs[j] == v && --deps[pos_of[r] - lo] == 0) ready[n_ready++] = pos_of[r] - lo;
             }
         }
     }
-    int64_t before = segment_peak(g, order, lo, hi, left);
+    int64_t before = segment_peak(g, f, order, lo, hi, left);
     int *builder = deps; /* no longer needed as counts: reuse for the builder's order */
     memcpy(builder, order + lo, (size_t)n * sizeof *builder);
     memcpy(order + lo, out, (size_t)n * sizeof *out);
-    if (segment_peak(g, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
-    free(deps); free(left); free(done); free(out); free(ready);
+    if (segment_peak(g, f, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
+    free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
     return VP_OK;
 }
 
