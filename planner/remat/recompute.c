@@ -26,7 +26,44 @@ typedef struct remat_ctx {
     int *order;     /* the new node order being built */
     int n_order;
     int n_recompute;
+    char *carried;  /* per value: the new value of a carry (some carry's to) */
+    int *from_head; /* per value: the first carry whose from (the old value written over) it is, -1 */
+    int *from_next; /* per carry: the next carry with the same from, -1 */
 } remat_ctx;
+
+/* The per-value tables (copy, carries) and room for order_cap nodes in the order; 0 when
+ * out of memory (free with ctx_free all the same). */
+static int ctx_init(remat_ctx *c, vp_graph *g, const vp_training *t, const char *keep, size_t order_cap) {
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    c->t = t;
+    c->keep = keep;
+    c->n_orig_values = g->n_values;
+    c->copy = malloc(((size_t)g->n_values + 1) * sizeof *c->copy);
+    c->order = malloc((order_cap + 1) * sizeof *c->order);
+    c->carried = calloc((size_t)g->n_values + 1, 1);
+    c->from_head = malloc(((size_t)g->n_values + 1) * sizeof *c->from_head);
+    c->from_next = malloc(((size_t)(t ? t->n_carry : 0) + 1) * sizeof *c->from_next);
+    if (!c->copy || !c->order || !c->carried || !c->from_head || !c->from_next) return 0;
+    for (int v = 0; v < g->n_values; v++) c->copy[v] = c->from_head[v] = -1;
+    for (int q = t ? t->n_carry - 1 : -1; q >= 0; q--) { /* lists in carry order */
+        int from = t->carry[q].from, to = t->carry[q].to;
+        if (to >= 0 && to < g->n_values) c->carried[to] = 1;
+        c->from_next[q] = -1;
+        if (from < 0 || from >= g->n_values) continue;
+        c->from_next[q] = c->from_head[from];
+        c->from_head[from] = q;
+    }
+    return 1;
+}
+
+static void ctx_free(remat_ctx *c) {
+    free(c->copy);
+    free(c->order);
+    free(c->carried);
+    free(c->from_head);
+    free(c->from_next);
+}
 
 static int is_forward_activation(const vp_graph *g, int v, int n_orig) {
     if (v < 0 || v >= n_orig) return 0;
@@ -37,11 +74,7 @@ static int is_forward_activation(const vp_graph *g, int v, int n_orig) {
 }
 
 /* v is the new value of state carried to the next step. */
-static int is_carried(const remat_ctx *c, int v) {
-    for (int q = 0; c->t && q < c->t->n_carry; q++)
-        if (c->t->carry[q].to == v) return 1;
-    return 0;
-}
+static int is_carried(const remat_ctx *c, int v) { return v < c->n_orig_values && c->carried[v]; }
 
 static int needs_recompute(const remat_ctx *c, int v) {
     return is_forward_activation(c->g, v, c->n_orig_values) && !c->keep[v] && !is_carried(c, v);
@@ -52,11 +85,18 @@ static int needs_recompute(const remat_ctx *c, int v) {
 static vp_status emit_copy(remat_ctx *c, int src, int *ins, vp_error *err) {
     vp_graph *g = c->g;
     int n_in = g->nodes[src].n_inputs, n_out = g->nodes[src].n_outputs;
+    /* an input that is state src itself updates reads the updated value: carries in
+     * order, each matching the input as the earlier ones left it */
     for (int k = 0; k < n_in; k++)
-        for (int q = 0; c->t && q < c->t->n_carry; q++)
-            if (ins[k] >= 0 && c->t->carry[q].from == ins[k] && c->t->carry[q].to >= 0 &&
-                g->values[c->t->carry[q].to].producer == src)
-                ins[k] = c->t->carry[q].to;
+        for (int q = -1;;) {
+            int cur = ins[k], next = -1;
+            if (cur < 0 || cur >= c->n_orig_values) break;
+            for (int e = c->from_head[cur]; e >= 0 && next < 0; e = c->from_next[e])
+                if (e > q && c->t->carry[e].to >= 0 && g->values[c->t->carry[e].to].producer == src) next = e;
+            if (next < 0) break;
+            ins[k] = c->t->carry[next].to;
+            q = next;
+        }
     int *outs = malloc(((size_t)n_out + 1) * sizeof *outs);
     vp_status s = outs ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int k = 0; k < n_out && !s; k++) {
@@ -123,16 +163,11 @@ static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
 
 vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, vp_error *err) {
     int n0 = g->n_nodes;
-    remat_ctx c = {g, t, keep, g->n_values, NULL, NULL, 0, 0};
-    c.copy = malloc(((size_t)g->n_values + 1) * sizeof *c.copy);
-    /* at most one copy of each forward node */
-    c.order = malloc(((size_t)2 * n0 + 1) * sizeof *c.order);
-    if (!c.copy || !c.order) {
-        free(c.copy);
-        free(c.order);
+    remat_ctx c;
+    if (!ctx_init(&c, g, t, keep, (size_t)2 * n0)) { /* at most one copy of each forward node */
+        ctx_free(&c);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
-    for (int v = 0; v < g->n_values; v++) c.copy[v] = -1;
     vp_status s = VP_OK;
     for (int i = 0; i < n0 && !s; i++) {
         if (g->nodes[i].phase == VP_PHASE_BACKWARD) {
@@ -148,8 +183,7 @@ vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, in
     }
     if (!s) s = vp_graph_reorder(g, c.order, err);
     if (n_recompute) *n_recompute = c.n_recompute;
-    free(c.copy);
-    free(c.order);
+    ctx_free(&c);
     return s;
 }
 
@@ -169,13 +203,11 @@ static int current(const remat_ctx *c, int v) {
 vp_status vp_remat_apply_schedule(vp_graph *g, const vp_training *tr, const vp_remat_schedule *rs, int *n_recompute,
                                   vp_error *err) {
     int n0 = g->n_nodes;
-    remat_ctx c = {g, tr, NULL, g->n_values, NULL, NULL, 0, 0};
+    remat_ctx c;
     int *stage_of = malloc(((size_t)n0 + 1) * sizeof *stage_of);
     int n_copies = rs->n_stages ? rs->start[rs->n_stages] : 0;
-    c.copy = malloc(((size_t)g->n_values + 1) * sizeof *c.copy);
-    c.order = malloc(((size_t)n0 + (size_t)n_copies + 1) * sizeof *c.order);
-    vp_status s = c.copy && c.order && stage_of ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    for (int v = 0; !s && v < g->n_values; v++) c.copy[v] = -1;
+    int made = ctx_init(&c, g, tr, NULL, (size_t)n0 + (size_t)n_copies);
+    vp_status s = made && stage_of ? VP_OK : vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int i = 0; !s && i < n0; i++) stage_of[i] = -1;
     /* a schedule names backward nodes once each and forward nodes in forward order */
     for (int t = 0; !s && t < rs->n_stages; t++) {
@@ -215,8 +247,7 @@ vp_status vp_remat_apply_schedule(vp_graph *g, const vp_training *tr, const vp_r
     if (n_recompute) *n_recompute = c.n_recompute;
     free(ins);
     free(stage_of);
-    free(c.copy);
-    free(c.order);
+    ctx_free(&c);
     return s;
 }
 
