@@ -81,6 +81,8 @@ typedef struct vp_plan {
     int64_t arena_bytes;
     int64_t host_bytes;      /* the host block (VP_CAT_HOST buffers, offsets in it): 0 without offload */
     int64_t lower_bound_bytes;
+    int unplaced;            /* no offsets: the lower bound alone exceeded vp_arena_opts.stop_above
+                                (arena_bytes is the bound); such a plan is weighed, never kept */
     int peak_step;           /* a step where live bytes reach the lower bound */
     int64_t category_bytes[VP_CAT_COUNT]; /* summed sizes of alias groups, each by its root's category */
     int64_t budget_bytes;    /* 0: none */

@@ -50,6 +50,17 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
         items[n] = (vp_arena_item){buf->size, buf->first, (int64_t)buf->last + 1, 0};
         item_of[b] = n++;
     }
+    if (opts && opts->stop_above > 0) {
+        int64_t bound = vp_arena_lower_bound(items, n);
+        if (bound > opts->stop_above) {
+            memset(&p->arena, 0, sizeof p->arena);
+            p->arena.arena = p->arena.lower_bound = p->arena_bytes = p->lower_bound_bytes = bound;
+            p->unplaced = 1;
+            free(items);
+            free(item_of);
+            return VP_OK;
+        }
+    }
     vp_status s = vp_arena_solve(items, n, opts, &p->arena, err);
     if (!s) {
         memset(p->category_bytes, 0, sizeof p->category_bytes);
@@ -62,6 +73,7 @@ vp_status vp_assign_offsets(vp_plan *p, const vp_arena_opts *opts, vp_error *err
         }
         p->arena_bytes = p->arena.arena;
         p->lower_bound_bytes = p->arena.lower_bound;
+        p->unplaced = 0;
         /* the step where live bytes peak */
         int64_t *live = calloc((size_t)p->n_steps + 2, sizeof *live);
         if (live) {

@@ -80,7 +80,7 @@ static vp_status ilp_candidates(vp_graph *g, const vp_training *t, const vp_devi
         if (s || st.status == VP_ILP_NO_SOLUTION || st.status == VP_ILP_TOO_LARGE) break;
         int64_t arena = -1;
         if (st.status != VP_ILP_INFEASIBLE) {
-            s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, NULL, &rs, budget, vp_ilp_status_name(st.status), err);
+            s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, NULL, &rs, budget, 0, vp_ilp_status_name(st.status), err);
             vp_remat_schedule_free(&rs);
             if (s) break;
             cands[*nc - 1].ilp = st;
@@ -158,8 +158,10 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     int nc = 0;
     /* the un-checkpointed plan: kept when it fits; ilp's memory model is read off it */
     vp_status full = VP_ERR_INVALID;
-    if (kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP)) full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
-    int64_t full_arena = full ? -1 : p->arena_bytes;
+    int64_t known = kind == VP_REMAT_DP && opts && opts->unchecked_arena > budget && budget > 0 ? opts->unchecked_arena : -1;
+    if (kind != VP_REMAT_SQRTN && (budget > 0 || kind == VP_REMAT_ILP) && known < 0)
+        full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
+    int64_t full_arena = full ? known : p->arena_bytes;
     /* sized after that plan, which may add values to g (its steps' workspaces) */
     char *keep = malloc((size_t)g->n_values + 1);
     int *choice = calloc((size_t)nb + 1, sizeof *choice);
@@ -170,7 +172,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
     }
     if (!s && kind == VP_REMAT_SQRTN) {
         vp_remat_sqrtn_keep(g, &ch, keep);
-        s = vp_remat_plan_copy(g, t, dev, fused, keep, NULL, &best_g, p, &r->n_recompute, err);
+        s = vp_remat_plan_copy(g, t, dev, fused, keep, NULL, 0, &best_g, p, &r->n_recompute, err);
         r->iterations = 1;
     } else if (!s && !full && (budget <= 0 || p->arena_bytes <= budget)) {
         best_g = g; /* keeping everything fits: nothing to recompute */

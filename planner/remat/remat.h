@@ -103,6 +103,9 @@ typedef struct vp_remat_result {
 typedef struct vp_remat_opts {
     double ilp_time_limit; /* seconds for all of ilp's solves; 0: 60 */
     double arena_time_limit; /* the arena's complete search (vp_arena_opts.exact_seconds; 0: its default, <0: none) */
+    int64_t unchecked_arena; /* > 0: the arena of this very step planned without checkpointing,
+                                with these options, known over the budget (the joint search
+                                planned it just before): dp does not plan it again */
 } vp_remat_opts;
 
 /* Chooses what to keep for the training step t of g and builds the plan over *planned:

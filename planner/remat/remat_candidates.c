@@ -20,14 +20,14 @@ double vp_remat_step_seconds(const vp_graph *g, const vp_device_profile *dev, vp
 }
 
 vp_status vp_remat_plan_copy(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
-                                const char *keep, const vp_remat_schedule *rs, vp_graph **out, vp_plan *p,
-                                int *n_recompute, vp_error *err) {
+                                const char *keep, const vp_remat_schedule *rs, int64_t stop_above, vp_graph **out,
+                                vp_plan *p, int *n_recompute, vp_error *err) {
     vp_graph *c = vp_graph_clone(g);
     if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the graph");
     vp_status s = rs ? vp_remat_apply_schedule(c, t, rs, n_recompute, err) : vp_remat_apply(c, t, keep, n_recompute, err);
     /* candidates are weighed with one order (size, best fit: the one that lands on the
      * bound most often) and no improving search; the plan kept gets the full solver */
-    vp_arena_opts quick = {.search_seconds = -1, .only = 0};
+    vp_arena_opts quick = {.search_seconds = -1, .only = 0, .stop_above = stop_above};
     if (!s) s = vp_plan_build_opts(p, c, t, dev, fused, &quick, err);
     if (s) {
         vp_plan_free(p);
@@ -40,12 +40,12 @@ vp_status vp_remat_plan_copy(vp_graph *g, const vp_training *t, const vp_device_
 
 
 vp_status vp_remat_candidate_add(candidate *c, int *n, int max, vp_graph *g, const vp_training *t, const vp_device_profile *dev,
-                               int fused, const char *keep, const vp_remat_schedule *rs, int64_t budget, const char *choice,
-                               vp_error *err) {
+                               int fused, const char *keep, const vp_remat_schedule *rs, int64_t budget, int trial,
+                               const char *choice, vp_error *err) {
     if (*n >= max) return VP_OK;
     candidate *k = &c[*n];
     memset(k, 0, sizeof *k);
-    vp_status s = vp_remat_plan_copy(g, t, dev, fused, keep, rs, &k->g, &k->p, &k->n_recompute, err);
+    vp_status s = vp_remat_plan_copy(g, t, dev, fused, keep, rs, trial ? budget : 0, &k->g, &k->p, &k->n_recompute, err);
     if (s) return s;
     k->fits = !budget || k->p.arena_bytes <= budget;
     k->recompute_seconds = vp_remat_step_seconds(k->g, dev, VP_PHASE_RECOMPUTE, 0);

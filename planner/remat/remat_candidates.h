@@ -20,15 +20,18 @@ typedef struct candidate {
 
 /* Estimated seconds of the nodes of phase only (or of all of them) on dev. */
 double vp_remat_step_seconds(const vp_graph *g, const vp_device_profile *dev, vp_phase only, int all);
-/* Clones g, applies keep (or the schedule rs), plans with one quick arena order.  On
- * success *out is the clone and p the plan. */
+/* Clones g, applies keep (or the schedule rs), plans with one quick arena order (none
+ * when the lower bound exceeds stop_above > 0: the plan is then unplaced).  On success
+ * *out is the clone and p the plan. */
 vp_status vp_remat_plan_copy(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
-                             const char *keep, const vp_remat_schedule *rs, vp_graph **out, vp_plan *p, int *n_recompute,
-                             vp_error *err);
-/* Plans keep (or the schedule rs) on a copy of g as candidate c[*n], when there is room. */
+                             const char *keep, const vp_remat_schedule *rs, int64_t stop_above, vp_graph **out, vp_plan *p,
+                             int *n_recompute, vp_error *err);
+/* Plans keep (or the schedule rs) on a copy of g as candidate c[*n], when there is room.
+ * A trial (a search's step kept only if it fits) is not placed when its lower bound is
+ * over the budget: it cannot fit, and its arena would be thrown away. */
 vp_status vp_remat_candidate_add(candidate *c, int *n, int max, vp_graph *g, const vp_training *t,
                                  const vp_device_profile *dev, int fused, const char *keep, const vp_remat_schedule *rs,
-                                 int64_t budget, const char *choice, vp_error *err);
+                                 int64_t budget, int trial, const char *choice, vp_error *err);
 /* The fitting candidate with the least recompute time, else the smallest arena. */
 int vp_remat_candidate_pick(const candidate *c, int n);
 /* Chen et al.: every ceil(sqrt(k))-th cut kept, everything else recomputed. */

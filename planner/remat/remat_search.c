@@ -18,12 +18,12 @@ static void choice_letters(const chain *ch, const int *choice, char *out, size_t
 /* Plans one option per block as a candidate, remembering the options. */
 static vp_status add_choice(candidate *cands, int *nc, int max, vp_graph *g, const vp_training *t,
                             const vp_device_profile *dev, int fused, const chain *ch, const int *choice, char *keep,
-                            int64_t budget, vp_error *err) {
+                            int64_t budget, int trial, vp_error *err) {
     if (*nc >= max) return VP_OK;
     char letters[256];
     choice_letters(ch, choice, letters, sizeof letters);
     vp_chain_keep(g, ch, choice, keep);
-    vp_status s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, keep, NULL, budget, letters, err);
+    vp_status s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, keep, NULL, budget, trial, letters, err);
     if (!s) {
         candidate *k = &cands[*nc - 1];
         k->opt = malloc(((size_t)ch->nb + 1) * sizeof *k->opt);
@@ -98,7 +98,7 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
         plans++;
         candidate tmp[1];
         int one = 0;
-        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, err);
+        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, 1, err);
         if (s) break;
         if (tmp[0].fits && tmp[0].recompute_seconds < cands[w].recompute_seconds) {
             vp_plan_free(&cands[w].p);
@@ -165,7 +165,7 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
         plans++;
         candidate tmp[1];
         int one = 0;
-        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, cur, keep, budget, err);
+        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, cur, keep, budget, 1, err);
         if (s) break;
         if (tmp[0].fits && *nc < max) {
             cands[(*nc)++] = tmp[0];
@@ -190,7 +190,7 @@ vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_dev
     const block *b = ch->b;
     int nb = ch->nb;
     for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
-    vp_status s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+    vp_status s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, 0, err);
     int64_t all_n = s ? 0 : cands[0].p.arena_bytes;
     for (size_t mi = 0; !s && mi < sizeof models / sizeof models[0]; mi++) {
         for (int k = 0; k < nb; k++) choice[k] = vp_chain_none(&b[k]);
@@ -206,7 +206,7 @@ vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_dev
                 target -= step;
                 continue;
             }
-            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, 0, err);
             if (s || !budget || cands[*nc - 1].fits) break;
             /* the estimate was optimistic by at least that much */
             step = cands[*nc - 1].p.arena_bytes - budget;
@@ -219,7 +219,7 @@ vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_dev
         if (cands[i].fits && cands[i].recompute_seconds < best_rt) best_rt = cands[i].recompute_seconds;
     if (!s && !(best_rt < one_forward)) {
         vp_remat_sqrtn_keep(g, ch, keep);
-        s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, keep, NULL, budget, "sqrtn", err);
+        s = vp_remat_candidate_add(cands, nc, max, g, t, dev, fused, keep, NULL, budget, 0, "sqrtn", err);
     }
     int any_fits = 0;
     for (int i = 0; i < *nc; i++) any_fits |= cands[i].fits;
@@ -238,7 +238,7 @@ vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_dev
                 goal -= step;
                 continue;
             }
-            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, err);
+            s = add_choice(cands, nc, max, g, t, dev, fused, ch, choice, keep, budget, 0, err);
             int64_t smallest = cands[vp_remat_candidate_pick(cands, *nc)].p.arena_bytes;
             if (!s && smallest - 1 < goal) goal = smallest - 1;
             else if (!s) goal -= step;

@@ -62,6 +62,9 @@ typedef struct vp_arena_opts {
                                (0: default 1 s, <0: none), turned into a count of search
                                work so a limit gives the same result anywhere; see
                                arena_exact.c */
+    int64_t stop_above;     /* > 0: vp_assign_offsets places nothing when the lower bound
+                               exceeds it (no arena can be smaller: such a plan is known
+                               not to fit a budget of stop_above without the solve) */
 } vp_arena_opts;
 
 vp_status vp_arena_solve(vp_arena_item *items, int n, const vp_arena_opts *opts, vp_arena_result *res, vp_error *err);
