@@ -153,6 +153,19 @@ expect 0 "won: the least estimated step time" -- "$tool" plan "$mlp" --loss ce:l
 expect 0 "" -- grep -q '"candidates"' "$tmp/auto.json"
 expect 0 "  2   2  fp32  fused" -- "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto --precision fp32 --max-tp 2
 expect 0 "max batch under the budget" -- "$tool" plan "$mlp" --loss ce:logits --budget 100KiB --auto --max-batch batch
+# the plan --auto prints is the search's own (handed back, not planned again): the same
+# arena and checkpointing as planning the winner's knobs without --auto
+gpt=$src/models/gpt/model.onnx
+gpt_opts=(--dim batch=16 --loss ce:logits --optimizer adam --freeze '^causal_mask$' --device h100 --budget 1500000)
+expect 0 "fp32  fused     no       dp .*<- chosen" -- "$tool" plan "$gpt" "${gpt_opts[@]}" --auto
+auto_plan=$(grep -E "^(arena|checkpointing):" <<<"$expect_out")
+expect 0 "^arena:" -- "$tool" plan "$gpt" "${gpt_opts[@]}" --precision fp32 --fused-update --remat dp
+if [[ -n $auto_plan && $auto_plan == "$(grep -E "^(arena|checkpointing):" <<<"$expect_out")" ]]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: plan --auto's winner differs from its knobs planned alone: '$auto_plan' against '$(grep -E "^(arena|checkpointing):" <<<"$expect_out")'"
+fi
 
 # --offload: Adam's state on the host, the same losses; plan files carry the host block (version 2)
 expect 2 "--offload applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --offload

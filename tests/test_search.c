@@ -117,7 +117,7 @@ int main(void) {
     }
     printf("gpt, adam, batch %d: un", BATCH); printf("-checkpointed fp32 arena %lld bytes\n", (long long)full);
     static vp_search_result r;
-    vp_search_space sp = {1, 0, 0, 0, 1, 1, 0}, all = sp;
+    vp_search_space sp = {1, 0, 0, 0, 1, 1, 0, 0}, all = sp;
     all.exhaustive = 1;
     static vp_search_result full_r;
     /* each candidate runs the pipeline on the folder's model as test_model_load_in does */

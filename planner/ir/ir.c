@@ -80,7 +80,7 @@ void vp_graph_free(vp_graph *g) {
     free(g->inputs);
     free(g->outputs);
     free(g->name_slots);
-    if (g->proto && g->proto_free) g->proto_free(g->proto);
+    if (g->proto && g->proto_free && !g->proto_borrowed) g->proto_free(g->proto);
     for (int i = 0; i < g->n_mappings; i++) {
         munmap(g->mappings[i].addr, g->mappings[i].len);
         free(g->mappings[i].path);
@@ -293,11 +293,28 @@ vp_graph *vp_graph_clone(const vp_graph *g) {
     c->opset_onnx = g->opset_onnx;
     c->opset_ms = g->opset_ms;
     c->unique_counter = g->unique_counter;
+    /* the model's metadata (torch's graph signature) reads the same through a copy */
+    c->proto = g->proto;
+    c->proto_free = g->proto_free;
+    c->proto_borrowed = g->proto != NULL;
+    /* the values keep their ids, so g's name table is the copy's as it stands (not
+     * rebuilt name by name: checkpointing clones the step for every candidate) */
     int ok = 1;
+    c->values = malloc(((size_t)g->n_values + 1) * sizeof *c->values);
+    c->name_slots = g->n_name_slots ? malloc((size_t)g->n_name_slots * sizeof *c->name_slots) : NULL;
+    if (!c->values || (g->n_name_slots && !c->name_slots)) ok = 0;
+    else {
+        c->cap_values = g->n_values + 1;
+        c->n_name_slots = g->n_name_slots;
+        if (g->n_name_slots) memcpy(c->name_slots, g->name_slots, (size_t)g->n_name_slots * sizeof *c->name_slots);
+    }
     for (int v = 0; v < g->n_values && ok; v++) {
-        int id = vp_graph_add_value(c, g->values[v].name);
-        if (id != v) { ok = 0; break; }
+        int id = c->n_values;
         vp_value *dv = &c->values[id];
+        memset(dv, 0, sizeof *dv);
+        dv->producer = -1;
+        if (!(dv->name = dup_str(g->values[v].name))) { ok = 0; break; }
+        c->n_values++;
         const vp_value *sv = &g->values[v];
         dv->dtype = sv->dtype;
         dv->rank = sv->rank;

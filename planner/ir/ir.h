@@ -187,6 +187,8 @@ typedef struct vp_graph {
     vp_mapping *mappings;         /* mmaps of the model and its external data */
     void *proto;                  /* the unpacked ModelProto that borrowed data points into */
     void (*proto_free)(void *);
+    int proto_borrowed;           /* proto is the graph's this one was cloned from (which
+                                     outlives it, as its data does): read, never freed */
 } vp_graph;
 
 vp_graph *vp_graph_new(void);
@@ -203,8 +205,8 @@ vp_status vp_graph_link(vp_graph *g, vp_error *err);
 /* Makes a unique value name from a stem ("x" -> "x", "x_1", ...) and adds it. */
 int vp_graph_add_unique_value(vp_graph *g, const char *stem);
 
-/* A deep copy of the graph's structure; constant data is borrowed from g, which must
- * outlive the copy.  NULL when out of memory. */
+/* A deep copy of the graph's structure; constant data, and the loaded model's metadata,
+ * are borrowed from g, which must outlive the copy.  NULL when out of memory. */
 vp_graph *vp_graph_clone(const vp_graph *g);
 /* Reorders the nodes: order[i] is the id of the node that becomes node i (a
  * permutation of all node ids); producers and consumers are relinked. */

@@ -52,12 +52,22 @@ typedef struct build {
     vp_pipeline_result r;
 } build;
 
-static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_opts *base, vp_error *err) {
+/* The knob set's step from a copy of the model as loaded and inferred (loaded once for
+ * all: the knobs act from the training build on; the copy borrows its data). */
+static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_opts *base, const vp_graph *inferred,
+                            vp_error *err) {
     vp_train_spec spec = *base->spec;
     vp_pipeline_opts o = *base;
     vp_search_apply(c, &spec, &o.fused_update);
     o.spec = &spec;
     o.until = VP_PIPELINE_TRAIN;
+    o.model = NULL;
+    o.source = NULL;
+    o.dims = NULL; /* bound already */
+    o.n_dims = 0;
+    o.inferred = 1;
+    memset(&b->r, 0, sizeof b->r);
+    if (!(o.graph = vp_graph_clone(inferred))) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the model");
     return vp_pipeline_run(&o, &b->r, err);
 }
 
@@ -66,10 +76,13 @@ static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_o
 static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *base, int64_t budget, vp_remat_kind kind,
                           vp_error *err) {
     vp_pipeline_opts o = *base;
+    /* dp runs on a candidate planned as it is just before, over the budget: that arena
+     * (the same plan, the same options) is handed on rather than planned again */
+    vp_remat_opts ro = {.unchecked_arena = kind == VP_REMAT_DP ? c->arena_bytes : 0};
     o.fused_update = c->fused;
     o.budget = kind == VP_REMAT_NONE ? 0 : budget;
     o.remat = kind;
-    o.remat_opts = NULL;
+    o.remat_opts = &ro;
     o.dump_after = NULL;
     vp_status s = vp_pipeline_plan(&o, &b->r, err);
     if (!s) {
@@ -97,6 +110,58 @@ static void checkpoint(vp_candidate *c, build *b, const vp_pipeline_opts *base, 
     vp_candidate dp = *c;
     vp_status s = plan_one(&dp, b, base, budget, VP_REMAT_DP, &err);
     if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
+}
+
+/* The plan of the best candidate so far, taken out of its build's result before the
+ * build plans the next candidate (which would free it): the winner's is handed back
+ * whole, so the caller need not plan it again. */
+typedef struct kept_plan {
+    int build;             /* -1: none */
+    vp_graph *planned;     /* the build's graph, or a checkpointed copy borrowing its data */
+    vp_plan p;
+    vp_remat_result remat;
+    vp_verify_report verify;
+} kept_plan;
+
+static void kept_free(kept_plan *k, const build *builds) {
+    vp_plan_free(&k->p);
+    if (k->build >= 0 && k->planned != builds[k->build].r.g) vp_graph_free(k->planned);
+    memset(k, 0, sizeof *k);
+    k->build = -1;
+}
+
+static void keep_plan(kept_plan *k, build *builds, int bi) {
+    kept_free(k, builds);
+    vp_pipeline_result *r = &builds[bi].r;
+    *k = (kept_plan){bi, r->planned, r->p, r->remat, r->verify};
+    r->planned = NULL; /* the build plans its next candidate afresh */
+    memset(&r->p, 0, sizeof r->p);
+}
+
+/* The winner's build with its kept plan, as one pipeline result (out->winner). */
+static vp_status hand_back(vp_search_result *out, kept_plan *k, build *builds, vp_error *err) {
+    vp_pipeline_result *r = &builds[k->build].r;
+    out->winner = malloc(sizeof *out->winner);
+    if (!out->winner) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    vp_plan_free(&r->p);
+    if (r->planned && r->planned != r->g) vp_graph_free(r->planned);
+    r->planned = k->planned;
+    r->p = k->p;
+    r->remat = k->remat;
+    r->verify = k->verify;
+    *out->winner = *r;
+    memset(r, 0, sizeof *r);
+    memset(k, 0, sizeof *k);
+    k->build = -1;
+    return VP_OK;
+}
+
+void vp_search_result_free(vp_search_result *r) {
+    if (r->winner) vp_pipeline_result_free(r->winner);
+    free(r->winner);
+    vp_graph_free(r->model); /* after the winner, which borrows from it */
+    r->winner = NULL;
+    r->model = NULL;
 }
 
 static int better(const vp_candidate *a, const vp_candidate *b) {
@@ -165,10 +230,26 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     int offs[2] = {spec->offload, 1}, n_off = sp->offload_free ? 2 : 1;
     if (sp->offload_free) offs[0] = 0;
     double t0 = vp_search_clock();
+    /* the model loaded and inferred once: every knob set's step is built from a copy */
+    vp_pipeline_result loaded;
+    vp_pipeline_opts lo = *base;
+    lo.until = VP_PIPELINE_INFER;
+    lo.spec = NULL;
+    lo.dump_after = NULL;
+    vp_status ls = vp_pipeline_run(&lo, &loaded, err);
+    if (ls) {
+        vp_pipeline_result_free(&loaded);
+        vp_error_prefix(err, "no candidate could be built: ");
+        return ls;
+    }
     /* every knob set as it is: cheap, and a lower bound on its time checkpointed */
     build *builds = calloc(VP_SEARCH_MAX, sizeof *builds); /* each knob set's step, freed below */
     int n_builds = 0, build_of[VP_SEARCH_MAX];
-    if (!builds) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    kept_plan kept = {.build = -1};
+    if (!builds) {
+        vp_pipeline_result_free(&loaded);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
             for (int o = 0; o < n_off; o++)
@@ -183,7 +264,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                     build *bd = f ? &builds[n_builds - 1] : &builds[n_builds];
                     if (!f) { /* the first of its knob set: the step built */
                         memset(bd, 0, sizeof *bd);
-                        bd->status = build_step(bd, c, base, &e);
+                        bd->status = build_step(bd, c, base, loaded.g, &e);
                         if (bd->status) snprintf(bd->note, sizeof bd->note, "%.190s", e.msg);
                         n_builds++;
                     }
@@ -192,7 +273,10 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                     if (c->status) snprintf(c->note, sizeof c->note, "%s", bd->note);
                     else if ((c->status = plan_one(c, bd, base, budget, VP_REMAT_NONE, &e)))
                         snprintf(c->note, sizeof c->note, "%.190s", e.msg);
-                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = (int)(c - out->c);
+                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) {
+                        out->best = (int)(c - out->c);
+                        if (sp->keep_winner) keep_plan(&kept, builds, build_of[out->best]);
+                    }
                 }
     /* then those over the budget checkpointed, fastest first, unless they cannot win */
     int order[VP_SEARCH_MAX], n_over = 0;
@@ -220,14 +304,25 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             out->n_dp++;
         }
         out->n_pruned += c->pruned;
-        if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = order[k];
+        if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) {
+            out->best = order[k];
+            if (sp->keep_winner) keep_plan(&kept, builds, build_of[out->best]); /* its dp plan: it fits */
+        }
     }
+    vp_status hs = kept.build >= 0 ? hand_back(out, &kept, builds, err) : VP_OK;
+    kept_free(&kept, builds);
     for (int i = 0; i < n_builds; i++) vp_pipeline_result_free(&builds[i].r);
     free(builds);
+    /* the winner's step borrows the loaded model's data: it goes with the winner */
+    if (out->winner) out->model = loaded.g;
+    else vp_graph_free(loaded.g);
+    loaded.g = NULL;
+    vp_pipeline_result_free(&loaded);
     out->seconds = vp_search_clock() - t0;
     int built = 0;
     for (int i = 0; i < out->n; i++) built += !out->c[i].status;
     if (!built) return vp_fail(err, out->c[0].status, "no candidate could be built: %s", out->c[0].note);
+    if (hs) return hs;
     explain(out, budget);
     return VP_OK;
 }

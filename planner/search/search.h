@@ -42,6 +42,7 @@ typedef struct vp_search_space {
     int fused;           /* that choice when fixed */
     int offload_free;    /* try optimizer-state offload on and off (Adam, the user gave no --offload) */
     int exhaustive;      /* checkpoint every candidate over the budget, none pruned (tests compare) */
+    int keep_winner;     /* hand back the winner's planned step (vp_search_result.winner) */
 } vp_search_space;
 
 typedef struct vp_candidate {
@@ -72,6 +73,11 @@ typedef struct vp_search_result {
     double seconds; /* the whole search's wall time */
     int n_dp;       /* candidates planned with dp checkpointing */
     int n_pruned;   /* candidates whose dp plan was skipped: it could not fit or win */
+    vp_pipeline_result *winner; /* keep_winner: the winner's step and verified plan, as the
+                                   pipeline run with its knobs (until the plan, remat_opts
+                                   NULL) makes them; NULL when nothing fits */
+    vp_graph *model;            /* with winner: the model as loaded and inferred, whose data
+                                   the winner's step borrows */
 } vp_search_result;
 
 /* base: the model (a file or a source, not a graph: each candidate loads its own), its
@@ -79,6 +85,9 @@ typedef struct vp_search_result {
  * stage, the knobs and the checkpointing are the search's. */
 vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base, int64_t budget, vp_search_result *out,
                         vp_error *err);
+
+/* Frees r->winner (the rest of r is plain data). */
+void vp_search_result_free(vp_search_result *r);
 
 /* The spec and fused flag of candidate c (the user's spec with its knobs set). */
 void vp_search_apply(const vp_candidate *c, vp_train_spec *spec, int *fused);

@@ -92,7 +92,7 @@ static void search_table(const char *title, const model *m, int pct) {
     }
     int64_t budget = p.arena_bytes * pct / 100;
     static vp_search_result r;
-    vp_search_space sp = {2, 0, 0, 0, 1, 1, 0};
+    vp_search_space sp = {2, 0, 0, 0, 1, 1, 0, 0};
     char b[32];
     printf("### %s\n\nun-checkpointed fp32 arena %s; budget (%d%%) %lld bytes\n\n", title,
            vp_human_bytes(p.arena_bytes, b, sizeof b), pct, (long long)budget);

@@ -194,10 +194,12 @@ static void tp_summary(const vp_plan *p, const vp_report_tp *r, const vp_remat_r
 
 /* Plans rank `rank` of o->spec.tp.n (the whole step when 1): the report for rank 0,
  * one line for the others, the plan file (PLAN, or PLAN.<rank> for several ranks). */
+/* given: the step and plan the joint search already made for these knobs (taken over),
+ * or NULL to run the pipeline. */
 static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_opts *o_, const vp_device_profile *dev,
                            int fused, int64_t budget, vp_remat_kind remat, const vp_remat_opts *ro_, const char *json,
                            const char *dot, const char *timeline, const char *out, const vp_search_result *search,
-                           int *over_, vp_error *err_) {
+                           vp_pipeline_result *given, int *over_, vp_error *err_) {
     cli_train_opts o = *o_; /* its table points into o_: only spec and the strings are read here */
     const vp_remat_opts ro = *ro_;
     vp_error err;
@@ -206,7 +208,13 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     vp_pipeline_opts po;
     plan_opts(&po, model, dims, &o, dev, fused, budget, remat, &ro);
     vp_pipeline_result r;
-    s = vp_pipeline_run(&po, &r, &err);
+    if (given) {
+        r = *given;
+        memset(given, 0, sizeof *given);
+        s = VP_OK;
+    } else {
+        s = vp_pipeline_run(&po, &r, &err);
+    }
     const vp_graph *g = r.g;
     const vp_training *t = &r.t;
     vp_plan *p = &r.p;
@@ -358,7 +366,7 @@ static int run_plan(int argc, char **argv) {
     }
     int adam = o.spec.opt.kind == VP_OPT_ADAM || o.spec.opt.kind == VP_OPT_ADAMW;
     vp_search_space sp = {(int)max_tp, o.tp > 0, o.precision != NULL, fused >= 0, fused >= 0 ? fused : 1,
-                          adam && !o.spec.offload, 0};
+                          adam && !o.spec.offload, 0, 0};
     if (fused < 0) fused = 1;
     if (!s && automatic && budget <= 0) s = vp_fail(&err, VP_ERR_USAGE, "--auto needs --budget");
     if (!s && automatic && remat_arg) s = vp_fail(&err, VP_ERR_USAGE, "--auto chooses the checkpointing: it does not take --remat");
@@ -379,7 +387,12 @@ static int run_plan(int argc, char **argv) {
     }
     static vp_search_result search; /* 30 KiB: not on the stack */
     if (!s && automatic) {
-        s = cli_search(model, &dims, &o.spec, &sp, dev, budget, 0, &search, &err);
+        /* the winner's plan comes back with the search, as the pipeline below would make
+         * it again, unless this run plans differently from the search: shows a planning
+         * pass, or sets the arena's time limit */
+        vp_search_space final = sp;
+        final.keep_winner = !o.dump_after && ro.arena_time_limit == 0;
+        s = cli_search(model, &dims, &o.spec, &final, dev, budget, 0, &search, &err);
         if (!s && search.best < 0) {
             printf("nothing fits: the plan below is the smallest candidate's\n");
             int small = -1;
@@ -397,9 +410,11 @@ static int run_plan(int argc, char **argv) {
     int ranks = o.spec.tp.n, over = 0;
     for (int rank = 0; rank < ranks && !s; rank++) {
         o.spec.tp.rank = rank;
+        vp_pipeline_result *given = automatic && rank == 0 && search.winner && search.winner->g ? search.winner : NULL;
         s = plan_rank(model, &dims, &o, dev, fused, budget, remat, &ro, json, rank ? NULL : dot,
-                      rank ? NULL : timeline, out, automatic ? &search : NULL, &over, &err);
+                      rank ? NULL : timeline, out, automatic ? &search : NULL, given, &over, &err);
     }
+    if (automatic) vp_search_result_free(&search);
     if (s) return cli_report(s, &err);
     return over ? 3 : 0;
 }
