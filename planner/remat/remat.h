@@ -15,8 +15,9 @@
  *   dp     one option per block, or a longer segment recomputed from an earlier cut, by
  *          dynamic programs over the chain (Rotor-style) that minimise recompute time
  *          under the budget; every choice is planned on the real arena and tightened
- *          until it fits, then improved by local search on the real arena.  Identical
- *          blocks share one menu.
+ *          until it fits, then improved by local search on the real arena (when nothing
+ *          fits, searched locally for the smallest arena instead).  Identical blocks
+ *          share one menu.
  *   ilp    Checkmate's MILP (Jain et al. 2020) over every forward node and backward
  *          stage, solved exactly by GLPK within a time limit: the optimality reference.
  *

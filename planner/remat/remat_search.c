@@ -1,6 +1,7 @@
 /* dp's searches: each chain model's choices under the budget, tightened on the real
- * arena; sqrtn as a floor; the push to the smallest peak when nothing fits; descent
- * from the cheapest plan that does not fit and hill climbing from the best that does.
+ * arena; sqrtn as a floor; the push to the smallest peak when nothing fits, then local
+ * search on the real arena from the smallest plan; descent from the cheapest plan that
+ * does not fit and hill climbing from the best that does.
  * See remat_candidates.h. */
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,19 @@ static vp_status add_choice(candidate *cands, int *nc, int max, vp_graph *g, con
     return s;
 }
 
+
+/* One choice planned alone into *out, for a search that keeps it or drops it. */
+static vp_status plan_alone(candidate *out, vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused,
+                            const chain *ch, const int *choice, char *keep, int64_t budget, int trial, vp_error *err) {
+    int one = 0;
+    return add_choice(out, &one, 1, g, t, dev, fused, ch, choice, keep, budget, trial, err);
+}
+
+static void drop_candidate(candidate *c) {
+    vp_plan_free(&c->p);
+    vp_graph_free(c->g);
+    free(c->opt);
+}
 
 static int seen_choice(const candidate *c, int n, const int *choice, int nb) {
     for (int i = 0; i < n; i++)
@@ -96,19 +110,13 @@ static vp_status refine(vp_graph *g, const vp_training *t, const vp_device_profi
         memcpy(trial, cands[w].opt, (size_t)nb * sizeof *trial);
         raise_option(b, trial, mv[i].block, mv[i].opt);
         plans++;
-        candidate tmp[1];
-        int one = 0;
-        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, trial, keep, budget, 1, err);
-        if (s) break;
-        if (tmp[0].fits && tmp[0].recompute_seconds < cands[w].recompute_seconds) {
-            vp_plan_free(&cands[w].p);
-            vp_graph_free(cands[w].g);
-            free(cands[w].opt);
-            cands[w] = tmp[0];
+        candidate tmp;
+        if ((s = plan_alone(&tmp, g, t, dev, fused, ch, trial, keep, budget, 1, err))) break;
+        if (tmp.fits && tmp.recompute_seconds < cands[w].recompute_seconds) {
+            drop_candidate(&cands[w]);
+            cands[w] = tmp;
         } else {
-            vp_plan_free(&tmp[0].p);
-            vp_graph_free(tmp[0].g);
-            free(tmp[0].opt);
+            drop_candidate(&tmp);
         }
     }
     free(mv);
@@ -163,27 +171,106 @@ static vp_status descend(vp_graph *g, const vp_training *t, const vp_device_prof
         cur[best] = best_o;
         if (seen_choice(cands, *nc, cur, nb)) continue;
         plans++;
-        candidate tmp[1];
-        int one = 0;
-        s = add_choice(tmp, &one, 1, g, t, dev, fused, ch, cur, keep, budget, 1, err);
-        if (s) break;
-        if (tmp[0].fits && *nc < max) {
-            cands[(*nc)++] = tmp[0];
+        candidate tmp;
+        if ((s = plan_alone(&tmp, g, t, dev, fused, ch, cur, keep, budget, 1, err))) break;
+        if (tmp.fits && *nc < max) {
+            cands[(*nc)++] = tmp;
             break;
         }
-        vp_plan_free(&tmp[0].p);
-        vp_graph_free(tmp[0].g);
-        free(tmp[0].opt);
+        drop_candidate(&tmp);
     }
     free(cur);
+    return s;
+}
+
+typedef struct trial_move {
+    int block, opt;
+    int64_t model_peak; /* the prefix model's peak with the move made */
+} trial_move;
+
+static int by_model_peak(const void *x, const void *y) {
+    const trial_move *a = x, *b = y;
+    if (a->model_peak != b->model_peak) return a->model_peak < b->model_peak ? -1 : 1;
+    return a->block != b->block ? a->block - b->block : a->opt - b->opt;
+}
+
+/* When nothing fits: local search on the real arena for the smallest peak, from the
+ * smallest plan so far.  Each block may move one option down or up its menu, to its
+ * least option keeping its cut, or into the segment the next block ends; the moves are
+ * tried in the order of the prefix model's peak after them, and the first that lowers
+ * the real arena is kept, until none does or max_plans plans are spent.  The descent
+ * walks toward fitting, which a budget below every peak never reaches; this is what a
+ * budget of 1 byte (the smallest peak dp reaches) is answered with. */
+static vp_status shrink(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
+                        const chain *ch, char *keep, candidate *cands, int *nc, int max, int max_plans, vp_error *err) {
+    int start = -1;
+    for (int i = 0; i < *nc; i++) {
+        if (cands[i].fits) return VP_OK;
+        if (cands[i].opt && (start < 0 || cands[i].p.arena_bytes < cands[start].p.arena_bytes)) start = i;
+    }
+    if (start < 0 || *nc >= max) return VP_OK;
+    const block *b = ch->b;
+    int nb = ch->nb;
+    int *cur = malloc(((size_t)nb + 1) * sizeof *cur), *trial = malloc(((size_t)nb + 1) * sizeof *trial);
+    trial_move *mv = malloc(((size_t)nb * 5 + 1) * sizeof *mv);
+    if (!cur || !trial || !mv) {
+        free(cur);
+        free(trial);
+        free(mv);
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
+    memcpy(cur, cands[start].opt, (size_t)nb * sizeof *cur);
+    int64_t best = cands[start].p.arena_bytes;
+    vp_status s = VP_OK;
+    for (int plans = 0, improved = 1; !s && improved && plans < max_plans && *nc < max;) {
+        improved = 0;
+        int n = 0;
+        for (int k = 0; k < nb; k++) {
+            int o = cur[k], none = vp_chain_none(&b[k]);
+            int to[4] = {o == OPT_DROPPED ? none : o + 1, o == OPT_DROPPED ? -2 : o - 1, none, -2};
+            int next = k + 1 < nb ? cur[k + 1] : -2;
+            if (o != OPT_DROPPED && k + 1 < nb && (next == OPT_DROPPED || next == vp_chain_none(&b[k + 1]))) to[3] = OPT_DROPPED;
+            for (int q = 0; q < 4; q++) {
+                int o2 = to[q], dup = 0;
+                if (o2 == -2 || o2 == o || o2 >= b[k].n_opts || (o2 < 0 && o2 != OPT_DROPPED)) continue;
+                for (int j = 0; j < q; j++) dup |= to[j] == o2;
+                if (dup) continue;
+                memcpy(trial, cur, (size_t)nb * sizeof *trial);
+                if (o2 == OPT_DROPPED) trial[k] = o2;
+                else raise_option(b, trial, k, o2);
+                mv[n++] = (trial_move){k, o2, vp_chain_peak(b, nb, trial)};
+            }
+        }
+        qsort(mv, (size_t)n, sizeof *mv, by_model_peak);
+        for (int i = 0; !s && i < n && plans < max_plans && !improved; i++) {
+            memcpy(trial, cur, (size_t)nb * sizeof *trial);
+            if (mv[i].opt == OPT_DROPPED) trial[mv[i].block] = OPT_DROPPED;
+            else raise_option(b, trial, mv[i].block, mv[i].opt);
+            if (seen_choice(cands, *nc, trial, nb)) continue;
+            plans++;
+            candidate tmp;
+            if ((s = plan_alone(&tmp, g, t, dev, fused, ch, trial, keep, budget, 0, err))) break;
+            if (tmp.p.arena_bytes < best) {
+                best = tmp.p.arena_bytes;
+                memcpy(cur, trial, (size_t)nb * sizeof *cur);
+                cands[(*nc)++] = tmp;
+                improved = 1;
+                continue;
+            }
+            drop_candidate(&tmp);
+        }
+    }
+    free(cur);
+    free(trial);
+    free(mv);
     return s;
 }
 
 /* dp's candidates: recompute every block from its cut; each chain model's choice under
  * the budget, tightened by what the real arena exceeded; sqrtn's segments unless a
  * choice that fits recomputes less (so dp is never worse than sqrtn); when nothing fits,
- * choices pushed down to the smallest peak found, to report it; then the greedy
- * improvement of the best on the real arena. */
+ * choices pushed down to the smallest peak found, then shrunk by local search on the
+ * real arena, to report it; then the greedy improvement of the best on the real arena. */
 vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused, int64_t budget,
                                const chain *ch, char *keep, int *choice, candidate *cands, int *nc, int max,
                                vp_remat_result *r, vp_error *err) {
@@ -253,6 +340,7 @@ vp_status vp_remat_dp_candidates(vp_graph *g, const vp_training *t, const vp_dev
     if (plans > 4 * nb) plans = 4 * nb;
     if (plans < *nc) plans = *nc;
     if (!s) s = descend(g, t, dev, fused, budget, ch, keep, cands, nc, max, plans, err);
+    if (!s && budget) s = shrink(g, t, dev, fused, budget, ch, keep, cands, nc, max, plans, err);
     if (!s) s = refine(g, t, dev, fused, budget, ch, keep, cands, *nc, plans, err);
     return s;
 }
