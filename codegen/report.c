@@ -249,6 +249,22 @@ void vp_report_json(FILE *f, const vp_plan *p, const vp_report_ctx *c) {
     vp_json_string(&j, c->model ? c->model : "");
     vp_json_key(&j, "device");
     vp_json_string(&j, p->device.name);
+    /* the figures the cost model priced the step with (planner/memory/plan_build.c) */
+    const vp_device_profile *d = &p->device;
+    vp_json_key(&j, "device_profile");
+    vp_json_begin_object(&j);
+    const struct {
+        const char *key;
+        double v;
+    } figures[] = {{"flops_fp32", d->peak_flops_fp32},      {"flops_low_precision", d->peak_flops_fp16},
+                   {"memory_bytes_per_s", d->mem_bandwidth}, {"launch_seconds", d->launch_overhead},
+                   {"link_bytes_per_s", d->link_bandwidth},  {"link_step_seconds", d->link_latency},
+                   {"host_link_bytes_per_s", d->host_link_bandwidth}, {"host_memory_bytes_per_s", d->host_bandwidth}};
+    for (size_t k = 0; k < sizeof figures / sizeof figures[0]; k++) {
+        vp_json_key(&j, figures[k].key);
+        vp_json_double(&j, figures[k].v);
+    }
+    vp_json_end_object(&j);
     vp_json_key(&j, "fused_update");
     vp_json_bool(&j, p->fused_update);
     vp_json_key(&j, "arena_bytes");

@@ -9,7 +9,9 @@ Out: on stdout, the markdown section tools/bench/run.sh records in RESULTS.md: p
      the un-checkpointed arena and its planning time, then `--auto` under the budget (the
      Llama also with `--max-tp 2`): the wall time of the whole command, the search's own
      time, the candidates checkpointed and pruned, and the plan chosen; then dp's smallest
-     peak in fp32 and bf16 on the kit's exports (tests/data/torch2).
+     peak in fp32 and bf16 on the kit's exports (tests/data/torch2); then the GPU profiles'
+     figures (`plan --json`'s device_profile) beside the vendor's peaks and public
+     measurements, sources named.
 Keeps: times are wall seconds of one run on a shared machine (noisy); the table says
      what the search chose, which does not depend on the machine.
 """
@@ -125,6 +127,87 @@ def floors(vplan):
             print(f"| {name} | failed | | |")
             continue
         print(f"| {name} | {got[0]} B | {got[1]} B | {got[1] / got[0]:.3f} |")
+    profiles(vplan)
+
+
+# Published figures for the GPU profiles (tools/bench/RESULTS.md, "GPU cost profiles against
+# published figures"): the vendor's peak and, where one is public, a measured figure, each
+# with its source.  None: nothing public found.  FLOP/s are dense (no 2:4 sparsity); fp32 is
+# CUDA-core FP32 (PyTorch does not use TF32 for float32 matmuls unless asked, since 1.12).
+SOURCES = {
+    "A100 datasheet": "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                      "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+    "H100 datasheet": "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+    "H200 product page": "https://www.nvidia.com/en-us/data-center/h200/",
+    "MAMF": "https://github.com/mag-/gpu_benchmark (maximum achievable matmul FLOPS, stas00's mamf-finder)",
+    "torch matmul H100": "https://github.com/zzc0721/torch-performance-test-data/issues/79 (torch 2.7, 8192^2)",
+    "nccl-tests #149": "https://github.com/NVIDIA/nccl-tests/issues/149 (8 x A100 80GB SXM, all_reduce busbw)",
+    "nccl-tests #212": "https://github.com/NVIDIA/nccl-tests/issues/212 (NCCL's maintainer: 8 x H100 busbw)",
+}
+PUBLISHED = {  # device: key: (peak, peak source, measured, measured source)
+    "a100": {"flops_fp32": (19.5e12, "A100 datasheet", None, None),
+             "flops_low_precision": (312e12, "A100 datasheet", 267.9e12, "MAMF"),
+             "memory_bytes_per_s": (2.039e12, "A100 datasheet", None, None),
+             "link_bytes_per_s": (300e9, "A100 datasheet", 200e9, "nccl-tests #149"),
+             "host_link_bytes_per_s": (32e9, "A100 datasheet", None, None)},
+    "h100": {"flops_fp32": (67e12, "H100 datasheet", 51.9e12, "torch matmul H100"),
+             "flops_low_precision": (989.4e12, "H100 datasheet", 792.1e12, "MAMF"),
+             "memory_bytes_per_s": (3.35e12, "H100 datasheet", None, None),
+             "link_bytes_per_s": (450e9, "H100 datasheet", 370e9, "nccl-tests #212"),
+             "host_link_bytes_per_s": (64e9, "H100 datasheet", None, None)},
+    "h200": {"flops_fp32": (67e12, "H200 product page", None, None),
+             "flops_low_precision": (989.4e12, "H200 product page", None, None),
+             "memory_bytes_per_s": (4.8e12, "H200 product page", None, None),
+             "link_bytes_per_s": (450e9, "H200 product page", None, None),
+             "host_link_bytes_per_s": (64e9, "H200 product page", None, None)},
+}
+FIGURES = [("flops_fp32", "fp32 GEMM", 1e12, "TFLOP/s"), ("flops_low_precision", "bf16/fp16 GEMM (Tensor Cores)", 1e12, "TFLOP/s"),
+           ("memory_bytes_per_s", "HBM bandwidth", 1e12, "TB/s"),
+           ("link_bytes_per_s", "NVLink per direction / all-reduce bus bandwidth", 1e9, "GB/s"),
+           ("host_link_bytes_per_s", "PCIe per direction (offload)", 1e9, "GB/s")]
+
+
+def profiles(vplan):
+    """The cost model's figures for each GPU profile (read from the plan's JSON report)
+    beside the vendor's peak and a public measurement: ours over the measured figure says
+    how optimistic the estimated step times are."""
+    import json
+    import tempfile
+    print()
+    print("## GPU cost profiles against published figures")
+    print()
+    print("Ours: the figures the cost model prices a step with (`plan --json`'s device_profile, from "
+          "planner/memory/plan_build.c); peak: the vendor's (dense, no sparsity); measured: a public "
+          "measurement where one exists. Link: one direction of NVLink, which the cost model charges ring "
+          "all-reduce traffic (2(n-1)/n of the bytes) against, as nccl-tests' bus bandwidth does.")
+    print()
+    print("| device | figure | ours | peak (source) | measured (source) | ours / measured |")
+    print("|---|---|---|---|---|---|")
+    model = os.path.join(ROOT, "tests", "data", "torch2", "gpt2", "eval_opt0.onnx")
+    worst = 0.0
+    for dev, table in PUBLISHED.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "p.json")
+            rc, text, _ = run([vplan, "plan", model, "--loss", "ce:logits", "--device", dev, "--json", out])
+            if rc or not os.path.exists(out):
+                print(f"| {dev} | failed: {text.strip().splitlines()[-1:]} | | | | |")
+                continue
+            with open(out) as f:
+                ours = json.load(f).get("device_profile", {})
+        for key, what, unit, uname in FIGURES:
+            peak, psrc, meas, msrc = table[key]
+            o = ours.get(key)
+            ratio = o / meas if o and meas else None
+            if ratio:
+                worst = max(worst, ratio, 1 / ratio)
+            print(f"| {dev} | {what} | {o / unit:.4g} {uname} | {peak / unit:.4g} ({psrc}) | "
+                  f"{f'{meas / unit:.4g} ({msrc})' if meas else '-'} | {f'{ratio:.2f}' if ratio else '-'} |")
+    print()
+    print(f"Every figure is within {worst:.2f}x of its measurement (the rule: a profile more than 2x from what is "
+          "achievable gets fixed). Sources:")
+    print()
+    for name, url in SOURCES.items():
+        print(f"- {name}: {url}")
 
 
 if __name__ == "__main__":
