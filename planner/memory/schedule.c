@@ -124,18 +124,52 @@ static int64_t segment_peak(const vp_graph *g, const value_facts *f, const int *
  * consumed.  A local choice can also raise the peak (it did on MobileNet-v2), so the new
  * order is kept only where it holds fewer bytes at once than the builder's.
  * order[lo..hi) is rewritten in place. */
-/* What running node nd adds to the live bytes now: its outputs, less the buffers it
- * reads last (by left[], reads still to run per storage root). */
-static int64_t node_delta(const vp_node *nd, const value_facts *f, const int *left) {
-    int64_t delta = 0;
-    for (int k = 0; k < nd->n_outputs; k++)
-        if (nd->outputs[k] >= 0) delta += f->own[nd->outputs[k]];
-    for (int k = 0; k < nd->n_inputs; k++) {
-        if (nd->inputs[k] < 0) continue;
-        int v = f->root[nd->inputs[k]], dup = 0, reads = 1;
-        for (int j = 0; j < k && !dup; j++) dup = nd->inputs[j] >= 0 && f->root[nd->inputs[j]] == v;
-        for (int j = k + 1; j < nd->n_inputs; j++) reads += nd->inputs[j] >= 0 && f->root[nd->inputs[j]] == v;
-        if (!dup && left[v] == reads && !f->through[v]) delta -= f->own[v];
+/* Per node of the segment, what it reads and writes as the list scheduler weighs it:
+ * the bytes of its outputs' own buffers, and each storage root it reads once with the
+ * number of its reads of it (nodes with many inputs, a gradient Sum, weighed often). */
+typedef struct node_reads {
+    int64_t *out;  /* per node; the block the other arrays are carved from */
+    int *at;       /* per node + 1: its roots are root[at[i] .. at[i + 1]) */
+    int *root, *reads;
+} node_reads;
+
+static int reads_make(const vp_graph *g, const value_facts *f, const int *order, int lo, int hi, node_reads *r) {
+    int n = hi - lo, total = 0;
+    for (int i = lo; i < hi; i++) total += g->nodes[order[i]].n_inputs;
+    /* one block: the int64 counts first, then the ints */
+    r->out = malloc(((size_t)n + 1) * sizeof *r->out + ((size_t)n + 2 + 2 * ((size_t)total + 1)) * sizeof(int));
+    if (!r->out) return 0;
+    r->at = (int *)(r->out + n + 1);
+    r->root = r->at + n + 2;
+    r->reads = r->root + total + 1;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const vp_node *nd = &g->nodes[order[lo + i]];
+        r->out[i] = 0;
+        for (int k = 0; k < nd->n_outputs; k++)
+            if (nd->outputs[k] >= 0) r->out[i] += f->own[nd->outputs[k]];
+        r->at[i] = m;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            if (nd->inputs[k] < 0) continue;
+            int v = f->root[nd->inputs[k]], j = r->at[i];
+            while (j < m && r->root[j] != v) j++;
+            if (j < m) r->reads[j]++;
+            else r->root[m] = v, r->reads[m++] = 1;
+        }
+    }
+    r->at[n] = m;
+    return 1;
+}
+
+static void reads_free(node_reads *r) { free(r->out); }
+
+/* What running segment node i adds to the live bytes now: its outputs, less the buffers
+ * it reads last (by left[], reads still to run per storage root). */
+static int64_t node_delta(const node_reads *r, int i, const value_facts *f, const int *left) {
+    int64_t delta = r->out[i];
+    for (int j = r->at[i]; j < r->at[i + 1]; j++) {
+        int v = r->root[j];
+        if (left[v] == r->reads[j] && !f->through[v]) delta -= f->own[v];
     }
     return delta;
 }
@@ -154,7 +188,9 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     int *seen = calloc((size_t)n, sizeof *seen); /* per node: 1 + the value whose readers were last counted */
     int *out = malloc((size_t)n * sizeof *out), *ready = malloc((size_t)n * sizeof *ready), n_ready = 0;
     value_facts facts = {0}, *f = &facts;
-    int ok = deps && left && dirty && delta && rd_at && seen && out && ready && facts_make(g, f);
+    node_reads nr = {0};
+    int ok = deps && left && dirty && delta && rd_at && seen && out && ready && facts_make(g, f) &&
+             reads_make(g, f, order, lo, hi, &nr);
     /* deps: inputs produced inside the segment; left: reads inside it still to run, per
      * storage root (a view's readers keep its input's buffer alive) */
     for (int i = lo; ok && i < hi; i++) {
@@ -184,7 +220,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
             if (nd->inputs[k] >= 0) left[f->root[nd->inputs[k]]]++;
     }
     if (!ok) {
-        free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
+        free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
         return VP_ERR_NOMEM;
     }
     memset(dirty, 1, (size_t)n);
@@ -196,13 +232,13 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
         for (int r = 0; r < n_ready; r++) {
             int i = ready[r];
             if (dirty[i]) {
-                delta[i] = node_delta(&g->nodes[order[lo + i]], f, left);
+                delta[i] = node_delta(&nr, i, f, left);
                 dirty[i] = 0;
             }
             if (best < 0 || delta[i] < best_delta || (delta[i] == best_delta && i < best)) best = i, best_r = r, best_delta = delta[i];
         }
         if (best < 0) { /* a broken graph (stale consumers, a cycle): keep the builder's order */
-            free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
+            free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
             return VP_ERR_RUNTIME;
         }
         ready[best_r] = ready[--n_ready];
@@ -234,7 +270,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     memcpy(builder, order + lo, (size_t)n * sizeof *builder);
     memcpy(order + lo, out, (size_t)n * sizeof *out);
     if (segment_peak(g, f, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
-    free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f);
+    free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
     return VP_OK;
 }
 
