@@ -277,6 +277,13 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                         out->best = (int)(c - out->c);
                         if (sp->keep_winner) keep_plan(&kept, builds, build_of[out->best]);
                     }
+                    /* a step none of whose candidates will be checkpointed, and that holds
+                     * no kept plan, is done with: freed now (tensor-parallel steps hold
+                     * their split weights) */
+                    int bi = (int)(bd - builds), needed = kept.build == bi;
+                    for (int i = 0; f == n_fused - 1 && i < out->n && !needed; i++)
+                        needed = build_of[i] == bi && !out->c[i].status && !out->c[i].fits;
+                    if (f == n_fused - 1 && !needed) vp_pipeline_result_free(&bd->r);
                 }
     /* then those over the budget checkpointed, fastest first, unless they cannot win */
     int order[VP_SEARCH_MAX], n_over = 0;
