@@ -174,9 +174,35 @@ static int64_t node_delta(const node_reads *r, int i, const value_facts *f, cons
     return delta;
 }
 
+/* A weight's copy cast again for the backward (precision/recast.c's "/recast", or
+ * checkpointing's copy of a weight's Cast): a recompute Cast of a value with no
+ * producer, read in the segment.  Ready from the start, it would run as soon as its
+ * small output is the cheapest choice and hold it across the layers before its reader;
+ * it runs instead right before the first reader the scheduler picks. */
+static int is_recast(const vp_graph *g, const vp_node *nd, const int *pos_of, int lo, int hi) {
+    if (nd->phase != VP_PHASE_RECOMPUTE || nd->domain[0] || strcmp(nd->op_type, "Cast") || nd->n_inputs != 1 ||
+        nd->inputs[0] < 0 || g->values[nd->inputs[0]].producer >= 0 || nd->n_outputs != 1 || nd->outputs[0] < 0)
+        return 0;
+    const vp_value *y = &g->values[nd->outputs[0]];
+    for (int c = 0; c < y->n_consumers; c++)
+        if (pos_of[y->consumers[c]] >= lo && pos_of[y->consumers[c]] < hi) return 1;
+    return 0;
+}
+
+/* The segment index of a recast node v comes from, or -1. */
+static int recast_of(const vp_graph *g, const char *attached, const int *pos_of, int lo, int hi, int v) {
+    int pr = v >= 0 ? g->values[v].producer : -1;
+    if (pr < 0 || pos_of[pr] < lo || pos_of[pr] >= hi || !attached[pos_of[pr] - lo]) return -1;
+    return pos_of[pr] - lo;
+}
+
 static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, const int *pos_of) {
     int n = hi - lo;
     if (n < 2) return VP_OK;
+    char *attached = calloc((size_t)n, 1); /* recast nodes, run with their first reader */
+    int any_attached = 0;
+    for (int i = 0; attached && i < n; i++) any_attached |= attached[i] = (char)is_recast(g, &g->nodes[order[lo + i]], pos_of, lo, hi);
+    if (!attached) return VP_ERR_NOMEM;
     int *deps = calloc((size_t)n, sizeof *deps), *left = calloc((size_t)g->n_values + 1, sizeof *left);
     char *dirty = malloc((size_t)n);
     int64_t *delta = malloc((size_t)n * sizeof *delta);
@@ -201,7 +227,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
             left[f->root[v]]++;
             rd_at[f->root[v] + 1]++;
             int pr = g->values[v].producer;
-            if (pr >= 0 && pos_of[pr] >= lo && pos_of[pr] < hi) deps[i - lo]++;
+            if (pr >= 0 && pos_of[pr] >= lo && pos_of[pr] < hi && !attached[pos_of[pr] - lo]) deps[i - lo]++;
         }
     }
     for (int v = 0; ok && v < g->n_values; v++) rd_at[v + 1] += rd_at[v];
@@ -221,12 +247,13 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     }
     if (!ok) {
         free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
+        free(attached);
         return VP_ERR_NOMEM;
     }
     memset(dirty, 1, (size_t)n);
     for (int i = 0; i < n; i++)
-        if (!deps[i]) ready[n_ready++] = i;
-    for (int step = 0; step < n; step++) {
+        if (!deps[i] && !attached[i]) ready[n_ready++] = i;
+    for (int step = 0; step < n;) {
         int best = -1, best_r = -1;
         int64_t best_delta = 0;
         for (int r = 0; r < n_ready; r++) {
@@ -235,15 +262,31 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
                 delta[i] = node_delta(&nr, i, f, left);
                 dirty[i] = 0;
             }
-            if (best < 0 || delta[i] < best_delta || (delta[i] == best_delta && i < best)) best = i, best_r = r, best_delta = delta[i];
+            int64_t d = delta[i];
+            const vp_node *cand = &g->nodes[order[lo + i]];
+            for (int k = 0; any_attached && k < cand->n_inputs; k++) { /* the recasts it would run first */
+                int a = recast_of(g, attached, pos_of, lo, hi, cand->inputs[k]);
+                if (a >= 0 && attached[a] == 1) d += nr.out[a];
+            }
+            if (best < 0 || d < best_delta || (d == best_delta && i < best)) best = i, best_r = r, best_delta = d;
         }
         if (best < 0) { /* a broken graph (stale consumers, a cycle): keep the builder's order */
             free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
+            free(attached);
             return VP_ERR_RUNTIME;
         }
         ready[best_r] = ready[--n_ready];
+        const vp_node *bn = &g->nodes[order[lo + best]];
+        for (int k = 0; any_attached && k < bn->n_inputs; k++) {
+            int a = recast_of(g, attached, pos_of, lo, hi, bn->inputs[k]);
+            if (a < 0 || attached[a] != 1) continue;
+            attached[a] = 2; /* run now; it reads a weight, which lasts: no delta changes */
+            out[step++] = order[lo + a];
+            const vp_node *an = &g->nodes[order[lo + a]];
+            left[f->root[an->inputs[0]]]--;
+        }
         int node = order[lo + best];
-        out[step] = node;
+        out[step++] = node;
         const vp_node *nd = &g->nodes[node];
         for (int k = 0; k < nd->n_inputs; k++) {
             if (nd->inputs[k] < 0) continue;
@@ -271,6 +314,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     memcpy(order + lo, out, (size_t)n * sizeof *out);
     if (segment_peak(g, f, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
     free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
+    free(attached);
     return VP_OK;
 }
 

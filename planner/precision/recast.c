@@ -52,5 +52,20 @@ vp_status vp_recast_weights(vp_graph *g, const struct vp_training *t, int *n_rec
     }
     if (any) s = vp_remat_apply(g, t, keep, n_recast, err);
     free(keep);
+    /* named "<cast>/recast" rather than remat's "/recompute", so a plan's steps say why
+     * the Cast runs again (the scheduler runs either right before its first reader) */
+    for (int i = 0; !s && any && i < g->n_nodes; i++) {
+        vp_node *n = &g->nodes[i];
+        size_t len = strlen(n->name), suf = strlen("/recompute");
+        if (n->phase != VP_PHASE_RECOMPUTE || strcmp(n->op_type, "Cast") || len < suf ||
+            strcmp(n->name + len - suf, "/recompute"))
+            continue;
+        char *name = malloc(len + 1);
+        if (!name) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        memcpy(name, n->name, len - suf);
+        strcpy(name + len - suf, "/recast");
+        free(n->name);
+        n->name = name;
+    }
     return s;
 }

@@ -239,10 +239,10 @@ static vp_status pass_cast_fusion(build_ctx *c, vp_error *err) {
 }
 
 /* last: every reader of a weight copy is in place (cast fusion leaves weights' Casts,
- * which have no producer to fold into); with --offload the master weights are on the
- * host, so the device copy is the only one */
+ * which have no producer to fold into); with --offload the device keeps each weight in
+ * float32 too (the updated one is copied back over it after its last reader) */
 static vp_status pass_recast_weights(build_ctx *c, vp_error *err) {
-    if (c->spec->precision == VP_PRECISION_FP32 || c->spec->keep_weight_copies || c->spec->offload) return VP_OK;
+    if (c->spec->precision == VP_PRECISION_FP32 || c->spec->keep_weight_copies) return VP_OK;
     return vp_recast_weights(c->g, c->t, &c->t->n_recast, err);
 }
 
