@@ -33,7 +33,7 @@ for f in "$src"/tests/data/torch2/*/eval_opt0.onnx; do
             echo "FAIL: $name $cfg: dp's smallest bf16 peak $bf16 B is above fp32's $fp32 B"
         else
             pass=$((pass + 1))
-            echo "ok: $name $cfg: bf16 $bf16 B <= fp32 $fp32 B"
+            echo "ok: $name $cfg: bf16 $bf16 B, fp32 $fp32 B"
         fi
     done
 done
