@@ -102,8 +102,10 @@ if [[ -n $mpirun ]]; then
     # llama4: the Llama (2 key/value heads) over 4 ranks, k and v whole on every rank
     # gemma_nosig: rotary tables computed from a trained buffer (no exporter signature):
     # their gradients, each rank's part from its heads, all-reduced too
+    # roberta, t5 (self- and cross-attention, relative position bias), wav2vec2 (a
+    # convolutional front end before the transformer): the kit's other architectures
     sgd=(--loss ce:logits --optimizer momentum --lr 0.05)
-    for m in llama gpt2 bert vit llama_sp gpt2_sp bert_sp qwen2_sp gemma_sp llama_mha4 llama4 qwen2 gemma gemma_nosig; do
+    for m in llama gpt2 bert vit llama_sp gpt2_sp bert_sp qwen2_sp gemma_sp llama_mha4 llama4 qwen2 gemma gemma_nosig roberta t5 wav2vec2; do
         f=$kit/${m%_sp}/eval_opt0.onnx sp= n=2
         [[ $m == *_sp ]] && sp=--sp
         [[ $m == llama_mha4 ]] && f=$kit/llama_mha/eval_opt0.onnx n=4
