@@ -12,7 +12,9 @@
 #    (logits_after.bin, torch in eval() mode: BatchNorm reads the carried statistics):
 #    checked by tests/torch2_logits.py where Python has numpy and onnx, skipped otherwise;
 #  - the fused step (attention, SiLU, SwiGLU and GELU into their products, LayerNorm) trains
-#    to the unfused step's losses (--no-fuse --attention plain) within 1e-5 of the loss.
+#    to the unfused step's losses (--no-fuse --attention plain) within 1e-5 of the loss;
+#  - the plan run in one arena trains to the naive executor's weights bit for bit (fp32
+#    and bf16, 3 AdamW steps, `onnx-vplan compare --tolerance 0`).
 # usage: torch2_kit.sh ONNX_VPLAN SOURCE_DIR [PYTHON3]
 set -u
 tool=$1
@@ -82,6 +84,22 @@ for dir in "$kit"/*/; do
             else
                 bad "$file: fused losses '$got', unfused '$plain'"
             fi
+        fi
+        # planned = naive, bit for bit: the weights after 3 AdamW steps of the plan run in
+        # one arena (`run`) and of the naive executor (`train`), fp32 and bf16
+        if [[ $file == */eval_opt0.onnx ]]; then
+            for prec in fp32 bf16; do
+                a=(--loss ce:logits --optimizer adamw --precision $prec)
+                if ! "$tool" train "$f" "${a[@]}" --steps 3 --data "$dir" --save "$tmp/naive.onnx" >"$tmp/pn.log" 2>&1 ||
+                    ! "$tool" plan "$f" "${a[@]}" -o "$tmp/pn.vplan" >>"$tmp/pn.log" 2>&1 ||
+                    ! "$tool" run "$tmp/pn.vplan" --steps 3 --data "$dir" --save "$tmp/planned.onnx" >>"$tmp/pn.log" 2>&1; then
+                    bad "$file $prec: planned against naive: $(tail -1 "$tmp/pn.log")"
+                elif msg=$("$tool" compare "$tmp/naive.onnx" "$tmp/planned.onnx" --tolerance 0 2>&1); then
+                    ok
+                else
+                    bad "$file $prec: planned weights differ from naive: $msg"
+                fi
+            done
         fi
         # the first step's gradients: one SGD step of lr 1 leaves w - g
         if ((have_py)); then
