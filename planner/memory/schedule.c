@@ -196,13 +196,29 @@ static int recast_of(const vp_graph *g, const char *attached, const int *pos_of,
     return pos_of[pr] - lo;
 }
 
+/* Adds bytes to pending[] of each segment node that reads recast node a's output, once
+ * per reader: what choosing that reader would run first. */
+static void recast_readers(const vp_graph *g, int a, const int *pos_of, int lo, int hi, int64_t *pending, int64_t bytes) {
+    const vp_value *y = &g->values[g->nodes[a].outputs[0]];
+    for (int c = 0; c < y->n_consumers; c++) {
+        int r = y->consumers[c], dup = 0;
+        for (int e = 0; e < c && !dup; e++) dup = y->consumers[e] == r;
+        if (!dup && pos_of[r] >= lo && pos_of[r] < hi) pending[pos_of[r] - lo] += bytes;
+    }
+}
+
 static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, const int *pos_of) {
     int n = hi - lo;
     if (n < 2) return VP_OK;
     char *attached = calloc((size_t)n, 1); /* recast nodes, run with their first reader */
+    int64_t *pending = calloc((size_t)n, sizeof *pending); /* per node: bytes of the recasts it reads not yet run */
     int any_attached = 0;
     for (int i = 0; attached && i < n; i++) any_attached |= attached[i] = (char)is_recast(g, &g->nodes[order[lo + i]], pos_of, lo, hi);
-    if (!attached) return VP_ERR_NOMEM;
+    if (!attached || !pending) {
+        free(attached);
+        free(pending);
+        return VP_ERR_NOMEM;
+    }
     int *deps = calloc((size_t)n, sizeof *deps), *left = calloc((size_t)g->n_values + 1, sizeof *left);
     char *dirty = malloc((size_t)n);
     int64_t *delta = malloc((size_t)n * sizeof *delta);
@@ -248,9 +264,12 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     if (!ok) {
         free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
         free(attached);
+        free(pending);
         return VP_ERR_NOMEM;
     }
     memset(dirty, 1, (size_t)n);
+    for (int a = 0; any_attached && a < n; a++)
+        if (attached[a]) recast_readers(g, order[lo + a], pos_of, lo, hi, pending, nr.out[a]);
     for (int i = 0; i < n; i++)
         if (!deps[i] && !attached[i]) ready[n_ready++] = i;
     for (int step = 0; step < n;) {
@@ -262,17 +281,13 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
                 delta[i] = node_delta(&nr, i, f, left);
                 dirty[i] = 0;
             }
-            int64_t d = delta[i];
-            const vp_node *cand = &g->nodes[order[lo + i]];
-            for (int k = 0; any_attached && k < cand->n_inputs; k++) { /* the recasts it would run first */
-                int a = recast_of(g, attached, pos_of, lo, hi, cand->inputs[k]);
-                if (a >= 0 && attached[a] == 1) d += nr.out[a];
-            }
+            int64_t d = delta[i] + pending[i]; /* the recasts it would run first */
             if (best < 0 || d < best_delta || (d == best_delta && i < best)) best = i, best_r = r, best_delta = d;
         }
         if (best < 0) { /* a broken graph (stale consumers, a cycle): keep the builder's order */
             free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
             free(attached);
+            free(pending);
             return VP_ERR_RUNTIME;
         }
         ready[best_r] = ready[--n_ready];
@@ -281,6 +296,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
             int a = recast_of(g, attached, pos_of, lo, hi, bn->inputs[k]);
             if (a < 0 || attached[a] != 1) continue;
             attached[a] = 2; /* run now; it reads a weight, which lasts: no delta changes */
+            recast_readers(g, order[lo + a], pos_of, lo, hi, pending, -nr.out[a]);
             out[step++] = order[lo + a];
             const vp_node *an = &g->nodes[order[lo + a]];
             left[f->root[an->inputs[0]]]--;
@@ -315,6 +331,7 @@ static vp_status order_backward(const vp_graph *g, int *order, int lo, int hi, c
     if (segment_peak(g, f, order, lo, hi, left) >= before) memcpy(order + lo, builder, (size_t)n * sizeof *builder);
     free(deps); free(left); free(dirty); free(delta); free(rd_at); free(rd); free(seen); free(out); free(ready); facts_free(f); reads_free(&nr);
     free(attached);
+    free(pending);
     return VP_OK;
 }
 
