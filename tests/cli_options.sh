@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/expect.sh"
 
 mlp=$src/models/mlp/model.onnx
-train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --trainable --freeze --attention --precision --fp32-ops --low-ops --no-cast-fusion --keep-weight-copies --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --offload --no-fuse --dump-after --passes --lenient"
+train_opts="--loss --optimizer --lr --momentum --betas --eps --weight-decay --trainable --freeze --attention --precision --fp32-ops --low-ops --no-cast-fusion --keep-weight-copies --keep-norm-outputs --loss-scale --tp --sp --qat --qat-exclude --qat-freeze-after --lora --lora-load --offload --no-fuse --dump-after --passes --lenient"
 declare -A options=(
     [inspect]="--dim --json --lenient"
     [eval]="--data --dim --input --output-dir --seed --lenient"

@@ -3,6 +3,7 @@
  * remat_search.c, the chain and its menus in remat_blocks.c, remat_menu.c and
  * remat_dp.c, the MILP in remat_ilp*.c, recompute insertion in recompute.c. */
 #include "remat/remat.h"
+#include "remat/recompute_norms.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -137,11 +138,26 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         s = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
         r->step_seconds = vp_remat_step_seconds(g, dev, 0, 1);
         r->fits = !budget || p->arena_bytes <= budget;
+        r->n_renorm = t->n_renorm;
         return s;
     }
+    /* the strategies weigh the step with each norm's output kept (they may recompute a
+     * norm themselves); keeping everything is the step as built, norms run again */
+    vp_graph *dg = g;
+    if (t->n_renorm_values) {
+        dg = vp_graph_clone(g);
+        s = dg ? vp_remat_norms_undo(dg, t, err) : vp_fail(err, VP_ERR_NOMEM, "out of memory copying the graph");
+        if (s) {
+            vp_graph_free(dg);
+            return s;
+        }
+    }
     chain ch;
-    s = vp_chain_find(g, dev, &ch, err);
-    if (s) return s;
+    s = vp_chain_find(dg, dev, &ch, err);
+    if (s) {
+        if (dg != g) vp_graph_free(dg);
+        return s;
+    }
     const block *b = ch.b;
     int nb = ch.nb;
     r->n_blocks = nb;
@@ -163,7 +179,7 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         full = vp_plan_build_opts(p, g, t, dev, fused, &arena_opts, err);
     int64_t full_arena = full ? known : p->arena_bytes;
     /* sized after that plan, which may add values to g (its steps' workspaces) */
-    char *keep = malloc((size_t)g->n_values + 1);
+    char *keep = malloc((size_t)(g->n_values > dg->n_values ? g->n_values : dg->n_values) + 1);
     int *choice = calloc((size_t)nb + 1, sizeof *choice);
     if (!keep || !choice) {
         if (!full) vp_plan_free(p);
@@ -171,8 +187,8 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
     if (!s && kind == VP_REMAT_SQRTN) {
-        vp_remat_sqrtn_keep(g, &ch, keep);
-        s = vp_remat_plan_copy(g, t, dev, fused, keep, NULL, 0, &best_g, p, &r->n_recompute, err);
+        vp_remat_sqrtn_keep(dg, &ch, keep);
+        s = vp_remat_plan_copy(dg, t, dev, fused, keep, NULL, 0, &best_g, p, &r->n_recompute, err);
         r->iterations = 1;
     } else if (!s && !full && (budget <= 0 || p->arena_bytes <= budget)) {
         best_g = g; /* keeping everything fits: nothing to recompute */
@@ -182,13 +198,17 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         double limit = opts && opts->ilp_time_limit > 0 ? opts->ilp_time_limit : 60.0;
         vp_remat_schedule hint;
         memset(&hint, 0, sizeof hint);
-        s = full ? full : dp_hint(g, t, dev, fused, budget, &ch, keep, choice, &hint, err);
-        if (!s) s = ilp_candidates(g, t, dev, fused, budget, p, limit, hint.n_stages ? &hint : NULL, cands, &nc, MAX_CANDS, r, err);
+        if (!full && dg != g) { /* the MILP's memory model is read off the step it weighs */
+            vp_plan_free(p);
+            full = vp_plan_build_opts(p, dg, t, dev, fused, &arena_opts, err);
+        }
+        s = full ? full : dp_hint(dg, t, dev, fused, budget, &ch, keep, choice, &hint, err);
+        if (!s) s = ilp_candidates(dg, t, dev, fused, budget, p, limit, hint.n_stages ? &hint : NULL, cands, &nc, MAX_CANDS, r, err);
         vp_remat_schedule_free(&hint);
         if (!full) vp_plan_free(p);
     } else if (!s) {
         if (!full) vp_plan_free(p);
-        s = vp_remat_dp_candidates(g, t, dev, fused, budget, &ch, keep, choice, cands, &nc, MAX_CANDS, r, err);
+        s = vp_remat_dp_candidates(dg, t, dev, fused, budget, &ch, keep, choice, cands, &nc, MAX_CANDS, r, err);
     }
     int w = !s && nc > 0 ? vp_remat_candidate_pick(cands, nc) : -1;
     /* Recompute that does not lower the arena only costs time: when nothing fits and
@@ -228,9 +248,11 @@ vp_status vp_plan_with_remat_opts(vp_graph *g, const vp_training *t, const vp_de
         r->step_seconds = vp_remat_step_seconds(best_g, dev, 0, 1);
         r->recompute_seconds = vp_remat_step_seconds(best_g, dev, VP_PHASE_RECOMPUTE, 0);
         r->fits = !budget || p->arena_bytes <= budget;
+        r->n_renorm = best_g == g ? t->n_renorm : 0;
     }
     free(keep);
     free(choice);
     vp_chain_free(&ch);
+    if (dg != g && best_g != dg) vp_graph_free(dg);
     return s;
 }

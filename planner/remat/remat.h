@@ -92,6 +92,7 @@ typedef struct vp_remat_result {
     int n_layers;            /* layers the exporter's module paths name (0: none) */
     int n_layer_blocks;      /* blocks that are one whole layer each, the only block of it */
     int n_recompute;         /* recompute nodes inserted */
+    int n_renorm;            /* norms run again for the backward in the step kept (training.h) */
     double step_seconds;     /* estimated time of the whole step on the device profile */
     double recompute_seconds;/* of which recomputation */
     double forward_seconds;  /* the forward pass alone, for "one extra forward" */

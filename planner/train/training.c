@@ -14,6 +14,7 @@
 #include "train/training.h"
 
 #include "precision/recast.h"
+#include "remat/recompute_norms.h"
 
 #include "train/fold_frozen.h"
 #include "train/fuse_attention.h"
@@ -246,6 +247,13 @@ static vp_status pass_recast_weights(build_ctx *c, vp_error *err) {
     return vp_recast_weights(c->g, c->t, &c->t->n_recast, err);
 }
 
+/* after recast-weights: a norm's low-precision output (its Cast fused into it) is run
+ * again like any other */
+static vp_status pass_recompute_norms(build_ctx *c, vp_error *err) {
+    if (c->spec->keep_norm_outputs) return VP_OK;
+    return vp_remat_norms(c->g, c->t, &c->t->n_renorm, err);
+}
+
 static const struct {
     vp_pass_info info;
     vp_status (*run)(build_ctx *c, vp_error *err);
@@ -274,6 +282,8 @@ static const struct {
     {{"cast-fusion", "a Cast done by its producer as it stores (low precision)"}, pass_cast_fusion},
     {{"recast-weights", "low precision: weights cast again for the backward, no copy held across (--keep-weight-copies)"},
      pass_recast_weights},
+    {{"recompute-norms", "norm outputs run again for the backward from the input it keeps, not held across (--keep-norm-outputs)"},
+     pass_recompute_norms},
 };
 
 int vp_training_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
@@ -311,6 +321,7 @@ void vp_training_free(vp_training *t) {
     free(t->params);
     free(t->grads);
     free(t->carry);
+    free(t->renorm_values);
     vp_tp_result_free(&t->tp);
     vp_lora_result_free(&t->lora);
     memset(t, 0, sizeof *t);

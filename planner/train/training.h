@@ -69,6 +69,7 @@ typedef struct vp_train_spec {
     int no_loss_scaling;    /* fp16 without dynamic loss scaling (precision/loss_scale.h) */
     int no_cast_fusion;     /* keep every Cast apart from its producer (precision/cast_fuse.h) */
     int keep_weight_copies; /* hold each weight's low copy from the forward to the backward (precision/recast.h) */
+    int keep_norm_outputs;  /* hold each norm's output from the forward to the backward (remat/recompute_norms.h) */
     vp_loss_scale_opts loss_scale; /* GradScaler's defaults where 0 */
     vp_tp_opts tp;          /* tensor parallelism: n ranks (0 or 1: none), this graph's rank */
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
@@ -121,6 +122,9 @@ typedef struct vp_training {
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */
     vp_cast_fuse_counts cast_fusion; /* Casts folded into their producers */
     int n_recast;        /* weight copies cast again for the backward (precision/recast.h) */
+    int n_renorm;        /* norms run again for the backward (remat/recompute_norms.h) */
+    int n_renorm_values; /* what they wrote: pairs (the second run's value, the norm's own) */
+    int *renorm_values;
     vp_tp_result tp;     /* what the tensor-parallel split did (planner/parallel) */
     vp_qat_counts qat;   /* fake-quantised weights and activations, observers */
     vp_lora_result lora; /* the adapters, the only trainable parameters when there are any */

@@ -48,6 +48,12 @@ void cli_train_init(cli_train_opts *o) {
          "from the forward to the backward, as PyTorch's autocast does (default:\n"
          "cast the weight again where the backward reads it, so no copy is held\n"
          "across; the same bits, a Cast per weight more)"},
+        {"--keep-norm-outputs", CLI_SET, &o->spec.keep_norm_outputs, NULL,
+         "hold each LayerNormalization's and RMSNorm's output from the forward\n"
+         "to the backward, as PyTorch does (default: where the backward keeps\n"
+         "the norm's input for its gradient, run the norm again there for the\n"
+         "products that read its output, so one activation per norm is not held\n"
+         "across; the same bits, one norm per layer more)"},
         {"--loss-scale", CLI_NUM, &o->loss_scale, "S",
          "fp16: the dynamic loss scale at the first step, a power of two\n"
          "(default 65536, GradScaler's, or the scale a model written by\n"
@@ -203,7 +209,7 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const cli_tra
     return s;
 }
 
-void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
+void cli_fusion_summary(const vp_training *t, int n_renorm, char *buf, size_t len) {
     const struct {
         int n;
         const char *what;
@@ -224,6 +230,8 @@ void cli_fusion_summary(const vp_training *t, char *buf, size_t len) {
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] && used < len; i++)
         if (parts[i].n)
             used += (size_t)snprintf(buf + used, len - used, "%s%d %s", used ? ", " : "fused ", parts[i].n, parts[i].what);
+    if (n_renorm && used < len)
+        snprintf(buf + used, len - used, "%s%d norms run again for the backward", used ? "; " : "", n_renorm);
 }
 
 void cli_qat_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len) {

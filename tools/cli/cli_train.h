@@ -19,7 +19,7 @@ typedef struct cli_train_opts {
     const char *lora;                       /* "r=8[,alpha=16][:REGEX]", or NULL (no adapters) */
     const char *dump_after;                 /* --dump-after PASS, or NULL */
     int planning;                           /* set by `plan`: the memory passes may be dumped too */
-    cli_opt table[28];                      /* points into this struct: do not copy it */
+    cli_opt table[29];                      /* points into this struct: do not copy it */
 } cli_train_opts;
 
 void cli_train_init(cli_train_opts *o);
@@ -43,7 +43,8 @@ vp_status cli_build_step(const char *model, const cli_pairs *dims, const cli_tra
 
 /* "fused 2 attention, 5 LayerNormalization, 2 Gelu" (what the fusion passes did), or ""
  * when they fused nothing. */
-void cli_fusion_summary(const vp_training *t, char *buf, size_t len);
+/* n_renorm: the norms the step kept runs again for the backward (remat's n_renorm) */
+void cli_fusion_summary(const vp_training *t, int n_renorm, char *buf, size_t len);
 /* Which initializers are trained and why: the signature, --trainable, or the rule. */
 void cli_trainable_summary(const vp_train_spec *spec, const vp_training *t, char *buf, size_t len);
 

@@ -219,8 +219,8 @@ static vp_status plan_rank(const char *model, const cli_pairs *dims, cli_train_o
     const vp_training *t = &r.t;
     vp_plan *p = &r.p;
     const vp_remat_result *rr = &r.remat;
-    char knobs[1800], fusion[160] = "", prec[256] = "", qat[320] = "", lora[300] = "";
-    if (!s) cli_fusion_summary(t, fusion, sizeof fusion);
+    char knobs[1800], fusion[400] = "", prec[256] = "", qat[320] = "", lora[300] = "";
+    if (!s) cli_fusion_summary(t, rr->n_renorm, fusion, sizeof fusion);
     if (!s) cli_precision_summary(&o.spec, t, prec, sizeof prec);
     if (!s) cli_qat_summary(&o.spec, t, qat, sizeof qat);
     if (!s) cli_lora_summary(&o.spec, t, g, lora, sizeof lora);

@@ -301,8 +301,8 @@ static int run_train(int argc, char **argv) {
         char why[512];
         cli_trainable_summary(&o.spec, &t, why, sizeof why);
         printf("%s\n", why);
-        char fusion[160];
-        cli_fusion_summary(&t, fusion, sizeof fusion);
+        char fusion[400];
+        cli_fusion_summary(&t, t.n_renorm, fusion, sizeof fusion);
         if (fusion[0]) printf("%s\n", fusion);
         char prec[256];
         cli_precision_summary(&o.spec, &t, prec, sizeof prec);
