@@ -166,6 +166,14 @@ else
     fail=$((fail + 1))
     echo "FAIL: plan --auto's winner differs from its knobs planned alone: '$auto_plan' against '$(grep -E "^(arena|checkpointing):" <<<"$expect_out")'"
 fi
+# candidates of different builds are planned side by side (VP_SEARCH_THREADS, default
+# the processors online): the same winner, table and plan on one thread and on four
+for t in 1 4; do
+    VP_SEARCH_THREADS=$t "$tool" plan "$gpt" "${gpt_opts[@]}" --auto 2>&1 | grep -E "^ +[0-9]+ +[0-9]+ +(fp32|bf16|fp16) |won:|^(arena|checkpointing):" |
+        sed 's/not checkpointed: .*/-/' >"$tmp/auto$t.txt"
+done
+expect 0 "<- chosen" -- cat "$tmp/auto4.txt"
+expect 0 "" -- cmp "$tmp/auto1.txt" "$tmp/auto4.txt"
 
 # --offload: Adam's state on the host, the same losses; plan files carry the host block (version 2)
 expect 2 "--offload applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --offload

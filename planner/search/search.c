@@ -3,11 +3,19 @@
  * the budget, again with checkpointing by dp under it. */
 #include "search/search.h"
 
+#include <assert.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "ir/op_registry.h"
 #include "remat/cost.h"
@@ -103,6 +111,52 @@ static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *bas
     return s;
 }
 
+/* Tasks 0 .. n-1 of fn, on up to `threads` threads (this one among them), each task
+ * taken by the first thread free.  The planner keeps no state between plans but the
+ * oneDNN workspace memo, which locks (runtime/cpu/dn_memo.c), so candidates of
+ * different builds plan side by side; fn writes only what its task owns. */
+typedef struct task_pool {
+    void (*fn)(void *ctx, int task);
+    void *ctx;
+    int n, threads;
+    atomic_int next;
+} task_pool;
+
+/* Side by side, each task's CPU kernels (constant folding) run on its own thread: an
+ * OpenMP team per task would spin on the cores the other tasks plan on. */
+static void *pool_worker(void *arg) {
+    task_pool *tp = arg;
+#ifdef _OPENMP
+    int omp_threads = omp_get_max_threads();
+    if (tp->threads > 1) omp_set_num_threads(1);
+#endif
+    for (int i; (i = atomic_fetch_add(&tp->next, 1)) < tp->n;) tp->fn(tp->ctx, i);
+#ifdef _OPENMP
+    omp_set_num_threads(omp_threads);
+#endif
+    return NULL;
+}
+
+static void run_tasks(int n, int threads, void (*fn)(void *ctx, int task), void *ctx) {
+    if (threads > n) threads = n;
+    task_pool tp = {fn, ctx, n, threads, 0};
+    enum { MAX_THREADS = 16 };
+    pthread_t th[MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < threads && t < n && started < MAX_THREADS; t++)
+        if (!pthread_create(&th[started], NULL, pool_worker, &tp)) started++;
+    pool_worker(&tp); /* a thread that could not start leaves its tasks to the others */
+    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+}
+
+/* The threads the search plans on: the processors online, VP_SEARCH_THREADS when set
+ * (1: one at a time, as before). */
+static int search_threads(void) {
+    const char *env = getenv("VP_SEARCH_THREADS");
+    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
+}
+
 /* Checkpoints candidate c, over the budget as it is; dp's plan is kept when it fits or
  * at least comes closer. */
 static void checkpoint(vp_candidate *c, build *b, const vp_pipeline_opts *base, int64_t budget) {
@@ -111,6 +165,7 @@ static void checkpoint(vp_candidate *c, build *b, const vp_pipeline_opts *base, 
     vp_status s = plan_one(&dp, b, base, budget, VP_REMAT_DP, &err);
     if (!s && (dp.fits || dp.arena_bytes < c->arena_bytes)) *c = dp;
 }
+
 
 /* The plan of the best candidate so far, taken out of its build's result before the
  * build plans the next candidate (which would free it): the winner's is handed back
@@ -164,9 +219,13 @@ void vp_search_result_free(vp_search_result *r) {
     r->model = NULL;
 }
 
+/* A total order on the candidates of one result (a and b point into it): the least
+ * estimated time, then the smallest arena, then the first in the table, so the winner
+ * does not depend on the order in which candidates are weighed. */
 static int better(const vp_candidate *a, const vp_candidate *b) {
     if (a->step_seconds != b->step_seconds) return a->step_seconds < b->step_seconds;
-    return a->arena_bytes < b->arena_bytes;
+    if (a->arena_bytes != b->arena_bytes) return a->arena_bytes < b->arena_bytes;
+    return a < b;
 }
 
 static double vp_search_clock(void) {
@@ -202,6 +261,58 @@ static void explain(vp_search_result *r, int64_t budget) {
         vp_search_knobs(&r->c[runner], k2, sizeof k2);
         snprintf(r->why + used, sizeof r->why - used, "; the runner-up (%s) takes %.4g ms", k2, 1e3 * r->c[runner].step_seconds);
     }
+}
+
+/* Work the search's threads share: the candidates, their steps (build_of: candidate ->
+ * build), and per task the plans kept for a later turn (taken out of the build before
+ * it plans another candidate). */
+typedef struct batch {
+    vp_search_result *out;
+    build *builds;
+    const int *build_of;
+    const vp_pipeline_opts *base;
+    int64_t budget;
+    const vp_graph *inferred; /* the model the steps are built from */
+    int keep;                 /* keep the winner's plan */
+    int n, cand[VP_SEARCH_MAX]; /* checkpoint_task's candidates */
+    kept_plan stash[VP_SEARCH_MAX]; /* build_task: per build; checkpoint_task: per candidate */
+} batch;
+
+/* Knob set bi's step built and its candidates planned as they are, in table order; the
+ * build's best fitting candidate's plan stashed. */
+static void build_task(void *ctx, int bi) {
+    batch *bb = ctx;
+    build *bd = &bb->builds[bi];
+    int best = -1, built = 0, over = 0;
+    for (int i = 0; i < bb->out->n; i++) {
+        if (bb->build_of[i] != bi) continue;
+        vp_candidate *c = &bb->out->c[i];
+        vp_error e;
+        if (!built++) { /* the first of its knob set: the step built */
+            bd->status = build_step(bd, c, bb->base, bb->inferred, &e);
+            if (bd->status) snprintf(bd->note, sizeof bd->note, "%.190s", e.msg);
+        }
+        c->status = bd->status;
+        if (c->status) snprintf(c->note, sizeof c->note, "%s", bd->note);
+        else if ((c->status = plan_one(c, bd, bb->base, bb->budget, VP_REMAT_NONE, &e)))
+            snprintf(c->note, sizeof c->note, "%.190s", e.msg);
+        if (!c->status && c->fits && (best < 0 || better(c, &bb->out->c[best]))) {
+            best = i;
+            if (bb->keep) keep_plan(&bb->stash[bi], bb->builds, bi);
+        }
+        over |= !c->status && !c->fits;
+    }
+    /* a step none of whose candidates will be checkpointed, and that holds no plan that
+     * may win, is done with: freed now (tensor-parallel steps hold their split weights) */
+    if (!over && bb->stash[bi].build < 0) vp_pipeline_result_free(&bd->r);
+}
+
+/* Candidate cand[task] checkpointed on its build; its dp plan stashed when it fits. */
+static void checkpoint_task(void *ctx, int task) {
+    batch *cb = ctx;
+    int i = cb->cand[task];
+    checkpoint(&cb->out->c[i], &cb->builds[cb->build_of[i]], cb->base, cb->budget);
+    if (cb->keep && !cb->out->c[i].status && cb->out->c[i].fits) keep_plan(&cb->stash[i], cb->builds, cb->build_of[i]);
 }
 
 vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base, int64_t budget, vp_search_result *out,
@@ -250,6 +361,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
         vp_pipeline_result_free(&loaded);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
+    int threads = out->threads = search_threads();
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
             for (int o = 0; o < n_off; o++)
@@ -260,31 +372,27 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                     c->precision = precs[b];
                     c->fused = fuseds[f];
                     c->offload = offs[o];
-                    vp_error e;
-                    build *bd = f ? &builds[n_builds - 1] : &builds[n_builds];
-                    if (!f) { /* the first of its knob set: the step built */
-                        memset(bd, 0, sizeof *bd);
-                        bd->status = build_step(bd, c, base, loaded.g, &e);
-                        if (bd->status) snprintf(bd->note, sizeof bd->note, "%.190s", e.msg);
-                        n_builds++;
-                    }
-                    build_of[out->n++] = (int)(bd - builds);
-                    c->status = bd->status;
-                    if (c->status) snprintf(c->note, sizeof c->note, "%s", bd->note);
-                    else if ((c->status = plan_one(c, bd, base, budget, VP_REMAT_NONE, &e)))
-                        snprintf(c->note, sizeof c->note, "%.190s", e.msg);
-                    if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) {
-                        out->best = (int)(c - out->c);
-                        if (sp->keep_winner) keep_plan(&kept, builds, build_of[out->best]);
-                    }
-                    /* a step none of whose candidates will be checkpointed, and that holds
-                     * no kept plan, is done with: freed now (tensor-parallel steps hold
-                     * their split weights) */
-                    int bi = (int)(bd - builds), needed = kept.build == bi;
-                    for (int i = 0; f == n_fused - 1 && i < out->n && !needed; i++)
-                        needed = build_of[i] == bi && !out->c[i].status && !out->c[i].fits;
-                    if (f == n_fused - 1 && !needed) vp_pipeline_result_free(&bd->r);
+                    if (!f) n_builds++; /* the first of its knob set: a step of its own */
+                    build_of[out->n++] = n_builds - 1;
                 }
+    /* each knob set's step built and planned as it is, side by side */
+    batch bb = {.out = out, .builds = builds, .build_of = build_of, .base = base, .budget = budget,
+                      .inferred = loaded.g, .keep = sp->keep_winner};
+    for (int i = 0; i < n_builds; i++) bb.stash[i].build = -1;
+    run_tasks(n_builds, threads, build_task, &bb);
+    for (int i = 0; i < out->n; i++) {
+        vp_candidate *c = &out->c[i];
+        if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = i;
+    }
+    /* the winner's plan kept; the steps that held the others' are done with unless a
+     * candidate of theirs is checkpointed */
+    for (int bi = 0; bi < n_builds; bi++) {
+        if (out->best >= 0 && build_of[out->best] == bi && bb.stash[bi].build >= 0) kept = bb.stash[bi];
+        else kept_free(&bb.stash[bi], builds);
+        int needed = kept.build == bi;
+        for (int i = 0; i < out->n && !needed; i++) needed = build_of[i] == bi && !out->c[i].status && !out->c[i].fits;
+        if (!needed) vp_pipeline_result_free(&builds[bi].r);
+    }
     /* then those over the budget checkpointed, fastest first, unless they cannot win */
     int order[VP_SEARCH_MAX], n_over = 0;
     for (int i = 0; i < out->n; i++)
@@ -295,10 +403,25 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    for (int k = 0; k < n_over; k++) {
-        vp_candidate *c = &out->c[order[k]];
+    /* Decided in that order, as if one at a time: a candidate is pruned when the best
+     * known before it (in that order) already beats it, else its dp result is taken.
+     * The dp runs themselves go ahead in batches, one candidate per thread, each of
+     * another build (a build plans one candidate at a time; a result that fits takes
+     * its plan out of the build, waiting for its turn); a result that its turn finds
+     * pruned is put back as it was before dp, so the table, the counts and the winner
+     * are the same on any number of threads (only some planning is wasted). */
+    char ran[VP_SEARCH_MAX] = {0};
+    vp_candidate before[VP_SEARCH_MAX];
+    batch cb = {.out = out, .builds = builds, .build_of = build_of, .base = base, .budget = budget,
+                           .keep = sp->keep_winner};
+    for (int i = 0; i < VP_SEARCH_MAX; i++) cb.stash[i].build = -1;
+    for (int next = 0; next < n_over;) {
+        vp_candidate *c = &out->c[order[next]];
         const vp_candidate *best = out->best >= 0 ? &out->c[out->best] : NULL;
-        if (!sp->exhaustive && best && c->step_seconds > best->step_seconds) {
+        const vp_candidate *was = ran[next] ? &before[next] : c;
+        if (!sp->exhaustive && best && was->step_seconds > best->step_seconds) {
+            *c = *was;
+            kept_free(&cb.stash[order[next]], builds);
             c->pruned = 1;
             snprintf(c->note, sizeof c->note, "not checkpointed: unchecked it already takes %.4g ms, more than %.4g ms",
                      1e3 * c->step_seconds, 1e3 * best->step_seconds);
@@ -306,16 +429,39 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             c->pruned = 1;
             snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants alone "
                      "take %lld bytes", (long long)c->resident_bytes);
-        } else {
-            checkpoint(c, &builds[build_of[order[k]]], base, budget);
+        } else if (ran[next]) {
             out->n_dp++;
+            if (!c->status && c->fits && (!best || better(c, best))) {
+                out->best = order[next];
+                kept_free(&kept, builds);
+                kept = cb.stash[order[next]]; /* its dp plan: it fits */
+                memset(&cb.stash[order[next]], 0, sizeof cb.stash[order[next]]);
+                cb.stash[order[next]].build = -1;
+            }
+            kept_free(&cb.stash[order[next]], builds);
+        } else { /* its turn, not run yet: a batch from here on */
+            cb.n = 0;
+            for (int k = next; k < n_over && cb.n < threads; k++) {
+                const vp_candidate *ck = &out->c[order[k]];
+                if (ran[k] || (!sp->exhaustive && ((best && ck->step_seconds > best->step_seconds) ||
+                                                   ck->resident_bytes > budget)))
+                    continue;
+                int busy = 0;
+                for (int j = 0; j < cb.n && !busy; j++) busy = build_of[cb.cand[j]] == build_of[order[k]];
+                if (busy) continue;
+                before[k] = *ck;
+                ran[k] = 1;
+                cb.cand[cb.n++] = order[k];
+            }
+            assert(cb.n > 0 && cb.cand[0] == order[next]); /* the first left: nothing clashes with it */
+            run_tasks(cb.n, threads, checkpoint_task, &cb);
+            continue; /* decide this one again, now with its result */
         }
         out->n_pruned += c->pruned;
-        if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) {
-            out->best = order[k];
-            if (sp->keep_winner) keep_plan(&kept, builds, build_of[out->best]); /* its dp plan: it fits */
-        }
+        next++;
     }
+
+    for (int i = 0; i < VP_SEARCH_MAX; i++) kept_free(&cb.stash[i], builds);
     vp_status hs = kept.build >= 0 ? hand_back(out, &kept, builds, err) : VP_OK;
     kept_free(&kept, builds);
     for (int i = 0; i < n_builds; i++) vp_pipeline_result_free(&builds[i].r);

@@ -71,6 +71,7 @@ typedef struct vp_search_result {
     int best;       /* index into c, -1 when nothing fits */
     char why[600];  /* one paragraph: why the winner won */
     double seconds; /* the whole search's wall time */
+    int threads;    /* it planned candidates of different builds on (VP_SEARCH_THREADS, else the processors) */
     int n_dp;       /* candidates planned with dp checkpointing */
     int n_pruned;   /* candidates whose dp plan was skipped: it could not fit or win */
     vp_pipeline_result *winner; /* keep_winner: the winner's step and verified plan, as the

@@ -73,9 +73,11 @@ def main():
     models = [("llama12", "Llama, 12 layers, d 1024, GQA 16/4, 200M parameters (4 x 512)", "4GiB", []),
               ("llama12", "the same Llama, `--max-tp 2`", "4GiB", ["--max-tp", "2"]),
               ("gpt48", "GPT-2, 48 layers, d 512, 8 heads (8 x 256)", None, [])]
-    print("AdamW, h100 profile; wall seconds of one run each on this machine.")
+    print("AdamW, h100 profile; wall seconds of one run each on this machine, with the processors online (N) planning "
+          "candidates side by side and with one (VP_SEARCH_THREADS=1); the two must choose the same.")
     print()
-    print("| model | unchecked arena (planned in) | budget | `--auto` wall | search | checkpointed / pruned of | chosen |")
+    print("| model | unchecked arena (planned in) | budget | `--auto` wall on N threads (on 1) | search | "
+          "checkpointed / pruned of | chosen |")
     print("|---|---|---|---|---|---|---|")
     for name, desc, budget, extra in models:
         path = os.path.join(work, name + ".onnx")
@@ -89,16 +91,21 @@ def main():
             continue
         arena = int(m.group(1))
         b = budget or str(arena // 2)
+        os.environ["VP_SEARCH_THREADS"] = "1"
+        rc1, out1, wall1 = run(base + ["--budget", b, "--auto"] + extra)
+        del os.environ["VP_SEARCH_THREADS"]
         rc, out, wall = run(base + ["--budget", b, "--auto"] + extra)
-        s = re.search(r"searched in ([0-9.]+) s: (\d+) candidates planned as they are, (\d+) of them checkpointed by dp, "
-                      r"(\d+) not", out)
+        s = re.search(r"searched in ([0-9.]+) s on (\d+) threads?: (\d+) candidates planned as they are, (\d+) of them "
+                      r"checkpointed by dp, (\d+) not", out)
+        same = not rc1 and [l for l in out1.splitlines() if "<- chosen" in l or l.startswith("arena:")] == \
+            [l for l in out.splitlines() if "<- chosen" in l or l.startswith("arena:")]
         w = re.search(r"^(.*) won:", out, re.M)
         if rc or not s:
             print(f"| {desc} | {arena / 2**30:.2f} GiB ({wall0:.2f} s) | {b} | failed (exit {rc}) | | | |")
             continue
         print(f"| {desc} | {arena / 2**30:.2f} GiB ({wall0:.2f} s) | {b if budget else 'half: ' + b + ' B'} | "
-              f"{wall:.2f} s | {float(s.group(1)):.2f} s | {s.group(3)} / {s.group(4)} of {s.group(2)} | "
-              f"{w.group(1) if w else '-'} |")
+              f"{wall:.2f} s on {s.group(2)} ({wall1:.2f} s on 1{'' if same else ', ANOTHER RESULT'}) | "
+              f"{float(s.group(1)):.2f} s | {s.group(4)} / {s.group(5)} of {s.group(3)} | {w.group(1) if w else '-'} |")
         sys.stdout.flush()
     floors(vplan)
 

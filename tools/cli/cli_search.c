@@ -28,8 +28,8 @@ static void print_table(const vp_search_result *r, const vp_device_profile *dev,
                1e3 * c->host_seconds, c->fits ? "yes" : "no", i == r->best ? "  <- chosen" : "");
     }
     printf("%s\n", r->why);
-    printf("searched in %.3f s: %d candidates planned as they are, %d of them checkpointed by dp, %d not (they could "
-           "not fit or win)\n", r->seconds, r->n, r->n_dp, r->n_pruned);
+    printf("searched in %.3f s on %d thread%s: %d candidates planned as they are, %d of them checkpointed by dp, %d not "
+           "(they could not fit or win)\n", r->seconds, r->threads, r->threads == 1 ? "" : "s", r->n, r->n_dp, r->n_pruned);
 }
 
 vp_status cli_search(const char *model, const cli_pairs *dims, const vp_train_spec *spec, const vp_search_space *sp,

@@ -325,7 +325,10 @@ static int run_plan(int argc, char **argv) {
          "--precision among the device's, fused or separate updates,\n"
          "--offload with Adam) and\n"
          "checkpointing together: every combination planned and costed,\n"
-         "the fastest that fits kept; prints the candidates and why"},
+         "the fastest that fits kept; prints the candidates and why;\n"
+         "candidates of different knob sets are planned side by side on\n"
+         "the processors online (VP_SEARCH_THREADS=N sets how many; the\n"
+         "result is the same on any number)"},
         {"--max-tp", CLI_INT, &max_tp, "N", "with --auto: the largest tensor-parallel degree tried (default 1)"},
         {"--max-batch", CLI_STR, &max_dim, "DIM",
          "with --budget: find the largest value of the symbolic dim DIM\n"

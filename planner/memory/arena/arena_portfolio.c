@@ -47,17 +47,19 @@ static int by_keys(const void *a, const void *b) {
 }
 
 enum { ORDER_SIZE, ORDER_LIFETIME, ORDER_AREA, ORDER_CONFLICT, ORDER_START, N_ORDERS };
-static const char *const order_names[N_ORDERS] = {"size", "lifetime", "area", "conflicts", "start"};
-static const char *const fit_names[2] = {"best-fit", "first-fit"};
 _Static_assert(N_ORDERS * 2 == VP_ARENA_N_ALGOS, "arena_portfolio.h counts the algorithms");
 
 int vp_arena_algo_count(void) { return N_ORDERS * 2; }
 
+/* One constant name per algorithm: each order (size, lifetime, area, conflicts,
+ * start) with best fit, then first fit (plans are made on several threads at once: the
+ * joint search's). */
 const char *vp_arena_algo_name(int i) {
-    static char names[N_ORDERS * 2][48];
-    if (i < 0 || i >= N_ORDERS * 2) return "?";
-    snprintf(names[i], sizeof names[i], "%s/%s", order_names[i / 2], fit_names[i % 2]);
-    return names[i];
+    static const char *const names[N_ORDERS * 2] = {"size/best-fit",      "size/first-fit",     "lifetime/best-fit",
+                                                    "lifetime/first-fit", "area/best-fit",      "area/first-fit",
+                                                    "conflicts/best-fit", "conflicts/first-fit", "start/best-fit",
+                                                    "start/first-fit"};
+    return i >= 0 && i < N_ORDERS * 2 ? names[i] : "?";
 }
 
 /* For ORDER_CONFLICT: the most live bytes at any step of an item's lifetime, i.e. how
