@@ -57,6 +57,7 @@ typedef struct build {
     vp_precision precision;
     vp_status status;
     char note[200];
+    int over;           /* a candidate of it is over the budget: to be checkpointed */
     vp_pipeline_result r;
 } build;
 
@@ -276,7 +277,16 @@ typedef struct batch {
     int keep;                 /* keep the winner's plan */
     int n, cand[VP_SEARCH_MAX]; /* checkpoint_task's candidates */
     kept_plan stash[VP_SEARCH_MAX]; /* build_task: per build; checkpoint_task: per candidate */
+    pthread_mutex_t lock;     /* build_task: guards win and win_cand */
+    kept_plan win;            /* the plan of the best that fits among the builds done */
+    int win_cand;
 } batch;
+
+/* A step done with: its graph and plans freed unless a candidate of it is to be
+ * checkpointed (tensor-parallel steps hold their split weights). */
+static void build_done(build *bd) {
+    if (!bd->over) vp_pipeline_result_free(&bd->r);
+}
 
 /* Knob set bi's step built and its candidates planned as they are, in table order; the
  * build's best fitting candidate's plan stashed. */
@@ -302,9 +312,26 @@ static void build_task(void *ctx, int bi) {
         }
         over |= !c->status && !c->fits;
     }
-    /* a step none of whose candidates will be checkpointed, and that holds no plan that
-     * may win, is done with: freed now (tensor-parallel steps hold their split weights) */
-    if (!over && bb->stash[bi].build < 0) vp_pipeline_result_free(&bd->r);
+    bd->over = over;
+    /* its best against the best of the builds done so far (a total order: the same
+     * winner whatever order the builds finish in); the loser's plan, and its step if
+     * it is done with, freed */
+    kept_plan drop = bb->stash[bi];
+    memset(&bb->stash[bi], 0, sizeof bb->stash[bi]);
+    bb->stash[bi].build = -1;
+    pthread_mutex_lock(&bb->lock);
+    if (drop.build >= 0 && (bb->win_cand < 0 || better(&bb->out->c[best], &bb->out->c[bb->win_cand]))) {
+        kept_plan t = bb->win;
+        bb->win = drop;
+        bb->win_cand = best;
+        drop = t;
+    }
+    int mine = bb->win.build == bi; /* once another takes its place, that one's task frees it */
+    pthread_mutex_unlock(&bb->lock);
+    int dropped = drop.build;
+    kept_free(&drop, bb->builds);
+    if (dropped >= 0 && dropped != bi) build_done(&bb->builds[dropped]);
+    if (!mine) build_done(bd);
 }
 
 /* Candidate cand[task] checkpointed on its build; its dp plan stashed when it fits. */
@@ -377,22 +404,17 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                 }
     /* each knob set's step built and planned as it is, side by side */
     batch bb = {.out = out, .builds = builds, .build_of = build_of, .base = base, .budget = budget,
-                      .inferred = loaded.g, .keep = sp->keep_winner};
+                .inferred = loaded.g, .keep = sp->keep_winner, .win = {.build = -1}, .win_cand = -1};
+    pthread_mutex_init(&bb.lock, NULL);
     for (int i = 0; i < n_builds; i++) bb.stash[i].build = -1;
     run_tasks(n_builds, threads, build_task, &bb);
+    pthread_mutex_destroy(&bb.lock);
     for (int i = 0; i < out->n; i++) {
         vp_candidate *c = &out->c[i];
         if (!c->status && c->fits && (out->best < 0 || better(c, &out->c[out->best]))) out->best = i;
     }
-    /* the winner's plan kept; the steps that held the others' are done with unless a
-     * candidate of theirs is checkpointed */
-    for (int bi = 0; bi < n_builds; bi++) {
-        if (out->best >= 0 && build_of[out->best] == bi && bb.stash[bi].build >= 0) kept = bb.stash[bi];
-        else kept_free(&bb.stash[bi], builds);
-        int needed = kept.build == bi;
-        for (int i = 0; i < out->n && !needed; i++) needed = build_of[i] == bi && !out->c[i].status && !out->c[i].fits;
-        if (!needed) vp_pipeline_result_free(&builds[bi].r);
-    }
+    assert(!sp->keep_winner || bb.win_cand == out->best);
+    kept = bb.win;
     /* then those over the budget checkpointed, fastest first, unless they cannot win */
     int order[VP_SEARCH_MAX], n_over = 0;
     for (int i = 0; i < out->n; i++)
