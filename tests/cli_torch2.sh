@@ -73,6 +73,11 @@ expect 0 "vplan.Attention(add_4, add_5, transpose_2) {scale=0.353553, causal=1" 
 # K and V of 2 key/value heads read as they are by the 4 query heads, not repeated (GQA)
 expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated, 5 RMSNorm, 15 MatMul of a transposed weight, 2 SiLU (Swish), 2 SwiGLU into its MatMul" -- \
     "$tool" train "$kit/llama/eval_opt0.onnx" --loss ce:logits --steps 1 --data "$kit/llama"
+# Gemma's GELU-gated MLP (GeGLU, Gelu of the tanh form) fused into its down product too,
+# training to torch's losses (torch.json: momentum, lr 0.01) within float32 noise
+expect 0 "2 GeGLU into its MatMul" -- "$tool" plan "$kit/gemma/eval_opt0.onnx" --loss ce:logits
+expect 0 "step 3  loss 4.0512" -- "$tool" train "$kit/gemma/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
+    --steps 3 --data "$kit/gemma"
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had
 # "no trainable parameter")

@@ -104,20 +104,29 @@ static void cases_gelu_matmul(void) {
         }
 }
 
-/* vplan.SwiGluMatMul (a gated MLP's swish(G) U fused into its down product): W [K, N]
- * and [N, K], rank-3 G and U whose rows fold together, dG, dU and dW checked. */
+/* vplan.SwiGluMatMul (a gated MLP's act(G) U fused into its down product): W [K, N]
+ * and [N, K], rank-3 G and U whose rows fold together, dG, dU and dW checked; the swish
+ * gate, and the GELU gate in both forms (Gemma's GeGLU). */
 static void cases_swiglu_matmul(void) {
-    for (int tb = 0; tb < 2; tb++) {
-        gc_case k;
-        if (!gc_begin(&k, 17, "SwiGluMatMul G[2,3,4] U[2,3,4] W[%s]", tb ? "5,4" : "4,5")) continue;
-        int gate = gc_param(&k, UNI, DIMS(2, 3, 4)), up = gc_param(&k, UNI, DIMS(2, 3, 4));
-        int w = tb ? gc_param(&k, UNI, DIMS(5, 4)) : gc_param(&k, UNI, DIMS(4, 5));
-        int y[2];
-        int n = gc_node(&k, "SwiGluMatMul", "vplan", 3, (int[]){gate, up, w}, 2, y);
-        gc_loss_on(&k, y[0]);
-        attr_i(&k, n, "transB", tb);
-        gc_run(&k);
-    }
+    static const char *const gates[3][2] = {{"swish", NULL}, {"gelu", "none"}, {"gelu", "tanh"}};
+    for (int gi = 0; gi < 3; gi++)
+        for (int tb = 0; tb < 2; tb++) {
+            gc_case k;
+            if (!gc_begin(&k, 17, "SwiGluMatMul gate %s%s%s G[2,3,4] U[2,3,4] W[%s]", gates[gi][0],
+                          gates[gi][1] ? " " : "", gates[gi][1] ? gates[gi][1] : "", tb ? "5,4" : "4,5"))
+                continue;
+            int gate = gc_param(&k, UNI, DIMS(2, 3, 4)), up = gc_param(&k, UNI, DIMS(2, 3, 4));
+            int w = tb ? gc_param(&k, UNI, DIMS(5, 4)) : gc_param(&k, UNI, DIMS(4, 5));
+            int y[2];
+            int n = gc_node(&k, "SwiGluMatMul", "vplan", 3, (int[]){gate, up, w}, 2, y);
+            gc_loss_on(&k, y[0]);
+            attr_i(&k, n, "transB", tb);
+            if (gi) {
+                attr_s(&k, n, "gate", gates[gi][0]);
+                attr_s(&k, n, "approximate", gates[gi][1]);
+            }
+            gc_run(&k);
+        }
 }
 
 typedef struct conv_spec {

@@ -12,15 +12,18 @@
  *            buffer (H's shape, free until dH is computed)
  *       dH = gelu'(H) * (dY op(W)^T)
  *
- *   SwiGluMatMul(G [..., K], U [..., K], W) -> Y [..., N], A [..., K]     attr transB
- *       A = swish(G) * U        (SiLU, Swish at alpha 1: the gated MLP of Llama, Qwen2,
- *                                Mistral; swish(G) rounded to G's dtype, then the product)
+ *   SwiGluMatMul(G [..., K], U [..., K], W) -> Y [..., N], A [..., K]
+ *       attrs transB, gate ("swish", default, or "gelu"), approximate (gelu's form)
+ *       A = act(G) * U          (SiLU, Swish at alpha 1: the gated MLP of Llama, Qwen2,
+ *                                Mistral; GELU: Gemma's GeGLU; act(G) rounded to G's
+ *                                dtype, then the product)
  *       Y = A op(W)
  *
- *   SwiGluMatMulGrad(dY, G, U, W) -> dG, dU, dW (each optional), attr transB
+ *   SwiGluMatMulGrad(dY, G, U, W) -> dG, dU, dW (each optional), the forward's attributes
  *       A recomputed into dG's buffer; dW = A^T dY, or dY^T A
  *       dA = dY op(W)^T into dG's buffer, then elementwise
- *       dU = dA swish(G),  dG = dA U swish'(G),  swish'(g) = s + g s (1 - s), s = sigmoid(g)
+ *       dU = dA act(G),  dG = dA U act'(G),  swish'(g) = s + g s (1 - s), s = sigmoid(g);
+ *       gelu'(g) = Phi(g) + g phi(g) (erf form), or tanh form's derivative
  *
  * Why: a Transformer MLP keeps both H (for GELU's gradient) and gelu(H) (for the
  * projection's weight gradient) from the forward to the backward, two tensors of the
@@ -66,8 +69,12 @@ static vp_status check_act_matmul(vp_graph *g, const vp_node *n, int h_in, int w
     return VP_OK;
 }
 
-/* U (input u_in) has G's (input g_in) dtype and shape: SwiGLU's two halves. */
+/* U (input u_in) has G's (input g_in) dtype and shape: SwiGLU's two halves; the gate a
+ * known activation. */
 static vp_status check_gate_pair(vp_graph *g, const vp_node *n, int g_in, int u_in, vp_error *err) {
+    const char *gate = vp_attr_string(n, "gate", "swish");
+    if (strcmp(gate, "swish") && strcmp(gate, "gelu"))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute gate must be swish or gelu, got '%s'", gate);
     const vp_value *gv = vp_shape_in(g, n, g_in), *u = vp_shape_in(g, n, u_in);
     if (u->dtype != gv->dtype || u->rank != gv->rank || memcmp(u->dims, gv->dims, (size_t)gv->rank * sizeof *gv->dims))
         return vp_node_fail(err, VP_ERR_INVALID, n, "U (input %d) must have G's (input %d) dtype and shape", u_in, g_in);

@@ -8,10 +8,12 @@
  *
  * replaced by Y, A = vplan.GeluMatMul(H, W) at the product's place, and of the gated MLP
  *
- *     S = Swish(G) (alpha 1);  A = Mul(S, U) (either order);  Y = MatMul(A, W) | FusedMatMul(A, W)
+ *     S = Swish(G) (alpha 1) | a GELU of G;  A = Mul(S, U) (either order);
+ *     Y = MatMul(A, W) | FusedMatMul(A, W)
  *
- * by Y, A = vplan.SwiGluMatMul(G, U, W), each producing the same Y (same value, so
- * readers and names stay).  The activation's value is read by nobody afterwards: it
+ * by Y, A = vplan.SwiGluMatMul(G, U, W) (gate "swish", or "gelu" with the GELU's
+ * approximate: Gemma's GeGLU), each producing the same Y (same value, so readers and
+ * names stay).  The activation's value is read by nobody afterwards: it
  * lives for the op's step only.
  *
  * Keeps true: a match needs each intermediate read once, by the next node of the
@@ -60,12 +62,14 @@ static int sole_reader(const vp_graph *g, int v) {
     return val->n_consumers == 1 && !(val->flags & VP_VAL_OUTPUT) ? val->consumers[0] : -1;
 }
 
-/* Swish node sn at alpha 1 whose output's only reader is a Mul of it by a tensor of
- * its shape and dtype: that Mul's id, the gate G and the up half U; -1 otherwise. */
-static int swiglu_mul(const vp_graph *g, const vp_node *sn, int *gate, int *up) {
-    if (!is_op(sn, "", "Swish") || sn->n_inputs != 1 || sn->inputs[0] < 0 || sn->n_outputs != 1 ||
-        sn->outputs[0] < 0 || vp_attr_float(sn, "alpha", 1.0f) != 1.0f)
-        return -1;
+/* Swish node sn at alpha 1, or a bias-free GELU (*gelu its form, else NULL), whose
+ * output's only reader is a Mul of it by a tensor of its shape and dtype: that Mul's
+ * id, the gate G and the up half U; -1 otherwise. */
+static int gated_mul(const vp_graph *g, const vp_node *sn, int *gate, int *up, const char **gelu) {
+    *gelu = gelu_form(sn);
+    int swish = is_op(sn, "", "Swish") && sn->n_inputs == 1 && sn->inputs[0] >= 0 && sn->n_outputs == 1 &&
+                sn->outputs[0] >= 0 && vp_attr_float(sn, "alpha", 1.0f) == 1.0f;
+    if (!swish && !*gelu) return -1;
     int sv = sn->outputs[0], mul = sole_reader(g, sv);
     if (mul < 0) return -1;
     const vp_node *mn = &g->nodes[mul];
@@ -82,8 +86,8 @@ static int swiglu_mul(const vp_graph *g, const vp_node *sn, int *gate, int *up) 
     return mul;
 }
 
-vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error *err) {
-    *n_fused = *n_swiglu = 0;
+vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, int *n_geglu, vp_error *err) {
+    *n_fused = *n_swiglu = *n_geglu = 0;
     vp_status s = vp_graph_link(g, err);
     if (s) return s;
     int n0 = g->n_nodes;
@@ -93,15 +97,18 @@ vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error 
     for (int i = 0; !s && i < n0; i++) repl[i] = -2;
     for (int i = 0; !s && i < n0; i++) {
         const vp_node *gn = &g->nodes[i];
-        int gate, up, mul = repl[i] == -2 ? swiglu_mul(g, gn, &gate, &up) : -1;
+        const char *gelu_gate = NULL;
+        int gate, up, mul = repl[i] == -2 ? gated_mul(g, gn, &gate, &up, &gelu_gate) : -1;
         if (mul >= 0 && repl[mul] == -2) {
             int av = g->nodes[mul].outputs[0], p = sole_reader(g, av);
             int tb = p >= 0 ? product_trans_b(g, &g->nodes[p], av) : -1;
             if (tb < 0 || repl[p] != -2) continue;
             int in[3] = {gate, up, g->nodes[p].inputs[1]}, outs[2];
             int f = vp_build_node(g, "SwiGluMatMul", "vplan", g->nodes[p].name, 3, in, 2, g->nodes[p].phase, 0);
-            if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb)) {
-                s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing SwiGLU into its product");
+            if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb) ||
+                (gelu_gate && (vp_node_add_attr_string(g, f, "gate", "gelu") ||
+                               vp_node_add_attr_string(g, f, "approximate", gelu_gate)))) {
+                s = vp_fail(err, VP_ERR_NOMEM, "out of memory fusing a gated MLP into its product");
                 break;
             }
             if ((s = vp_build_finish(g, f, outs, err))) break;
@@ -109,6 +116,7 @@ vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error 
             repl[i] = repl[mul] = -1;
             repl[p] = f;
             ++*n_swiglu;
+            *n_geglu += gelu_gate != NULL;
             continue;
         }
         const char *form = repl[i] == -2 ? gelu_form(gn) : NULL;

@@ -6,7 +6,7 @@
 #include "ir/ir.h"
 
 /* Fuses every match in an inferred forward graph, in place; *n_fused counts the GELUs,
- * *n_swiglu the gated MLPs. */
-vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, vp_error *err);
+ * *n_swiglu the gated MLPs, *n_geglu those of them with a GELU gate. */
+vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, int *n_geglu, vp_error *err);
 
 #endif

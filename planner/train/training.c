@@ -132,7 +132,7 @@ static vp_status pass_lora(build_ctx *c, vp_error *err) {
 /* under QAT the GELU stays apart: its output is the product's input, fake-quantised */
 static vp_status pass_fuse_act_matmul(build_ctx *c, vp_error *err) {
     if (c->spec->no_fuse || c->spec->qat.enabled) return VP_OK;
-    return vp_fuse_act_matmul(c->g, &c->t->n_gelu_matmul, &c->t->n_swiglu_matmul, err);
+    return vp_fuse_act_matmul(c->g, &c->t->n_gelu_matmul, &c->t->n_swiglu_matmul, &c->t->n_geglu_matmul, err);
 }
 
 static vp_status pass_train_mode(build_ctx *c, vp_error *err) { return vp_train_mode_apply(c->g, c->t, err); }

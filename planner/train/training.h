@@ -116,7 +116,8 @@ typedef struct vp_training {
     int n_attention_bshd; /* their Q, K, V inputs read through the head transpose, not copied */
     int n_pool_grad;     /* MaxPool(Relu) gradients taken without the Relu output */
     int n_gelu_matmul;   /* GELUs fused with the product reading them (vplan.GeluMatMul) */
-    int n_swiglu_matmul; /* gated MLPs, swish(G) U, fused with their down product (vplan.SwiGluMatMul) */
+    int n_swiglu_matmul; /* gated MLPs, act(G) U, fused with their down product (vplan.SwiGluMatMul) */
+    int n_geglu_matmul;  /* of those, with a GELU gate (Gemma's GeGLU) */
     int first_loss_node, first_backward_node, first_optimizer_node;
     vp_fuse_counts fused; /* patterns replaced by one op before autodiff */
     vp_precision_counts precision; /* low-precision nodes, casts, weight copies */

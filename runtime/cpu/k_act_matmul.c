@@ -3,11 +3,12 @@
  * runs (Gelu or FastGelu, FusedMatMul, the two Gemms of FusedMatMul's gradient, GeluGrad
  * or FastGeluGrad) on the same operands, so fused and unfused float32 steps agree bit
  * for bit, and 16-bit ones round where the unfused kernels round.  SwiGluMatMul's forward
- * is the unfused Swish, Mul and FusedMatMul kernels (bit for bit again); its gradient's
- * activation factors are one elementwise pass, computed in float32 (float64 for
- * float64), rounded once on store. */
+ * is the unfused Swish (or Gelu), Mul and FusedMatMul kernels (bit for bit again); its
+ * gradient's activation factors are one elementwise pass, computed in float32 (float64
+ * for float64), rounded once on store. */
 #include "k_train.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,17 +118,20 @@ vp_status vp_cpu_gelu_matmul_grad(const vp_node *n, const vp_tensor *const *in, 
 
 /* ---- SwiGluMatMul ---- */
 
+static int gelu_gate(const vp_node *n) { return !strcmp(vp_attr_string(n, "gate", "swish"), "gelu"); }
+
 vp_status vp_cpu_swiglu_matmul(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *g = in[0], *u = in[1], *w = in[2];
     vp_tensor *y = out[0], own_a;
     void *scratch = NULL; /* no planned buffer for swish(G) U: a model that names only Y */
     vp_tensor *a = planned_or_scratch(n->n_outputs > 1 ? out[1] : NULL, g, &own_a, &scratch);
     if (!a) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for swish(G) U");
-    /* swish(G) into A, then A U in place: the Swish (alpha 1 by default) and Mul kernels */
+    /* act(G) into A, then A U in place: the Swish (alpha 1 by default) or Gelu, and Mul
+     * kernels */
     vp_node v = as_arity(n, 1, 1);
     const vp_tensor *sw_in[1] = {g}, *mul_in[2] = {a, u}, *mm_in[2] = {a, w};
     vp_tensor *a_out[1] = {a}, *mm_out[1] = {y};
-    vp_status s = vp_cpu_swish(&v, sw_in, a_out, err);
+    vp_status s = gelu_gate(n) ? gelu_into(n, g, a, err) : vp_cpu_swish(&v, sw_in, a_out, err);
     v = as_arity(n, 2, 1);
     if (!s) s = vp_cpu_mul(&v, mul_in, a_out, err);
     if (!s) s = vp_cpu_fused_matmul(&v, mm_in, mm_out, err);
@@ -135,25 +139,48 @@ vp_status vp_cpu_swiglu_matmul(const vp_node *n, const vp_tensor *const *in, vp_
     return s;
 }
 
-/* The elementwise passes of the gradient over [lo, hi): A = swish(G) U into a (recompute),
- * or from dA in da: dU = dA swish(G) into du, dG = dA U swish'(G) into da. */
+/* The elementwise passes of the gradient over [lo, hi): A = act(G) U into a (recompute),
+ * or from dA in da: dU = dA act(G) into du, dG = dA U act'(G) into da. */
+typedef enum gate_kind { GATE_SWISH, GATE_GELU, GATE_GELU_TANH } gate_kind;
+
 typedef struct swiglu_pass {
     const vp_tensor *g, *u;
     void *a_or_da, *du;
     int backward;
+    gate_kind gate;
 } swiglu_pass;
 
-#define SWIGLU_BODY(C, EXP, LOAD, STORE)                                                   \
+/* act(x) into A and act'(x) into D, in C's precision (EXP, ERF, TANH of its width):
+ * swish x sigmoid(x); GELU x Phi(x); its tanh form x (1 + tanh(k (x + 0.044715 x^3))) / 2 */
+#define GATE_ACT(C, EXP, ERF, TANH, X, A, D)                                                        \
+    do {                                                                                            \
+        if (p->gate == GATE_SWISH) {                                                                \
+            C sg_ = (C)1 / ((C)1 + EXP(-(X)));                                                      \
+            A = (X) * sg_;                                                                          \
+            D = sg_ + A * ((C)1 - sg_);                                                             \
+        } else if (p->gate == GATE_GELU) {                                                          \
+            C cdf_ = (C)0.5 * ((C)1 + ERF((X) * (C)0.70710678118654752440));                        \
+            A = (X) * cdf_;                                                                         \
+            D = cdf_ + (X) * (C)0.39894228040143267794 * EXP((C)-0.5 * (X) * (X));                  \
+        } else {                                                                                    \
+            C t_ = TANH((C)0.79788456080286535588 * ((X) + (C)0.044715 * (X) * (X) * (X)));         \
+            A = (C)0.5 * (X) * ((C)1 + t_);                                                         \
+            D = (C)0.5 * ((C)1 + t_) + (C)0.5 * (X) * ((C)1 - t_ * t_) * (C)0.79788456080286535588 * \
+                                         ((C)1 + (C)3 * (C)0.044715 * (X) * (X));                   \
+        }                                                                                           \
+    } while (0)
+
+#define SWIGLU_BODY(C, EXP, ERF, TANH, LOAD, STORE)                                        \
     for (int64_t i = lo; i < hi; i++) {                                                  \
-        C x = (C)LOAD(p->g->data, i), up = (C)LOAD(p->u->data, i);                      \
-        C sg = (C)1 / ((C)1 + EXP(-x)), sw = x * sg;                                     \
+        C x = (C)LOAD(p->g->data, i), up = (C)LOAD(p->u->data, i), act, dact;           \
+        GATE_ACT(C, EXP, ERF, TANH, x, act, dact);                                       \
         if (!p->backward) {                                                              \
-            STORE(p->a_or_da, i, sw * up);                                               \
+            STORE(p->a_or_da, i, act * up);                                              \
             continue;                                                                    \
         }                                                                                \
         C da = (C)LOAD(p->a_or_da, i);                                                   \
-        if (p->du) STORE(p->du, i, da * sw);                                             \
-        STORE(p->a_or_da, i, da * up * (sg + sw * ((C)1 - sg)));                         \
+        if (p->du) STORE(p->du, i, da * act);                                            \
+        STORE(p->a_or_da, i, da * up * dact);                                            \
     }
 
 #define F32_LOAD(d, i) (((const float *)(d))[i])
@@ -165,11 +192,11 @@ static void swiglu_body(int64_t lo, int64_t hi, void *ctx) {
     const swiglu_pass *p = ctx;
     vp_dtype dt = p->g->dtype;
     if (dt == VP_F32) {
-        SWIGLU_BODY(float, expf, F32_LOAD, F32_STORE)
+        SWIGLU_BODY(float, expf, erff, tanhf, F32_LOAD, F32_STORE)
     } else if (dt == VP_F64) {
-        SWIGLU_BODY(double, exp, ANY_LOAD, ANY_STORE)
+        SWIGLU_BODY(double, exp, erf, tanh, ANY_LOAD, ANY_STORE)
     } else { /* 16-bit: float32 arithmetic, rounded on store */
-        SWIGLU_BODY(float, expf, ANY_LOAD, ANY_STORE)
+        SWIGLU_BODY(float, expf, erff, tanhf, ANY_LOAD, ANY_STORE)
     }
 }
 
@@ -184,7 +211,8 @@ vp_status vp_cpu_swiglu_matmul_grad(const vp_node *n, const vp_tensor *const *in
     if (!(dg = planned_or_scratch(dg, g, &own_dg, &scratch))) /* dU or dW without dG still need A and dA */
         return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for swish(G) U");
     vp_tensor dym = as_matrix(dy, m, nn), am = as_matrix(dg, m, k);
-    swiglu_pass p = {.g = g, .u = u, .a_or_da = dg->data, .du = du ? du->data : NULL};
+    swiglu_pass p = {.g = g, .u = u, .a_or_da = dg->data, .du = du ? du->data : NULL,
+                     .gate = !gelu_gate(n) ? GATE_SWISH : tanh_form(n) ? GATE_GELU_TANH : GATE_GELU};
     vp_status s = VP_OK;
     if (dw) { /* A = swish(G) U in dG's buffer; dW = A^T dY, or dY^T A */
         vp_par_for(vp_tensor_numel(g), 8, swiglu_body, &p);

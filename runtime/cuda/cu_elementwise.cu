@@ -214,36 +214,50 @@ extern "C" cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, 
     return cudaGetLastError();
 }
 
-/* SwiGLU's elementwise passes (vplan.SwiGluMatMul, planner/ops/act_matmul.c): forward,
- * a = swish(g) u; backward, from dA in a: du = dA swish(g) (when du is given) and
- * dG = dA u swish'(g) in a's place.  Loads and stores through cu_ld / cu_st, so the
- * 16-bit forms compute in float32 and round on store. */
+/* The gated MLP's elementwise passes (vplan.SwiGluMatMul, planner/ops/act_matmul.c):
+ * forward, a = act(g) u; backward, from dA in a: du = dA act(g) (when du is given) and
+ * dG = dA u act'(g) in a's place; act swish (gate 0), GELU (1) or GELU's tanh form (2).
+ * Loads and stores through cu_ld / cu_st, so the 16-bit forms compute in float32 and
+ * round on store. */
 template <typename T>
-__global__ void k_swiglu(int backward, int64_t n, const T *g, const T *u, T *a, T *du) {
+__global__ void k_swiglu(int backward, int gate, int64_t n, const T *g, const T *u, T *a, T *du) {
     CU_FOR(i, n) {
-        float x = cu_ld(g, i), up = cu_ld(u, i);
-        float sg = 1.0f / (1.0f + expf(-x)), sw = x * sg;
+        float x = cu_ld(g, i), up = cu_ld(u, i), act, dact;
+        if (gate == 0) {
+            float sg = 1.0f / (1.0f + expf(-x));
+            act = x * sg;
+            dact = sg + act * (1.0f - sg);
+        } else if (gate == 1) {
+            float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+            act = x * cdf;
+            dact = cdf + x * 0.39894228040143267794f * expf(-0.5f * x * x);
+        } else {
+            float t = tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x));
+            act = 0.5f * x * (1.0f + t);
+            dact = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.79788456080286535588f * (1.0f + 3.0f * 0.044715f * x * x);
+        }
         if (!backward) {
-            cu_st(a, i, sw * up);
+            cu_st(a, i, act * up);
             continue;
         }
         float da = cu_ld((const T *)a, i);
-        if (du) cu_st(du, i, da * sw);
-        cu_st(a, i, da * up * (sg + sw * (1.0f - sg)));
+        if (du) cu_st(du, i, da * act);
+        cu_st(a, i, da * up * dact);
     }
 }
 
-extern "C" cudaError_t cu_swiglu(int dtype, int backward, int64_t n, const void *g, const void *u, void *a, void *du,
-                                 cudaStream_t st) {
+extern "C" cudaError_t cu_swiglu(int dtype, int backward, int gate, int64_t n, const void *g, const void *u, void *a,
+                                 void *du, cudaStream_t st) {
     if (n == 0) return cudaSuccess;
     unsigned b = cu_blocks(n);
     if (dtype == 1)
-        k_swiglu<float><<<b, CU_THREADS, 0, st>>>(backward, n, (const float *)g, (const float *)u, (float *)a, (float *)du);
+        k_swiglu<float><<<b, CU_THREADS, 0, st>>>(backward, gate, n, (const float *)g, (const float *)u, (float *)a,
+                                                  (float *)du);
     else if (dtype == 10)
-        k_swiglu<__half><<<b, CU_THREADS, 0, st>>>(backward, n, (const __half *)g, (const __half *)u, (__half *)a,
+        k_swiglu<__half><<<b, CU_THREADS, 0, st>>>(backward, gate, n, (const __half *)g, (const __half *)u, (__half *)a,
                                                    (__half *)du);
     else if (dtype == 16)
-        k_swiglu<cu_bf16><<<b, CU_THREADS, 0, st>>>(backward, n, (const cu_bf16 *)g, (const cu_bf16 *)u, (cu_bf16 *)a,
+        k_swiglu<cu_bf16><<<b, CU_THREADS, 0, st>>>(backward, gate, n, (const cu_bf16 *)g, (const cu_bf16 *)u, (cu_bf16 *)a,
                                                     (cu_bf16 *)du);
     else return cudaErrorInvalidValue;
     return cudaGetLastError();

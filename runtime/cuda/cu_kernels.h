@@ -51,9 +51,10 @@ enum cu_reduce_op { CU_RSUM, CU_RMEAN, CU_RMAX, CU_RMIN, CU_RPROD, CU_RSUMSQ, CU
 cudaError_t cu_binary(int dtype, int op, const cu_nd *nd, const void *a, const void *b, void *y, cudaStream_t st);
 /* y = op(x) elementwise, float32, float64, float16 or bfloat16; alpha, beta are the op's attributes. */
 cudaError_t cu_unary(int dtype, int op, int64_t n, const void *x, void *y, float alpha, float beta, cudaStream_t st);
-/* SwiGLU (vplan.SwiGluMatMul): backward 0, a = swish(g) u; backward 1, from dA in a,
- * du = dA swish(g) (du may be NULL) and a = dA u swish'(g); float32, float16, bfloat16. */
-cudaError_t cu_swiglu(int dtype, int backward, int64_t n, const void *g, const void *u, void *a, void *du,
+/* The gated MLP (vplan.SwiGluMatMul): backward 0, a = act(g) u; backward 1, from dA in
+ * a, du = dA act(g) (du may be NULL) and a = dA u act'(g); act swish (gate 0), GELU (1),
+ * GELU's tanh form (2); float32, float16, bfloat16. */
+cudaError_t cu_swiglu(int dtype, int backward, int gate, int64_t n, const void *g, const void *u, void *a, void *du,
                       cudaStream_t st);
 /* LeakyReluGrad: dx = y > 0 ? dy : alpha dy, float32 or float64. */
 cudaError_t cu_leaky_relu_grad(int dtype, int64_t n, const void *dy, const void *y, void *dx, double alpha,

@@ -75,6 +75,12 @@ static vp_status op_gelu_matmul_grad(cuda_ctx *c, const vp_node *n, const vp_ten
     return LAUNCH(cu_binary((int)h->dtype, tanh_form(n) ? CU_FAST_GELU_GRAD : CU_GELU_GRAD, &nd, dh->data, h->data, dh->data, c->stream));
 }
 
+/* cu_swiglu's gate: swish 0, GELU 1, its tanh form 2 (the node's gate and approximate). */
+static int gate_of(const vp_node *n) {
+    if (strcmp(vp_attr_string(n, "gate", "swish"), "gelu")) return 0;
+    return strcmp(vp_attr_string(n, "approximate", "none"), "tanh") ? 1 : 2;
+}
+
 static vp_status op_swiglu_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                                   vp_error *err) {
     const vp_tensor *g = in[0], *u = in[1], *w = in[2];
@@ -83,11 +89,11 @@ static vp_status op_swiglu_matmul(cuda_ctx *c, const vp_node *n, const vp_tensor
     if (!s && (w->dtype != g->dtype || u->dtype != g->dtype))
         s = vp_node_fail(err, VP_ERR_INVALID, n, "U and W must have G's dtype");
     if (s) return s;
-    if (!a) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA kernel writes swish(G) U into output 1, which is omitted");
+    if (!a) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA kernel writes act(G) U into output 1, which is omitted");
     int64_t m, k, nn;
     gm_dims(n, g, w, &m, &k, &nn);
     int tb = vp_attr_int(n, "transB", 0) != 0;
-    s = LAUNCH(cu_swiglu((int)g->dtype, 0, vp_tensor_numel(g), g->data, u->data, a->data, NULL, c->stream));
+    s = LAUNCH(cu_swiglu((int)g->dtype, 0, gate_of(n), vp_tensor_numel(g), g->data, u->data, a->data, NULL, c->stream));
     if (!s) s = vp_cuda_gemm_rm(c, n, g->dtype, 0, tb, m, nn, k, 1.0f, a->data, k, w->data, tb ? k : nn, out[0]->data, err);
     return s;
 }
@@ -103,19 +109,19 @@ static vp_status op_swiglu_matmul_grad(cuda_ctx *c, const vp_node *n, const vp_t
     if (s) return s;
     if (!dg) {
         if (!du && !dw) return VP_OK;
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA kernel computes swish(G) U in dG's buffer, which is omitted");
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the CUDA kernel computes act(G) U in dG's buffer, which is omitted");
     }
     int64_t m, k, nn, count = vp_tensor_numel(g);
     gm_dims(n, g, w, &m, &k, &nn);
     int tb = vp_attr_int(n, "transB", 0) != 0;
     if (dw) { /* A = swish(G) U in dG's buffer; dW = A^T dY, or dY^T A */
-        s = LAUNCH(cu_swiglu((int)g->dtype, 0, count, g->data, u->data, dg->data, NULL, c->stream));
+        s = LAUNCH(cu_swiglu((int)g->dtype, 0, gate_of(n), count, g->data, u->data, dg->data, NULL, c->stream));
         if (!s && tb) s = vp_cuda_gemm_rm(c, n, g->dtype, 1, 0, nn, k, m, 1.0f, dy->data, nn, dg->data, k, dw->data, err);
         else if (!s) s = vp_cuda_gemm_rm(c, n, g->dtype, 1, 0, k, nn, m, 1.0f, dg->data, k, dy->data, nn, dw->data, err);
     }
     /* dA = dY op(W)^T in dG's buffer; then dU and dG from it */
     if (!s) s = vp_cuda_gemm_rm(c, n, g->dtype, 0, !tb, m, k, nn, 1.0f, dy->data, nn, w->data, tb ? k : nn, dg->data, err);
-    if (!s) s = LAUNCH(cu_swiglu((int)g->dtype, 1, count, g->data, u->data, dg->data, du ? du->data : NULL, c->stream));
+    if (!s) s = LAUNCH(cu_swiglu((int)g->dtype, 1, gate_of(n), count, g->data, u->data, dg->data, du ? du->data : NULL, c->stream));
     return s;
 }
 

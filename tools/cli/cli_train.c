@@ -223,7 +223,8 @@ void cli_fusion_summary(const vp_training *t, int n_renorm, char *buf, size_t le
                  {t->fused.matmul_t, "MatMul of a transposed weight"},
                  {t->fused.swish, "SiLU (Swish)"},
                  {t->n_gelu_matmul, "Gelu into its MatMul"},
-                 {t->n_swiglu_matmul, "SwiGLU into its MatMul"},
+                 {t->n_swiglu_matmul - t->n_geglu_matmul, "SwiGLU into its MatMul"},
+                 {t->n_geglu_matmul, "GeGLU into its MatMul"},
                  {t->n_pool_grad, "MaxPool(Relu) gradient"}};
     size_t used = 0;
     buf[0] = 0;
