@@ -66,6 +66,55 @@ def models(big):
         return lambda: (kit.Logits(transformers.GPT2LMHeadModel(cfg), "lm"), torch.randint(0, 1000, (b, t)),
                         torch.randint(0, 1000, (b, t)))
 
+    def qwen2(b, t):
+        cfg = transformers.Qwen2Config(num_hidden_layers=4, hidden_size=256, num_attention_heads=8, num_key_value_heads=2,
+                                       intermediate_size=688, vocab_size=1000, max_position_embeddings=t,
+                                       tie_word_embeddings=True)
+        return lambda: (kit.Logits(transformers.Qwen2ForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def gemma(b, t):
+        cfg = transformers.GemmaConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=8, num_key_value_heads=1,
+                                       head_dim=32, intermediate_size=688, vocab_size=1000, max_position_embeddings=t)
+        return lambda: (kit.Logits(transformers.GemmaForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def roberta(b, t):
+        cfg = transformers.RobertaConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
+                                         intermediate_size=1024, vocab_size=1000, max_position_embeddings=t + 2,
+                                         num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return lambda: (kit.Logits(transformers.RobertaForSequenceClassification(cfg), "cls"),
+                        torch.randint(3, 1000, (b, t)), torch.randint(0, 3, (b,)))
+
+    class T5Same(torch.nn.Module):
+        """T5 trained to its own input: the ids as the encoder's and the decoder's input (one tensor, as the
+        benchmark's step feeds it)."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(input_ids=x, decoder_input_ids=x, use_cache=False).logits
+
+    def t5(b, t):
+        cfg = transformers.T5Config(num_layers=4, num_decoder_layers=4, num_heads=4, d_model=256, d_kv=64, d_ff=1024,
+                                    vocab_size=1000, dropout_rate=0.0, decoder_start_token_id=0)
+        cfg._attn_implementation = "eager"  # through sdpa torch.onnx.export fails in its decompositions
+        return lambda: (T5Same(transformers.T5ForConditionalGeneration(cfg)), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def wav2vec2(b, samples):
+        cfg = transformers.Wav2Vec2Config(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                                          intermediate_size=1024, conv_dim=(128, 128), conv_stride=(5, 2),
+                                          conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                                          num_conv_pos_embedding_groups=4, num_labels=4, classifier_proj_size=64,
+                                          hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                                          feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0,
+                                          apply_spec_augment=False)
+        return lambda: (kit.Logits(transformers.Wav2Vec2ForSequenceClassification(cfg), "audio"),
+                        torch.randn(b, samples), torch.randint(0, 4, (b,)))
+
     def resnet18(b):
         import torchvision
         return lambda: (kit.Logits(torchvision.models.resnet18(num_classes=10), "torchvision"),
@@ -77,6 +126,11 @@ def models(big):
         "bert": ("BERT classifier, 4 layers, d 256 (8 x 64)", bert(8, 64)),
         "vit": ("ViT, 4 layers, d 256 (4 x 3 x 64 x 64)", vit(4)),
         "resnet18": ("torchvision ResNet-18 (4 x 3 x 112 x 112)", resnet18(4)),
+        "qwen2": ("Qwen2, 4 layers, d 256, GQA 8/2, tied embeddings (4 x 64)", qwen2(4, 64)),
+        "gemma": ("Gemma, 4 layers, d 256, MQA 8/1, GeGLU (4 x 64)", gemma(4, 64)),
+        "roberta": ("RoBERTa classifier, 4 layers, d 256 (8 x 64)", roberta(8, 64)),
+        "t5": ("T5, 4 + 4 layers, d 256 (4 x 64 in, the same 64 out)", t5(4, 64)),
+        "wav2vec2": ("wav2vec2 classifier, 4 layers, d 256 (4 x 8000 samples)", wav2vec2(4, 8000)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))
@@ -115,8 +169,9 @@ def plan(vplan, path, attention, precision="fp32"):
     if r.returncode != 0:
         lines = [l for l in r.stdout.splitlines() if l.strip()]
         return None, (lines[-1] if lines else f"exit {r.returncode}")
-    # the report's line "...; 4 attention, 29 MatMul of a transposed weight": what was fused
-    fused = next((l.split("; ", 1)[-1].strip() for l in r.stdout.splitlines() if " attention" in l and "; " in l), "")
+    # the report's knobs line "loss ...; fused 4 attention, ...": what was fused
+    fused = next((l.split("; ", 1)[-1].strip() for l in r.stdout.splitlines()
+                  if l.lstrip().startswith("loss ") and "; " in l), "")
     with open(out_json) as f:
         return json.load(f), fused
 
