@@ -492,7 +492,8 @@ static int live_readers(const vp_graph *g, const char *name) {
     return r;
 }
 
-/* where_float with its buffer's entry (i, j) set to x (1 sees, 0 masks). */
+/* where_float with its buffer's entry (i, j) set to x (1 sees, 0 masks); i < 0: every
+ * entry. */
 static vp_status load_edited(test_model *m, vp_attention_form form, int64_t i, int64_t j, float x, vp_error *err) {
     vp_status s = load_graph(m, WHERE_FLOAT, err);
     int v = s ? -1 : vp_graph_find_value(m->g, "blocks.0.mask");
@@ -503,7 +504,8 @@ static vp_status load_edited(test_model *m, vp_attention_form form, int64_t i, i
     float *d = malloc((size_t)n * sizeof *d);
     if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     memcpy(d, mv->data, (size_t)n * sizeof *d);
-    d[i * S + j] = x;
+    for (int64_t e = 0; e < n; e++)
+        if (i < 0 || e == i * S + j) d[e] = x;
     vp_value_set_data(m->g, v, d, VP_DATA_HEAP);
     return build_step(m, form, NULL, 1, err);
 }
@@ -537,6 +539,15 @@ static void causal_plan_cases(void) {
         check(m.t.n_attention == 2 && c.causal == 0 && c.masked == 2,
               "where_float, %s: %d fused, %d causal=1 (none), %d with the folded mask (2)", edits[e].what,
               m.t.n_attention, c.causal, c.masked);
+        /* each layer folds its own copy of the same mask: the cores read one of them */
+        int first = -1, shared = 1;
+        for (int i = 0; i < m.g->n_nodes; i++) {
+            const vp_node *an = &m.g->nodes[i];
+            if (strcmp(an->op_type, "Attention") || an->n_inputs < 4) continue;
+            if (first < 0) first = an->inputs[3];
+            shared &= an->inputs[3] == first;
+        }
+        check(first >= 0 && shared, "where_float, %s: both cores read one mask constant", edits[e].what);
         /* the explicit mask through the step: fused as the plain graph computes it */
         int n = 2 + m.t.n_params;
         vp_tensor *vf = calloc((size_t)n, sizeof *vf), *vq = calloc((size_t)n, sizeof *vq);
@@ -553,6 +564,14 @@ static void causal_plan_cases(void) {
         test_model_free(&m);
         test_model_free(&p);
     }
+
+    /* every entry seen: the mask folds to zeros, which add nothing, and goes */
+    s = load_edited(&m, VP_ATTENTION_FUSED, -1, -1, 1.0f, &err);
+    c = s ? (attn_count){-1, -1, -1} : count_attention(m.g);
+    check(!s && m.t.n_attention == 2 && c.causal == 0 && c.masked == 0,
+          "where_float, every entry seen: %s; %d fused, %d causal=1 (none), %d with a mask (none: zeros)",
+          s ? err.msg : "built", s ? -1 : m.t.n_attention, c.causal, c.masked);
+    test_model_free(&m);
 
     /* the buffer trains: nothing folds over it; the fusion still takes the condition
      * (a bool, no gradient passes Equal) as a mask the step computes */

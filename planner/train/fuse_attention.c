@@ -37,6 +37,7 @@ typedef struct fuser {
     int *n_insert;
     int *inserted;
     int n_inserted, cap_inserted;
+    int *masks, n_masks; /* the constant masks the fused cores read so far, each once */
 } fuser;
 
 /* ---- reading the graph ---- */
@@ -382,6 +383,39 @@ static int causal_mask(const vp_graph *g, int mask, int64_t S, int64_t T) {
     return 1;
 }
 
+/* A constant mask of zeros adds nothing to any score (S + 0 is S, bit for bit): the
+ * padding mask of a batch with no padding, which Hugging Face builds all the same. */
+static int zero_mask(const vp_graph *g, int mask) {
+    const vp_value *m = &g->values[mask];
+    if (!fixed_data(m) || !vp_dtype_is_float(m->dtype)) return 0;
+    for (int64_t i = 0, n = vp_value_numel(m); i < n; i++)
+        if (vp_load(m->data, m->dtype, i) != 0) return 0;
+    return 1;
+}
+
+/* A constant mask with the bits of one an earlier core reads: that one (every layer of a
+ * Hugging Face model builds its own copy of the same mask, each a constant of batch x
+ * seq x seq otherwise). */
+static vp_status shared_mask(fuser *fz, int *mask, vp_error *err) {
+    const vp_graph *g = fz->g;
+    const vp_value *m = &g->values[*mask];
+    if (!fixed_data(m)) return VP_OK;
+    size_t bytes = (size_t)vp_value_numel(m) * (size_t)vp_dtype_size(m->dtype);
+    for (int i = 0; i < fz->n_masks; i++) {
+        const vp_value *o = &g->values[fz->masks[i]];
+        if (o->dtype == m->dtype && o->rank == m->rank && !memcmp(o->dims, m->dims, (size_t)m->rank * sizeof *m->dims) &&
+            !memcmp(o->data, m->data, bytes)) {
+            *mask = fz->masks[i];
+            return VP_OK;
+        }
+    }
+    int *grown = realloc(fz->masks, ((size_t)fz->n_masks + 1) * sizeof *grown);
+    if (!grown) return nomem(err);
+    fz->masks = grown;
+    fz->masks[fz->n_masks++] = *mask;
+    return VP_OK;
+}
+
 static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     vp_graph *g = fz->g;
     char base[512];
@@ -398,6 +432,8 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
         causal = 1;
         mask = -1;
     }
+    if (mask >= 0 && zero_mask(g, mask)) mask = -1;
+    if (mask >= 0 && (s = shared_mask(fz, &mask, err))) return s;
     int y = g->nodes[m->mm2].outputs[0];
     g->nodes[m->mm2].outputs[0] = -1; /* Y is the Attention's now */
     /* Y read only by the transpose to [B, S, H, Dv] that merges the heads: the Attention
@@ -497,5 +533,6 @@ vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n
     free(fz.insert_at);
     free(fz.n_insert);
     free(fz.inserted);
+    free(fz.masks);
     return s;
 }
