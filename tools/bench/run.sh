@@ -3,7 +3,8 @@
 # usage: run.sh BUILD_DIR RESULTS.md
 # The PyTorch comparisons (torch_peak.py, torch_speed.py, torch_export_matrix.py) run with Debian's
 # Python, or VP_PYTHON; each prints a skip line where torch or torchvision is missing.
-# torch2_peak.py runs with PyPI's torch 2.x: VP_TORCH2_PYTHON, else build/venv-torch2.
+# torch2_peak.py runs with PyPI's torch 2.x: VP_TORCH2_PYTHON, else build/venv-torch2; ort_peak.py
+# with onnxruntime-training: VP_ORT_PYTHON, else build/venv-ort (tools/scripts/ort_venv.sh).
 set -euo pipefail
 build=$1
 out=$2
@@ -59,6 +60,18 @@ tmp=$(mktemp)
             echo
             echo "Skipped: no torch 2.x Python at $py2 (make it with tools/scripts/torch2_venv.sh, or set VP_TORCH2_PYTHON)."
         done
+    fi
+    # ONNX Runtime's training step on the same exports (torch2_peak.py wrote them)
+    echo
+    pyo=${VP_ORT_PYTHON:-$here/../../build/venv-ort/bin/python}
+    echo
+    if [[ -x $pyo ]]; then
+        "$pyo" "$here/ort_peak.py" --build "$build" 2>>"$build/torch_bench.log" ||
+            echo "**ort_peak.py failed (exit $?)**: see $build/torch_bench.log"
+    else
+        echo "## Arena against ONNX Runtime's training step (torch 2.x exports)"
+        echo
+        echo "Skipped: no onnxruntime-training Python at $pyo (make it with tools/scripts/ort_venv.sh, or set VP_ORT_PYTHON)."
     fi
 } >"$tmp"
 mv "$tmp" "$out"
