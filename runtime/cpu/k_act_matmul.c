@@ -14,6 +14,7 @@
 
 #include "k_elementwise.h"
 #include "k_linalg.h"
+#include "k_vmath.h"
 #include "cpu_par.h"
 #include "ir/dtype_conv.h"
 
@@ -170,11 +171,6 @@ typedef struct swiglu_pass {
         }                                                                                           \
     } while (0)
 
-/* tanh through one exp (libm's tanhf goes through expm1f, a quarter of a Gemma step):
- * exact at both ends, within a few float32 ulps of 1 absolutely near 0, where GELU
- * adds it to 1 */
-static inline float tanh_by_exp(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
-
 #define SWIGLU_BODY(C, EXP, ERF, TANH, LOAD, STORE)                                        \
     for (int64_t i = lo; i < hi; i++) {                                                  \
         C x = (C)LOAD(p->g->data, i), up = (C)LOAD(p->u->data, i), act, dact;           \
@@ -197,11 +193,11 @@ static void swiglu_body(int64_t lo, int64_t hi, void *ctx) {
     const swiglu_pass *p = ctx;
     vp_dtype dt = p->g->dtype;
     if (dt == VP_F32) {
-        SWIGLU_BODY(float, expf, erff, tanh_by_exp, F32_LOAD, F32_STORE)
+        SWIGLU_BODY(float, expf, erff, vp_vm_tanhf, F32_LOAD, F32_STORE)
     } else if (dt == VP_F64) {
         SWIGLU_BODY(double, exp, erf, tanh, ANY_LOAD, ANY_STORE)
     } else { /* 16-bit: float32 arithmetic, rounded on store */
-        SWIGLU_BODY(float, expf, erff, tanh_by_exp, ANY_LOAD, ANY_STORE)
+        SWIGLU_BODY(float, expf, erff, vp_vm_tanhf, ANY_LOAD, ANY_STORE)
     }
 }
 

@@ -17,8 +17,10 @@
 #define EW_CLAMP01(v) ((v) < 0 ? (C)0 : (v) > 1 ? (C)1 : (v))          /* NaN stays NaN */
 #define EW_SOFTPLUS(x) ((x) > 0 ? (x) + log1p(exp(-(x))) : log1p(exp(x))) /* no overflow */
 #define EW_GELU_ERF(x) ((C)0.5 * (x) * ((C)1 + erf((x) * (C)0.70710678118654752440)))
+/* float32 (and the 16-bit types, computed in float32) through vp_vm_tanhf, double libm's */
+#define EW_TANH(u) _Generic((u), float: vp_vm_tanhf, default: tanh)(u)
 #define EW_GELU_TANH(x) \
-    ((C)0.5 * (x) * ((C)1 + tanh((C)0.79788456080286535588 * ((x) + (C)0.044715 * (x) * (x) * (x)))))
+    ((C)0.5 * (x) * ((C)1 + EW_TANH((C)0.79788456080286535588 * ((x) + (C)0.044715 * (x) * (x) * (x)))))
 
 /* A float-only op: scalar functions, four rows, and the table name##_rows. */
 #define EW_FLOAT_UNARY_OP(name, expr)                                                       \

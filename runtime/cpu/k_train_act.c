@@ -10,11 +10,11 @@
 #include <tgmath.h>
 
 #include "cpu_par.h"
+#include "k_vmath.h"
 #include "cpu_simd.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
 #include "k_train.h"
-#include "k_vmath.h"
 
 double vp_train_scalar(const vp_tensor *t, int64_t i) { return vp_load(t->data, t->dtype, i); }
 
@@ -34,7 +34,7 @@ double vp_train_scalar(const vp_tensor *t, int64_t i) { return vp_load(t->data, 
 #define FAST_GELU_GRAD(T, d, x) fast_gelu_dx_##T(d, x)
 #define DEFINE_FAST_GELU(T)                                                                        \
     static inline T fast_gelu_dx_##T(T d, T x) {                                                  \
-        T t = tanh((T)FAST_GELU_K * (x + (T)FAST_GELU_A * x * x * x));                              \
+        T t = _Generic((T)0, float: vp_vm_tanhf, default: tanh)((T)FAST_GELU_K * (x + (T)FAST_GELU_A * x * x * x)); \
         T dt = (T)FAST_GELU_K * ((T)1 + (T)(3 * FAST_GELU_A) * x * x);                              \
         return d * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * dt);                        \
     }
