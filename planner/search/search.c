@@ -6,18 +6,13 @@
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "ir/op_registry.h"
+#include "search/task_pool.h"
 #include "remat/cost.h"
 
 void vp_search_knobs(const vp_candidate *c, char *buf, size_t len) {
@@ -110,52 +105,6 @@ static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *bas
                             p->category_bytes[VP_CAT_INPUTS] + p->category_bytes[VP_CAT_CONSTANTS];
     }
     return s;
-}
-
-/* Tasks 0 .. n-1 of fn, on up to `threads` threads (this one among them), each task
- * taken by the first thread free.  The planner keeps no state between plans but the
- * oneDNN workspace memo, which locks (runtime/cpu/dn_memo.c), so candidates of
- * different builds plan side by side; fn writes only what its task owns. */
-typedef struct task_pool {
-    void (*fn)(void *ctx, int task);
-    void *ctx;
-    int n, threads;
-    atomic_int next;
-} task_pool;
-
-/* Side by side, each task's CPU kernels (constant folding) run on its own thread: an
- * OpenMP team per task would spin on the cores the other tasks plan on. */
-static void *pool_worker(void *arg) {
-    task_pool *tp = arg;
-#ifdef _OPENMP
-    int omp_threads = omp_get_max_threads();
-    if (tp->threads > 1) omp_set_num_threads(1);
-#endif
-    for (int i; (i = atomic_fetch_add(&tp->next, 1)) < tp->n;) tp->fn(tp->ctx, i);
-#ifdef _OPENMP
-    omp_set_num_threads(omp_threads);
-#endif
-    return NULL;
-}
-
-static void run_tasks(int n, int threads, void (*fn)(void *ctx, int task), void *ctx) {
-    if (threads > n) threads = n;
-    task_pool tp = {fn, ctx, n, threads, 0};
-    enum { MAX_THREADS = 16 };
-    pthread_t th[MAX_THREADS];
-    int started = 0;
-    for (int t = 1; t < threads && t < n && started < MAX_THREADS; t++)
-        if (!pthread_create(&th[started], NULL, pool_worker, &tp)) started++;
-    pool_worker(&tp); /* a thread that could not start leaves its tasks to the others */
-    for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
-}
-
-/* The threads the search plans on: the processors online, VP_SEARCH_THREADS when set
- * (1: one at a time, as before). */
-static int search_threads(void) {
-    const char *env = getenv("VP_SEARCH_THREADS");
-    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }
 
 /* Checkpoints candidate c, over the budget as it is; dp's plan is kept when it fits or
@@ -388,7 +337,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
         vp_pipeline_result_free(&loaded);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
-    int threads = out->threads = search_threads();
+    int threads = out->threads = vp_search_threads();
     for (int a = 0; a < n_tp; a++)
         for (int b = 0; b < n_prec; b++)
             for (int o = 0; o < n_off; o++)
@@ -407,7 +356,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                 .inferred = loaded.g, .keep = sp->keep_winner, .win = {.build = -1}, .win_cand = -1};
     pthread_mutex_init(&bb.lock, NULL);
     for (int i = 0; i < n_builds; i++) bb.stash[i].build = -1;
-    run_tasks(n_builds, threads, build_task, &bb);
+    vp_run_tasks(n_builds, threads, build_task, &bb);
     pthread_mutex_destroy(&bb.lock);
     for (int i = 0; i < out->n; i++) {
         vp_candidate *c = &out->c[i];
@@ -476,7 +425,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                 cb.cand[cb.n++] = order[k];
             }
             assert(cb.n > 0 && cb.cand[0] == order[next]); /* the first left: nothing clashes with it */
-            run_tasks(cb.n, threads, checkpoint_task, &cb);
+            vp_run_tasks(cb.n, threads, checkpoint_task, &cb);
             continue; /* decide this one again, now with its result */
         }
         out->n_pruned += c->pruned;
