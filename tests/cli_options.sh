@@ -174,6 +174,8 @@ for t in 1 4; do
 done
 expect 0 "<- chosen" -- cat "$tmp/auto4.txt"
 expect 0 "" -- cmp "$tmp/auto1.txt" "$tmp/auto4.txt"
+expect 0 "VP_SEARCH_THREADS='two' is not a positive number; planning on the [0-9]* processors online" -- \
+    env VP_SEARCH_THREADS=two "$tool" plan "$mlp" --loss ce:logits --dim batch=4 --budget 1MiB --auto
 
 # --offload: Adam's state on the host, the same losses; plan files carry the host block (version 2)
 expect 2 "--offload applies to --optimizer adam or adamw only" -- "$tool" train "$mlp" --loss ce:logits --dim batch=4 --offload

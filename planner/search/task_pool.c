@@ -52,10 +52,16 @@ void vp_run_tasks(int n, int threads, void (*fn)(void *ctx, int task), void *ctx
     for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
 }
 
-/* The threads the search plans on: the processors online, VP_SEARCH_THREADS when set
- * (1: one at a time, as before). */
+int vp_search_threads_valid(void) {
+    const char *env = getenv("VP_SEARCH_THREADS");
+    char *end = NULL;
+    if (!env || !*env) return 1;
+    long n = strtol(env, &end, 10);
+    return *end == 0 && n >= 1;
+}
+
 int vp_search_threads(void) {
     const char *env = getenv("VP_SEARCH_THREADS");
-    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = vp_search_threads_valid() && env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }

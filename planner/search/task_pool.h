@@ -7,8 +7,10 @@
  * write only what they own. */
 void vp_run_tasks(int n, int threads, void (*fn)(void *ctx, int task), void *ctx);
 
-/* The threads the search plans on: VP_SEARCH_THREADS when set, else the processors
- * online; 1 to 16. */
+/* The threads the search plans on: VP_SEARCH_THREADS when it is a positive number, else
+ * the processors online; 1 to 16. */
 int vp_search_threads(void);
+/* 0 when VP_SEARCH_THREADS is set to something other than a positive number. */
+int vp_search_threads_valid(void);
 
 #endif

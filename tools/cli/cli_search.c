@@ -1,9 +1,11 @@
 #include "cli_search.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli_train.h"
 #include "report.h"
+#include "search/task_pool.h"
 
 static void print_table(const vp_search_result *r, const vp_device_profile *dev, int64_t budget) {
     char b1[32], b2[32];
@@ -38,6 +40,9 @@ vp_status cli_search(const char *model, const cli_pairs *dims, const vp_train_sp
     cli_pipeline_init(&base, model, dims);
     base.spec = spec;
     base.device = dev;
+    if (!vp_search_threads_valid())
+        fprintf(stderr, "onnx-vplan: warning: VP_SEARCH_THREADS='%s' is not a positive number; planning on the %d "
+                "processors online\n", getenv("VP_SEARCH_THREADS"), vp_search_threads());
     vp_status s = vp_search_run(sp, &base, budget, r, err);
     if (!s && !quiet) print_table(r, dev, budget);
     return s;
