@@ -162,6 +162,11 @@ static vp_status recompute(remat_ctx *c, int v, int *out, vp_error *err) {
 }
 
 vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, vp_error *err) {
+    return vp_remat_apply_map(g, t, keep, n_recompute, NULL, err);
+}
+
+vp_status vp_remat_apply_map(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, int *copy_of,
+                             vp_error *err) {
     int n0 = g->n_nodes;
     remat_ctx c;
     if (!ctx_init(&c, g, t, keep, (size_t)2 * n0)) { /* at most one copy of each forward node */
@@ -183,6 +188,7 @@ vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, in
     }
     if (!s) s = vp_graph_reorder(g, c.order, err);
     if (n_recompute) *n_recompute = c.n_recompute;
+    for (int v = 0; copy_of && v < c.n_orig_values; v++) copy_of[v] = c.copy[v];
     ctx_free(&c);
     return s;
 }

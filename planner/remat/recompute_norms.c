@@ -71,33 +71,11 @@ static int collect(const vp_graph *g, int y, char *closure, int *members) {
     return -1;
 }
 
-/* Records in t the pairs (output of second run c, the same output of the node it
- * copies): the copy is named "<node>/recompute", its outputs in the node's order. */
-static vp_status record(const vp_graph *g, vp_training *t, int c, int first_new, vp_error *err) {
-    const vp_node *copy = &g->nodes[c];
-    size_t len = strlen(copy->name), suf = strlen("/recompute");
-    int src = -1;
-    for (int i = 0; i < g->n_nodes && src < 0 && len > suf; i++) {
-        const vp_node *n = &g->nodes[i];
-        if (n->phase == VP_PHASE_FORWARD && n->n_outputs == copy->n_outputs && strlen(n->name) == len - suf &&
-            !strncmp(n->name, copy->name, len - suf) && !strcmp(n->op_type, copy->op_type))
-            src = i;
-    }
-    if (src < 0) return vp_fail(err, VP_ERR_RUNTIME, "internal: '%s' copies no forward node", copy->name);
-    int *grown = realloc(t->renorm_values, ((size_t)t->n_renorm_values + (size_t)copy->n_outputs + 1) * 2 * sizeof *grown);
-    if (!grown) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    t->renorm_values = grown;
-    for (int k = 0; k < copy->n_outputs; k++) {
-        if (copy->outputs[k] < first_new || g->nodes[src].outputs[k] < 0) continue;
-        grown[2 * t->n_renorm_values] = copy->outputs[k];
-        grown[2 * t->n_renorm_values + 1] = g->nodes[src].outputs[k];
-        t->n_renorm_values++;
-    }
-    return VP_OK;
-}
-
 vp_status vp_remat_norms(vp_graph *g, vp_training *t, int *n_norms, vp_error *err) {
     *n_norms = 0;
+    free(t->renorm_values);
+    t->renorm_values = NULL;
+    t->n_renorm_values = 0;
     vp_status s = vp_graph_link(g, err);
     if (s) return s;
     size_t nv = (size_t)g->n_values + 1;
@@ -115,8 +93,21 @@ vp_status vp_remat_norms(vp_graph *g, vp_training *t, int *n_norms, vp_error *er
             (*n_norms)++;
     }
     for (size_t v = 0; v < nv; v++) keep[v] = !closure[v];
-    int first_new = g->n_values;
-    if (*n_norms) s = vp_remat_apply(g, t, keep, NULL, err);
+    int first_new = g->n_values, *copy_of = *n_norms ? malloc(nv * sizeof *copy_of) : NULL;
+    if (*n_norms && !copy_of) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    if (!s && *n_norms) s = vp_remat_apply_map(g, t, keep, NULL, copy_of, err);
+    /* what the second runs wrote, beside the norm's own values (vp_remat_norms_undo) */
+    int pairs = 0;
+    for (int v = 0; !s && *n_norms && v < first_new; v++) pairs += copy_of[v] >= 0;
+    if (pairs && !(t->renorm_values = malloc((size_t)pairs * 2 * sizeof *t->renorm_values)))
+        s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !s && pairs && v < first_new; v++)
+        if (copy_of[v] >= 0) {
+            t->renorm_values[2 * t->n_renorm_values] = copy_of[v];
+            t->renorm_values[2 * t->n_renorm_values + 1] = v;
+            t->n_renorm_values++;
+        }
+    free(copy_of);
     /* The copies join the backward (and are named for why they run): to checkpointing
      * they are backward nodes reading X like the norm's gradient, so a strategy that
      * does not keep X recomputes it for them too, and their outputs are the backward's
@@ -125,9 +116,8 @@ vp_status vp_remat_norms(vp_graph *g, vp_training *t, int *n_norms, vp_error *er
         vp_node *n = &g->nodes[i];
         if (n->phase != VP_PHASE_RECOMPUTE || n->n_outputs < 1 || n->outputs[0] < first_new) continue;
         n->phase = VP_PHASE_BACKWARD;
-        s = record(g, t, i, first_new, err);
         size_t len = strlen(n->name), suf = strlen("/recompute");
-        if (s || len < suf || strcmp(n->name + len - suf, "/recompute")) continue;
+        if (len < suf || strcmp(n->name + len - suf, "/recompute")) continue;
         char *name = malloc(len + 1);
         if (!name) {
             s = vp_fail(err, VP_ERR_NOMEM, "out of memory");

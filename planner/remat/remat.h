@@ -37,6 +37,10 @@ const char *vp_remat_name(vp_remat_kind k);
 /* Per value: 1 when the backward pass keeps it.  Activations with 0 are recomputed.  t
  * (may be NULL) names the state forward nodes update in place (its carries). */
 vp_status vp_remat_apply(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, vp_error *err);
+/* The same, and per value of g as it was (copy_of: room for g->n_values before the call)
+ * the value recomputing it, or -1. */
+vp_status vp_remat_apply_map(vp_graph *g, const vp_training *t, const char *keep, int *n_recompute, int *copy_of,
+                             vp_error *err);
 
 /* A recompute schedule (Checkmate's R matrix restricted to the backward pass): before
  * backward node stage_node[t], recompute forward nodes nodes[start[t] .. start[t+1]),
