@@ -282,7 +282,7 @@ static const struct {
     {{"cast-fusion", "a Cast done by its producer as it stores (low precision)"}, pass_cast_fusion},
     {{"recast-weights", "low precision: weights cast again for the backward, no copy held across (--keep-weight-copies)"},
      pass_recast_weights},
-    {{"recompute-norms", "norm outputs run again for the backward from the input it keeps, not held across (--keep-norm-outputs)"},
+    {{"recompute-norms", "norms run again for the backward from the input their gradient keeps; outputs not held across (--keep-norm-outputs)"},
      pass_recompute_norms},
 };
 
