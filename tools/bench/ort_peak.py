@@ -12,7 +12,9 @@ Keeps: ONNX Runtime's own path, as its users train: onnxruntime.training.artifac
      builds the training, eval and optimizer models (AdamW, lr 1e-3, weight decay 0.01,
      PyTorch's defaults; mean cross-entropy over every position, the logits flattened to
      [positions, classes] first, as torch2_peak.py's step takes it), with the exporter's
-     parameters (its graph signature) trainable; onnxruntime.training.api runs them on
+     parameters (its graph signature) trainable, after two rewrites a user of its
+     training would have to make (each computes the same): CastLike as Cast, and
+     LayerNormalization's optional Mean and InvStdDev outputs named; onnxruntime.training.api runs them on
      the CPU.  ONNX Runtime keeps its memory in its allocator's arena, which no event
      reports, so its peak is the process's: the high-water mark of resident memory
      (VmHWM, reset through /proc/self/clear_refs before the measured step) less the
@@ -61,6 +63,20 @@ def parameters(model):
             names = re.findall(r"PARAMETER target='([^']+)'", p.value)
             return [n for n in names if n in inits]
     return []
+
+
+def layer_norm_outputs(model):
+    """Each LayerNormalization with its Mean and InvStdDev outputs named: ONNX Runtime's
+    training builds LayerNormalization's gradient from them, and the dynamo exporter
+    writes Y alone (opset 17's optional outputs; the values are the same)."""
+    for n in model.graph.node:
+        if n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx"):
+            while len(n.output) < 3:
+                n.output.append(f"{n.name or n.output[0]}_vp_{'mean' if len(n.output) == 1 else 'inv_std'}")
+            for k in (1, 2):
+                if not n.output[k]:
+                    n.output[k] = f"{n.name or n.output[0]}_vp_{'mean' if k == 1 else 'inv_std'}"
+    return model
 
 
 def flatten_logits(model):
@@ -117,7 +133,7 @@ def ort_artifacts(path, work):
     if not params:
         raise ValueError("no parameter in the exporter's signature")
     frozen = [i.name for i in model.graph.initializer if i.name not in params]
-    model, positions, classes = flatten_logits(cast_like_to_cast(model))
+    model, positions, classes = flatten_logits(layer_norm_outputs(cast_like_to_cast(model)))
     artifacts.generate_artifacts(model, requires_grad=params, frozen_params=frozen,
                                  loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
                                  artifact_directory=work)
