@@ -225,7 +225,7 @@ typedef struct batch {
     const vp_graph *inferred; /* the model the steps are built from */
     int keep;                 /* keep the winner's plan */
     int n, cand[VP_SEARCH_MAX]; /* checkpoint_task's candidates */
-    kept_plan stash[VP_SEARCH_MAX]; /* build_task: per build; checkpoint_task: per candidate */
+    kept_plan *stash; /* VP_SEARCH_MAX: build_task's per build, then checkpoint_task's per candidate */
     pthread_mutex_t lock;     /* build_task: guards win and win_cand */
     kept_plan win;            /* the plan of the best that fits among the builds done */
     int win_cand;
@@ -331,9 +331,12 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     }
     /* every knob set as it is: cheap, and a lower bound on its time checkpointed */
     build *builds = calloc(VP_SEARCH_MAX, sizeof *builds); /* each knob set's step, freed below */
+    kept_plan *stash = calloc(VP_SEARCH_MAX, sizeof *stash); /* plans waiting for their turn */
     int n_builds = 0, build_of[VP_SEARCH_MAX];
     kept_plan kept = {.build = -1};
-    if (!builds) {
+    if (!builds || !stash) {
+        free(builds);
+        free(stash);
         vp_pipeline_result_free(&loaded);
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
@@ -353,7 +356,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
                 }
     /* each knob set's step built and planned as it is, side by side */
     batch bb = {.out = out, .builds = builds, .build_of = build_of, .base = base, .budget = budget,
-                .inferred = loaded.g, .keep = sp->keep_winner, .win = {.build = -1}, .win_cand = -1};
+                .inferred = loaded.g, .keep = sp->keep_winner, .stash = stash, .win = {.build = -1}, .win_cand = -1};
     pthread_mutex_init(&bb.lock, NULL);
     for (int i = 0; i < n_builds; i++) bb.stash[i].build = -1;
     vp_run_tasks(n_builds, threads, build_task, &bb);
@@ -384,7 +387,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     char ran[VP_SEARCH_MAX] = {0};
     vp_candidate before[VP_SEARCH_MAX];
     batch cb = {.out = out, .builds = builds, .build_of = build_of, .base = base, .budget = budget,
-                           .keep = sp->keep_winner};
+                           .keep = sp->keep_winner, .stash = stash}; /* phase 1 left every entry empty */
     for (int i = 0; i < VP_SEARCH_MAX; i++) cb.stash[i].build = -1;
     for (int next = 0; next < n_over;) {
         vp_candidate *c = &out->c[order[next]];
@@ -433,6 +436,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
     }
 
     for (int i = 0; i < VP_SEARCH_MAX; i++) kept_free(&cb.stash[i], builds);
+    free(stash);
     vp_status hs = kept.build >= 0 ? hand_back(out, &kept, builds, err) : VP_OK;
     kept_free(&kept, builds);
     for (int i = 0; i < n_builds; i++) vp_pipeline_result_free(&builds[i].r);

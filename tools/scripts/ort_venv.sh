@@ -9,14 +9,7 @@
 # usage: tools/scripts/ort_venv.sh [DIR]   (default build/venv-ort)
 set -euo pipefail
 dir=${1:-build/venv-ort}
-if [[ ! -x $dir/bin/python ]]; then
-    python3 -m venv "$dir" 2>/dev/null || {
-        sudo=""
-        [[ $(id -u) -eq 0 ]] || sudo="sudo"
-        $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-venv
-        python3 -m venv "$dir"
-    }
-fi
-"$dir/bin/python" -m pip install -q --upgrade pip
+source "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
+make_venv "$dir"
 "$dir/bin/python" -m pip install -q "onnxruntime-training==1.19.2" "onnx==1.16.2" "numpy<2" "torch==2.4.1"
 "$dir/bin/python" -c 'import onnxruntime, onnxruntime.training, onnx; print("onnxruntime-training", onnxruntime.__version__, "onnx", onnx.__version__)'
