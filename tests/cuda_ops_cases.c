@@ -280,6 +280,17 @@ const op_case vp_cuda_op_cases[] = {
     {"attention_grad_mask", "AttentionGrad", "vplan", 17,
      {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:2,1,1,7"}, 3,
      "scale=f:0.5"},
+    /* a trained mask (T5's relative position bias): its gradient, output 3, summed over
+     * the axes it broadcasts along */
+    {"attention_grad_bias", "AttentionGrad", "vplan", 17,
+     {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:1,3,5,7"}, 4,
+     "scale=f:0.5"},
+    {"attention_grad_bias_rows_causal_bf16", "AttentionGrad", "vplan", 17,
+     {"bf16:2,2,40,8", "bf16:2,2,40,8", "bf16:2,2,40,8", "bf16:2,2,40,8", "bf16:2,2,40,8", "pos:2,2,40", "bf16:2,1,1,40"},
+     4, "scale=f:0.35;causal=i:1"},
+    {"attention_grad_bias_gqa_bshd", "AttentionGrad", "vplan", 17,
+     {"f32:2,5,4,6", "f32:2,5,4,4", "f32:2,5,2,4", "f32:2,5,2,6", "f32:2,5,4,6", "f32:2,4,5", "f32:4,5,5"}, 4,
+     "scale=f:0.5;causal=i:1;y_bshd=i:1;q_bshd=i:1;kv_bshd=i:1"},
     {"attention_grad_causal_long", "AttentionGrad", "vplan", 17,
      {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "pos:1,2,300"}, 3,
      "scale=f:0.35;causal=i:1"},

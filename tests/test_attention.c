@@ -7,13 +7,15 @@
  *              broadcast shapes, S != T both ways, Dv != D, the LSE output omitted,
  *              Y in the heads-merged layout [B, S, H, Dv] (y_bshd), Q, K, V as the
  *              projections write them (q_bshd, kv_bshd), grouped- and multi-query K, V.
- *   refusals   a mask that depends on a parameter is refused, never differentiated.
+ *              A trained mask (T5's position bias) of several broadcast shapes: its
+ *              gradient too.
  *   masks      the kernel's explicit mask path: a causal -inf mask against causal=1, a
  *              mask one entry off changes one row; at plan time, nanoGPT's mask (a
  *              frozen float buffer, Slice, Equal, Where) folds to causal=1 with no
  *              mask op left, the buffer one entry off either way stays a mask (and
  *              the fused step computes the plain one's results), a trainable buffer
- *              folds nothing.
+ *              folds nothing: it is fused as a mask with a gradient, which matches the
+ *              plain graph's.
  *   models     for the bundled GPT and the torch.onnx exports in tests/data/attention:
  *              the pattern count the pass must find; the fused step's loss, logits and
  *              every parameter's gradient against the plain (unfused) step's within
@@ -36,6 +38,7 @@
 #include "exec.h"
 #include "gradcheck_harness.h"
 #include "k_attention.h"
+#include "ir/dtype_conv.h"
 #include "ir/infer.h"
 #include "memory/plan.h"
 #include "model_util.h"
@@ -56,21 +59,23 @@ typedef struct att_case {
     int bshd;      /* attribute y_bshd: Y laid out [B, S, H, Dv] */
     int64_t hk;    /* key/value heads (grouped-query attention); 0: h */
     int in_bshd;   /* bit 0: Q [B, S, H, D] (q_bshd); bit 1: K, V [B, T, Hk, D] (kv_bshd) */
+    int trained;   /* the mask is a parameter: its gradient checked too */
 } att_case;
 
 static void case_attention(const att_case *a) {
     gc_case k;
     int64_t hk = a->hk ? a->hk : a->h;
     int qb = a->in_bshd & 1, kvb = (a->in_bshd & 2) != 0;
-    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld Hk%lld S%lld T%lld D%lld Dv%lld%s%s%s%s", a->what, (long long)a->b,
+    if (!gc_begin(&k, 17, "Attention %s B%lld H%lld Hk%lld S%lld T%lld D%lld Dv%lld%s%s%s%s%s", a->what, (long long)a->b,
                   (long long)a->h, (long long)hk, (long long)a->s, (long long)a->t, (long long)a->d, (long long)a->dv,
-                  a->causal ? " causal" : "", a->bshd ? " y_bshd" : "", qb ? " q_bshd" : "", kvb ? " kv_bshd" : ""))
+                  a->causal ? " causal" : "", a->bshd ? " y_bshd" : "", qb ? " q_bshd" : "", kvb ? " kv_bshd" : "",
+                  a->trained ? " mask trained" : ""))
         return;
     int in[4];
     in[0] = qb ? gc_param(&k, UNI, DIMS(a->b, a->s, a->h, a->d)) : gc_param(&k, UNI, DIMS(a->b, a->h, a->s, a->d));
     in[1] = kvb ? gc_param(&k, UNI, DIMS(a->b, a->t, hk, a->d)) : gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->d));
     in[2] = kvb ? gc_param(&k, UNI, DIMS(a->b, a->t, hk, a->dv)) : gc_param(&k, UNI, DIMS(a->b, hk, a->t, a->dv));
-    if (a->mask_rank) in[3] = gc_const(&k, UNI, a->mask_rank, a->mask);
+    if (a->mask_rank) in[3] = a->trained ? gc_param(&k, UNI, a->mask_rank, a->mask) : gc_const(&k, UNI, a->mask_rank, a->mask);
     int out[2];
     int n = gc_node(&k, "Attention", "vplan", a->mask_rank ? 4 : 3, in, a->lse_out ? 2 : 1, out);
     gc_loss_on(&k, out[0]);
@@ -84,37 +89,36 @@ static void case_attention(const att_case *a) {
 
 static void gradient_cases(void) {
     static const att_case cases[] = {
-        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0, 0, 0},
-        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0, 0, 0},
-        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0, 0, 0},
-        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0, 0, 0},
-        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0, 0, 0},
-        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0, 0, 0},
-        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0, 0, 0},
-        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0, 0, 0},
-        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0, 0, 0},
-        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0, 0, 0},
-        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1, 0, 0},
-        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1, 0, 0},
-        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1, 0, 0},
-        {"grouped-query", 2, 4, 5, 5, 3, 2, 0, 0, {0}, 1, 0, 2, 0},
-        {"grouped-query causal, heads merged, mask [B,H,S,T]", 2, 6, 4, 4, 3, 3, 1, 4, {2, 6, 4, 4}, 1, 1, 2, 0},
-        {"multi-query, rows past one block", 1, 3, 70, 9, 2, 2, 1, 0, {0}, 0, 0, 1, 0},
-        {"inputs as projected", 2, 3, 4, 5, 3, 2, 0, 4, {2, 1, 1, 5}, 1, 1, 0, 3},
-        {"Q as projected, grouped-query causal", 2, 4, 5, 5, 3, 3, 1, 0, {0}, 1, 0, 2, 1},
-        {"K, V as projected, rows past one block", 1, 2, 70, 9, 2, 3, 1, 0, {0}, 0, 1, 1, 2},
+        {"plain", 1, 1, 4, 4, 3, 3, 0, 0, {0}, 1, 0, 0, 0, 0},
+        {"causal", 2, 2, 5, 5, 3, 2, 1, 0, {0}, 1, 0, 0, 0, 0},
+        {"causal S<T", 1, 2, 3, 5, 4, 3, 1, 0, {0}, 1, 0, 0, 0, 0},
+        {"causal S>T", 1, 2, 5, 3, 2, 4, 1, 0, {0}, 0, 0, 0, 0, 0},
+        {"mask [S,T]", 2, 1, 3, 4, 3, 2, 0, 2, {3, 4}, 1, 0, 0, 0, 0},
+        {"mask [1,1,S,T] S>T", 1, 2, 6, 4, 3, 3, 0, 4, {1, 1, 6, 4}, 1, 0, 0, 0, 0},
+        {"mask [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 0, 0, 0, 0},
+        {"mask [B,H,S,T] causal", 2, 2, 4, 4, 3, 3, 1, 4, {2, 2, 4, 4}, 1, 0, 0, 0, 0},
+        {"mask [T] causal S<T", 1, 1, 3, 6, 2, 2, 1, 1, {6}, 1, 0, 0, 0, 0},
+        {"rows past one block", 1, 1, 70, 9, 2, 2, 1, 2, {70, 9}, 1, 0, 0, 0, 0},
+        {"heads merged", 2, 3, 4, 4, 3, 2, 1, 0, {0}, 1, 1, 0, 0, 0},
+        {"heads merged, mask [B,1,1,T] S<T", 2, 2, 3, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 0, 1, 0, 0, 0},
+        {"heads merged, rows past one block", 1, 2, 70, 9, 2, 2, 1, 0, {0}, 1, 1, 0, 0, 0},
+        {"grouped-query", 2, 4, 5, 5, 3, 2, 0, 0, {0}, 1, 0, 2, 0, 0},
+        {"grouped-query causal, heads merged, mask [B,H,S,T]", 2, 6, 4, 4, 3, 3, 1, 4, {2, 6, 4, 4}, 1, 1, 2, 0, 0},
+        {"multi-query, rows past one block", 1, 3, 70, 9, 2, 2, 1, 0, {0}, 0, 0, 1, 0, 0},
+        {"inputs as projected", 2, 3, 4, 5, 3, 2, 0, 4, {2, 1, 1, 5}, 1, 1, 0, 3, 0},
+        {"Q as projected, grouped-query causal", 2, 4, 5, 5, 3, 3, 1, 0, {0}, 1, 0, 2, 1, 0},
+        {"K, V as projected, rows past one block", 1, 2, 70, 9, 2, 3, 1, 0, {0}, 0, 1, 1, 2, 0},
+        /* a trained mask: its gradient summed over the axes it broadcasts along (T5's
+         * relative position bias is [1, H, S, T]) */
+        {"bias [1,H,S,T]", 2, 3, 4, 5, 3, 2, 0, 4, {1, 3, 4, 5}, 1, 0, 0, 0, 1},
+        {"bias [1,H,S,T] causal, heads merged", 3, 2, 5, 5, 3, 3, 1, 4, {1, 2, 5, 5}, 1, 1, 0, 0, 1},
+        {"bias [S,T]", 2, 2, 3, 4, 2, 2, 0, 2, {3, 4}, 0, 0, 0, 0, 1},
+        {"bias [B,1,1,T]", 2, 3, 4, 5, 2, 3, 0, 4, {2, 1, 1, 5}, 1, 0, 0, 0, 1},
+        {"bias [B,H,S,T] grouped-query causal", 2, 4, 4, 4, 3, 3, 1, 4, {2, 4, 4, 4}, 1, 0, 2, 0, 1},
+        {"bias [1,H,1,T] as projected", 2, 2, 4, 5, 3, 2, 0, 4, {1, 2, 1, 5}, 1, 1, 0, 3, 1},
+        {"bias [1,H,S,T], rows past one block", 2, 2, 70, 9, 2, 2, 1, 4, {1, 2, 70, 9}, 1, 0, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) case_attention(&cases[i]);
-    gc_case k;
-    if (gc_begin(&k, 17, "Attention refuses a trainable mask")) {
-        int in[4] = {gc_param(&k, UNI, DIMS(1, 1, 2, 2)), gc_param(&k, UNI, DIMS(1, 1, 2, 2)),
-                     gc_param(&k, UNI, DIMS(1, 1, 2, 2)), gc_param(&k, UNI, DIMS(2, 2))};
-        int y;
-        gc_node(&k, "Attention", "vplan", 4, in, 1, &y);
-        gc_loss_on(&k, y);
-        k.refusal = "masks carry no gradient";
-        gc_run(&k);
-    }
 }
 
 /* ---- models: fused against plain, PyTorch and the planned executor ---- */
@@ -173,18 +177,6 @@ static vp_status load_as(test_model *m, const char *dir, vp_attention_form form,
 
 static vp_status load(test_model *m, const char *dir, vp_attention_form form, const char *opt, vp_error *err) {
     return load_as(m, dir, form, opt, 1, err);
-}
-
-/* The GPT with its causal_mask left trainable: the mask would need a gradient, so
- * nothing is fused and the step still builds. */
-static void trainable_mask_left_alone(void) {
-    test_model m;
-    vp_error err;
-    vp_status s = load_as(&m, VP_SOURCE_DIR "/models/gpt", VP_ATTENTION_FUSED, NULL, 0, &err);
-    check(!s && m.t.n_attention == 0 && count_ops(m.g, "Softmax") == 2,
-          "gpt with causal_mask trainable: %s, %d fused, %d Softmax kept", s ? err.msg : "built", s ? -1 : m.t.n_attention,
-          s ? -1 : count_ops(m.g, "Softmax"));
-    test_model_free(&m);
 }
 
 /* Runs m's step naively on the fixture batch; *vals receives the loss, the logits and
@@ -263,6 +255,50 @@ static void compare_forms(const char *dir, int want_patterns) {
         check(worst_torch <= 1e-4, "%s: fused loss and gradients match PyTorch's, worst %.1e (%s)", name, worst_torch,
               worst_torch_at);
     }
+    for (int i = 0; i < n; i++) free(vf[i].data), free(vp[i].data);
+    free(vf);
+    free(vp);
+    test_model_free(&f);
+    test_model_free(&p);
+}
+
+/* The GPT with its causal_mask left trainable (not frozen): the cores are fused all the
+ * same, the mask's gradient coming from AttentionGrad, and the loss, the logits and every
+ * gradient, the mask's included, are the plain graph's within 1e-5. */
+static void trainable_mask_fused(void) {
+    test_model f, p;
+    vp_error err;
+    const char *dir = VP_SOURCE_DIR "/models/gpt";
+    vp_status s = load_as(&f, dir, VP_ATTENTION_FUSED, NULL, 0, &err);
+    if (!s) s = load_as(&p, dir, VP_ATTENTION_PLAIN, NULL, 0, &err);
+    if (s) {
+        check(0, "gpt with causal_mask trainable: %s", err.msg);
+        test_model_free(&f);
+        return;
+    }
+    int mask_grad = -1;
+    for (int i = 0; i < f.t.n_params; i++)
+        if (strstr(f.g->values[f.t.params[i]].name, "causal_mask")) mask_grad = i;
+    check(f.t.n_attention == 2 && count_ops(f.g, "Softmax") == 0 && count_ops(f.g, "AttentionGrad") == 2 && mask_grad >= 0,
+          "gpt with causal_mask trainable: %d fused, %d Softmax left, %d AttentionGrad, the mask %s a parameter",
+          f.t.n_attention, count_ops(f.g, "Softmax"), count_ops(f.g, "AttentionGrad"), mask_grad >= 0 ? "is" : "is not");
+    int n = 2 + f.t.n_params;
+    vp_tensor *vf = calloc((size_t)n, sizeof *vf), *vp = calloc((size_t)n, sizeof *vp);
+    s = run_naive(&f, vf, &err);
+    if (!s) s = run_naive(&p, vp, &err);
+    if (s) check(0, "gpt with causal_mask trainable, run: %s", err.msg);
+    double worst = 0, mask_norm = 0;
+    const char *worst_at = "loss";
+    for (int i = 0; !s && i < n; i++) {
+        double d = normwise(&vf[i], &vp[i]);
+        if (d > worst) worst = d, worst_at = i == 0 ? "loss" : i == 1 ? "logits" : f.g->values[f.t.params[i - 2]].name;
+    }
+    for (int64_t e = 0; !s && mask_grad >= 0 && e < vp_tensor_numel(&vf[2 + mask_grad]); e++)
+        mask_norm += fabs(vp_load(vf[2 + mask_grad].data, vf[2 + mask_grad].dtype, e));
+    if (!s)
+        check(worst <= 1e-5 && mask_norm > 0,
+              "gpt with causal_mask trainable: fused loss, logits and %d gradients (the mask's: |g|_1 %.3g) match the "
+              "plain graph's, worst %.1e (%s)", f.t.n_params, mask_norm, worst, worst_at);
     for (int i = 0; i < n; i++) free(vf[i].data), free(vp[i].data);
     free(vf);
     free(vp);
@@ -349,7 +385,7 @@ static void model_cases(void) {
     /* the bundled GPT: 2 layers, batch 4, 2 heads, S = T = 16 */
     compare_forms(VP_SOURCE_DIR "/models/gpt", 2);
     plan_forms(VP_SOURCE_DIR "/models/gpt", 4 * 2 * 16 * 16, 0);
-    trainable_mask_left_alone();
+    trainable_mask_fused();
     DIR *d = opendir(ATTENTION_DATA);
     if (!d) {
         check(0, "%s: cannot open", ATTENTION_DATA);

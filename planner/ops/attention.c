@@ -15,11 +15,14 @@
  *       LSE  = log sum_j exp(A_ij)              (row log-sum-exp)
  *       Y    = softmax(A) V = exp(A - LSE) V
  *
- *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV (each optional), same attrs
+ *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV, [dMask] (each optional),
+ *       same attrs
  *       P  = exp(A - LSE)                       (recomputed, never read from memory)
  *       D_i = sum_d dY_id Y_id,  dS = P * (dY V^T - D)
  *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY  (dK, dV summed over the
  *                                                         query heads of a group)
+ *       dMask = dS summed over the axes the mask broadcasts along, in the mask's shape
+ *               (a trained bias: T5's relative position bias, ALiBi slopes learned)
  *
  * This is FlashAttention's split of the work (Dao et al. 2022): the forward keeps Y and
  * the row log-sum-exp, so the backward never needs the a*s*s probabilities that the
@@ -29,9 +32,9 @@
  * at a time with O(block * T) scratch.
  *
  * LSE is float32 for float32 and narrower inputs and float64 for float64 ones, so a
- * float64 gradient check recomputes P to float64 accuracy.  The mask has Q's dtype and
- * carries no gradient: the rule refuses a mask that depends on a parameter (the fusion
- * pass, planner/train/fuse_attention.c, never builds one). */
+ * float64 gradient check recomputes P to float64 accuracy.  The mask has Q's dtype; where
+ * it depends on a parameter the backward also writes its gradient, which the kernels
+ * sum in a fixed order (the same bits on any number of threads). */
 #include <math.h>
 #include <string.h>
 
@@ -127,8 +130,10 @@ static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
 
 static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
     vp_dtype dt;
-    vp_status s = vp_shape_check_arity(n, 6, 7, 1, 3, err);
+    vp_status s = vp_shape_check_arity(n, 6, 7, 1, 4, err);
     if (!s) s = check_qkv(g, n, 1, 6, &dt, err);
+    if (!s && n->n_outputs > 3 && n->outputs[3] >= 0 && !vp_shape_in(g, n, 6))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "has a mask gradient (output 3) but no mask (input 6)");
     if (s) return s;
     vp_value lq = q_logical(g, n, 1);
     const vp_value *q = &lq, *v = vp_shape_in(g, n, 3);
@@ -145,32 +150,32 @@ static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
     if (lse->dtype != lse_dtype(dt) || lse->rank != 3 || memcmp(lse->dims, q->dims, sizeof(int64_t) * 3))
         return fail_dims(n, "LSE must be [B, H, S], float64 for float64 inputs and float32 otherwise", lse, err);
     for (int k = 0; k < 3 && !s; k++) s = vp_shape_same_as_input(g, n, k, k + 1, err);
+    if (!s && n->n_outputs > 3) s = vp_shape_same_as_input(g, n, 3, 6, err);
     return s;
 }
 
 /* ---- gradient ---- */
 
-/* AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) with the forward's attributes. */
+/* AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) with the forward's attributes; output 3,
+ * the mask's gradient, only where the mask depends on a parameter. */
 static VP_GRAD_RULE(grad_attention) {
     const vp_node *n = vp_gr_node(c, node);
     if (n->n_outputs > 1 && n->outputs[1] >= 0 && dy[1] >= 0)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the row log-sum-exp (output 1) reaches the loss; only Y has a gradient rule");
-    if (vp_grad_needs(c, node, 3))
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "the mask ('%s') depends on a parameter; masks carry no gradient",
-                            vp_gr_val(c, IN(3))->name);
     if (dy[0] < 0) return VP_OK;
-    int lse, outs[3];
+    int lse, outs[4];
     TRY(vp_gr_forward_output(c, node, 1, "lse", &lse, err));
-    int want[3] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), vp_grad_needs(c, node, 2)};
+    int want[4] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), vp_grad_needs(c, node, 2),
+                   IN(3) >= 0 && vp_grad_needs(c, node, 3)};
     int in[7] = {dy[0], IN(0), IN(1), IN(2), OUT(0), lse, IN(3)};
-    int b = vp_grad_begin(c, node, "AttentionGrad", "vplan", IN(3) >= 0 ? 7 : 6, in, 3);
+    int b = vp_grad_begin(c, node, "AttentionGrad", "vplan", IN(3) >= 0 ? 7 : 6, in, want[3] ? 4 : 3);
     if (b < 0) return vp_gr_nomem(err);
     TRY(vp_gr_copy_attrs(c, node, b, err));
     vp_node *bn = &vp_grad_graph(c)->nodes[b];
-    for (int k = 0; k < 3; k++)
-        if (!want[k]) bn->outputs[k] = -1;
+    for (int k = 0; k < 4; k++)
+        if (k < bn->n_outputs && !want[k]) bn->outputs[k] = -1;
     TRY(vp_grad_end(c, b, outs, err));
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (want[k]) dx[k] = outs[k];
     return VP_OK;
 }

@@ -18,10 +18,12 @@
 
 typedef struct match {
     int mm1, scale_node, mask_node, softmax, mm2; /* node ids; -1 where absent */
+    int mask2_node;                               /* Add(Add(S, mask), mask2), the outer Add, or -1 */
     int q_scale, k_scale;                         /* Mul(Q, c) / Mul(K^T, c) before mm1, or -1 */
     int guard_isnan, guard_where;                 /* Where(IsNaN(P), 0, P) after the Softmax, or -1 */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */
+    int mask2;                                    /* a second one added after it, or -1 */
     int cond, fill, fill_then;                    /* Where: condition, fill scalar, fill in the then branch */
     double scale;
 } match;
@@ -29,7 +31,6 @@ typedef struct match {
 typedef struct fuser {
     vp_graph *g;
     const vp_fuse_attention_opts *o;
-    char *requires;   /* per original value: depends on a trainable parameter */
     int n_orig_values;
     int n_orig_nodes;
     char *dead;       /* per node (grown as nodes are added) */
@@ -38,6 +39,7 @@ typedef struct fuser {
     int *inserted;
     int n_inserted, cap_inserted;
     int *masks, n_masks; /* the constant masks the fused cores read so far, each once */
+    int *sums, n_sums;   /* (mask, mask2, their Add's output) made so far, each pair once */
 } fuser;
 
 /* ---- reading the graph ---- */
@@ -111,6 +113,22 @@ static int match_mask(const vp_graph *g, const vp_node *n, match *m, int *chain)
     return 0;
 }
 
+/* Add(Add(S, M1), M2) (either order at either Add): T5 adds its trained position bias,
+ * then the padding or causal mask.  The inner Add is read only by the outer one. */
+static int match_two_masks(const vp_graph *g, const vp_node *outer, match *m, int *chain, const vp_node **inner) {
+    if (strcmp(outer->op_type, "Add") || outer->n_inputs != 2) return 0;
+    for (int side = 0; side < 2; side++) {
+        int c = outer->inputs[side];
+        const vp_node *a = producer(g, c, "Add");
+        if (!a || !only_use(g, c, node_id(g, outer)) || !match_mask(g, a, m, chain)) continue;
+        m->mask2 = outer->inputs[1 - side];
+        m->mask2_node = node_id(g, outer);
+        *inner = a;
+        return 1;
+    }
+    return 0;
+}
+
 /* Where(IsNaN(P), 0, P) with P read by those two nodes only. */
 static int match_nan_guard(const vp_graph *g, const vp_node *gw, match *m) {
     double zero;
@@ -180,8 +198,13 @@ static int match_at(const fuser *fz, int node, match *m) {
     int x = in(sm, 0), chain = x;
     const vp_node *up = g->values[x].producer >= 0 ? &g->nodes[g->values[x].producer] : NULL;
     if (up && !up->domain[0] && (!strcmp(up->op_type, "Add") || !strcmp(up->op_type, "Where"))) {
-        if (!only_use(g, x, node_id(g, sm)) || !match_mask(g, up, m, &chain)) return 0;
-        mk = up;
+        if (!only_use(g, x, node_id(g, sm))) return 0;
+        if (!match_mask(g, up, m, &chain)) {
+            m->mask = m->cond = -1;
+            if (!match_two_masks(g, up, m, &chain, &mk)) return 0;
+        } else {
+            mk = up;
+        }
     }
     int after = node_id(g, mk ? mk : sm);
     if ((sc = producer(g, chain, "Mul")) || (sc = producer(g, chain, "Div"))) {
@@ -210,9 +233,9 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (kt->dims[0] != B || kt->dims[1] != H || kt->dims[2] != q->dims[3]) return 0;
     if (v->dims[0] != B || v->dims[1] != H || v->dims[2] != T) return 0;
     int64_t full[4] = {B, H, S, T};
-    if (m->mask >= 0) {
-        const vp_value *mv = &g->values[m->mask];
-        if (mv->dtype != q->dtype || !fits(mv, full) || fz->requires[m->mask]) return 0;
+    for (int k = 0; k < 2; k++) { /* masks that depend on a parameter get their gradient from AttentionGrad */
+        int mv = k ? m->mask2 : m->mask;
+        if (mv >= 0 && (g->values[mv].dtype != q->dtype || !fits(&g->values[mv], full))) return 0;
     }
     if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
     /* the guard turns a row masked whole into 0s, which Attention does not: it goes only
@@ -416,6 +439,31 @@ static vp_status shared_mask(fuser *fz, int *mask, vp_error *err) {
     return VP_OK;
 }
 
+/* Two additive masks as one, mask + mask2, made once for each pair (T5's layers add the
+ * same position bias and the same padding mask): the Add goes before the first core
+ * reading it. */
+static vp_status mask_sum(fuser *fz, const match *m, const char *base, int *mask, int mask2, vp_error *err) {
+    for (int i = 0; i < fz->n_sums; i++)
+        if (fz->sums[3 * i] == *mask && fz->sums[3 * i + 1] == mask2) {
+            *mask = fz->sums[3 * i + 2];
+            return VP_OK;
+        }
+    int *grown = realloc(fz->sums, ((size_t)fz->n_sums + 1) * 3 * sizeof *grown);
+    if (!grown) return nomem(err);
+    fz->sums = grown;
+    char name[600];
+    snprintf(name, sizeof name, "%s/masks_added", base);
+    int out = -1;
+    vp_status s = add_node(fz, m->mm2, "Add", "", name, 2, (int[]){*mask, mask2}, 1, &out, err);
+    if (!s) s = infer_last(fz, err);
+    if (s) return s;
+    fz->sums[3 * fz->n_sums] = *mask;
+    fz->sums[3 * fz->n_sums + 1] = mask2;
+    fz->sums[3 * fz->n_sums++ + 2] = out;
+    *mask = out;
+    return VP_OK;
+}
+
 static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     vp_graph *g = fz->g;
     char base[512];
@@ -426,13 +474,18 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     vp_status s = make_k(fz, m, base, &k, err);
     if (!s && m->cond >= 0) s = make_where_mask(fz, m, base, &mask, err);
     if (s) return s;
-    int causal = 0;
-    if (mask >= 0 && fz->o && fz->o->detect_causal &&
-        causal_mask(g, mask, g->values[m->q].dims[2], g->values[k].dims[2])) {
-        causal = 1;
-        mask = -1;
+    int causal = 0, mask2 = m->mask2;
+    int64_t S = g->values[m->q].dims[2], T = g->values[k].dims[2];
+    for (int t = 0; t < 2; t++) {
+        int *mv = t ? &mask2 : &mask;
+        if (*mv >= 0 && fz->o && fz->o->detect_causal && causal_mask(g, *mv, S, T)) {
+            causal = 1;
+            *mv = -1;
+        }
+        if (*mv >= 0 && zero_mask(g, *mv)) *mv = -1;
     }
-    if (mask >= 0 && zero_mask(g, mask)) mask = -1;
+    if (mask < 0) mask = mask2, mask2 = -1;
+    if (mask2 >= 0 && (s = mask_sum(fz, m, base, &mask, mask2, err))) return s;
     if (mask >= 0 && (s = shared_mask(fz, &mask, err))) return s;
     int y = g->nodes[m->mm2].outputs[0];
     g->nodes[m->mm2].outputs[0] = -1; /* Y is the Attention's now */
@@ -472,9 +525,9 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
         (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)))
         return nomem(err);
-    int gone[9] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
-                   m->guard_where};
-    for (int i = 0; i < 9; i++)
+    int gone[10] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
+                    m->guard_where, m->mask2_node};
+    for (int i = 0; i < 10; i++)
         if (gone[i] >= 0) fz->dead[gone[i]] = 1;
     return infer_last(fz, err);
 }
@@ -497,25 +550,10 @@ static vp_status compact(fuser *fz, vp_error *err) {
 
 /* ---- the pass ---- */
 
-static vp_status requires_of(fuser *fz, vp_error *err) {
-    vp_graph *g = fz->g;
-    if (!(fz->requires = calloc((size_t)g->n_values + 1, 1))) return nomem(err);
-    for (int v = 0; v < g->n_values; v++) fz->requires[v] = (g->values[v].flags & VP_VAL_PARAM) != 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const vp_node *n = &g->nodes[i];
-        int r = 0;
-        for (int k = 0; k < n->n_inputs; k++) r |= n->inputs[k] >= 0 && fz->requires[n->inputs[k]];
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0) fz->requires[n->outputs[k]] |= (char)r;
-    }
-    return VP_OK;
-}
-
 vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n_fused, vp_error *err) {
     fuser fz = {.g = g, .o = o, .n_orig_values = g->n_values, .n_orig_nodes = g->n_nodes};
     *n_fused = 0;
     vp_status s = vp_graph_link(g, err);
-    if (!s) s = requires_of(&fz, err);
     if (s) return s;
     fz.dead = calloc((size_t)g->n_nodes + 1, 1);
     fz.insert_at = malloc(((size_t)g->n_nodes + 1) * sizeof *fz.insert_at);
@@ -528,11 +566,11 @@ vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n
         if (!(s = rewrite(&fz, &m, err))) ++*n_fused;
     }
     if (!s && *n_fused) s = compact(&fz, err);
-    free(fz.requires);
     free(fz.dead);
     free(fz.insert_at);
     free(fz.n_insert);
     free(fz.inserted);
     free(fz.masks);
+    free(fz.sums);
     return s;
 }

@@ -6,7 +6,8 @@
  *
  *     S = MatMul(Q, Transpose(K))        Q [B,H,S,D], K^T [B,H,D,T]
  *     S = Mul(S, c) | Div(S, c)          c a scalar constant           (optional)
- *     S = Add(S, M)                      M an additive mask, or
+ *     S = Add(S, M)                      M an additive mask, or two:
+ *     S = Add(Add(S, M1), M2)            (T5: a trained position bias, then a mask), or
  *     S = Where(C, S, f) | Where(C, f, S)  C bool, f a scalar constant  (optional)
  *     P = Softmax(S, axis=-1)
  *     Y = MatMul(P, V)                   V [B,H,T,Dv]
@@ -34,15 +35,18 @@
  * mask of zeros (a padding mask with no padding, as Hugging Face builds one per layer
  * when no attention_mask is given) adds nothing and goes; constant masks with the same
  * bits are read as one (each layer folds its own copy, batch x seq x seq each: 39 MiB
- * of wav2vec2's step at 4 x 799 positions).  The kernels take any other mask as given.
+ * of wav2vec2's step at 4 x 799 positions).  Of two masks, each may go so (T5's decoder:
+ * its causal mask becomes causal=1); two that stay are added once per pair, the sum read
+ * by every core that adds the same two.  The kernels take any other mask as given, a
+ * mask computed from a parameter too (T5's relative position bias): AttentionGrad then
+ * writes its gradient as well.
  *
  * Keeps true: the fused graph computes what the decomposed one did (the same
  * arithmetic up to rounding: scale * (QK^T) + mask, softmax over the last axis).
  * Anything that does not match every condition is left alone: ranks other than 4,
  * batch or head axes that broadcast, a softmax over another axis, an intermediate
  * (S, P) read by another node or a graph output, a scale that is not a scalar
- * constant, a mask that depends on a parameter (it would need a gradient) or that
- * would grow the scores' shape, mixed dtypes. */
+ * constant, a mask that would grow the scores' shape, mixed dtypes. */
 #ifndef VP_FUSE_ATTENTION_H
 #define VP_FUSE_ATTENTION_H
 

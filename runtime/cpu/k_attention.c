@@ -5,7 +5,8 @@
  *             exp(A - m), P = exp(A - LSE) in the scratch, Y_blk = P V;
  *   backward  P again from A and the saved LSE, dP = dY_blk V^T, D_i = sum dY_i * Y_i,
  *             dS = P * (dP - D), dQ_blk = scale dS K, dK += scale dS^T Q_blk,
- *             dV += P^T dY_blk.
+ *             dV += P^T dY_blk, and where the mask is trained dMask += dS at the
+ *             mask's own (broadcast) positions.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd: the same rows at another
  * stride, so the two layouts give the same bits.  K and V have Hk heads (grouped-query
  * attention: Hk divides H, head h reads key/value head h / (H / Hk)); Q (and dQ) may be
@@ -21,7 +22,10 @@
  * selected) the (batch, head) pairs are split among the threads: each pair writes only
  * its own rows of Y, LSE, dQ, dK and dV, so no sum crosses pairs, and every product of
  * a pair runs on the thread that owns it (oneDNN's sgemm inside a parallel region is
- * sequential).  The reference path keeps one pair at a time, OpenBLAS's threads inside. */
+ * sequential).  The reference path keeps one pair at a time, OpenBLAS's threads inside.
+ * A trained mask that broadcasts along the batch (or the heads) sums the pairs of every
+ * batch entry (or head) into one element: the unit of work then holds them all, in
+ * order, so the mask's gradient too has one summation order whatever the threads. */
 #include "k_attention.h"
 
 #include <math.h>
@@ -50,6 +54,7 @@ typedef struct geom {
     int64_t qld, kld, vld;   /* row strides of Q, K, V: D, D, Dv, or times the heads */
     const void *mask;        /* NULL when none */
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
+    int64_t ub, uh;          /* units of work: batch entries x key/value heads of their own */
 } geom;
 
 static const void *at(const void *base, const geom *g, int64_t elems) {
@@ -79,6 +84,27 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->vld = g->kvbshd ? g->Hk * g->Dv : g->Dv;
     g->mask = mask ? mask->data : NULL;
     if (mask) vp_broadcast_strides(mask, 4, g->mstr);
+    else memset(g->mstr, 0, sizeof g->mstr);
+    g->ub = g->B;
+    g->uh = g->Hk;
+}
+
+/* The units of work when the mask's gradient is written: a batch entry (a key/value
+ * head) is a unit of its own only where the mask has one of its own, else all of them
+ * sum into the same elements and go together. */
+static void units_for_dmask(geom *g) {
+    if (g->B > 1 && g->mstr[0] == 0) g->ub = 1;
+    if (g->H > 1 && g->mstr[1] == 0) g->uh = 1;
+}
+
+/* The (batch, query head) pairs of unit u in order: *n of them, pair k is
+ * unit_pair(g, u, k). */
+static int64_t unit_pairs(const geom *g) { return (g->B / g->ub) * (g->Hk / g->uh) * g->rep; }
+static int64_t unit_pair(const geom *g, int64_t u, int64_t k) {
+    int64_t per_b = (g->Hk / g->uh) * g->rep; /* query heads of the unit per batch entry */
+    int64_t b = (g->ub == 1 ? 0 : u / g->uh) + k / per_b;
+    int64_t h = (g->uh == 1 ? 0 : (u % g->uh) * g->rep) + k % per_b;
+    return b * g->H + h;
 }
 
 /* Element offsets of row i of query pair (b, h) in Q and dQ, and of row 0 of the
@@ -178,6 +204,7 @@ typedef struct job {
     geom g;
     const vp_tensor *q, *k, *v, *dy, *y, *lse;
     vp_tensor *out0, *dk, *dv, *lse_out; /* forward: out0 is Y; backward: dQ */
+    vp_tensor *dmask;                    /* backward: the mask's gradient, or NULL */
     int fast;                            /* oneDNN's sgemm, selected on this thread by the caller */
     atomic_int failed;
     vp_error *err;
@@ -188,14 +215,14 @@ static void job_fail(job *j, vp_status s, const vp_error *e) {
     if (atomic_compare_exchange_strong(&j->failed, &none, (int)s) && j->err) *j->err = *e;
 }
 
-/* Runs units [0, B*Hk) (a key/value pair and its group of query heads) through body:
- * split among the threads on the fast path, in order on this thread on the reference
- * path.  Returns the first failure. */
+/* Runs units [0, ub*uh) (a key/value pair and its group of query heads, or more:
+ * units_for_dmask) through body: split among the threads on the fast path, in order on
+ * this thread on the reference path.  Returns the first failure. */
 static vp_status job_run(job *j, vp_par_body body) {
-    int64_t pairs = j->g.B * j->g.Hk;
-    int64_t cost = (j->g.S * j->g.T + 1) * (j->g.D + j->g.Dv + 1) * j->g.rep;
-    if (j->fast) vp_par_for(pairs, cost, body, j);
-    else body(0, pairs, j);
+    int64_t units = j->g.ub * j->g.uh;
+    int64_t cost = (j->g.S * j->g.T + 1) * (j->g.D + j->g.Dv + 1) * unit_pairs(&j->g);
+    if (j->fast) vp_par_for(units, cost, body, j);
+    else body(0, units, j);
     return (vp_status)atomic_load(&j->failed);
 }
 
@@ -209,7 +236,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
     vp_status s = !sc || (!j->lse_out && !own_lse) ? vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch")
                                                    : VP_OK;
     for (int64_t bh = lo * g->rep; bh < hi * g->rep && !s && !atomic_load(&j->failed); bh++) {
-        int64_t b = bh / g->H, h = bh % g->H;
+        int64_t b = bh / g->H, h = bh % g->H; /* the forward's units are always pairs */
         size_t lsz = g->dt == VP_F64 ? 8 : 4;
         void *lse_out = j->lse_out ? (char *)j->lse_out->data + (size_t)(bh * g->S) * lsz : own_lse;
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
@@ -248,6 +275,24 @@ static void ds_f32(const geom *g, int64_t yo, int64_t r, int64_t cols, const flo
     }
 }
 
+/* dMask += dS of rows i0..i0+r of pair (b, h) at the mask's own positions (its strides
+ * are 0 along the axes it broadcasts, so those sum). */
+static void add_dmask(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols, const void *ds, void *dm) {
+    for (int64_t ii = 0; ii < r; ii++) {
+        int64_t moff = b * g->mstr[0] + h * g->mstr[1] + (i0 + ii) * g->mstr[2];
+        if (g->dt == VP_F32) {
+            const float *dr = (const float *)ds + ii * g->T;
+            float *mr = (float *)dm + moff;
+            for (int64_t jj = 0; jj < cols; jj++) mr[jj * g->mstr[3]] += dr[jj];
+            continue;
+        }
+        for (int64_t jj = 0; jj < cols; jj++) {
+            int64_t el = moff + jj * g->mstr[3];
+            vp_store_wide(dm, g->dt, el, vp_load_wide(dm, g->dt, el) + vp_load_wide(ds, g->dt, ii * g->T + jj));
+        }
+    }
+}
+
 static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     job *j = ctx;
     const geom *g = &j->g;
@@ -260,7 +305,9 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     const vp_node *n = j->n;
     const void *dyd = j->dy->data, *yd = j->y->data;
     vp_tensor *dq = j->out0, *dk = j->dk, *dv = j->dv;
-    for (int64_t bh = lo * g->rep; bh < hi * g->rep && !s && !atomic_load(&j->failed); bh++) {
+    int64_t per_unit = unit_pairs(g);
+    for (int64_t w = lo * per_unit; w < hi * per_unit && !s && !atomic_load(&j->failed); w++) {
+        int64_t bh = unit_pair(g, w / per_unit, w % per_unit);
         int64_t b = bh / g->H, h = bh % g->H, kbo = k_base(g, b, h), vbo = v_base(g, b, h);
         const void *kb = at(j->k->data, g, kbo), *vb = at(j->v->data, g, vbo);
         const void *lse_in = (const char *)j->lse->data + (size_t)(bh * g->S) * vp_dtype_size(j->lse->dtype);
@@ -279,6 +326,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
                     vp_store_wide(ds, g->dt, el, vp_load_wide(p, g->dt, el) * (vp_load_wide(ds, g->dt, el) - d));
                 }
             }
+            if (!s && j->dmask) add_dmask(g, b, h, i0, r, cols, ds, j->dmask->data);
             if (!s && dq)
                 s = vp_lin_gemm(n, g->dt, 0, 0, r, g->D, cols, g->scale, ds, g->T, kb, g->kld, 0.0,
                                 (char *)dq->data + (size_t)qo * g->es, g->qld, &e);
@@ -299,8 +347,13 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
     const vp_tensor *mask = n->n_inputs > 6 ? in[6] : NULL;
     if (vp_lin_is_narrow(q->dtype)) return vp_lin_run_widened(vp_cpu_attention_grad, n, in, out, err);
     job j = {.n = n, .q = q, .k = k, .v = v, .dy = dy, .y = y, .lse = lse, .out0 = out[0],
-             .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL, .err = err};
+             .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL,
+             .dmask = n->n_outputs > 3 && mask ? out[3] : NULL, .err = err};
     geom_of(n, q, k, v, mask, &j.g);
+    if (j.dmask) {
+        units_for_dmask(&j.g);
+        memset(j.dmask->data, 0, vp_tensor_nbytes(j.dmask));
+    }
     j.fast = vp_dn_gemm_selected();
     atomic_init(&j.failed, 0);
     if (j.dk) memset(j.dk->data, 0, vp_tensor_nbytes(j.dk));

@@ -15,6 +15,8 @@
  *   dK, dV    block per key row j: chunks of query rows i (i >= j under causal):
  *             ds_ij and p_ij in shared memory, dK_j += scale ds^T Q, dV_j += p^T dY,
  *             threads split over D and Dv.
+ *   dMask     thread per element of the (trained) mask: the sum of ds_ij over the
+ *             batch entries, heads, rows and columns it broadcasts to, in that order.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
  * K and V have Hk heads (grouped-query attention): query head h reads key/value head
  * h / (H / Hk), and a dK, dV block sums over its group's query heads in head order.
@@ -38,6 +40,7 @@ struct att_geom {
     int bshd; /* Y and dY [B, S, H, Dv] */
     const void *mask; /* of T */
     int64_t ms0, ms1, ms2, ms3;
+    int64_t md0, md1, md2, md3; /* the mask's own extents */
 };
 
 template <typename T>
@@ -209,6 +212,34 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
     }
 }
 
+/* One element of the mask's gradient per thread: ds_ij = p_ij (dY_i . v_j - dY_i . Y_i)
+ * summed over every (b, h, i, j) the element is broadcast to, in a fixed order. */
+template <typename T>
+__global__ void k_attention_dmask(att_geom g, int64_t B, int64_t elems, const T *dy, const T *q, const T *k,
+                                  const T *v, const T *y, const float *lse, T *dmask) {
+    CU_FOR(e, elems) {
+        int64_t x = e, mj = x % g.md3;
+        x /= g.md3;
+        int64_t mi = x % g.md2;
+        x /= g.md2;
+        int64_t mh = x % g.md1, mb = x / g.md1;
+        float sum = 0;
+        for (int64_t b = g.md0 == 1 ? 0 : mb; b < (g.md0 == 1 ? B : mb + 1); b++)
+            for (int64_t h = g.md1 == 1 ? 0 : mh; h < (g.md1 == 1 ? g.H : mh + 1); h++)
+                for (int64_t i = g.md2 == 1 ? 0 : mi; i < (g.md2 == 1 ? g.S : mi + 1); i++) {
+                    const T *qi = q + q_row(g, b, h, i), *kb = k + k_base(g, b, h / g.rep);
+                    const T *vb = v + v_base(g, b, h / g.rep), *dyi = dy + y_row(g, b, h, i);
+                    float di = dotf(dyi, y + y_row(g, b, h, i), g.Dv), li = lse[(b * g.H + h) * g.S + i];
+                    for (int64_t j = g.md3 == 1 ? 0 : mj; j < (g.md3 == 1 ? g.T : mj + 1); j++) {
+                        if (j >= seen_cols(g, i)) continue;
+                        float pij = (float)exp((double)score(g, qi, kb, b, h, i, j) - li);
+                        sum += pij * (dotf(dyi, vb + j * g.vld, g.Dv) - di);
+                    }
+                }
+        cu_st(dmask, mb * g.ms0 + mh * g.ms1 + mi * g.ms2 + mj * g.ms3, sum);
+    }
+}
+
 static att_geom geom_of(const cu_attention_shape *s) {
     att_geom g;
     g.H = s->H;
@@ -231,6 +262,10 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.ms1 = s->mask_strides[1];
     g.ms2 = s->mask_strides[2];
     g.ms3 = s->mask_strides[3];
+    g.md0 = s->mask_dims[0] > 0 ? s->mask_dims[0] : 1;
+    g.md1 = s->mask_dims[1] > 0 ? s->mask_dims[1] : 1;
+    g.md2 = s->mask_dims[2] > 0 ? s->mask_dims[2] : 1;
+    g.md3 = s->mask_dims[3] > 0 ? s->mask_dims[3] : 1;
     return g;
 }
 
@@ -248,7 +283,7 @@ static cudaError_t attention(const cu_attention_shape *s, const T *q, const T *k
 
 template <typename T>
 static cudaError_t attention_grad(const cu_attention_shape *s, const T *dy, const T *q, const T *k, const T *v,
-                                  const T *y, const float *lse, T *dq, T *dk, T *dv, cudaStream_t st) {
+                                  const T *y, const float *lse, T *dq, T *dk, T *dv, T *dmask, cudaStream_t st) {
     int64_t rows = s->B * s->H * s->S, keys = s->B * (s->Hk > 0 ? s->Hk : s->H) * s->T;
     att_geom g = geom_of(s);
     if (dq && rows)
@@ -259,6 +294,11 @@ static cudaError_t attention_grad(const cu_attention_shape *s, const T *dy, cons
     if ((dk || dv) && keys)
         k_attention_dkv<T><<<grid_of(keys), CU_THREADS, (size_t)(s->D + s->Dv ? s->D + s->Dv : 1) * sizeof(float), st>>>(
             g, keys, dy, q, k, v, y, lse, dk, dv);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    int64_t elems = g.md0 * g.md1 * g.md2 * g.md3;
+    if (dmask && s->mask && elems)
+        k_attention_dmask<T><<<cu_blocks(elems), CU_THREADS, 0, st>>>(g, s->B, elems, dy, q, k, v, y, lse, dmask);
     return cudaGetLastError();
 }
 
@@ -270,8 +310,8 @@ extern "C" cudaError_t cu_attention(int dtype, const cu_attention_shape *s, cons
 
 extern "C" cudaError_t cu_attention_grad(int dtype, const cu_attention_shape *s, const void *dy, const void *q,
                                          const void *k, const void *v, const void *y, const float *lse, void *dq,
-                                         void *dk, void *dv, cudaStream_t st) {
+                                         void *dk, void *dv, void *dmask, cudaStream_t st) {
     CU_FLOAT_DISPATCH(dtype, return attention_grad<T>(s, (const T *)dy, (const T *)q, (const T *)k, (const T *)v,
-                                                      (const T *)y, lse, (T *)dq, (T *)dk, (T *)dv, st));
+                                                      (const T *)y, lse, (T *)dq, (T *)dk, (T *)dv, (T *)dmask, st));
     return cudaErrorInvalidValue;
 }

@@ -24,15 +24,17 @@ typedef struct cu_attention_shape {
     int q_bshd, kv_bshd; /* Q, dQ [B, S, H, D]; K, V, dK, dV [B, T, Hk, D]; the sizes above stay logical */
     const void *mask; /* of the dtype */
     int64_t mask_strides[4];
+    int64_t mask_dims[4]; /* the mask's own extents, 1 where it broadcasts (its gradient's too) */
 } cu_attention_shape;
 
 /* Y [B,H,S,Dv] (or [B,S,H,Dv] under y_bshd) and (when lse is not NULL) the row log-sum-exp [B,H,S]. */
 cudaError_t cu_attention(int dtype, const cu_attention_shape *s, const void *q, const void *k, const void *v, void *y,
                          float *lse, cudaStream_t st);
-/* dQ, dK, dV (each may be NULL) from dY, the inputs, Y and LSE. */
+/* dQ, dK, dV and the mask's gradient dmask (each may be NULL; dmask laid out as the
+ * mask, at its strides) from dY, the inputs, Y and LSE. */
 cudaError_t cu_attention_grad(int dtype, const cu_attention_shape *s, const void *dy, const void *q, const void *k,
                               const void *v, const void *y, const float *lse, void *dq, void *dk, void *dv,
-                              cudaStream_t st);
+                              void *dmask, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -21,8 +21,12 @@ static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, c
     s->y_bshd = vp_attr_int(n, "y_bshd", 0) != 0;
     s->mask = mask ? mask->data : NULL;
     int64_t full[4] = {s->B, s->H, s->S, s->T};
+    for (int d = 0; d < 4; d++) {
+        int md = mask ? d - (4 - mask->rank) : -1;
+        s->mask_dims[d] = md >= 0 ? mask->dims[md] : 1;
+        s->mask_strides[d] = 0;
+    }
     if (mask) broadcast_strides(mask, 4, full, s->mask_strides);
-    else s->mask_strides[0] = s->mask_strides[1] = s->mask_strides[2] = s->mask_strides[3] = 0;
 }
 
 /* Inputs 0..count-1 and the mask (input m, may be NULL) of one float type the kernels
@@ -59,9 +63,10 @@ static vp_status op_attention_grad(cuda_ctx *c, const vp_node *n, const vp_tenso
     cu_attention_shape sh;
     shape_of(n, in[1], in[2], in[3], mask, &sh);
     vp_tensor *dq = opt_out(n, out, 0), *dk = opt_out(n, out, 1), *dv = opt_out(n, out, 2);
+    vp_tensor *dmask = mask ? opt_out(n, out, 3) : NULL;
     return LAUNCH(cu_attention_grad((int)in[1]->dtype, &sh, in[0]->data, in[1]->data, in[2]->data, in[3]->data,
                                     in[4]->data, in[5]->data, dq ? dq->data : NULL, dk ? dk->data : NULL,
-                                    dv ? dv->data : NULL, c->stream));
+                                    dv ? dv->data : NULL, dmask ? dmask->data : NULL, c->stream));
 }
 
 const cuda_op vp_cuda_ops_attention[] = {
