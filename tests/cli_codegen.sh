@@ -15,7 +15,8 @@
 #                       [ONNX-VPLAN-CUDA-EMU LIBVPLAN_CUDA_EMU.a]]
 # GROUP, so that ctest runs the groups side by side (each compiles its steps at -O2):
 #   models    mlp, mlp_momentum, cnn, gpt, gpt_ln_decomposed; the bad plans
-#   variants  gpt_remat, cnn_bf16 and the test models (lstm, gru, unet, scatter, attention)
+#   variants  gpt_remat, cnn_bf16 and the test models (lstm, gru, unet, scatter, attention,
+#             the torch 2.x kit's T5)
 #   cuda      --target cuda
 set -u
 group=$1
@@ -59,7 +60,9 @@ check() { # name model-dir (under the source tree) plan-options...
     # variants: "" (weights file), --embed-weights, --reference (against run --reference)
     local variants=(--embed-weights "" --reference)
     [[ $quick == 1 && $name != mlp ]] && variants=("")
-    if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
+    local file=$src/$model/model.onnx
+    [[ $model == *.onnx ]] && file=$src/$model
+    if ! "$tool" plan "$file" "$@" -o "$d/$name.vplan" > "$d/plan.log" 2>&1 ||
         ! "$tool" run "$d/$name.vplan" --steps $steps --save-inputs "$d/data" --save-weights "$d/run.weights" \
             --json "$d/run.json" > "$d/run.log" 2>&1 ||
         { [[ ${#variants[@]} == 3 ]] &&
@@ -114,6 +117,8 @@ if [[ $group == variants ]]; then
     check unet tests/data/resample/unet_bilinear_ac_op13 --dim batch=2 --loss ce:logits --optimizer adamw
     check scatter tests/data/resample/scatter_op13 --dim batch=2 --loss ce:logits --optimizer momentum
     check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
+    # T5 (torch 2.x): its attention fused with the trained position bias as the mask
+    check t5 tests/data/torch2/t5/eval_opt0.onnx --loss ce:logits --optimizer adamw
 fi
 
 # --target cuda on the emulated device, against run --backend cuda
@@ -122,7 +127,9 @@ check_cuda() { # name model-dir plan-options...
     shift 2
     local d=$tmp/$name
     mkdir -p "$d/data"
-    if ! "$tool" plan "$src/$model/model.onnx" "$@" -o "$d/$p.vplan" > "$d/plan.log" 2>&1 ||
+    local file=$src/$model/model.onnx
+    [[ $model == *.onnx ]] && file=$src/$model
+    if ! "$tool" plan "$file" "$@" -o "$d/$p.vplan" > "$d/plan.log" 2>&1 ||
         ! "$emu_tool" run "$d/$p.vplan" --backend cuda --steps $steps --save-inputs "$d/data" \
             --save-weights "$d/run.weights" --json "$d/run.json" > "$d/run.log" 2>&1 ||
         ! "$tool" codegen "$d/$p.vplan" -o "$d" --target cuda > "$d/codegen.log" 2>&1; then
@@ -158,6 +165,8 @@ if [[ $group == cuda ]]; then
     check_cuda mlp models/mlp --dim batch=4 --loss ce:logits --optimizer momentum --device h200
     [[ $quick == 1 ]] || check_cuda cnn models/cnn --dim batch=4 --loss ce:logits --optimizer adamw
     [[ $quick == 1 ]] || check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
+    # T5: the mask's gradient (its trained position bias) on the emulated device
+    [[ $quick == 1 ]] || check_cuda t5 tests/data/torch2/t5/eval_opt0.onnx --loss ce:logits --optimizer adamw
 fi
 [[ $group == models ]] || { expect_summary; exit; }
 
