@@ -336,6 +336,7 @@ vp_graph *vp_graph_clone(const vp_graph *g) {
         d->phase = n->phase;
         d->precision = n->precision;
         d->rank_id = n->rank_id;
+        d->embedding = n->embedding;
         if (n->module && !(d->module = dup_str(n->module))) { ok = 0; break; }
         if (n->n_attrs) {
             d->attrs = calloc((size_t)n->n_attrs, sizeof *d->attrs);

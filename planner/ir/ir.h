@@ -134,6 +134,14 @@ typedef enum vp_phase {
 
 struct vp_op_def;
 
+/* A Gather that torch 2.x's exporter wrote for nn.Embedding (its fx_node metadata,
+ * onnx/torch_meta.h): what torch's training does that the graph cannot say. */
+typedef struct vp_embedding_hint {
+    int from_embedding;     /* 1: aten.embedding; the rest is meaningful */
+    int64_t padding_idx;    /* the row whose gradient torch keeps at 0; -1: none */
+    int scale_grad_by_freq; /* torch scales each row's gradient by 1 / its count */
+} vp_embedding_hint;
+
 typedef struct vp_node {
     char *name;
     char *op_type;
@@ -153,6 +161,7 @@ typedef struct vp_node {
     char *module;                 /* the module the exporter says the node came from
                                      ("m.model.layers.3.mlp": torch 2.x's name_scopes),
                                      NULL when it says none; nodes passes add have none */
+    vp_embedding_hint embedding;  /* a Gather from torch's nn.Embedding; zeros otherwise */
 } vp_node;
 
 typedef struct vp_mapping {

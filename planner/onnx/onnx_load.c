@@ -12,6 +12,7 @@
 #include "ir/op_registry.h"
 #include "onnx.pb-c.h"
 #include "onnx/attr_proto.h"
+#include "onnx/torch_meta.h"
 #include "onnx/tensor_proto.h"
 #include "onnx/wire_depth.h"
 
@@ -70,41 +71,10 @@ static char *unknown_metadata(const ProtobufCMessage *m, unsigned tag, const cha
 }
 
 /* NodeProto.metadata_props is field 9 since ONNX 1.16; torch 2.x's exporter writes the
- * module stack a node came from under this key, as a Python list of strings. */
+ * module stack a node came from under the first key, as a Python list of strings, and the
+ * FX node it came from under the second (onnx/torch_meta.h reads both). */
 #define NAME_SCOPES_KEY "pkg.torch.onnx.name_scopes"
-
-/* The innermost module of a name_scopes list: "['', 'm', 'm.model', 'm.model.layers.0',
- * 'm.model.layers.0.mlp', 'mul_3']" gives "m.model.layers.0.mlp".  A module's path
- * extends its parent's by a dot; the entries after the last module are the calls inside
- * it (mul_3), not modules.  NULL when there is no module below the root or the text is
- * not such a list: the checkpointing that reads it falls back to the graph's structure. */
-static char *module_path(const char *list) {
-    const char *best = NULL, *parent = NULL;
-    size_t best_n = 0, parent_n = 0;
-    for (const char *p = list; p && *p;) {
-        if (*p != '\'' && *p != '"') {
-            p++;
-            continue;
-        }
-        char q = *p++;
-        const char *e = strchr(p, q);
-        if (!e) break;
-        size_t n = (size_t)(e - p);
-        /* the root is '': its children are modules, and each deeper module extends the last */
-        int module = !parent || parent_n == 0 || (n > parent_n + 1 && !memcmp(p, parent, parent_n) && p[parent_n] == '.');
-        if (!module) break;
-        parent = p, parent_n = n;
-        if (n) best = p, best_n = n;
-        p = e + 1;
-    }
-    if (!best) return NULL;
-    char *out = malloc(best_n + 1);
-    if (out) {
-        memcpy(out, best, best_n);
-        out[best_n] = 0;
-    }
-    return out;
-}
+#define FX_NODE_KEY "pkg.torch.onnx.fx_node"
 
 static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *root, const char *model,
                              const char *base_dir, vp_error *err);
@@ -504,8 +474,13 @@ static vp_status build_scope(const Onnx__GraphProto *gp, vp_graph *g, vp_graph *
         }
         vp_node *node = &g->nodes[id];
         char *scopes = unknown_metadata(&np->base, 9, NAME_SCOPES_KEY);
-        node->module = module_path(scopes); /* NULL on no memory too: only a hint */
+        node->module = vp_torch_module_path(scopes); /* NULL on no memory too: only a hint */
         free(scopes);
+        if (!strcmp(op_type, "Gather") && !(np->domain && np->domain[0])) {
+            char *fx = unknown_metadata(&np->base, 9, FX_NODE_KEY);
+            vp_torch_embedding_of(fx, &node->embedding);
+            free(fx);
+        }
         if (np->n_attribute) {
             node->attrs = calloc(np->n_attribute, sizeof(vp_attr));
             if (!node->attrs) {

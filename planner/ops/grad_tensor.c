@@ -171,17 +171,48 @@ VP_GRAD_RULE(vp_grad_slice) {
     return pad_zeros(c, node, g, x.rank, begin, end, &dx[0], err);
 }
 
-/* Gather: GatherGrad(shape, indices, dY) scatters-adds rows back; indices get none. */
+/* The padding row of torch's nn.Embedding(padding_idx=p) kept out of its gradient, as
+ * torch's embedding backward does: Where(row != p, g, 0) over the table's rows. */
+static vp_status keep_padding_row(vp_grad_ctx *c, int node, const vp_gr_shape *x, int64_t pad, int g, int *out,
+                                  vp_error *err) {
+    int64_t dims[VP_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) dims[d] = d ? 1 : x->dims[0];
+    unsigned char *keep = malloc((size_t)x->dims[0] + 1);
+    if (!keep) return vp_gr_nomem(err);
+    for (int64_t r = 0; r < x->dims[0]; r++) keep[r] = r != pad;
+    vp_graph *gg = vp_grad_graph(c);
+    int k = vp_build_const(gg, "padding_row_kept", VP_BOOL, x->rank, dims, keep);
+    free(keep);
+    unsigned char zero[8] = {0};
+    int z = vp_build_const(gg, "zero", x->dtype, 0, NULL, zero);
+    if (k < 0 || z < 0) return vp_gr_nomem(err);
+    int in[3] = {k, g, z}, b;
+    if (build(c, node, "Where", "", 3, in, 1, &b)) return vp_gr_nomem(err);
+    return vp_grad_end(c, b, out, err);
+}
+
+/* Gather: GatherGrad(shape, indices, dY) scatters-adds rows back; indices get none.  A
+ * Gather torch wrote for nn.Embedding trains as torch trains it: its padding row gets no
+ * gradient; scale_grad_by_freq is refused. */
 VP_GRAD_RULE(vp_grad_gather) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
+    const vp_node *n = vp_gr_node(c, node);
+    const vp_embedding_hint *e = &n->embedding;
+    if (e->from_embedding && e->scale_grad_by_freq)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "is torch's embedding with scale_grad_by_freq=True, whose "
+                            "gradient scales each row by how often the batch reads it: not supported");
     vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int sh, b;
     TRY(vp_gr_ints(c, x.dims, x.rank, &sh, err));
     int in[3] = {sh, IN(1), dy[0]};
-    int64_t axis = vp_attr_int(vp_gr_node(c, node), "axis", 0);
+    int64_t axis = vp_attr_int(n, "axis", 0);
     if (build(c, node, "GatherGrad", "com.microsoft", 3, in, 1, &b)) return vp_gr_nomem(err);
     TRY(vp_gr_attr_int(c, b, "axis", axis, err));
-    return vp_grad_end(c, b, &dx[0], err);
+    int pad = e->from_embedding && axis == 0 && x.rank >= 1 && e->padding_idx >= 0 && e->padding_idx < x.dims[0];
+    if (!pad) return vp_grad_end(c, b, &dx[0], err);
+    int g;
+    TRY(vp_grad_end(c, b, &g, err));
+    return keep_padding_row(c, node, &x, e->padding_idx, g, &dx[0], err);
 }
 
 /* Tile: the output seen as (repeat, dim) pairs; sum over the repeats. */

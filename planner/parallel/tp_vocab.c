@@ -126,6 +126,10 @@ vp_status vp_tp_vocab_embedding(vp_graph *g, int node, int n, int rank, int *n_b
     int first = g->n_nodes, w = g->nodes[node].inputs[0], ids = g->nodes[node].inputs[1], y = g->nodes[node].outputs[0];
     int64_t part = g->values[w].dims[0], vocab = part * n; /* the table is this rank's slice already */
     vp_dtype dt = g->values[w].dtype;
+    vp_embedding_hint *e = &g->nodes[node].embedding; /* torch's padding row, where this slice holds it */
+    if (e->from_embedding && e->padding_idx >= 0)
+        e->padding_idx = e->padding_idx >= rank * part && e->padding_idx < (rank + 1) * part ? e->padding_idx - rank * part
+                                                                                              : -1;
     int zero = scalar_i64(&b, 0);
     int local = op2(&b, "Sub", "shift", ids, scalar_i64(&b, rank * part));
     if (local >= 0 && g->values[local].dtype != VP_I64) local = -1, b.s = vp_fail(err, VP_ERR_UNSUPPORTED, "int32 token ids");

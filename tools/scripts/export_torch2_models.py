@@ -13,8 +13,9 @@ For each model NAME it writes OUT/NAME/:
       torch.onnx.export(model, args, path, input_names=[...], output_names=["logits"],
       optimize=False|True) after model.eval() or model.train(): what a user gets.  The
       node metadata that is most of each file is dropped but for the module scopes
-      (`pkg.torch.onnx.name_scopes`, which the planner reads); qwen2 keeps all of it, as
-      the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
+      (`pkg.torch.onnx.name_scopes`) and the FX call of each embedding
+      (`pkg.torch.onnx.fx_node`: its padding_idx), which the planner reads; qwen2 keeps
+      all of it, as the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
       every dropout 0) is not written; torch.json says so.
   op23_eval_opt0.onnx       (llama, bert) eval_opt0.onnx at opset_version=23: ONNX's Attention
   nosig_eval_opt0.onnx      (gemma) eval_opt0.onnx without the graph's metadata: no
@@ -71,6 +72,13 @@ def ids(*shape):
     return torch.randint(0, V, shape)
 
 
+def padded(x, pad):
+    """x with its last two positions of the first row the padding token, as a padded batch
+    has them."""
+    x[0, -2:] = pad
+    return x
+
+
 def lm(cls, **cfg):
     return lambda: (Logits(cls[0](cls[1](**cfg)), "lm"), {"x": ids(B, T)}, ids(B, T))
 
@@ -111,6 +119,13 @@ MODELS = {
         num_layers=2, num_decoder_layers=2, num_heads=2, d_model=32, d_kv=16, d_ff=64, vocab_size=V,
         dropout_rate=0.0, decoder_start_token_id=0))), "seq2seq"),
         {"x": ids(B, T), "y": ids(B, T)}, ids(B, T)),
+    # OPT (its table tied to the LM head) with its padding token (pad_token_id 1) in the
+    # batch: torch keeps nn.Embedding's padding_idx row out of the embedding's gradient,
+    # which the ONNX graph cannot say; the exporter's fx_node metadata does
+    "opt": lambda: (Logits(transformers.OPTForCausalLM(transformers.OPTConfig(
+        num_hidden_layers=2, num_attention_heads=2, hidden_size=32, ffn_dim=64, word_embed_proj_dim=32,
+        vocab_size=V, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0)), "lm"),
+        {"x": padded(ids(B, T), 1)}, ids(B, T)),
     "vit": lambda: (Logits(transformers.ViTForImageClassification(transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
@@ -149,7 +164,10 @@ OPSET23 = {"llama", "bert"}
 def drop_metadata(path):
     m = onnx.load(path)
     for n in m.graph.node:
-        keep = [p for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes"]
+        # the module scopes (checkpointing's layers) and an embedding's FX call (its
+        # padding_idx, whose gradient row torch keeps at 0)
+        keep = [p for p in n.metadata_props if p.key == "pkg.torch.onnx.name_scopes" or
+                (p.key == "pkg.torch.onnx.fx_node" and "aten.embedding" in p.value)]
         del n.metadata_props[:]
         n.metadata_props.extend(keep)
     onnx.save(m, path)
