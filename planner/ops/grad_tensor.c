@@ -197,22 +197,22 @@ static vp_status keep_padding_row(vp_grad_ctx *c, int node, const vp_gr_shape *x
 VP_GRAD_RULE(vp_grad_gather) {
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     const vp_node *n = vp_gr_node(c, node);
-    const vp_embedding_hint *e = &n->embedding;
-    if (e->from_embedding && e->scale_grad_by_freq)
+    const vp_embedding_hint e = n->embedding; /* copies: adding nodes below moves the node array */
+    const int64_t axis = vp_attr_int(n, "axis", 0);
+    if (e.from_embedding && e.scale_grad_by_freq)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "is torch's embedding with scale_grad_by_freq=True, whose "
                             "gradient scales each row by how often the batch reads it: not supported");
     vp_gr_shape x = vp_gr_shape_of(c, IN(0));
     int sh, b;
     TRY(vp_gr_ints(c, x.dims, x.rank, &sh, err));
     int in[3] = {sh, IN(1), dy[0]};
-    int64_t axis = vp_attr_int(n, "axis", 0);
     if (build(c, node, "GatherGrad", "com.microsoft", 3, in, 1, &b)) return vp_gr_nomem(err);
     TRY(vp_gr_attr_int(c, b, "axis", axis, err));
-    int pad = e->from_embedding && axis == 0 && x.rank >= 1 && e->padding_idx >= 0 && e->padding_idx < x.dims[0];
+    int pad = e.from_embedding && axis == 0 && x.rank >= 1 && e.padding_idx >= 0 && e.padding_idx < x.dims[0];
     if (!pad) return vp_grad_end(c, b, &dx[0], err);
     int g;
     TRY(vp_grad_end(c, b, &g, err));
-    return keep_padding_row(c, node, &x, e->padding_idx, g, &dx[0], err);
+    return keep_padding_row(c, node, &x, e.padding_idx, g, &dx[0], err);
 }
 
 /* Tile: the output seen as (repeat, dim) pairs; sum over the repeats. */

@@ -97,8 +97,8 @@ static void units_for_dmask(geom *g) {
     if (g->H > 1 && g->mstr[1] == 0) g->uh = 1;
 }
 
-/* The (batch, query head) pairs of unit u in order: *n of them, pair k is
- * unit_pair(g, u, k). */
+/* A unit's (batch, query head) pairs, in order: unit_pairs() of them in every unit, the
+ * k-th of unit u being unit_pair(g, u, k), as b * H + h. */
 static int64_t unit_pairs(const geom *g) { return (g->B / g->ub) * (g->Hk / g->uh) * g->rep; }
 static int64_t unit_pair(const geom *g, int64_t u, int64_t k) {
     int64_t per_b = (g->Hk / g->uh) * g->rep; /* query heads of the unit per batch entry */
