@@ -240,7 +240,7 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
     /* the guard turns a row masked whole into 0s, which Attention does not: it goes only
      * where no row can be (no mask, or a constant one keeping a key in every row) */
-    if (m->guard_where >= 0 && !mask_keeps_every_row(g, m)) return 0;
+    if (m->guard_where >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m))) return 0; /* (one mask checked) */
     m->mm1 = node_id(g, mm1);
     m->scale_node = node_id(g, sc);
     m->mask_node = node_id(g, mk);
