@@ -185,6 +185,8 @@ vp_status vp_pipeline_run(const vp_pipeline_opts *o, vp_pipeline_result *r, vp_e
     r->g = o->graph;
     run_ctx c = {.o = o, .r = r};
     if (o->spec) c.spec = *o->spec;
+    c.spec.plan_device = o->device;
+    c.spec.plan_fused_update = o->fused_update;
     vp_status s = o->dump_after ? vp_pipeline_check_dump(o->dump_after, o->until, err) : VP_OK;
     if (!s && o->until >= VP_PIPELINE_TRAIN && !o->spec)
         s = vp_fail(err, VP_ERR_USAGE, "internal: the pipeline builds a training step without a spec");

@@ -13,6 +13,7 @@
 
 #include "ir/infer.h"
 #include "memory/plan.h"
+#include "memory/workspace.h"
 #include "train/training.h"
 
 typedef struct op_name {
@@ -90,6 +91,13 @@ typedef struct candidate {
     int cast, producer, k;
 } candidate;
 
+/* The schedules a fusion is weighed in: the device's, with updates fused, last, or
+ * both when the step's plan is not known yet. */
+typedef struct target {
+    const vp_device_profile *dev;
+    int n, fused[2];
+} target;
+
 /* The Casts that may fold into their producers, narrowing or widening ones. */
 static int collect(const vp_graph *g, const vp_training *t, int widening, candidate *out) {
     int n = 0;
@@ -112,57 +120,85 @@ static int collect(const vp_graph *g, const vp_training *t, int widening, candid
     return n;
 }
 
+/* One schedule the planner may make and the bytes live at each of its steps, a GPU's
+ * product workspaces included (a late product beside every gradient). */
+typedef struct step_live {
+    vp_plan p;
+    int *pos;      /* per node: its step, -1 when not scheduled */
+    int64_t *live; /* per step */
+} step_live;
+
+static vp_status step_live_make(vp_graph *g, const vp_training *t, const vp_device_profile *dev, int fused_update,
+                                step_live *sl, vp_error *err) {
+    memset(sl, 0, sizeof *sl);
+    sl->p.g = g;
+    sl->p.device = *dev;
+    sl->p.fused_update = fused_update;
+    vp_status s = vp_schedule(&sl->p, t, err);
+    if (!s) s = vp_liveness(&sl->p, t, err);
+    if (s) return s;
+    sl->pos = malloc(((size_t)g->n_nodes + 1) * sizeof *sl->pos);
+    sl->live = calloc((size_t)sl->p.n_steps + 1, sizeof *sl->live);
+    if (!sl->pos || !sl->live) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) sl->pos[i] = -1;
+    for (int i = 0; i < sl->p.n_steps; i++) sl->pos[sl->p.steps[i]] = i;
+    for (int b = 0; b < sl->p.n_buffers; b++) {
+        const vp_buffer *bu = &sl->p.buffers[b];
+        if (bu->alias_of >= 0 || bu->cat == VP_CAT_HOST) continue;
+        for (int st = bu->first; st <= bu->last && st < sl->p.n_steps; st++)
+            if (st >= 0) sl->live[st] += bu->size;
+    }
+    for (int st = 0; st < sl->p.n_steps; st++)
+        sl->live[st] += vp_workspace_bytes(g, &g->nodes[sl->p.steps[st]], &sl->p.device);
+    return VP_OK;
+}
+
+static void step_live_free(step_live *sl) {
+    free(sl->pos);
+    free(sl->live);
+    vp_plan_free(&sl->p);
+}
+
+/* Whether fusing cast c keeps the live bytes from its producer to it at or under their
+ * maximum there in this schedule; with commit, records the fusion's bytes. */
+static int step_live_fits(step_live *sl, const vp_graph *g, const candidate *c, int commit) {
+    int x = g->nodes[c->cast].inputs[0], y = g->nodes[c->cast].outputs[0];
+    const vp_plan *p = &sl->p;
+    int bx = p->buffer_of[x], by = p->buffer_of[y], sp = sl->pos[c->producer], sc = sl->pos[c->cast];
+    int ok = bx >= 0 && by >= 0 && sp >= 0 && sc > sp && p->buffers[bx].alias_of < 0 && p->buffers[by].alias_of < 0;
+    if (!ok) return 0;
+    int64_t grow = p->buffers[by].size - p->buffers[bx].size, local = sl->live[sc];
+    for (int st = sp; st < sc; st++)
+        if (sl->live[st] > local) local = sl->live[st];
+    for (int st = sp; ok && st < sc; st++) ok = sl->live[st] + grow <= local;
+    if (ok && commit) {
+        for (int st = sp; st < sc; st++) sl->live[st] += grow;
+        sl->live[sc] -= p->buffers[bx].size;
+    }
+    return ok;
+}
+
 /* Widening moves the float32 buffer's start from the Cast back to the producer and
  * drops the low buffer: between the two, live bytes grow by the difference.  Keeps a
- * widening only where, in the schedule the planner will make (fused updates), the live
- * bytes from the producer to the Cast stay at or under their own maximum there, which
- * the Cast's step (low and float32 both live) often is: a local rule, so that a
- * schedule that moves the peak (checkpointing under a budget) finds no fused range
- * above what the unfused step had there.  Greedy in step order; the rest are cleared
- * (cast = -1).  A heuristic for the arena, never a question of correctness. */
-static vp_status keep_harmless(vp_graph *g, const vp_training *t, candidate *c, int n, vp_error *err) {
-    const vp_device_profile *dev = vp_device_find("h100");
-    vp_plan p;
-    memset(&p, 0, sizeof p);
-    p.g = g;
-    p.device = *dev;
-    p.fused_update = 1;
-    vp_status s = vp_schedule(&p, t, err);
-    if (!s) s = vp_liveness(&p, t, err);
-    int *pos = s ? NULL : malloc(((size_t)g->n_nodes + 1) * sizeof *pos);
-    int64_t *live = s ? NULL : calloc((size_t)p.n_steps + 1, sizeof *live);
-    if (!s && (!pos || !live)) s = vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    int64_t peak = 0;
-    if (!s) {
-        for (int i = 0; i < g->n_nodes; i++) pos[i] = -1;
-        for (int i = 0; i < p.n_steps; i++) pos[p.steps[i]] = i;
-        for (int b = 0; b < p.n_buffers; b++) {
-            const vp_buffer *bu = &p.buffers[b];
-            if (bu->alias_of >= 0 || bu->cat == VP_CAT_HOST) continue;
-            for (int st = bu->first; st <= bu->last && st < p.n_steps; st++)
-                if (st >= 0) live[st] += bu->size;
-        }
-        for (int i = 0; i < p.n_steps; i++)
-            if (live[i] > peak) peak = live[i];
-    }
+ * widening only where, in each schedule the planner may make (target: updates fused or
+ * run last, which order the backward differently), the live bytes from the producer to the
+ * Cast stay at or under their own maximum there, which the Cast's step (low and float32
+ * both live) often is: a local rule, so that a schedule that moves the peak
+ * (checkpointing under a budget) finds no fused range above what the unfused step had
+ * there.  Greedy in step order; the rest are cleared (cast = -1).  A heuristic for the
+ * arena, never a question of correctness. */
+static vp_status keep_harmless(vp_graph *g, const vp_training *t, const target *tg, candidate *c, int n, vp_error *err) {
+    step_live sl[2];
+    memset(sl, 0, sizeof sl);
+    vp_status s = VP_OK;
+    for (int f = 0; !s && f < tg->n; f++) s = step_live_make(g, t, tg->dev, tg->fused[f], &sl[f], err);
     for (int i = 0; !s && i < n; i++) {
-        int x = g->nodes[c[i].cast].inputs[0], y = g->nodes[c[i].cast].outputs[0];
-        int bx = p.buffer_of[x], by = p.buffer_of[y], sp = pos[c[i].producer], sc = pos[c[i].cast];
-        int ok = bx >= 0 && by >= 0 && sp >= 0 && sc > sp && p.buffers[bx].alias_of < 0 && p.buffers[by].alias_of < 0;
-        int64_t grow = ok ? p.buffers[by].size - p.buffers[bx].size : 0, local = ok ? live[sc] : 0;
-        for (int st = sp; ok && st < sc; st++)
-            if (live[st] > local) local = live[st];
-        for (int st = sp; ok && st < sc; st++) ok = live[st] + grow <= local;
-        if (!ok) {
-            c[i].cast = -1;
-            continue;
-        }
-        for (int st = sp; st < sc; st++) live[st] += grow;
-        live[sc] -= p.buffers[bx].size;
+        int ok = 1;
+        for (int f = 0; ok && f < tg->n; f++) ok = step_live_fits(&sl[f], g, &c[i], 0);
+        for (int f = 0; ok && f < tg->n; f++) step_live_fits(&sl[f], g, &c[i], 1);
+        if (!ok) c[i].cast = -1;
     }
-    free(pos);
-    free(live);
-    vp_plan_free(&p);
+    for (int f = 0; f < 2; f++) step_live_free(&sl[f]);
     return s;
 }
 
@@ -196,19 +232,48 @@ static vp_status apply(vp_graph *g, const candidate *c, int n, vp_cast_fuse_coun
     return s;
 }
 
-vp_status vp_cast_fuse(vp_graph *g, const vp_training *t, vp_cast_fuse_counts *counts, vp_error *err) {
+/* The most bytes live at one step of each schedule of the target. */
+static vp_status peaks_of(vp_graph *g, const vp_training *t, const target *tg, int64_t peak[2], vp_error *err) {
+    for (int f = 0; f < tg->n; f++) {
+        step_live sl;
+        vp_status s = step_live_make(g, t, tg->dev, tg->fused[f], &sl, err);
+        peak[f] = 0;
+        for (int i = 0; !s && i < sl.p.n_steps; i++)
+            if (sl.live[i] > peak[f]) peak[f] = sl.live[i];
+        step_live_free(&sl);
+        if (s) return s;
+    }
+    return VP_OK;
+}
+
+static target target_of(const vp_cast_fuse_opts *o) {
+    if (o && o->dev) return (target){o->dev, 1, {!!o->fused_update, 0}};
+    return (target){vp_device_find("h100"), 2, {1, 0}};
+}
+
+vp_status vp_cast_fuse_peaks(vp_graph *g, const vp_training *t, const vp_cast_fuse_opts *o, int64_t peak[2],
+                             vp_error *err) {
+    target tg = target_of(o);
+    peak[0] = peak[1] = 0;
+    vp_status s = vp_graph_link(g, err);
+    return s ? s : peaks_of(g, t, &tg, peak, err);
+}
+
+vp_status vp_cast_fuse(vp_graph *g, const vp_training *t, const vp_cast_fuse_opts *o, vp_cast_fuse_counts *counts,
+                       vp_error *err) {
     memset(counts, 0, sizeof *counts);
+    target tg = target_of(o);
     vp_status s = vp_graph_link(g, err);
     if (s) return s;
     for (int i = 0; i < g->n_nodes; i++) counts->casts_before += is_float_cast(g, &g->nodes[i]);
     candidate *c = malloc(((size_t)g->n_nodes + 1) * sizeof *c);
     if (!c) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    /* narrowing first: always a saving (the float32 result is never stored) */
+    /* narrowing first: always a saving where it stands (the float32 result is never stored) */
     int n = collect(g, t, 0, c);
     s = apply(g, c, n, counts, err);
-    if (!s) {
+    if (!s && !(o && o->narrow_only)) {
         n = collect(g, t, 1, c);
-        if (n) s = keep_harmless(g, t, c, n, err);
+        if (n) s = keep_harmless(g, t, &tg, c, n, err);
         if (!s) s = apply(g, c, n, counts, err);
     }
     free(c);

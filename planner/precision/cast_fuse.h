@@ -20,6 +20,7 @@
 #include "ir/ir.h"
 
 struct vp_training;
+struct vp_device_profile;
 
 typedef struct vp_cast_fuse_counts {
     int casts_before; /* Cast nodes in the step before the pass */
@@ -27,7 +28,25 @@ typedef struct vp_cast_fuse_counts {
     int64_t bytes;    /* bytes of the producers' own outputs no longer stored */
 } vp_cast_fuse_counts;
 
-/* Folds every fusable Cast of g (t names the values that must keep their dtype). */
-vp_status vp_cast_fuse(vp_graph *g, const struct vp_training *t, vp_cast_fuse_counts *counts, vp_error *err);
+/* Where the step will be planned, which the widenings are weighed against: device dev
+ * (NULL, not known yet: h100's workspaces) with updates fused or not (both when dev is
+ * NULL). */
+typedef struct vp_cast_fuse_opts {
+    const struct vp_device_profile *dev;
+    int fused_update;
+    int narrow_only; /* the narrowings alone */
+} vp_cast_fuse_opts;
+
+/* Folds every fusable Cast of g (t names the values that must keep their dtype): each
+ * narrowing, and each widening that keeps the live bytes around it in the schedules
+ * of o at or under their local maximum. */
+vp_status vp_cast_fuse(vp_graph *g, const struct vp_training *t, const vp_cast_fuse_opts *o, vp_cast_fuse_counts *counts,
+                       vp_error *err);
+
+/* The most bytes live at one step of the schedules of o (the planner's order, buffers
+ * and a GPU's product workspaces): peak[0], and peak[1] when o->dev is NULL (updates
+ * last). */
+vp_status vp_cast_fuse_peaks(vp_graph *g, const struct vp_training *t, const vp_cast_fuse_opts *o, int64_t peak[2],
+                             vp_error *err);
 
 #endif

@@ -231,11 +231,47 @@ static vp_status pass_offload(build_ctx *c, vp_error *err) {
     return vp_offload_apply(c->g, c->t, &c->t->n_offloaded, &c->t->offloaded_state_bytes, err);
 }
 
-/* last: a value's readers, the backward's and the optimizer's included, are all known */
+/* The build's tail from cast fusion on (the fusions of o, or none; weights cast again;
+ * norms run again) on a copy of the step: its peaks where it will be planned. */
+static vp_status tail_peaks(build_ctx *c, const vp_cast_fuse_opts *o, int fuse, int64_t peak[2], vp_error *err) {
+    vp_graph *copy = vp_graph_clone(c->g);
+    if (!copy) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the step");
+    vp_training t = *c->t; /* norms run again record their pairs: the copy's own */
+    t.renorm_values = NULL;
+    t.n_renorm_values = 0;
+    vp_cast_fuse_counts counts;
+    int n;
+    vp_status s = fuse ? vp_cast_fuse(copy, &t, o, &counts, err) : vp_graph_link(copy, err);
+    if (!s && !c->spec->keep_weight_copies) s = vp_recast_weights(copy, &t, &n, err);
+    if (!s && !c->spec->keep_norm_outputs) s = vp_remat_norms(copy, &t, &n, err);
+    if (!s) s = vp_cast_fuse_peaks(copy, &t, o, peak, err);
+    free(t.renorm_values);
+    vp_graph_free(copy);
+    return s;
+}
+
+/* last: a value's readers, the backward's and the optimizer's included, are all known.
+ * Each fusion is weighed in the order the step has now; fused, producers store other
+ * widths, the list scheduler may order the backward otherwise (GPT-2's weight-gradient
+ * products all moved to the end, beside every gradient and a product's workspace) and
+ * the norms run again from other inputs (ViT's peak moved).  So the whole tail is tried
+ * on a copy first, and the fusions kept only where no peak grows against none: all of
+ * them, else the narrowings alone, else none.  A bf16 step then never holds more than
+ * it does unfused, which checkpointing's search relies on to fit wherever float32
+ * does. */
 static vp_status pass_cast_fusion(build_ctx *c, vp_error *err) {
-    vp_status s = VP_OK;
-    if (c->spec->precision != VP_PRECISION_FP32 && !c->spec->no_cast_fusion)
-        s = vp_cast_fuse(c->g, c->t, &c->t->cast_fusion, err);
+    const vp_train_spec *sp = c->spec;
+    if (sp->precision == VP_PRECISION_FP32 || sp->no_cast_fusion) return vp_graph_link(c->g, err);
+    vp_cast_fuse_opts o = {sp->plan_device, sp->plan_fused_update, 0};
+    int64_t none[2], with[2];
+    vp_status s = tail_peaks(c, &o, 0, none, err);
+    for (o.narrow_only = 0; !s && o.narrow_only < 2; o.narrow_only++) {
+        s = tail_peaks(c, &o, 1, with, err);
+        if (!s && with[0] <= none[0] && with[1] <= none[1]) {
+            s = vp_cast_fuse(c->g, c->t, &o, &c->t->cast_fusion, err);
+            break;
+        }
+    }
     return s ? s : vp_graph_link(c->g, err);
 }
 

@@ -75,6 +75,10 @@ typedef struct vp_train_spec {
     vp_qat_opts qat;        /* fake quantisation for QAT (quant/qat.h); off unless qat.enabled */
     vp_lora_opts lora;      /* low-rank adapters (train/lora.h); off unless lora.rank */
     int offload;            /* Adam's state and update on the host (train/offload.h) */
+    /* where the step will be planned, when known (the pipeline's plan): cast fusion
+     * weighs its peak there (precision/cast_fuse.h); NULL: not known */
+    const struct vp_device_profile *plan_device;
+    int plan_fused_update;
 } vp_train_spec;
 
 /* One pass of the training build: its name (`--dump-after NAME`) and what it does. */
