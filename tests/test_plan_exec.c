@@ -107,6 +107,23 @@ static void file_case(const char *name) {
         check(!s && lp.plan.arena_bytes == p.arena_bytes && lp.plan.n_steps == p.n_steps,
               "%s plan file round trip: %d steps, %d buffers, arena %lld, verify %s", name, lp.plan.n_steps,
               lp.plan.n_buffers, (long long)lp.plan.arena_bytes, s ? err.msg : "sound");
+        /* each update dropped from the steps in turn: its gradient is written and never
+         * read, and the parameter would stop training without a word */
+        int dropped = 0, refused = 0;
+        for (int st = 0; st < lp.plan.n_steps; st++) {
+            if (lp.plan.g->nodes[lp.plan.steps[st]].phase != VP_PHASE_OPTIMIZER) continue;
+            int node = lp.plan.steps[st];
+            memmove(lp.plan.steps + st, lp.plan.steps + st + 1, (size_t)(lp.plan.n_steps - st - 1) * sizeof *lp.plan.steps);
+            lp.plan.n_steps--;
+            s = vp_plan_verify(&lp.plan, &rep, &err);
+            dropped++;
+            refused += s == VP_ERR_INVALID && strstr(err.msg, "no step reads");
+            lp.plan.n_steps++;
+            memmove(lp.plan.steps + st + 1, lp.plan.steps + st, (size_t)(lp.plan.n_steps - st - 1) * sizeof *lp.plan.steps);
+            lp.plan.steps[st] = node;
+        }
+        check(dropped > 0 && refused == dropped, "%s: each of %d updates dropped from the steps is refused (%d)", name, dropped,
+              refused);
         /* move the largest non-aliased buffer onto another one live at the same time */
         int victim = -1, other = -1;
         for (int b = 0; b < lp.plan.n_buffers; b++) {

@@ -258,6 +258,18 @@ vp_status vp_plan_verify(const vp_plan *p, vp_verify_report *rep, vp_error *err)
         const vp_value *v = &g->values[p->buffers[b].value];
         if (written[b] && ((v->flags & VP_VAL_OUTPUT) || b == p->loss_buffer)) vers[written[b] - 1].last_read = p->n_steps;
     }
+    /* a parameter's gradient is read by its update (or by the caller, as an output): one
+     * no step reads means the update was dropped and that parameter stops training
+     * without a word */
+    for (int i = 0; i < nv; i++) {
+        const vp_buffer *bu = &p->buffers[vers[i].buffer];
+        if (vers[i].written < 0 || bu->cat != VP_CAT_GRADIENTS || vers[i].last_read > vers[i].written ||
+            (g->values[bu->value].flags & VP_VAL_OUTPUT))
+            continue;
+        s = vp_fail(err, VP_ERR_INVALID, "step %d writes the gradient '%s', which no step reads (the update that reads it is missing)",
+                    vers[i].written, name_of(p, vers[i].buffer));
+        goto done;
+    }
     s = check_versions(p, vers, nv, err);
     if (s) goto done;
     /* sweep the steps keeping the live groups sorted by offset; a group entering

@@ -7,7 +7,10 @@
  * the last time no later than the step that writes the next, only ops that allow it
  * write over their own input, and nothing writes over an input or a constant.  A step's
  * workspace (memory/workspace.h) is live during that step only, serves no other step,
- * shares storage with nothing, and no node reads or writes it as a tensor. */
+ * shares storage with nothing, and no node reads or writes it as a tensor.  A
+ * parameter's gradient (category gradients) that is no output is read by some step
+ * after it is written: a plan whose update was dropped is refused, not run with that
+ * parameter silently frozen. */
 #ifndef VP_VERIFY_H
 #define VP_VERIFY_H
 
