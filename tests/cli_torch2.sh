@@ -78,6 +78,14 @@ expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated, 5 
 expect 0 "2 GeGLU into its MatMul" -- "$tool" plan "$kit/gemma/eval_opt0.onnx" --loss ce:logits
 expect 0 "step 3  loss 4.0512" -- "$tool" train "$kit/gemma/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
     --steps 3 --data "$kit/gemma"
+# GPT-2's Conv1D after its GELU (FastGelu, Reshape, Gemm with the bias) into GeluMatMul
+# and the bias Add, the GELU's output never stored; trains to torch's losses
+expect 0 "2 FastGelu, 1 MatMul of a transposed weight, 2 Gelu into its MatMul" -- \
+    "$tool" plan "$kit/gpt2/eval_opt0.onnx" --loss ce:logits
+expect 0 "vplan.GeluMatMul(node_view_12:0, m.transformer.h.0.mlp.c_proj.weight) {transB=0, approximate='tanh'}" -- \
+    "$tool" plan "$kit/gpt2/eval_opt0.onnx" --loss ce:logits --dump-after fuse-act-matmul
+expect 0 "step 3  loss 4.00928" -- "$tool" train "$kit/gpt2/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
+    --steps 3 --data "$kit/gpt2"
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had
 # "no trainable parameter")

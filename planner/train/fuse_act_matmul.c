@@ -13,7 +13,9 @@
  *
  * by Y, A = vplan.SwiGluMatMul(G, U, W) (gate "swish", or "gelu" with the GELU's
  * approximate: Gemma's GeGLU), each producing the same Y (same value, so readers and
- * names stay).  The activation's value is read by nobody afterwards: it
+ * names stay).  GPT-2's Conv1D reads the GELU through a Reshape that merges the leading
+ * axes, as Y = Gemm(Reshape(G), W, C): that becomes Reshape(H), GeluMatMul and Y =
+ * Add(product, C).  The activation's value is read by nobody afterwards: it
  * lives for the op's step only.
  *
  * Keeps true: a match needs each intermediate read once, by the next node of the
@@ -22,6 +24,7 @@
  * bias input; H, or G and U (one dtype, one shape), float.  Anything else stays. */
 #include "train/fuse_act_matmul.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +63,69 @@ static int product_trans_b(const vp_graph *g, const vp_node *pn, int gv) {
 static int sole_reader(const vp_graph *g, int v) {
     const vp_value *val = &g->values[v];
     return val->n_consumers == 1 && !(val->flags & VP_VAL_OUTPUT) ? val->consumers[0] : -1;
+}
+
+/* GPT-2's Conv1D after a GELU: G's only reader a Reshape that merges its leading axes
+ * (to [rows, G's last]), whose output's only reader is Gemm(V, W[, C]) with alpha 1,
+ * beta 1, no transA, W a matrix.  The Gemm's id, the Reshape's in *reshape, transB in
+ * *tb; -1 otherwise.  The Reshape commutes with the elementwise GELU, so it moves to H. */
+static int conv1d_gemm(const vp_graph *g, int gv, int *reshape, int *tb) {
+    int r = sole_reader(g, gv);
+    if (r < 0) return -1;
+    const vp_node *rn = &g->nodes[r];
+    const vp_value *gval = &g->values[gv];
+    if (!is_op(rn, "", "Reshape") || rn->n_inputs != 2 || rn->inputs[0] != gv || rn->inputs[1] < 0 || rn->n_outputs != 1 ||
+        rn->outputs[0] < 0 || gval->rank < 2)
+        return -1;
+    int vv = rn->outputs[0];
+    const vp_value *v = &g->values[vv];
+    if (v->rank != 2 || v->dims[1] != gval->dims[gval->rank - 1]) return -1;
+    int p = sole_reader(g, vv);
+    if (p < 0) return -1;
+    const vp_node *pn = &g->nodes[p];
+    if (!is_op(pn, "", "Gemm") || pn->n_inputs < 2 || pn->n_inputs > 3 || pn->inputs[0] != vv || pn->inputs[1] < 0 ||
+        pn->inputs[1] == vv || pn->n_outputs != 1 || pn->outputs[0] < 0 || g->values[pn->inputs[1]].rank != 2 ||
+        vp_attr_int(pn, "transA", 0) || vp_attr_float(pn, "alpha", 1.0f) != 1.0f ||
+        (pn->n_inputs == 3 && pn->inputs[2] >= 0 && vp_attr_float(pn, "beta", 1.0f) != 1.0f))
+        return -1;
+    *reshape = r;
+    *tb = vp_attr_int(pn, "transB", 0) != 0;
+    return p;
+}
+
+/* Y = Gemm(Reshape(Gelu(H)), W, C) as Reshape(H) at the GELU's place, GeluMatMul at the
+ * Reshape's and the bias Add at the Gemm's (repl[]); Y keeps its id. */
+static vp_status fuse_conv1d(vp_graph *g, int gelu, int r, int p, int tb, const char *form, int *repl, vp_error *err) {
+    int h = g->nodes[gelu].inputs[0], shape = g->nodes[r].inputs[1], allowzero = (int)vp_attr_int(&g->nodes[r], "allowzero", 0);
+    int w = g->nodes[p].inputs[1], c = g->nodes[p].n_inputs == 3 ? g->nodes[p].inputs[2] : -1, y = g->nodes[p].outputs[0];
+    vp_phase phase = g->nodes[p].phase;
+    char name[600];
+    int in_r[2] = {h, shape}, hv, outs[2];
+    int rr = vp_build_node(g, "Reshape", "", g->nodes[r].name, 2, in_r, 1, phase, 0);
+    if (rr < 0 || (allowzero && vp_node_add_attr_int(g, rr, "allowzero", allowzero)))
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory fusing GELU into its product");
+    vp_status s = vp_build_finish(g, rr, &hv, err);
+    if (s) return s;
+    int in_f[2] = {hv, w};
+    int f = vp_build_node(g, "GeluMatMul", "vplan", g->nodes[p].name, 2, in_f, 2, phase, 0);
+    if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb) || vp_node_add_attr_string(g, f, "approximate", form))
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory fusing GELU into its product");
+    if ((s = vp_build_finish(g, f, outs, err))) return s;
+    repl[gelu] = rr;
+    repl[r] = f;
+    repl[p] = -1;
+    if (c < 0) {
+        g->nodes[f].outputs[0] = y; /* Y keeps its id, name and readers */
+        return VP_OK;
+    }
+    snprintf(name, sizeof name, "%s/bias", g->nodes[p].name);
+    int in_a[2] = {outs[0], c}, ya;
+    int a = vp_build_node(g, "Add", "", name, 2, in_a, 1, phase, 0);
+    if (a < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory fusing GELU into its product");
+    if ((s = vp_build_finish(g, a, &ya, err))) return s;
+    g->nodes[a].outputs[0] = y;
+    repl[p] = a;
+    return VP_OK;
 }
 
 /* Swish node sn at alpha 1, or a bias-free GELU (*gelu its form, else NULL), whose
@@ -125,8 +191,13 @@ vp_status vp_fuse_act_matmul(vp_graph *g, int *n_fused, int *n_swiglu, int *n_ge
         const vp_value *gval = &g->values[gv], *h = &g->values[gn->inputs[0]];
         if (gval->n_consumers != 1 || (gval->flags & VP_VAL_OUTPUT) || h->rank < 2 || !vp_dtype_is_float(h->dtype))
             continue;
-        int p = gval->consumers[0], tb = product_trans_b(g, &g->nodes[p], gv);
-        if (tb < 0 || repl[p] != -2) continue;
+        int p = gval->consumers[0], tb = product_trans_b(g, &g->nodes[p], gv), r = -1;
+        if (tb < 0 && (p = conv1d_gemm(g, gv, &r, &tb)) >= 0 && repl[r] == -2 && repl[p] == -2) {
+            if ((s = fuse_conv1d(g, i, r, p, tb, form, repl, err))) break;
+            ++*n_fused;
+            continue;
+        }
+        if (tb < 0 || p < 0 || repl[p] != -2) continue;
         int in[2] = {gn->inputs[0], g->nodes[p].inputs[1]}, outs[2];
         int f = vp_build_node(g, "GeluMatMul", "vplan", g->nodes[p].name, 2, in, 2, g->nodes[p].phase, 0);
         if (f < 0 || vp_node_add_attr_int(g, f, "transB", tb) || vp_node_add_attr_string(g, f, "approximate", form)) {
