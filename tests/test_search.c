@@ -144,6 +144,12 @@ int main(void) {
             check(r.n_dp + r.n_pruned == full_r.n_dp, "%d%%: %d checkpointed + %d pruned, %d over the budget", pct, r.n_dp,
                   r.n_pruned, full_r.n_dp);
             printf("        %d of %d checkpointed (%d pruned; every one: %d)\n", r.n_dp, r.n, r.n_pruned, full_r.n_dp);
+            /* the floor the pruned search trusts: no candidate's plan, checkpointed or not,
+             * holds less (with separate updates, every gradient at once) */
+            int under = -1;
+            for (int i = 0; i < full_r.n && under < 0; i++)
+                if (!full_r.c[i].status && full_r.c[i].arena_bytes < full_r.c[i].floor_bytes) under = i;
+            check(under < 0, "%d%%: every candidate's arena at or over its floor%s", pct, under < 0 ? "" : " (one under)");
         } else {
             check(0, "%d%%: exhaustive search: %s", pct, err.msg);
         }

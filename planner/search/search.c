@@ -75,6 +75,29 @@ static vp_status build_step(build *b, const vp_candidate *c, const vp_pipeline_o
     return vp_pipeline_run(&o, &b->r, err);
 }
 
+/* The bytes of every parameter's gradient, each storage once.  With the updates run
+ * after the backward (or after fp16's check of every gradient), all of them are live at
+ * once when the first runs, whatever checkpointing recomputes: with the resident bytes,
+ * a floor that no plan of the step gets under. */
+static int64_t all_gradients_bytes(const vp_pipeline_result *r) {
+    const vp_plan *p = &r->p;
+    const vp_graph *pg = p->g;
+    char *seen = calloc((size_t)p->n_buffers + 1, 1);
+    int64_t bytes = 0;
+    for (int i = 0; seen && i < r->t.n_params; i++) {
+        int v = r->t.grads ? r->t.grads[i] : -1;
+        if (v < 0) continue;
+        if (pg != r->g) v = vp_graph_find_value(pg, r->g->values[v].name);
+        int b = v >= 0 ? p->buffer_of[v] : -1;
+        while (b >= 0 && p->buffers[b].alias_of >= 0) b = p->buffers[b].alias_of;
+        if (b < 0 || seen[b] || p->buffers[b].cat == VP_CAT_HOST) continue;
+        seen[b] = 1;
+        bytes += p->buffers[b].size;
+    }
+    free(seen);
+    return bytes;
+}
+
 /* Plans candidate c on its built step with remat kind under budget (0: none): the
  * pipeline's plan stage, verified; fills its figures. */
 static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *base, int64_t budget, vp_remat_kind kind,
@@ -103,6 +126,9 @@ static vp_status plan_one(vp_candidate *c, build *b, const vp_pipeline_opts *bas
         c->fits = p->arena_bytes <= budget;
         c->resident_bytes = p->category_bytes[VP_CAT_PARAMETERS] + p->category_bytes[VP_CAT_OPTIMIZER_STATE] +
                             p->category_bytes[VP_CAT_INPUTS] + p->category_bytes[VP_CAT_CONSTANTS];
+        /* the updates wait for the whole backward when run after it, or for fp16's check
+         * of every gradient (loss scaling) */
+        c->floor_bytes = c->resident_bytes + (c->fused && !b->r.t.loss_scaled ? 0 : all_gradients_bytes(&b->r));
     }
     return s;
 }
@@ -399,10 +425,14 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             c->pruned = 1;
             snprintf(c->note, sizeof c->note, "not checkpointed: unchecked it already takes %.4g ms, more than %.4g ms",
                      1e3 * c->step_seconds, 1e3 * best->step_seconds);
-        } else if (!sp->exhaustive && c->resident_bytes > budget) {
+        } else if (!sp->exhaustive && c->floor_bytes > budget) {
             c->pruned = 1;
-            snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants alone "
-                     "take %lld bytes", (long long)c->resident_bytes);
+            if (c->floor_bytes > c->resident_bytes)
+                snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants, and "
+                         "every gradient at once (updates after the backward or its check), take %lld bytes", (long long)c->floor_bytes);
+            else
+                snprintf(c->note, sizeof c->note, "not checkpointed: its parameters, state, inputs and constants alone "
+                         "take %lld bytes", (long long)c->resident_bytes);
         } else if (ran[next]) {
             out->n_dp++;
             if (!c->status && c->fits && (!best || better(c, best))) {
@@ -418,7 +448,7 @@ vp_status vp_search_run(const vp_search_space *sp, const vp_pipeline_opts *base,
             for (int k = next; k < n_over && cb.n < threads; k++) {
                 const vp_candidate *ck = &out->c[order[k]];
                 if (ran[k] || (!sp->exhaustive && ((best && ck->step_seconds > best->step_seconds) ||
-                                                   ck->resident_bytes > budget)))
+                                                   ck->floor_bytes > budget)))
                     continue;
                 int busy = 0;
                 for (int j = 0; j < cb.n && !busy; j++) busy = build_of[cb.cand[j]] == build_of[order[k]];

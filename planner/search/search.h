@@ -62,6 +62,9 @@ typedef struct vp_candidate {
     int pruned;                /* over the budget unchecked, and dp not run: it could not win (note) */
     int64_t resident_bytes;    /* parameters, optimizer state, inputs and constants: no checkpointing
                                   frees them, so a budget under them cannot be met */
+    int64_t floor_bytes;       /* resident_bytes, and with separate updates or fp16's loss
+                                  scaling every parameter's gradient (all live when the first
+                                  update runs): no plan of the step holds less */
     char note[200];
 } vp_candidate;
 
