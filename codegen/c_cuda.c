@@ -3,6 +3,7 @@
  * entry NAME_kernels_init resolved once, on the caller's CUDA backend; the arena is
  * device memory, so init and save stage the weights through one host buffer of the
  * largest tensor's size (allocated by them, never by a step). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "c_source.h"
@@ -12,25 +13,29 @@ void vp_codegen_cuda_field(const vp_node *n, char *dst, size_t size) {
     char dom[64], op[64];
     vp_c_ident(dom, sizeof dom, n->domain, 40);
     vp_c_ident(op, sizeof op, n->op_type, 48);
-    if (n->domain[0] && strcmp(n->domain, "ai.onnx")) snprintf(dst, size, "k_%s_%s", dom, op);
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx")) snprintf(dst, size, "k_%.40s_%.48s", dom, op);
     else snprintf(dst, size, "k_%s", op);
 }
 
 /* Calls fn for each distinct op the steps run, once, in first-use order. */
 static void foreach_op(const vp_plan *p, FILE *f, const char *P,
                        void (*fn)(FILE *f, const vp_node *n, const char *field, const char *P)) {
-    char seen[256][80];
+    /* each distinct field once, however many there are (a repeated member would not
+     * compile); k_, 40, _, 48: a field is never cut */
+    typedef char field_name[96];
+    field_name *seen = malloc(((size_t)p->n_steps + 1) * sizeof *seen);
     int n_seen = 0;
     for (int s = 0; s < p->n_steps; s++) {
         const vp_node *n = &p->g->nodes[p->steps[s]];
-        char field[80];
+        field_name field;
         vp_codegen_cuda_field(n, field, sizeof field);
         int dup = 0;
-        for (int i = 0; i < n_seen && !dup; i++) dup = !strcmp(seen[i], field);
+        for (int i = 0; seen && i < n_seen && !dup; i++) dup = !strcmp(seen[i], field);
         if (dup) continue;
-        if (n_seen < 256) snprintf(seen[n_seen++], sizeof seen[0], "%s", field);
+        if (seen) memcpy(seen[n_seen++], field, sizeof field);
         fn(f, n, field, P);
     }
+    free(seen);
 }
 
 static void member(FILE *f, const vp_node *n, const char *field, const char *P) {

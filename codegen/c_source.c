@@ -189,7 +189,7 @@ static vp_status emit_step(FILE *f, const vp_plan *p, const vp_codegen_opts *o, 
         fprintf(f, "%s};\n", cnt ? "" : "NULL");
     }
     if (o->cuda) {
-        char field[80];
+        char field[96];
         vp_codegen_cuda_field(n, field, sizeof field);
         /* the step's planned workspace (cuBLAS, cuDNN), as the planned executor hands it */
         int ws = p->workspace ? p->workspace[s] : -1;
@@ -257,7 +257,7 @@ static vp_status emit_prototypes(FILE *f, const vp_plan *p, const vp_codegen_opt
     for (int s = 0; s < p->n_steps && !st; s++) {
         const vp_node *n = &p->g->nodes[p->steps[s]];
         if (skipped(p, n) || vp_codegen_c_inline(o, p, n)) continue;
-        const char *k;
+        const char *k = NULL;
         st = kernel_symbol(n, &k, err);
         int dup = 0;
         for (int i = 0; !st && i < n_seen && !dup; i++) dup = !strcmp(seen[i], k);

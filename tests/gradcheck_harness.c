@@ -129,7 +129,7 @@ static vp_dtype loss_dtype(void) { return g_pass == VP_F64 ? VP_F64 : VP_F32; }
 
 /* x rounded to dtype dt and stored as dtype st at element i. */
 static void store_rounded(void *p, vp_dtype st, vp_dtype dt, int64_t i, double x) {
-    unsigned char tmp[8];
+    unsigned char tmp[8] = {0}; /* a dtype vp_store does not write reads as zero */
     vp_store(tmp, dt, 0, x);
     vp_store(p, st, i, vp_load(tmp, dt, 0));
 }

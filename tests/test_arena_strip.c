@@ -183,7 +183,7 @@ static void test_fallback(void) {
         for (int i = 0; i < N; i++) done[i].offset = fb[i];
         const char *why = got == 2 ? overlap(done, N) : "not returned";
         int64_t top = arena_check_top(done, N), bound = 1024 * 1024;
-        char detail[128];
+        char detail[256];
         snprintf(detail, sizeof detail, "returned %d, %s, arena %lld of bound %lld (stacked %lld)", got,
                  why ? why : "no overlap", (long long)top, (long long)bound, (long long)stacked);
         /* measured: 1.24 to 1.33 of the bound at this budget */
@@ -210,7 +210,7 @@ static void test_passes(void) {
     int64_t work = 0;
     int got = vp_arena_strip_piece(it, idx, N, budget, &work, NULL);
     const char *why = got == 1 ? overlap(it, N) : "not solved";
-    char detail[128];
+    char detail[256];
     snprintf(detail, sizeof detail, "returned %d, %s, arena %lld, %lld units of work", got, why ? why : "no overlap",
              (long long)arena_check_top(it, N), (long long)work);
     check(got == 1 && !why && arena_check_top(it, N) == 1024 * 1024 && work > budget / 2, "passes, perfect packing k = 65",

@@ -129,7 +129,7 @@ static vp_status add_axis_op(vp_graph *g, const char *op, const char *name, int 
 static vp_status new_values(vp_graph *g, const char *stem, int count, int *ids, vp_error *err) {
     char name[600];
     for (int k = 0; k < count; k++) {
-        snprintf(name, sizeof name, "%s.%d", stem, k);
+        snprintf(name, sizeof name, "%.580s.%d", stem, k); /* a long stem cut: the name is made unique anyway */
         if ((ids[k] = vp_graph_add_unique_value(g, name)) < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
     return VP_OK;

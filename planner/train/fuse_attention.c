@@ -282,7 +282,7 @@ static vp_status add_node(fuser *fz, int at, const char *op, const char *domain,
             continue;
         }
         char stem[600];
-        snprintf(stem, sizeof stem, "%s_output_%d", name, k);
+        snprintf(stem, sizeof stem, "%.570s_output_%d", name, k); /* cut: made unique below */
         if ((o[k] = vp_graph_add_unique_value(g, stem)) < 0) return nomem(err);
     }
     int id = vp_graph_add_node(g, op, domain, name, n_in, ins, n_out, o);
