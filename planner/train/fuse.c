@@ -178,9 +178,64 @@ static int is_cube(const vp_graph *g, int c, int x, match *m) {
     return 1;
 }
 
-/* x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), from the Tanh node. */
+/* 1 + 0.044715 * x^2 as BLOOM writes it, (x * 0.044715) * x or (x * x) * 0.044715, each
+ * Mul's operands either way round: v its output. */
+static int is_one_plus_c_square(const vp_graph *g, int v, int x, match *m) {
+    int an = producer(g, v);
+    if (!is_op(g, an, "Add", 2)) return 0;
+    int r = operand_beside(g, an, 1.0), rn = producer(g, r);
+    if (r < 0 || only_use(g, r) != an || !is_op(g, rn, "Mul", 2)) return 0;
+    int t = other(g, rn, x), tn = producer(g, t); /* (x * c) * x */
+    if (t >= 0 && is_op(g, tn, "Mul", 2) && only_use(g, t) == rn && operand_beside(g, tn, 0.044715) == x) {
+        take(m, tn);
+    } else { /* (x * x) * c */
+        int sq = operand_beside(g, rn, 0.044715), sn = producer(g, sq);
+        if (sq < 0 || only_use(g, sq) != rn || !is_op(g, sn, "Mul", 2) || g->nodes[sn].inputs[0] != x ||
+            g->nodes[sn].inputs[1] != x)
+            return 0;
+        take(m, sn);
+    }
+    take(m, rn);
+    take(m, an);
+    return 1;
+}
+
+/* From the tanh's argument (the product un) on: the Tanh, 1 + it, times 0.5 x. */
+static int tanh_gelu_tail(const vp_graph *g, int un, int tanh, match *m) {
+    take(m, un);
+    take(m, tanh);
+    int a = one_plus(g, output0(g, tanh), m);
+    return a >= 0 && match_half_x_times(g, a, m) && types_agree(g, m);
+}
+
+/* BLOOM's tanh GELU, the same function factored: x * 0.5 * (1 + tanh((sqrt(2/pi) * x) *
+ * (1 + 0.044715 * x^2))), from the Tanh node. */
+static int match_fast_gelu_factored(const vp_graph *g, int tanh, match *m) {
+    int u = g->nodes[tanh].inputs[0], un = producer(g, u);
+    if (only_use(g, u) != tanh || !is_op(g, un, "Mul", 2)) return 0;
+    for (int k = 0; k < 2; k++) { /* which operand of the Mul is sqrt(2/pi) * x */
+        int p = g->nodes[un].inputs[k], q = g->nodes[un].inputs[1 - k], pn = producer(g, p);
+        if (!is_op(g, pn, "Mul", 2) || only_use(g, p) != un || only_use(g, q) != un) continue;
+        int x = operand_beside(g, pn, sqrt(2.0 / M_PI));
+        if (x < 0) continue;
+        m->x = x;
+        m->n_nodes = 0;
+        if (!is_one_plus_c_square(g, q, x, m)) continue;
+        take(m, pn);
+        return tanh_gelu_tail(g, un, tanh, m);
+    }
+    return 0;
+}
+
+/* x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), from the Tanh node; or the
+ * factored form above. */
 static int match_fast_gelu(const vp_graph *g, int tanh, match *m) {
     if (!is_op(g, tanh, "Tanh", 1)) return 0;
+    if (match_fast_gelu_factored(g, tanh, m)) {
+        m->kind = FAST_GELU;
+        return 1;
+    }
+    m->n_nodes = 0;
     int u = g->nodes[tanh].inputs[0], un = producer(g, u);
     if (only_use(g, u) != tanh || !is_op(g, un, "Mul", 2)) return 0;
     int s = operand_beside(g, un, sqrt(2.0 / M_PI)), sn = producer(g, s);
@@ -196,10 +251,7 @@ static int match_fast_gelu(const vp_graph *g, int tanh, match *m) {
         if (!is_cube(g, c, x, m)) continue;
         take(m, pn);
         take(m, sn);
-        take(m, un);
-        take(m, tanh);
-        int a = one_plus(g, output0(g, tanh), m);
-        return a >= 0 && match_half_x_times(g, a, m) && types_agree(g, m);
+        return tanh_gelu_tail(g, un, tanh, m);
     }
     return 0;
 }

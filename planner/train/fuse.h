@@ -9,6 +9,7 @@
  *
  *   x * 0.5 * (1 + erf(x / sqrt 2))                       -> com.microsoft.Gelu(x)
  *   x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))  -> com.microsoft.FastGelu(x)
+ *     (or BLOOM's factored (sqrt(2/pi) x) * (1 + 0.044715 x^2) inside the tanh)
  *   (x - mean) / sqrt(var + eps) [* w [+ b]], over a suffix of axes
  *                                                         -> LayerNormalization(x, w|ones, [b])
  *   x / sqrt(mean(x^2) + eps) [* w], over a suffix of axes (RMSNorm: x^2 as Pow or Mul, the

@@ -126,6 +126,9 @@ MODELS = {
         num_hidden_layers=2, num_attention_heads=2, hidden_size=32, ffn_dim=64, word_embed_proj_dim=32,
         vocab_size=V, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0)), "lm"),
         {"x": padded(ids(B, T), 1)}, ids(B, T)),
+    # BLOOM: ALiBi position biases, and its tanh GELU factored as x * (1 + 0.044715 x^2)
+    "bloom": lm((transformers.BloomForCausalLM, transformers.BloomConfig), n_layer=2, n_head=2, hidden_size=32,
+                vocab_size=V, hidden_dropout=0.0, attention_dropout=0.0),
     "vit": lambda: (Logits(transformers.ViTForImageClassification(transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
