@@ -87,9 +87,13 @@ expect 0 "vplan.GeluMatMul(node_view_12:0, m.transformer.h.0.mlp.c_proj.weight) 
 expect 0 "step 3  loss 4.00928" -- "$tool" train "$kit/gpt2/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
     --steps 3 --data "$kit/gpt2"
 # BLOOM's tanh GELU factored as (sqrt(2/pi) x) (1 + 0.044715 x x): one FastGelu, into
-# its product (torch2_kit checks its losses and fused = unfused)
-expect 0 "fused 2 FastGelu, 9 MatMul of a transposed weight, 2 Gelu into its MatMul" -- \
+# its product; its attention, rank-3 batched products around the ALiBi bias and a
+# causal mask, fused: causal=1, the bias the one mask (torch2_kit checks its losses and
+# fused = unfused)
+expect 0 "fused 2 attention, 2 FastGelu, 9 MatMul of a transposed weight, 2 Gelu into its MatMul" -- \
     "$tool" plan "$kit/bloom/eval_opt0.onnx" --loss ce:logits
+expect 0 "vplan.Attention(clone, clone_1, clone_2, node_bmm/rank4:0_4) {scale=0.25, causal=1, y_bshd=1}" -- \
+    "$tool" plan "$kit/bloom/eval_opt0.onnx" --loss ce:logits --dump-after fuse-attention
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had
 # "no trainable parameter")

@@ -12,7 +12,9 @@
  *     P = Softmax(S, axis=-1)
  *     Y = MatMul(P, V)                   V [B,H,T,Dv]
  *
- * and the form torch 2.x's dynamo exporter gives scaled_dot_product_attention (opset 18 on):
+ * (attention written through rank-3 batched products, as BLOOM's, is put in this form
+ * first: attention_rank3.h), and the form torch 2.x's dynamo exporter gives
+ * scaled_dot_product_attention (opset 18 on):
  * Q and K^T each scaled by sqrt(scale) before their product (Mul(Q, c1), Mul(K^T, c2):
  * the scale is c1 * c2), K^T as Reshape(Transpose(Reshape(K, [B*H,T,D]), [0,2,1]),
  * [B,H,D,T]), and P guarded as Where(IsNaN(P), 0, P) for rows masked whole -- absorbed

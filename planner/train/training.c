@@ -17,6 +17,7 @@
 #include "remat/recompute_norms.h"
 
 #include "train/fold_frozen.h"
+#include "train/attention_rank3.h"
 #include "train/fuse_attention.h"
 #include "train/fuse_act_matmul.h"
 #include "train/fuse_attention_inputs.h"
@@ -149,7 +150,9 @@ static vp_status pass_fold_frozen(build_ctx *c, vp_error *err) {
 static vp_status pass_fuse_attention(build_ctx *c, vp_error *err) {
     if (c->spec->attention != VP_ATTENTION_FUSED) return VP_OK;
     vp_fuse_attention_opts fo = {.detect_causal = 1};
-    return vp_fuse_attention(c->g, &fo, &c->t->n_attention, err);
+    int n_rank3;
+    vp_status s = vp_attention_rank3(c->g, &n_rank3, err);
+    return s ? s : vp_fuse_attention(c->g, &fo, &c->t->n_attention, err);
 }
 
 /* after tp-split, which splits the key/value repeat's Expand to this rank's heads */
