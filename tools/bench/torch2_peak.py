@@ -115,6 +115,12 @@ def models(big):
         return lambda: (kit.Logits(transformers.Wav2Vec2ForSequenceClassification(cfg), "audio"),
                         torch.randn(b, samples), torch.randint(0, 4, (b,)))
 
+    def bloom(b, t):
+        cfg = transformers.BloomConfig(n_layer=4, hidden_size=256, n_head=4, vocab_size=1000, hidden_dropout=0.0,
+                                       attention_dropout=0.0)
+        return lambda: (kit.Logits(transformers.BloomForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
     def resnet18(b):
         import torchvision
         return lambda: (kit.Logits(torchvision.models.resnet18(num_classes=10), "torchvision"),
@@ -131,6 +137,7 @@ def models(big):
         "roberta": ("RoBERTa classifier, 4 layers, d 256 (8 x 64)", roberta(8, 64)),
         "t5": ("T5, 4 + 4 layers, d 256 (4 x 64 in, the same 64 out)", t5(4, 64)),
         "wav2vec2": ("wav2vec2 classifier, 4 layers, d 256 (4 x 8000 samples)", wav2vec2(4, 8000)),
+        "bloom": ("BLOOM, 4 layers, d 256, ALiBi (4 x 64)", bloom(4, 64)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))
