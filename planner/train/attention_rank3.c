@@ -7,7 +7,8 @@
  *     S3 = Mul(S3, c) | Div(S3, c)          c a scalar constant        (optional)
  *     S3 = Add(S3, M3)                      M3 [1|B*H, 1|S, T]          (optional)
  *     S4 = Reshape(S3, [B,H,S,T])
- *     ... = Softmax(... S4 ...)             through at most two Adds of rank-4 masks
+ *     ... = Softmax(... S4 ...)             through at most two Adds of rank-4 masks or
+ *                                           Wheres (masked_fill)
  *     P3 = Reshape(P4, [B*H,S,T])           P4 that Softmax's output (or a Cast of it
  *                                           to the dtype it has, which goes)
  *     Y3 = MatMul(P3, V3)                   V3 [B*H,T,Dv]
@@ -153,10 +154,21 @@ static int match_at(const vp_graph *g, int mm2, match *m) {
             m->mm2 = mm2;
             return match_scores(g, n, m);
         }
-        if (!is_op(g, n, "Add") || g->nodes[n].n_inputs != 2 || hop == 2) return 0;
-        /* the scores are the rank-4 operand produced by a Reshape or another Add */
+        int add = is_op(g, n, "Add") && g->nodes[n].n_inputs == 2, where = is_op(g, n, "Where") && g->nodes[n].n_inputs == 3;
+        if ((!add && !where) || hop == 2) return 0;
+        /* the scores: the one operand of the full shape that a Reshape, an Add or a
+         * Where wrote (a Where's condition never) */
         const vp_node *a = &g->nodes[n];
-        int k = is_op(g, producer(g, a->inputs[0]), "Reshape") || is_op(g, producer(g, a->inputs[0]), "Add") ? 0 : 1;
+        int k = -1;
+        for (int j = where; j < a->n_inputs; j++) {
+            int v = a->inputs[j], pn = producer(g, v);
+            if (v < 0 || !has_dims(&g->values[v], 4, m->B, m->H, m->S, m->T) ||
+                (!is_op(g, pn, "Reshape") && !is_op(g, pn, "Add") && !is_op(g, pn, "Where")))
+                continue;
+            if (k >= 0) return 0; /* two candidates: not a mask */
+            k = j;
+        }
+        if (k < 0) return 0;
         x = a->inputs[k];
         user = n;
     }
