@@ -204,9 +204,20 @@ static int match_at(const fuser *fz, int node, match *m) {
             if (!match_two_masks(g, up, m, &chain, &mk)) return 0;
         } else {
             mk = up;
+            /* masked_fill over the scores plus a bias (DeBERTa's relative position terms,
+             * computed from parameters): the bias a second mask, under the Where's */
+            const vp_node *inner = m->cond >= 0 ? producer(g, chain, "Add") : NULL;
+            for (int side = 0; inner && inner->n_inputs == 2 && only_use(g, chain, node_id(g, up)) && side < 2; side++) {
+                int c = inner->inputs[side];
+                if (!producer(g, c, "MatMul") && !producer(g, c, "Mul") && !producer(g, c, "Div")) continue;
+                m->mask2 = inner->inputs[1 - side];
+                m->mask2_node = node_id(g, inner);
+                chain = c;
+                break;
+            }
         }
     }
-    int after = node_id(g, mk ? mk : sm);
+    int after = m->mask2_node >= 0 && m->cond >= 0 ? m->mask2_node : node_id(g, mk ? mk : sm);
     if ((sc = producer(g, chain, "Mul")) || (sc = producer(g, chain, "Div"))) {
         double c;
         int div = !strcmp(sc->op_type, "Div"), k;

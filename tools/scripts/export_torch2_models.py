@@ -129,12 +129,15 @@ MODELS = {
     # BLOOM: ALiBi position biases, and its tanh GELU factored as x * (1 + 0.044715 x^2)
     "bloom": lm((transformers.BloomForCausalLM, transformers.BloomConfig), n_layer=2, n_head=2, hidden_size=32,
                 vocab_size=V, hidden_dropout=0.0, attention_dropout=0.0),
-    # DeBERTa-v2: its scores through rank-3 batched products, K^T divided by the scale
-    # before the product, and masked_fill (a Where) before the softmax
+    # DeBERTa-v2 as v3 is configured (relative attention, c2p and p2c): its scores through
+    # rank-3 batched products, K^T divided by the scale before the product, the relative
+    # position terms (computed from parameters) added, and masked_fill (a Where) before
+    # the softmax
     "deberta_v2": lambda: (Logits(transformers.DebertaV2ForSequenceClassification(eager(transformers.DebertaV2Config(
         num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, vocab_size=V,
-        max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))),
-        "cls"), {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
+        max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        relative_attention=True, pos_att_type=["p2c", "c2p"], max_relative_positions=16, position_buckets=8,
+        position_biased_input=False))), "cls"), {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
     "vit": lambda: (Logits(transformers.ViTForImageClassification(transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
