@@ -3,7 +3,8 @@
  *
  * In: an inferred forward graph.  Out: each match of
  *
- *     S3 = MatMul(Q3, K3t)                 Q3 [B*H,S,D], K3t [B*H,D,T]
+ *     S3 = MatMul(Q3, K3t)                 Q3 [B*H,S,D], K3t [B*H,D,T] (K3t may be
+ *                                           divided by a scalar first: DeBERTa)
  *     S3 = Mul(S3, c) | Div(S3, c)          c a scalar constant        (optional)
  *     S3 = Add(S3, M3)                      M3 [1|B*H, 1|S, T]          (optional)
  *     S4 = Reshape(S3, [B,H,S,T])
@@ -108,6 +109,21 @@ static int match_scores(const vp_graph *g, int rs, match *m) {
     m->mm1 = n;
     m->q3 = g->nodes[n].inputs[0];
     m->kt3 = g->nodes[n].inputs[1];
+    /* K^T divided (or multiplied) by a scalar before the product (DeBERTa): with no scale
+     * after it, the scale moves after the product, so K^T is the transpose of K itself,
+     * which the fused core reads without a copy */
+    int kd = producer(g, m->kt3);
+    if (m->scale < 0 && (is_op(g, kd, "Div") || is_op(g, kd, "Mul")) && g->nodes[kd].n_inputs == 2 &&
+        sole_reader(g, m->kt3) == n) {
+        const vp_node *d = &g->nodes[kd];
+        int div = !strcmp(d->op_type, "Div"), k = scalar_const(g, d->inputs[1]) ? 1 : !div && scalar_const(g, d->inputs[0]) ? 0 : -1;
+        if (k >= 0) {
+            m->scale = kd;
+            m->scale_k = 1; /* the scale node is made as Op(S, c) */
+            m->c = d->inputs[k];
+            m->kt3 = d->inputs[1 - k];
+        }
+    }
     const vp_value *q = &g->values[m->q3], *kt = &g->values[m->kt3];
     if (q->rank != 3 || kt->rank != 3) return 0;
     m->D = q->dims[2];
@@ -231,7 +247,7 @@ vp_status vp_attention_rank3(vp_graph *g, int *n_rewritten, vp_error *err) {
         if (!s) s = to_rank4(g, m.kt3, dk, name, ph, made, &n_made, &kt4, err);
         int last_keep = m.scale < 0 && m.add < 0 ? s4 : -1;
         if (!s) s = add_op(g, "MatMul", name, 2, (int[]){q4, kt4}, last_keep, ph, made, &n_made, &x, err);
-        if (!s && m.scale >= 0) {
+        if (!s && m.scale >= 0) { /* after the product, as S * c or c * S (or S / c) */
             int in[2];
             in[1 - m.scale_k] = x;
             in[m.scale_k] = m.c;

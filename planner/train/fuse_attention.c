@@ -311,8 +311,8 @@ static vp_status infer_last(fuser *fz, vp_error *err) {
 }
 
 /* torch 2.x writes K^T [B,H,D,T] as Reshape(Transpose(Reshape(K, [B*H,T,D]), [0,2,1]),
- * [B,H,D,T]): K itself, the three nodes marked dead, when each output has no other
- * reader; else -1. */
+ * [B,H,D,T]): K itself, the Transpose and the outer Reshape marked dead when each
+ * output has no other reader (the inner Reshape too when it has none), else -1. */
 static int k_of_merged_transpose(fuser *fz, const match *m) {
     vp_graph *g = fz->g;
     const vp_node *r2 = producer(g, m->kt, "Reshape"), *t, *r1;
@@ -322,7 +322,7 @@ static int k_of_merged_transpose(fuser *fz, const match *m) {
     const int64_t *perm;
     if (vp_attr_ints(t, "perm", &perm) != 3 || perm[0] != 0 || perm[1] != 2 || perm[2] != 1) return -1;
     x3 = in(t, 0);
-    if (!(r1 = producer(g, x3, "Reshape")) || !only_use(g, x3, node_id(g, t))) return -1;
+    if (!(r1 = producer(g, x3, "Reshape"))) return -1;
     k4 = in(r1, 0);
     const vp_value *kv = &g->values[k4], *kt = &g->values[m->kt];
     if (kv->rank != 4 || kv->dims[0] != kt->dims[0] || kv->dims[1] != kt->dims[1] || kv->dims[2] != kt->dims[3] ||
@@ -330,7 +330,9 @@ static int k_of_merged_transpose(fuser *fz, const match *m) {
         return -1;
     const vp_value *v3 = &g->values[x3];
     if (v3->rank != 3 || v3->dims[0] != kv->dims[0] * kv->dims[1] || v3->dims[1] != kv->dims[2]) return -1;
-    fz->dead[node_id(g, r1)] = fz->dead[node_id(g, t)] = fz->dead[node_id(g, r2)] = 1;
+    /* K's merged view may have other readers (DeBERTa's position terms read K too) */
+    if (only_use(g, x3, node_id(g, t))) fz->dead[node_id(g, r1)] = 1;
+    fz->dead[node_id(g, t)] = fz->dead[node_id(g, r2)] = 1;
     return k4;
 }
 
