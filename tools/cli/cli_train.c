@@ -42,7 +42,8 @@ void cli_train_init(cli_train_opts *o) {
         {"--no-cast-fusion", CLI_SET, &o->spec.no_cast_fusion, NULL,
          "under --precision bf16|fp16, keep every Cast a node of its own\n"
          "(default: a Cast whose input nothing else reads is done by that\n"
-         "input's producer as it stores its result, bit for bit the same)"},
+         "input's producer as it stores its result, bit for bit the same,\n"
+         "where that does not raise the step's peak on --device)"},
         {"--keep-weight-copies", CLI_SET, &o->spec.keep_weight_copies, NULL,
          "under --precision bf16|fp16, hold each weight's low-precision copy\n"
          "from the forward to the backward, as PyTorch's autocast does (default:\n"
