@@ -24,3 +24,12 @@ if ! /usr/bin/python3 -c 'import numpy, onnx, onnxruntime' 2>/dev/null; then
         $sudo /usr/bin/python3 -m pip install -q --break-system-packages onnxruntime==1.19.2; } ||
         echo "install-deps: numpy/onnx/onnxruntime not installed: tests/qdq_ort.py will skip"
 fi
+# The Python front door's tests with Debian's torch 1.13 (tests/python, python_system:
+# the TorchScript exporter the torch 1.x fixtures came from).  Without it that test skips,
+# so a failure here is reported, not fatal.
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    { $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends python3-torch; } ||
+        echo "install-deps: python3-torch not installed: python_system will skip"
+fi
