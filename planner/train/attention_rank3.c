@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ir/graph_build.h"
+#include "train/pattern.h"
 
 static int is_op(const vp_graph *g, int node, const char *op) {
     if (node < 0) return 0;
@@ -39,11 +40,7 @@ static int is_op(const vp_graph *g, int node, const char *op) {
 
 static int producer(const vp_graph *g, int v) { return v >= 0 ? g->values[v].producer : -1; }
 
-/* v's only reader, when v is an intermediate a match may swallow; -1 otherwise. */
-static int sole_reader(const vp_graph *g, int v) {
-    const vp_value *val = &g->values[v];
-    return val->n_consumers == 1 && !(val->flags & VP_VAL_OUTPUT) ? val->consumers[0] : -1;
-}
+static int sole_reader(const vp_graph *g, int v) { return vp_pattern_sole_reader(g, v); }
 
 static int has_dims(const vp_value *v, int rank, int64_t a, int64_t b, int64_t c, int64_t d) {
     const int64_t want[4] = {a, b, c, d};
@@ -53,12 +50,7 @@ static int has_dims(const vp_value *v, int rank, int64_t a, int64_t b, int64_t c
     return 1;
 }
 
-/* A float scalar fixed ahead of time: a constant or an initializer nobody trains. */
-static int scalar_const(const vp_graph *g, int v) {
-    const vp_value *x = v >= 0 ? &g->values[v] : NULL;
-    return x && x->data && (x->flags & (VP_VAL_CONST | VP_VAL_INITIALIZER)) && !(x->flags & (VP_VAL_PARAM | VP_VAL_INPUT)) &&
-           vp_dtype_is_float(x->dtype) && vp_value_numel(x) == 1;
-}
+static int scalar_const(const vp_graph *g, int v) { return vp_pattern_fixed_scalar(g, v, NULL); }
 
 typedef struct match {
     int mm1, scale, add, rs;      /* the score side's nodes (scale, add: -1 when absent) */

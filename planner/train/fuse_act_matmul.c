@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ir/graph_build.h"
+#include "train/pattern.h"
 
 static int is_op(const vp_node *n, const char *domain, const char *op) {
     return !n->folded && !strcmp(n->domain, domain) && !strcmp(n->op_type, op);
@@ -59,11 +60,7 @@ static int product_trans_b(const vp_graph *g, const vp_node *pn, int gv) {
     return vp_attr_int(pn, "transB", 0) != 0;
 }
 
-/* Only v's reader, when v is an intermediate a match may swallow; -1 otherwise. */
-static int sole_reader(const vp_graph *g, int v) {
-    const vp_value *val = &g->values[v];
-    return val->n_consumers == 1 && !(val->flags & VP_VAL_OUTPUT) ? val->consumers[0] : -1;
-}
+static int sole_reader(const vp_graph *g, int v) { return vp_pattern_sole_reader(g, v); }
 
 /* GPT-2's Conv1D after a GELU: G's only reader a Reshape that merges its leading axes
  * (to [rows, G's last]), whose output's only reader is Gemm(V, W[, C]) with alpha 1,

@@ -15,6 +15,7 @@
 #include "ir/dtype_conv.h"
 #include "ir/graph_build.h"
 #include "ir/infer.h"
+#include "train/pattern.h"
 
 typedef struct match {
     int mm1, scale_node, mask_node, softmax, mm2; /* node ids; -1 where absent */
@@ -58,18 +59,9 @@ static int only_use(const vp_graph *g, int v, int node) {
 
 static int in(const vp_node *n, int k) { return k < n->n_inputs ? n->inputs[k] : -1; }
 
-/* Data fixed ahead of time: a constant or an initializer nobody trains (not a fed input). */
-static int fixed_data(const vp_value *v) {
-    return v->data && (v->flags & (VP_VAL_CONST | VP_VAL_INITIALIZER)) && !(v->flags & (VP_VAL_PARAM | VP_VAL_INPUT));
-}
+static int fixed_data(const vp_value *v) { return vp_pattern_fixed_data(v); }
 
-static int scalar_const(const vp_graph *g, int v, double *out) {
-    if (v < 0) return 0;
-    const vp_value *x = &g->values[v];
-    if (!fixed_data(x) || !vp_dtype_is_float(x->dtype) || vp_value_numel(x) != 1) return 0;
-    *out = vp_load(x->data, x->dtype, 0);
-    return 1;
-}
+static int scalar_const(const vp_graph *g, int v, double *out) { return vp_pattern_fixed_scalar(g, v, out); }
 
 static int node_id(const vp_graph *g, const vp_node *n) { return n ? (int)(n - g->nodes) : -1; }
 
