@@ -234,19 +234,23 @@ static vp_status pass_offload(build_ctx *c, vp_error *err) {
     return vp_offload_apply(c->g, c->t, &c->t->n_offloaded, &c->t->offloaded_state_bytes, err);
 }
 
-/* The build's tail from cast fusion on (the fusions of o, or none; weights cast again;
- * norms run again) on a copy of the step: its peaks where it will be planned. */
+static vp_status pass_recast_weights(build_ctx *c, vp_error *err);
+static vp_status pass_recompute_norms(build_ctx *c, vp_error *err);
+
+/* The build's tail from cast fusion on (the fusions of o, or none; then the passes after
+ * it, themselves) on a copy of the step: its peaks where it will be planned. */
 static vp_status tail_peaks(build_ctx *c, const vp_cast_fuse_opts *o, int fuse, int64_t peak[2], vp_error *err) {
     vp_graph *copy = vp_graph_clone(c->g);
     if (!copy) return vp_fail(err, VP_ERR_NOMEM, "out of memory copying the step");
-    vp_training t = *c->t; /* norms run again record their pairs: the copy's own */
+    vp_training t = *c->t; /* the passes write counts and the norms' pairs: the copy's own */
     t.renorm_values = NULL;
     t.n_renorm_values = 0;
-    vp_cast_fuse_counts counts;
-    int n;
-    vp_status s = fuse ? vp_cast_fuse(copy, &t, o, &counts, err) : vp_graph_link(copy, err);
-    if (!s && !c->spec->keep_weight_copies) s = vp_recast_weights(copy, &t, &n, err);
-    if (!s && !c->spec->keep_norm_outputs) s = vp_remat_norms(copy, &t, &n, err);
+    build_ctx tail = *c;
+    tail.g = copy;
+    tail.t = &t;
+    vp_status s = fuse ? vp_cast_fuse(copy, &t, o, &t.cast_fusion, err) : vp_graph_link(copy, err);
+    if (!s) s = pass_recast_weights(&tail, err);
+    if (!s) s = pass_recompute_norms(&tail, err);
     if (!s) s = vp_cast_fuse_peaks(copy, &t, o, peak, err);
     free(t.renorm_values);
     vp_graph_free(copy);
