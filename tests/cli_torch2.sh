@@ -95,8 +95,10 @@ expect 0 "fused 2 attention, 2 FastGelu, 9 MatMul of a transposed weight, 2 Gelu
 expect 0 "vplan.Attention(clone, clone_1, clone_2, node_bmm/rank4:0_4) {scale=0.25, causal=1, y_bshd=1}" -- \
     "$tool" plan "$kit/bloom/eval_opt0.onnx" --loss ce:logits --dump-after fuse-attention
 # DeBERTa-v2's the same way, its masked_fill (a Where) between the scores and the softmax,
-# its relative position terms (from parameters) a second mask with its gradient
-expect 0 "fused 2 attention, 16 MatMul of a transposed weight, 2 Gelu into its MatMul" -- \
+# its relative position terms (from parameters) a second mask with its gradient; their
+# c2p and p2c gathers (torch.gather over an index expanded to every batch and head) as a
+# Gather of one row of offsets, not a constant index of the full shape per layer
+expect 0 "fused 2 attention, 16 MatMul of a transposed weight, 4 GatherElements over repeating indices as a Gather, 2 Gelu into its MatMul" -- \
     "$tool" plan "$kit/deberta_v2/eval_opt0.onnx" --loss ce:logits
 # LoRA on exports with a signature: the adapters are ours, trained, neither torch's
 # parameters nor the exporter's constants (the tied Qwen2 was refused, the Llama had

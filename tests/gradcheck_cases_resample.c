@@ -1,7 +1,9 @@
 /* Gradient checks of the resample family: Resize in each mode and coordinate rule
  * (scales and sizes, up and down, 2-D and 3-D, opset 18's axes), Upsample and
- * Resize-10's fixed rule (Upsample-7's scales attribute only loads from files), ScatterND (none and add, duplicate rows, partial rows) and
- * GatherND (with batch_dims), and the variants whose gradients are refused. */
+ * Resize-10's fixed rule (Upsample-7's scales attribute only loads from files),
+ * ScatterND (none and add, duplicate rows, partial rows), ScatterElements (none, add
+ * with duplicates off a smaller index shape) and GatherND (with batch_dims), and the
+ * variants whose gradients are refused. */
 #include "gradcheck_cases.h"
 
 #include <stdint.h>
@@ -117,6 +119,30 @@ static void cases_nd(void) {
         int in[2] = {gc_param(&k, UNI, DIMS(2, 3, 2)),
                      vp_build_const(k.g, "i", VP_I64, 3, (int64_t[]){2, 2, 1}, (int64_t[]){2, 0, -1, 1})};
         attr_i(&k, gc_op(&k, "GatherND", 2, in), "batch_dims", 1);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 13, "ScatterElements[3,4] axis 0 indices[2,4] (negative)")) {
+        int in[3] = {gc_param(&k, UNI, DIMS(3, 4)),
+                     vp_build_const(k.g, "i", VP_I64, 2, (int64_t[]){2, 4}, (int64_t[]){0, 2, -1, 1, 1, 0, 0, -3}),
+                     gc_param(&k, UNI, DIMS(2, 4))};
+        gc_op(&k, "ScatterElements", 3, in);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 16, "ScatterElements add [2,5,3] axis 1 indices[2,3,2] int32 (duplicates, smaller off the axis)")) {
+        int32_t idx[12] = {4, 0, 4, 4, 1, 2, 0, 0, 3, 1, 2, 3};
+        int in[3] = {gc_param(&k, UNI, DIMS(2, 5, 3)), vp_build_const(k.g, "i", VP_I32, 3, (int64_t[]){2, 3, 2}, idx),
+                     gc_param(&k, UNI, DIMS(2, 3, 2))};
+        int n = gc_op(&k, "ScatterElements", 3, in);
+        attr_i(&k, n, "axis", 1);
+        attr_s(&k, n, "reduction", "add");
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 18, "refused: ScatterElements reduction max")) {
+        int in[3] = {gc_param(&k, UNI, DIMS(4, 3)),
+                     vp_build_const(k.g, "i", VP_I64, 2, (int64_t[]){1, 3}, (int64_t[]){1, 3, 0}),
+                     gc_param(&k, UNI, DIMS(1, 3))};
+        attr_s(&k, gc_op(&k, "ScatterElements", 3, in), "reduction", "max");
+        k.refusal = "reduction 'max' has no gradient rule";
         gc_run(&k);
     }
     if (gc_begin(&k, 16, "refused: ScatterND reduction mul")) {

@@ -208,6 +208,14 @@ static void cases_scatter(void) {
         attr_i(&k, gc_op(&k, "GatherElements", 2, (int[]){x, i}), "axis", 1);
         gc_run(&k);
     }
+    if (gc_begin(&k, 13, "GatherElements[2,3,5] axis 2 indices[2,3,4] repeating along axis 0 (as a Gather of one row)")) {
+        int64_t idx[24];
+        for (int i = 0; i < 24; i++) idx[i] = (int64_t[]){0, 4, -1, 2, 3, 3, 0, -5, 1, 2, 4, 0}[i % 12];
+        int x = gc_param(&k, UNI, DIMS(2, 3, 5));
+        int i = vp_build_const(k.g, "idx", VP_I64, 3, (int64_t[]){2, 3, 4}, idx);
+        attr_i(&k, gc_op(&k, "GatherElements", 2, (int[]){x, i}), "axis", 2);
+        gc_run(&k);
+    }
     for (int largest = 0; largest < 2; largest++) {
         if (!gc_begin(&k, 11, "TopK[3,5] k=2 axis -1 largest=%d", largest)) continue;
         int x = gc_param(&k, DISTINCT, DIMS(3, 5)), y[2];

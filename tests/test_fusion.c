@@ -16,7 +16,9 @@
  * (Mul by 1/sqrt 2, 0.5 first, Pow for the cube, two normalised axes, ReduceMean's axes
  * as an input at opset 18) are fused too, and near misses (a constant off, an
  * intermediate also read elsewhere, a reduction over another axis) are left alone;
- * fused or not, each computes what its unfused graph does. */
+ * fused or not, each computes what its unfused graph does.  Last, GatherElements over
+ * repeating indices as a Gather of one row (planner/train/gather_rows.c): the same
+ * output bit for bit, and the near misses left alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@
 #include "ir/rng.h"
 #include "onnx/onnx_load.h"
 #include "onnx/tensor_proto.h"
+#include "train/gather_rows.h"
 #include "train/training.h"
 
 #define DATA VP_SOURCE_DIR "/tests/data/fusion"
@@ -328,9 +331,10 @@ static void hb_output(hb *b, int v) {
     b->g->values[v].flags |= VP_VAL_OUTPUT;
 }
 
-/* Infers b's graph, fuses a copy, and checks the count of fused patterns (gelu +
- * fast_gelu + layer_norm == want) and that both compute the same outputs. */
-static void hb_check(hb *b, int want, const char *what) {
+/* Infers b's graph, fuses a copy (rows: runs vp_gather_rows instead), and checks the
+ * count of fused patterns (gelu + fast_gelu + layer_norm, or the gathers rewritten ==
+ * want) and that both compute the same outputs (bit for bit for the gathers). */
+static void hb_check_pass(hb *b, int rows, int want, const char *what) {
     vp_error err;
     vp_graph *f = NULL;
     vp_fuse_counts c = {0};
@@ -341,7 +345,7 @@ static void hb_check(hb *b, int want, const char *what) {
     vp_status s = vp_graph_link(b->g, &err);
     if (!s) s = vp_infer(b->g, NULL, NULL, &err);
     if (!s && !(f = vp_graph_clone(b->g))) s = vp_fail(&err, VP_ERR_NOMEM, "out of memory");
-    if (!s) s = vp_fuse(f, &c, &err);
+    if (!s) s = rows ? vp_gather_rows(f, &c.gather_rows, &err) : vp_fuse(f, &c, &err);
     double worst = 0;
     for (int k = 0; !s && k < b->g->n_outputs; k++) {
         vp_tensor y[2] = {{0}, {0}};
@@ -360,12 +364,43 @@ static void hb_check(hb *b, int want, const char *what) {
         free(y[0].data);
         free(y[1].data);
     }
-    int got = c.gelu + c.fast_gelu + c.layer_norm;
+    int got = rows ? c.gather_rows : c.gelu + c.fast_gelu + c.layer_norm;
     if (s) check(0, "%s: %s", what, err.msg);
-    else check(got == want && worst <= 1e-5, "%s: %d fused (expected %d), outputs differ by %.2g", what, got, want, worst);
+    else check(got == want && worst <= (rows ? 0 : 1e-5), "%s: %d fused (expected %d), outputs differ by %.2g", what, got,
+               want, worst);
     free(x.data);
     vp_graph_free(f);
     vp_graph_free(b->g);
+}
+
+static void hb_check(hb *b, int want, const char *what) { hb_check_pass(b, 0, want, what); }
+
+/* GatherElements(x [2, 3, 5], idx [i0, 3, 4] int64, axis) with idx repeating along its
+ * leading axes, or a near miss (miss 1: one index of the second row differs; 2: idx is
+ * shorter than x on axis 0; 3: axis 0). */
+static void gather_rows_case(int miss, int want, const char *what) {
+    static const int64_t dims[3] = {2, 3, 5};
+    hb b;
+    hb_init(&b, 13, 3, dims);
+    int64_t row[12] = {0, 4, -1, 2, 3, 3, 0, -5, 1, 2, 4, 0}, idx[24], id[3] = {miss == 2 ? 1 : 2, 3, 4};
+    for (int i = 0; i < 24; i++) idx[i] = row[i % 12];
+    if (miss == 1) idx[12 + 5] = 1;
+    if (miss == 3)
+        for (int i = 0; i < 24; i++) idx[i] = idx[i] < 0 ? 1 : idx[i] % 2;
+    char name[32];
+    snprintf(name, sizeof name, "n%d", b.n++);
+    int y = vp_graph_add_value(b.g, name);
+    int in[2] = {b.x, vp_build_const(b.g, "idx", VP_I64, 3, id, idx)};
+    vp_node_add_attr_int(b.g, vp_graph_add_node(b.g, "GatherElements", "", name, 2, in, 1, &y), "axis", miss == 3 ? 0 : 2);
+    hb_output(&b, y);
+    hb_check_pass(&b, 1, want, what);
+}
+
+static void gather_rows_variants(void) {
+    gather_rows_case(0, 1, "GatherElements over indices repeating along axis 0 (negative ones too): a Gather of one row");
+    gather_rows_case(1, 0, "GatherElements near miss: the second row differs");
+    gather_rows_case(2, 0, "GatherElements near miss: indices shorter than the data on axis 0");
+    gather_rows_case(3, 0, "GatherElements near miss: along axis 0");
 }
 
 /* x * 0.5 * (1 + erf(x * (1/sqrt 2))) with the 0.5 applied first, or a near miss. */
@@ -434,5 +469,6 @@ int main(void) {
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) check_module(modules[i]);
     gelu_variants();
     layer_norm_variants();
+    gather_rows_variants();
     return check_summary();
 }

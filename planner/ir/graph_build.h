@@ -11,6 +11,11 @@ int vp_build_node(vp_graph *g, const char *op, const char *domain, const char *n
                   int n_out, vp_phase phase, int opset);
 /* Infers a built node; out (may be NULL) receives its output ids. */
 vp_status vp_build_finish(vp_graph *g, int node, int *out, vp_error *err);
+/* Adds op (default domain, the model's opset) reading in[0..n_in) into *out (a new value
+ * named "<stem>/<op>" when *out < 0), with one int attribute (attr NULL: none), and
+ * infers it: the step of the expansions vp_build_replace_node runs. */
+vp_status vp_build_op(vp_graph *g, const char *stem, const char *op, int n_in, const int *in, const char *attr,
+                      int64_t value, int *out, vp_error *err);
 /* A new graph input of that dtype and shape; fails when the name is taken. */
 vp_status vp_build_input(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims, int *out,
                          vp_error *err);

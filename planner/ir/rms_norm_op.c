@@ -13,19 +13,6 @@ int vp_rms_norm_op_is(const vp_node *n) {
     return (!n->domain[0] || !strcmp(n->domain, "ai.onnx")) && !strcmp(n->op_type, "RMSNormalization");
 }
 
-/* Adds op reading in[0..n_in) into *out (a new value when *out < 0), with an int
- * attribute (attr NULL: none), and infers it. */
-static vp_status emit(vp_graph *g, const char *stem, const char *op, int n_in, const int *in, const char *attr,
-                      int64_t value, int *out, vp_error *err) {
-    char name[600];
-    snprintf(name, sizeof name, "%s/%s", stem, op);
-    if (*out < 0 && (*out = vp_graph_add_unique_value(g, name)) < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    int id = vp_graph_add_node(g, op, "", name, n_in, in, 1, out);
-    if (id < 0 || (attr && vp_node_add_attr_int(g, id, attr, value))) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    g->nodes[id].opset = g->opset_onnx;
-    return vp_infer_node(g, id, 0, NULL, err);
-}
-
 static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) {
     (void)ctx;
     const vp_node *n = &g->nodes[node];
@@ -53,16 +40,16 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
     int xs = x, sq = -1, ms = -1, var = -1, rms = -1, normed = -1, back = -1;
     if (dt != VP_F32) {
         xs = -1;
-        s = emit(g, stem, "Cast", 1, &x, "to", VP_F32, &xs, err);
+        s = vp_build_op(g, stem, "Cast", 1, &x, "to", VP_F32, &xs, err);
     }
-    if (!s) s = emit(g, stem, "Mul", 2, (int[]){xs, xs}, NULL, 0, &sq, err);
-    if (!s) s = emit(g, stem, "ReduceMean", 2, (int[]){sq, c_axes}, "keepdims", 1, &ms, err);
-    if (!s) s = emit(g, stem, "Add", 2, (int[]){ms, c_eps}, NULL, 0, &var, err);
-    if (!s) s = emit(g, stem, "Sqrt", 1, &var, NULL, 0, &rms, err);
-    if (!s) s = emit(g, stem, "Div", 2, (int[]){xs, rms}, NULL, 0, &normed, err);
+    if (!s) s = vp_build_op(g, stem, "Mul", 2, (int[]){xs, xs}, NULL, 0, &sq, err);
+    if (!s) s = vp_build_op(g, stem, "ReduceMean", 2, (int[]){sq, c_axes}, "keepdims", 1, &ms, err);
+    if (!s) s = vp_build_op(g, stem, "Add", 2, (int[]){ms, c_eps}, NULL, 0, &var, err);
+    if (!s) s = vp_build_op(g, stem, "Sqrt", 1, &var, NULL, 0, &rms, err);
+    if (!s) s = vp_build_op(g, stem, "Div", 2, (int[]){xs, rms}, NULL, 0, &normed, err);
     if (dt == VP_F32) back = normed;
-    else if (!s) s = emit(g, stem, "Cast", 1, &normed, "to", dt, &back, err);
-    if (!s) s = emit(g, stem, "Mul", 2, (int[]){back, scale}, NULL, 0, &y, err);
+    else if (!s) s = vp_build_op(g, stem, "Cast", 1, &normed, "to", dt, &back, err);
+    if (!s) s = vp_build_op(g, stem, "Mul", 2, (int[]){back, scale}, NULL, 0, &y, err);
     return s;
 }
 

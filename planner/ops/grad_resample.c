@@ -7,7 +7,9 @@
  * GatherND: dData = GatherNDGrad(shape, indices, dY), ONNX Runtime's op.
  * ScatterND: dUpdates = GatherND(dY, indices); dData = dY with the written positions
  * zeroed (reduction none: a ScatterND of zeros) or dY itself (add).  The other
- * reductions (mul, max, min) are refused.  Indices get no gradient. */
+ * reductions (mul, max, min) are refused.  ScatterElements likewise, element for element:
+ * dUpdates = GatherElements(dY, indices), dData = dY with the written elements zeroed or
+ * dY.  Indices get no gradient. */
 #include <string.h>
 
 #include "ops/grad_macros.h"
@@ -66,13 +68,22 @@ VP_GRAD_RULE(vp_grad_gather_nd) {
     return vp_grad_end(c, b, &dx[0], err);
 }
 
-VP_GRAD_RULE(vp_grad_scatter_nd) {
+/* A scatter's gradient: dUpdates = gather_op(dY, indices) (GatherND, or GatherElements
+ * along axis), dData = dY (add) or dY with the written positions zeroed (none: the same
+ * scatter of zeros).  axis < 0: the ND ops, which have none. */
+static vp_status scatter_grad(vp_grad_ctx *c, int node, const int *dy, int *dx, const char *scatter_op,
+                              const char *gather_op, int64_t axis, vp_error *err) {
     const vp_node *n = vp_gr_node(c, node);
     const char *red = vp_attr_string(n, "reduction", "none");
-    int add = !strcmp(red, "add");
+    int add = !strcmp(red, "add"), b;
     if (!add && strcmp(red, "none"))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "reduction '%s' has no gradient rule (none and add have)", red);
-    if (vp_grad_needs(c, node, 2)) TRY(vp_grad_op2(c, node, "GatherND", dy[0], IN(1), &dx[2], err));
+    if (vp_grad_needs(c, node, 2)) {
+        int in[2] = {dy[0], IN(1)};
+        TRY(build(c, node, gather_op, "", 2, in, &b, err));
+        if (axis >= 0) TRY(vp_gr_attr_int(c, b, "axis", axis, err));
+        TRY(vp_grad_end(c, b, &dx[2], err));
+    }
     if (!vp_grad_needs(c, node, 0)) return VP_OK;
     if (add) {
         dx[0] = dy[0];
@@ -83,7 +94,16 @@ VP_GRAD_RULE(vp_grad_scatter_nd) {
     int rank = u->rank, zeros;
     memcpy(dims, u->dims, sizeof dims);
     TRY(vp_gr_zeros(c, node, u->dtype, rank, dims, &zeros, err));
-    int in[3] = {dy[0], IN(1), zeros}, b;
-    TRY(build(c, node, "ScatterND", "", 3, in, &b, err));
+    int in[3] = {dy[0], IN(1), zeros};
+    TRY(build(c, node, scatter_op, "", 3, in, &b, err));
+    if (axis >= 0) TRY(vp_gr_attr_int(c, b, "axis", axis, err));
     return vp_grad_end(c, b, &dx[0], err);
+}
+
+VP_GRAD_RULE(vp_grad_scatter_nd) { return scatter_grad(c, node, dy, dx, "ScatterND", "GatherND", -1, err); }
+
+VP_GRAD_RULE(vp_grad_scatter_elements) {
+    int64_t axis = vp_attr_int(vp_gr_node(c, node), "axis", 0);
+    if (axis < 0) axis += vp_gr_val(c, IN(0))->rank;
+    return scatter_grad(c, node, dy, dx, "ScatterElements", "GatherElements", axis, err);
 }

@@ -123,6 +123,7 @@ VP_GRAD_RULE(vp_grad_topk);
 /* ---- resample (grad_resample.c) ---- */
 VP_GRAD_RULE(vp_grad_resize); /* Resize and Upsample: com.microsoft ResizeGrad */
 VP_GRAD_RULE(vp_grad_scatter_nd);
+VP_GRAD_RULE(vp_grad_scatter_elements);
 VP_GRAD_RULE(vp_grad_gather_nd);
 
 /* ---- helpers (grad_util.c) ----
@@ -180,8 +181,8 @@ vp_status vp_gr_attr_ints(vp_grad_ctx *c, int bnode, const char *name, const int
 vp_status vp_gr_forward_output(vp_grad_ctx *c, int node, int k, const char *suffix, int *out, vp_error *err);
 /* dX of shape (rank, xdims) with g's elements added at the positions idx names along
  * axis (GatherElements' and TopK's gradient; idx and g share a shape, no larger than
- * xdims off the axis).  Built as a one-hot Equal, so it takes memory of g's size times
- * xdims[axis]. */
+ * xdims off the axis): ONNX Runtime's com.microsoft GatherElementsGrad, which takes
+ * memory of dX's size only. */
 vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, int rank, const int64_t *xdims,
                             int *out, vp_error *err);
 /* The axes a Reduce* node reduces (attribute, or input from opset 18; from 13 for

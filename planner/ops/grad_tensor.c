@@ -1,7 +1,7 @@
 /* Gradient rules of the tensor family: each undoes the data movement of its op on the
  * gradient (a reshape back, the inverse permutation, a Split for a Concat, a Pad for
- * a Slice), with standard ops; Gather uses ONNX Runtime's GatherGrad, GatherElements a
- * one-hot scatter-add (vp_gr_scatter_add).  Shapes and the parameters that decide them
+ * a Slice), with standard ops; Gather uses ONNX Runtime's GatherGrad, GatherElements its
+ * GatherElementsGrad (vp_gr_scatter_add).  Shapes and the parameters that decide them
  * (Slice's starts, Pad's pads) are known ahead of time, so the rules resolve them here
  * with the resolvers the kernels use (op_semantics.h). */
 #include <limits.h>
@@ -328,44 +328,16 @@ VP_GRAD_RULE(vp_grad_trilu) {
     return vp_grad_end(c, b, &dx[0], err);
 }
 
-/* ---- GatherElements (and TopK's values): a scatter-add by one-hot ---- */
+/* ---- GatherElements (and TopK's values): a scatter-add ---- */
 
 vp_status vp_gr_scatter_add(vp_grad_ctx *c, int node, int g, int idx, int axis, int rank, const int64_t *xdims,
                             int *out, vp_error *err) {
-    vp_gr_shape ix = vp_gr_shape_of(c, idx);
-    vp_dtype dt = vp_gr_val(c, g)->dtype;
-    int64_t n = xdims[axis], wide[VP_MAX_RANK], cls_dims[VP_MAX_RANK], begin[VP_MAX_RANK] = {0}, end[VP_MAX_RANK];
-    if (rank + 1 > VP_MAX_RANK)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, vp_gr_node(c, node), "rank %d is too high for a gradient", rank);
-    /* indices and dY gain an axis after `axis` ([.., m, 1, ..]); the class ids run along
-     * it ([1, .., n, ..]); their Equal picks, for every (i, j), whether i gathered j */
-    for (int a = 0, d = 0; a <= rank; a++) {
-        wide[a] = a == axis + 1 ? 1 : ix.dims[d++];
-        cls_dims[a] = a == axis + 1 ? n : 1;
-    }
-    int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
-    if (!ids) return vp_gr_nomem(err);
-    for (int64_t j = 0; j < n; j++) ids[j] = j;
-    int cls = vp_build_const(vp_grad_graph(c), "positions", VP_I64, rank + 1, cls_dims, ids);
-    free(ids);
-    if (cls < 0) return vp_gr_nomem(err);
-    int i64, neg, wrapped, iw, gw, hit, zero, picked, summed;
-    TRY(vp_gr_cast(c, node, idx, VP_I64, &i64, err)); /* negative indices count from the end */
-    int nconst = vp_build_const(vp_grad_graph(c), "extent", VP_I64, 0, NULL, &n);
-    int zconst = vp_build_const(vp_grad_graph(c), "zero", VP_I64, 0, NULL, &(int64_t){0});
-    if (nconst < 0 || zconst < 0) return vp_gr_nomem(err);
-    TRY(vp_grad_op2(c, node, "Less", i64, zconst, &neg, err));
-    TRY(vp_grad_op2(c, node, "Add", i64, nconst, &wrapped, err));
-    TRY(vp_gr_where(c, node, neg, wrapped, i64, &i64, err));
-    TRY(vp_gr_reshape(c, node, i64, rank + 1, wide, &iw, err));
-    TRY(vp_gr_reshape(c, node, g, rank + 1, wide, &gw, err));
-    TRY(vp_grad_op2(c, node, "Equal", iw, cls, &hit, err));
-    TRY(vp_gr_scalar(c, node, dt, 0.0, &zero, err));
-    TRY(vp_gr_where(c, node, hit, gw, zero, &picked, err));
-    TRY(vp_gr_reduce_sum(c, node, picked, 1, (int64_t[]){axis}, 0, &summed, err));
-    /* indices may be shorter than the data off the axis: the rest gets zeros */
-    for (int a = 0; a < rank; a++) end[a] = a == axis ? 0 : xdims[a] - ix.dims[a];
-    return pad_zeros(c, node, summed, rank, begin, end, out, err);
+    int sh, b;
+    TRY(vp_gr_ints(c, xdims, rank, &sh, err));
+    int in[3] = {g, sh, idx};
+    if (build(c, node, "GatherElementsGrad", "com.microsoft", 3, in, 1, &b)) return vp_gr_nomem(err);
+    TRY(vp_gr_attr_int(c, b, "axis", axis, err));
+    return vp_grad_end(c, b, out, err);
 }
 
 /* GatherElements: dY scatter-added back to the positions the indices name. */

@@ -37,6 +37,7 @@ typedef struct vp_fuse_counts {
     int matmul_t;   /* MatMul(A, Transpose(W)) -> com.microsoft.FusedMatMul(A, W, transB=1) */
     int swish;      /* Mul(x, Sigmoid(x)), SiLU -> Swish(x) (its backward keeps x and y, not the sigmoid) */
     int rms_norm;   /* decomposed RMSNorm -> SimplifiedLayerNormalization (its backward keeps x, not x / rms) */
+    int gather_rows; /* GatherElements over indices repeating along leading axes -> Gather of a row (gather_rows.h) */
     int removed;    /* nodes the fused ones replaced */
 } vp_fuse_counts;
 

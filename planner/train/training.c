@@ -22,6 +22,7 @@
 #include "train/fuse_act_matmul.h"
 #include "train/fuse_attention_inputs.h"
 #include "train/fuse_pool_grad.h"
+#include "train/gather_rows.h"
 #include "train/offload.h"
 #include "train/signature.h"
 #include "onnx/onnx_load.h"
@@ -147,6 +148,12 @@ static vp_status pass_fold_frozen(build_ctx *c, vp_error *err) {
 }
 
 /* after the trainable set: a mask that depends on a parameter is not fused */
+/* after fold-frozen: the indices are often computed from scalars the trainable choice
+ * only then says are constants (DeBERTa's log-bucket positions) */
+static vp_status pass_gather_rows(build_ctx *c, vp_error *err) {
+    return c->spec->no_fuse ? VP_OK : vp_gather_rows(c->g, &c->t->fused.gather_rows, err);
+}
+
 static vp_status pass_fuse_attention(build_ctx *c, vp_error *err) {
     if (c->spec->attention != VP_ATTENTION_FUSED) return VP_OK;
     vp_fuse_attention_opts fo = {.detect_causal = 1};
@@ -307,6 +314,7 @@ static const struct {
     {{"train-mode", "Dropout and BatchNorm as in module.train()"}, pass_train_mode},
     {{"trainable", "the parameters: the exporter's signature, else float initializers but scalars (--trainable, --freeze)"}, pass_trainable},
     {{"fold-frozen", "what reads only constants and frozen initializers, folded"}, pass_fold_frozen},
+    {{"gather-rows", "GatherElements over indices that repeat along leading axes as a Gather of one row"}, pass_gather_rows},
     {{"fuse-attention", "attention cores as one op (--attention fused)"}, pass_fuse_attention},
     {{"tp-split", "this rank's forward graph: column/row splits, collectives (--tp)"}, pass_tp_split},
     {{"attention-inputs", "attention reading K, V unrepeated (GQA) and Q, K, V through their head transposes"},

@@ -184,6 +184,8 @@ static const struct {
     {"", "GatherND", vp_cpu_gather_nd},
     {"com.microsoft", "ResizeGrad", vp_cpu_resize_grad},
     {"com.microsoft", "GatherNDGrad", vp_cpu_gather_nd_grad},
+    {"", "ScatterElements", vp_cpu_scatter_elements},
+    {"com.microsoft", "GatherElementsGrad", vp_cpu_gather_elements_grad},
 
     /* train (planner/ops/train.c) */
     {"com.microsoft", "ReluGrad", vp_cpu_relu_grad},

@@ -17,11 +17,18 @@ vp_status vp_cpu_resize(const vp_node *n, const vp_tensor *const *in, vp_tensor 
  * to the inputs each output sampled, with the weights it sampled them with. */
 vp_status vp_cpu_resize_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 
-/* k_scatter_nd.c */
+/* k_scatter.c */
 vp_status vp_cpu_scatter_nd(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 vp_status vp_cpu_gather_nd(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
 /* GatherNDGrad(shape, indices, dY) -> dX: zeros of shape with dY's slices added where
  * GatherND read them (duplicates accumulate). */
 vp_status vp_cpu_gather_nd_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
+/* ScatterElements(data, indices, updates) -> a copy of data with updates written (or
+ * combined by the reduction) at the elements indices name along axis. */
+vp_status vp_cpu_scatter_elements(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err);
+/* GatherElementsGrad(dY, shape, indices) -> dX: zeros of shape with dY's elements added
+ * where GatherElements read them (duplicates accumulate, in index order). */
+vp_status vp_cpu_gather_elements_grad(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                      vp_error *err);
 
 #endif

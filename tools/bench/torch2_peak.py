@@ -121,6 +121,25 @@ def models(big):
         return lambda: (kit.Logits(transformers.BloomForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
                         torch.randint(0, 1000, (b, t)))
 
+    def opt(b, t):
+        cfg = transformers.OPTConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, ffn_dim=1024,
+                                     word_embed_proj_dim=256, vocab_size=1000, max_position_embeddings=t,
+                                     dropout=0.0, attention_dropout=0.0)
+        # ids from 2 on: no padding token (1) in the batch, as in the other language models
+        return lambda: (kit.Logits(transformers.OPTForCausalLM(cfg), "lm"), torch.randint(2, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def deberta_v2(b, t):
+        # as v3 is configured (the kit's DeBERTa-v2): relative attention, c2p and p2c; eager
+        # attention, which is what DeBERTa runs in PyTorch
+        cfg = kit.eager(transformers.DebertaV2Config(
+            num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024, vocab_size=1000,
+            max_position_embeddings=t, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            relative_attention=True, pos_att_type=["p2c", "c2p"], max_relative_positions=64, position_buckets=32,
+            position_biased_input=False))
+        return lambda: (kit.Logits(transformers.DebertaV2ForSequenceClassification(cfg), "cls"),
+                        torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
+
     def resnet18(b):
         import torchvision
         return lambda: (kit.Logits(torchvision.models.resnet18(num_classes=10), "torchvision"),
@@ -138,6 +157,8 @@ def models(big):
         "t5": ("T5, 4 + 4 layers, d 256 (4 x 64 in, the same 64 out)", t5(4, 64)),
         "wav2vec2": ("wav2vec2 classifier, 4 layers, d 256 (4 x 8000 samples)", wav2vec2(4, 8000)),
         "bloom": ("BLOOM, 4 layers, d 256, ALiBi (4 x 64)", bloom(4, 64)),
+        "opt": ("OPT, 4 layers, d 256, tied embeddings (4 x 64)", opt(4, 64)),
+        "deberta_v2": ("DeBERTa-v2 classifier (v3's relative attention), 4 layers, d 256 (8 x 64)", deberta_v2(8, 64)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))

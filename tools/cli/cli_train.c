@@ -223,6 +223,7 @@ void cli_fusion_summary(const vp_training *t, int n_renorm, char *buf, size_t le
                  {t->fused.fast_gelu, "FastGelu"},
                  {t->fused.matmul_t, "MatMul of a transposed weight"},
                  {t->fused.swish, "SiLU (Swish)"},
+                 {t->fused.gather_rows, "GatherElements over repeating indices as a Gather"},
                  {t->n_gelu_matmul, "Gelu into its MatMul"},
                  {t->n_swiglu_matmul - t->n_geglu_matmul, "SwiGLU into its MatMul"},
                  {t->n_geglu_matmul, "GeGLU into its MatMul"},
