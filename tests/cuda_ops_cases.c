@@ -62,6 +62,12 @@ const op_case vp_cuda_op_cases[] = {
     {"scatter_nd_add", "ScatterND", "", 17, {"f32:5,3", "i64:6,1:5", "f32:6,3"}, 1, "reduction=s:add"},
     {"gather_nd", "GatherND", "", 17, {"f32:4,3,2", "i64:5,2:3"}, 1, ""},
     {"gather_nd_grad", "GatherNDGrad", "com.microsoft", 17, {"c64:4,3,2", "i64:5,2:3", "f32:5,2"}, 1, ""},
+    {"gather_elements", "GatherElements", "", 17, {"f32:4,5,3", "i64:4,6,2:5"}, 1, "axis=i:1"},
+    /* one index row: no two updates meet (reduction none leaves their order open) */
+    {"scatter_elements", "ScatterElements", "", 17, {"f32:6,5", "i64:1,5:6", "f32:1,5"}, 1, ""},
+    {"scatter_elements_add", "ScatterElements", "", 18, {"f32:3,7", "i64:3,9:7", "f32:3,9"}, 1, "axis=i:-1;reduction=s:add"},
+    {"gather_elements_grad", "GatherElementsGrad", "com.microsoft", 17, {"f32:4,6,2", "c64:4,5,3", "i64:4,6,2:5"}, 1,
+     "axis=i:1"},
     {"matmul_2d", "MatMul", "", 17, {"f32:7,13", "f32:13,5"}, 1, ""},
     {"matmul_batched", "MatMul", "", 17, {"f32:2,3,7,13", "f32:2,3,13,5"}, 1, ""},
     {"matmul_shared_b", "MatMul", "", 17, {"f32:4,16,32", "f32:32,96"}, 1, ""},

@@ -210,6 +210,21 @@ cudaError_t cu_gather_nd(int esize, const cu_nd_geom *g, int64_t batches, const 
 cudaError_t cu_gather_nd_grad(const cu_nd_geom *g, int64_t batches, const void *idx, int idx64, const float *dy,
                               float *dx, cudaStream_t st);
 
+/* GatherElements and its kin: element j of the indices (shape idx_dims) addresses the
+ * data (strides) at its own coordinates, the axis's replaced by its index (of dim). */
+typedef struct cu_el_geom {
+    int rank, axis;
+    int64_t dim;
+    int64_t idx_dims[CU_MAX_RANK], strides[CU_MAX_RANK];
+} cu_el_geom;
+cudaError_t cu_gather_elements(int esize, const cu_el_geom *g, const void *idx, int idx64, const void *x, void *y,
+                               cudaStream_t st);
+/* out already holds the data; op as cu_scatter_nd's. */
+cudaError_t cu_scatter_elements(int esize, const cu_el_geom *g, const void *idx, int idx64, const void *upd, void *out,
+                                int op, cudaStream_t st);
+cudaError_t cu_gather_elements_grad(const cu_el_geom *g, int64_t dx_elems, const void *idx, int idx64, const float *dy,
+                                    float *dx, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* CUDA kernels of the resample family: Resize and ResizeGrad (float32), ScatterND,
  * GatherND (any element size; ScatterND's reductions in float32) and GatherNDGrad
- * (float32).
+ * (float32); ScatterElements and GatherElements (any element size, reductions in
+ * float32) and GatherElementsGrad (float32).
  *
  * Resize threads compute their sample positions from the plan the host resolved
  * (cu_resize_plan, mirroring runtime/cpu/k_resample.c's arithmetic in double), so no
@@ -259,5 +260,97 @@ extern "C" cudaError_t cu_gather_nd_grad(const cu_nd_geom *g, int64_t batches, c
     int64_t total = batches * g->rows * g->slice;
     if (e || total == 0) return e;
     k_gather_nd_grad<<<cu_blocks(total), CU_THREADS, 0, st>>>(*g, total, idx, idx64, dy, dx);
+    return cudaGetLastError();
+}
+
+/* ---- GatherElements, ScatterElements, GatherElementsGrad ---- */
+
+/* The data offset of indices element j (index i along the axis, the rest its own
+ * coordinates); -1 when i is out of range. */
+__device__ static int64_t cu_element_offset(const cu_el_geom &g, const void *idx, int idx64, int64_t j) {
+    int64_t off = 0, rest = j;
+    for (int a = g.rank - 1; a >= 0; a--) {
+        int64_t c = rest % g.idx_dims[a];
+        rest /= g.idx_dims[a];
+        if (a == g.axis) {
+            c = cu_index(idx, idx64, j);
+            if (c < 0) c += g.dim;
+            if (c < 0 || c >= g.dim) return -1;
+        }
+        off += c * g.strides[a];
+    }
+    return off;
+}
+
+template <typename T>
+__global__ void k_gather_elements(cu_el_geom g, int64_t total, const void *idx, int idx64, const T *x, T *y) {
+    CU_FOR(j, total) {
+        int64_t off = cu_element_offset(g, idx, idx64, j);
+        y[j] = off < 0 ? (T)0 : x[off];
+    }
+}
+
+template <typename T>
+__global__ void k_scatter_elements(cu_el_geom g, int64_t total, const void *idx, int idx64, const T *upd, T *out) {
+    CU_FOR(j, total) {
+        int64_t off = cu_element_offset(g, idx, idx64, j);
+        if (off >= 0) out[off] = upd[j];
+    }
+}
+
+__global__ void k_scatter_elements_f32(cu_el_geom g, int64_t total, const void *idx, int idx64, const float *upd,
+                                       float *out, int op) {
+    CU_FOR(j, total) {
+        int64_t off = cu_element_offset(g, idx, idx64, j);
+        if (off < 0) continue;
+        if (op == 1) atomicAdd(&out[off], upd[j]);
+        else cu_atomic_combine(&out[off], upd[j], op);
+    }
+}
+
+extern "C" cudaError_t cu_gather_elements(int esize, const cu_el_geom *g, const void *idx, int idx64, const void *x,
+                                          void *y, cudaStream_t st) {
+    int64_t total = 1;
+    for (int a = 0; a < g->rank; a++) total *= g->idx_dims[a];
+    if (total == 0) return cudaSuccess;
+    unsigned b = cu_blocks(total);
+    switch (esize) {
+    case 1: k_gather_elements<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)x, (uint8_t *)y); break;
+    case 2: k_gather_elements<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)x, (uint16_t *)y); break;
+    case 4: k_gather_elements<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)x, (uint32_t *)y); break;
+    case 8: k_gather_elements<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)x, (uint64_t *)y); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_scatter_elements(int esize, const cu_el_geom *g, const void *idx, int idx64, const void *upd,
+                                           void *out, int op, cudaStream_t st) {
+    int64_t total = 1;
+    for (int a = 0; a < g->rank; a++) total *= g->idx_dims[a];
+    if (total == 0) return cudaSuccess;
+    unsigned b = cu_blocks(total);
+    if (op) {
+        if (esize != 4) return cudaErrorInvalidValue;
+        k_scatter_elements_f32<<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const float *)upd, (float *)out, op);
+        return cudaGetLastError();
+    }
+    switch (esize) {
+    case 1: k_scatter_elements<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)upd, (uint8_t *)out); break;
+    case 2: k_scatter_elements<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)upd, (uint16_t *)out); break;
+    case 4: k_scatter_elements<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)upd, (uint32_t *)out); break;
+    case 8: k_scatter_elements<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)upd, (uint64_t *)out); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_gather_elements_grad(const cu_el_geom *g, int64_t dx_elems, const void *idx, int idx64,
+                                               const float *dy, float *dx, cudaStream_t st) {
+    cudaError_t e = cudaMemsetAsync(dx, 0, (size_t)dx_elems * sizeof(float), st);
+    int64_t total = 1;
+    for (int a = 0; a < g->rank; a++) total *= g->idx_dims[a];
+    if (e || total == 0) return e;
+    k_scatter_elements_f32<<<cu_blocks(total), CU_THREADS, 0, st>>>(*g, total, idx, idx64, dy, dx, 1);
     return cudaGetLastError();
 }

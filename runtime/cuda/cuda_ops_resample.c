@@ -1,6 +1,7 @@
 /* CUDA ops of the resample family: Resize and Upsample, ResizeGrad (float32),
- * ScatterND (any dtype without reduction; float32 with one), GatherND (any dtype),
- * GatherNDGrad (float32).  The host resolves Resize's plan with the CPU reference's
+ * ScatterND and ScatterElements (any dtype without reduction; float32 with one),
+ * GatherND and GatherElements (any dtype), GatherNDGrad and GatherElementsGrad
+ * (float32).  The host resolves Resize's plan with the CPU reference's
  * resolver (runtime/cpu/k_resample.h) from host copies of roi, scales and sizes, so
  * both backends sample the same positions; kernels in cu_resample.cu. */
 #include <string.h>
@@ -145,12 +146,69 @@ static vp_status op_gather_nd_grad(cuda_ctx *c, const vp_node *n, const vp_tenso
                                         c->stream));
 }
 
+/* The element geometry of indices idx over data of (rank, dims) along the node's axis. */
+static vp_status element_geometry(const vp_node *n, int rank, const int64_t *dims, const vp_tensor *idx, cu_el_geom *g,
+                                  vp_error *err) {
+    if (idx->dtype != VP_I64 && idx->dtype != VP_I32)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "indices are not int32/int64");
+    if (rank > CU_MAX_RANK || idx->rank != rank)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "data and indices of rank %d and %d (at most %d, equal)", rank,
+                            idx->rank, CU_MAX_RANK);
+    int axis = norm_axis(vp_attr_int(n, "axis", 0), rank);
+    if (axis < 0 || axis >= rank) return vp_node_fail(err, VP_ERR_INVALID, n, "axis out of range");
+    g->rank = rank;
+    g->axis = axis;
+    g->dim = dims[axis];
+    contiguous_strides(rank, dims, g->strides);
+    for (int a = 0; a < rank; a++) g->idx_dims[a] = idx->dims[a];
+    return VP_OK;
+}
+
+static vp_status op_gather_elements(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                    vp_error *err) {
+    const vp_tensor *x = in[0], *idx = in[1];
+    cu_el_geom g;
+    vp_status s = element_geometry(n, x->rank, x->dims, idx, &g, err);
+    return s ? s
+             : LAUNCH(cu_gather_elements((int)vp_dtype_size(x->dtype), &g, idx->data, idx->dtype == VP_I64, x->data,
+                                         out[0]->data, c->stream));
+}
+
+static vp_status op_scatter_elements(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                     vp_error *err) {
+    const vp_tensor *x = in[0], *idx = in[1];
+    const char *r = vp_attr_string(n, "reduction", "none");
+    int op = !strcmp(r, "add") ? 1 : !strcmp(r, "mul") ? 2 : !strcmp(r, "max") ? 3 : !strcmp(r, "min") ? 4 : 0;
+    cu_el_geom g;
+    vp_status s = op ? vp_cuda_need_f32(n, x, 0, err) : VP_OK;
+    if (!s) s = element_geometry(n, x->rank, x->dims, idx, &g, err);
+    if (!s && out[0]->data != x->data) s = vp_cuda_copy_d2d(c, n, out[0]->data, x->data, vp_tensor_nbytes(x), err);
+    return s ? s
+             : LAUNCH(cu_scatter_elements((int)vp_dtype_size(x->dtype), &g, idx->data, idx->dtype == VP_I64,
+                                          in[2]->data, out[0]->data, op, c->stream));
+}
+
+static vp_status op_gather_elements_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in,
+                                         vp_tensor *const *out, vp_error *err) {
+    vp_tensor *dx = out[0];
+    if (!dx) return VP_OK;
+    cu_el_geom g;
+    vp_status s = vp_cuda_need_f32(n, in[0], 0, err);
+    if (!s) s = element_geometry(n, dx->rank, dx->dims, in[2], &g, err);
+    return s ? s
+             : LAUNCH(cu_gather_elements_grad(&g, vp_tensor_numel(dx), in[2]->data, in[2]->dtype == VP_I64, fptr(in[0]),
+                                              fptr(dx), c->stream));
+}
+
 const cuda_op vp_cuda_ops_resample[] = {
     {"Resize", "", op_resize},
     {"Upsample", "", op_resize},
     {"ScatterND", "", op_scatter_nd},
     {"GatherND", "", op_gather_nd},
+    {"GatherElements", "", op_gather_elements},
+    {"ScatterElements", "", op_scatter_elements},
     {"ResizeGrad", "com.microsoft", op_resize_grad},
     {"GatherNDGrad", "com.microsoft", op_gather_nd_grad},
+    {"GatherElementsGrad", "com.microsoft", op_gather_elements_grad},
     {NULL, NULL, NULL},
 };
