@@ -41,6 +41,7 @@ typedef struct fuser {
     int n_inserted, cap_inserted;
     int *masks, n_masks; /* the constant masks the fused cores read so far, each once */
     int *sums, n_sums;   /* (mask, mask2, their Add's output) made so far, each pair once */
+    int causal_seen;     /* the last mask found causal, -1: none */
 } fuser;
 
 /* ---- reading the graph ---- */
@@ -395,21 +396,36 @@ static vp_status make_where_mask(fuser *fz, const match *m, const char *base, in
     return s ? s : infer_last(fz, err);
 }
 
+/* Whether element x of a mask is what a causal mask holds at (i, j): 0 on and below the
+ * diagonal, -inf or the dtype's lowest (torch's finfo.min) above. */
+#define CAUSAL_AT(x, i, j) ((j) <= (i) ? (x) == 0 : (x) <= -1e30)
+
 /* A constant mask [.., S, T] that is 0 on and below the diagonal and -inf above, in
- * every [S, T] slice (torch 2.x expands it over the batch). */
-static int causal_mask(const vp_graph *g, int mask, int64_t S, int64_t T) {
+ * every [S, T] slice (torch 2.x expands it over the batch).  Every layer's core reads
+ * its own copy of the same mask, batch x seq x seq: one slice is checked element by
+ * element, the others and a copy of the last mask found causal compared as bytes. */
+static int causal_mask(fuser *fz, int mask, int64_t S, int64_t T) {
+    const vp_graph *g = fz->g;
     const vp_value *m = &g->values[mask];
-    if (!fixed_data(m) || m->rank < 2) return 0;
+    if (!fixed_data(m) || m->rank < 2 || S <= 0 || T <= 0) return 0;
     if (m->dims[m->rank - 2] != S || m->dims[m->rank - 1] != T) return 0;
-    int64_t slices = S > 0 && T > 0 ? vp_value_numel(m) / (S * T) : 0;
-    for (int64_t b = 0; b < slices; b++)
-        for (int64_t i = 0; i < S; i++)
-            for (int64_t j = 0; j < T; j++) {
-                double x = vp_load(m->data, m->dtype, (b * S + i) * T + j);
-                if (j <= i ? x != 0 : !(x <= -1e30)) return 0; /* -inf, or the dtype's lowest (torch's finfo.min) */
-            }
+    size_t slice = (size_t)(S * T) * vp_dtype_size(m->dtype), bytes = slice * (size_t)(vp_value_numel(m) / (S * T));
+    if (fz->causal_seen >= 0) {
+        const vp_value *c = &g->values[fz->causal_seen];
+        if (c->dtype == m->dtype && c->rank == m->rank && !memcmp(c->dims, m->dims, (size_t)m->rank * sizeof *m->dims) &&
+            !memcmp(c->data, m->data, bytes))
+            return 1;
+    }
+    const float *f = m->dtype == VP_F32 ? m->data : NULL; /* the common case, without a load per element */
+    for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < T; j++)
+            if (!(f ? CAUSAL_AT(f[i * T + j], i, j) : CAUSAL_AT(vp_load(m->data, m->dtype, i * T + j), i, j))) return 0;
+    for (size_t at = slice; at < bytes; at += slice)
+        if (memcmp((const char *)m->data + at, m->data, slice)) return 0;
+    fz->causal_seen = mask;
     return 1;
 }
+#undef CAUSAL_AT
 
 /* A constant mask of zeros adds nothing to any score (S + 0 is S, bit for bit): the
  * padding mask of a batch with no padding, which Hugging Face builds all the same. */
@@ -483,7 +499,7 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     int64_t S = g->values[m->q].dims[2], T = g->values[k].dims[2];
     for (int t = 0; t < 2; t++) {
         int *mv = t ? &mask2 : &mask;
-        if (*mv >= 0 && fz->o && fz->o->detect_causal && causal_mask(g, *mv, S, T)) {
+        if (*mv >= 0 && fz->o && fz->o->detect_causal && causal_mask(fz, *mv, S, T)) {
             causal = 1;
             *mv = -1;
         }
@@ -556,7 +572,8 @@ static vp_status compact(fuser *fz, vp_error *err) {
 /* ---- the pass ---- */
 
 vp_status vp_fuse_attention(vp_graph *g, const vp_fuse_attention_opts *o, int *n_fused, vp_error *err) {
-    fuser fz = {.g = g, .o = o, .n_orig_values = g->n_values, .n_orig_nodes = g->n_nodes};
+    fuser fz = {.g = g, .o = o, .n_orig_values = g->n_values, .n_orig_nodes = g->n_nodes,
+               .causal_seen = -1};
     *n_fused = 0;
     vp_status s = vp_graph_link(g, err);
     if (s) return s;
