@@ -39,7 +39,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MiB = float(1 << 20)
-MODELS = ["llama", "gpt2", "bert", "vit", "resnet18", "qwen2", "gemma", "roberta", "t5", "wav2vec2"]
+MODELS = ["llama", "gpt2", "bert", "vit", "resnet18", "qwen2", "gemma", "roberta", "t5", "wav2vec2", "bloom", "opt",
+          "deberta_v2"]
 
 
 def status_kib(key):
