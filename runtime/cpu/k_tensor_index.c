@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_tensor.h"
 
@@ -25,6 +26,27 @@ static vp_status check_indices(const vp_node *n, const vp_tensor *idx, int axis,
     return VP_OK;
 }
 
+typedef struct gather_job {
+    const int64_t *ix; /* the indices, counted from 0 */
+    int64_t dim, count;
+    size_t inner; /* bytes a row */
+    const char *src;
+    char *dst;
+} gather_job;
+
+static void gather_rows(int64_t lo, int64_t hi, void *ctx) {
+    const gather_job *g = ctx;
+    for (int64_t o = lo; o < hi; o++) {
+        const char *src = g->src + (size_t)(o * g->dim) * g->inner;
+        char *dst = g->dst + (size_t)(o * g->count) * g->inner;
+        if (g->inner == 4) { /* one float32 a row: Gather along the last axis */
+            for (int64_t j = 0; j < g->count; j++) memcpy(dst + j * 4, src + g->ix[j] * 4, 4);
+            continue;
+        }
+        for (int64_t j = 0; j < g->count; j++) memcpy(dst + (size_t)j * g->inner, src + (size_t)g->ix[j] * g->inner, g->inner);
+    }
+}
+
 vp_status vp_cpu_gather(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0], *idx = in[1];
     int axis = normalized_axis(vp_attr_int(n, "axis", 0), x->rank);
@@ -34,15 +56,15 @@ vp_status vp_cpu_gather(const vp_node *n, const vp_tensor *const *in, vp_tensor 
     size_t inner = vp_dtype_size(x->dtype);
     for (int a = 0; a < axis; a++) outer *= x->dims[a];
     for (int a = axis + 1; a < x->rank; a++) inner *= (size_t)x->dims[a];
-    const char *src = x->data;
-    char *dst = out[0]->data;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < k; j++) {
-            int64_t i = vp_tensor_int_at(idx, j);
-            if (i < 0) i += dim;
-            memcpy(dst, src + (size_t)(o * dim + i) * inner, inner);
-            dst += inner;
-        }
+    int64_t *ix = malloc((size_t)(k ? k : 1) * sizeof *ix);
+    if (!ix) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
+    for (int64_t j = 0; j < k; j++) {
+        int64_t i = vp_tensor_int_at(idx, j);
+        ix[j] = i < 0 ? i + dim : i;
+    }
+    gather_job g = {ix, dim, k, inner, x->data, out[0]->data};
+    vp_par_for(outer, k * (int64_t)(inner / 4 + 1), gather_rows, &g);
+    free(ix);
     return VP_OK;
 }
 

@@ -1,5 +1,6 @@
 /* GatherGrad, SoftmaxCrossEntropyLossGrad, InPlaceAccumulatorV2 and ZeroGradient. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_par.h"
@@ -29,6 +30,32 @@ static void add_run(void *dst, const void *src, vp_dtype t, int64_t len) {
  *
  * Duplicate indices accumulate and negative ones count from the end of the axis, as
  * Gather reads them. */
+typedef struct gather_grad_job {
+    const int64_t *ix; /* the indices, checked and counted from 0 */
+    int64_t dim, count, inner;
+    vp_dtype t;
+    const char *dy;
+    char *dx;
+} gather_grad_job;
+
+/* Outer slices [lo, hi): each adds its dY rows in index order, so the sums are the same
+ * on any number of threads. */
+static void gather_grad_rows(int64_t lo, int64_t hi, void *ctx) {
+    const gather_grad_job *g = ctx;
+    size_t es = vp_dtype_size(g->t);
+    for (int64_t o = lo; o < hi; o++) {
+        if (g->t == VP_F32 && g->inner == 1) { /* one element a row: Gather along the last axis */
+            float *d = (float *)g->dx + o * g->dim;
+            const float *y = (const float *)g->dy + o * g->count;
+            for (int64_t j = 0; j < g->count; j++) d[g->ix[j]] += y[j];
+            continue;
+        }
+        for (int64_t j = 0; j < g->count; j++)
+            add_run(g->dx + (size_t)((o * g->dim + g->ix[j]) * g->inner) * es,
+                    g->dy + (size_t)((o * g->count + j) * g->inner) * es, g->t, g->inner);
+    }
+}
+
 VP_TRAIN_KERNEL(vp_cpu_gather_grad) {
     if (!out[0]) return VP_OK;
     const vp_tensor *idx = in[1], *dy = in[2];
@@ -39,18 +66,21 @@ VP_TRAIN_KERNEL(vp_cpu_gather_grad) {
     int64_t outer = 1, inner = 1, dim = dx->dims[axis], count = vp_tensor_numel(idx);
     for (int d = 0; d < axis; d++) outer *= dx->dims[d];
     for (int d = (int)axis + 1; d < dx->rank; d++) inner *= dx->dims[d];
-    size_t es = vp_dtype_size(dx->dtype);
-    memset(dx->data, 0, vp_tensor_nbytes(dx));
+    int64_t *ix = malloc((size_t)(count ? count : 1) * sizeof *ix);
+    if (!ix) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
     for (int64_t j = 0; j < count; j++) {
         int64_t k = load_index(idx, j);
-        if (k < -dim || k >= dim)
+        if (k < -dim || k >= dim) {
+            free(ix);
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "indices[%lld] = %lld is outside an axis of %lld", (long long)j,
                                 (long long)k, (long long)dim);
-        if (k < 0) k += dim;
-        for (int64_t o = 0; o < outer; o++)
-            add_run((char *)dx->data + ((o * dim + k) * inner) * (int64_t)es,
-                    (const char *)dy->data + ((o * count + j) * inner) * (int64_t)es, dx->dtype, inner);
+        }
+        ix[j] = k < 0 ? k + dim : k;
     }
+    memset(dx->data, 0, vp_tensor_nbytes(dx));
+    gather_grad_job g = {ix, dim, count, inner, dx->dtype, dy->data, dx->data};
+    vp_par_for(outer, count * inner, gather_grad_rows, &g);
+    free(ix);
     return VP_OK;
 }
 
