@@ -36,5 +36,9 @@ expect 2 "input 'x' is float32, the data given is int64" -- "$tool" eval "$data/
 expect 2 "not a valid TensorProto" -- "$tool" eval "$data/good_relu.onnx" --input "x=$data/not_onnx.onnx"
 
 expect 1 "node 'lookup' (Gather).*99" -- "$tool" eval "$data/gather.onnx" --input "ids=$data/ids_out_of_range.pb"
+expect 1 "node 'put' (ScatterElements): index 7 (element 1 of the indices) is out of range for axis 0 of size 4" -- \
+    "$tool" eval "$data/scatter_elements.onnx" --input "where=$data/where_out_of_range.pb"
+expect 2 "node 'put_mismatch' (ScatterElements): updates (input 2) \\[2, 2\\] must have the indices' shape \\[1, 3\\]" -- \
+    "$tool" inspect "$data/scatter_elements_mismatch.onnx"
 
 expect_summary

@@ -128,6 +128,20 @@ def main():
     with open(os.path.join(HERE, "ids_out_of_range.pb"), "wb") as f:
         f.write(numpy_helper.from_array(np.array([1, 99], np.int64), "ids").SerializeToString())
 
+    # ScatterElements: an index past the end of its axis (at run time), and updates that
+    # do not have the indices' shape (at load)
+    data = numpy_helper.from_array(np.zeros((4, 3), np.float32), "data")
+    upd = numpy_helper.from_array(np.ones((1, 3), np.float32), "upd")
+    save(model([helper.make_node("ScatterElements", ["data", "where", "upd"], ["y"], name="put")],
+               [vi("where", [1, 3], TensorProto.INT64)], [vi("y", [4, 3])], [data, upd], opset=16),
+         "scatter_elements.onnx")
+    with open(os.path.join(HERE, "where_out_of_range.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.array([[0, 7, 1]], np.int64), "where").SerializeToString())
+    upd22 = numpy_helper.from_array(np.ones((2, 2), np.float32), "upd")
+    save(model([helper.make_node("ScatterElements", ["data", "where", "upd"], ["y"], name="put_mismatch")],
+               [vi("where", [1, 3], TensorProto.INT64)], [vi("y", [4, 3])], [data, upd22], opset=16),
+         "scatter_elements_mismatch.onnx")
+
     # tensors for --input: one that fits good_relu.onnx's x, one of the wrong shape, one of the wrong dtype
     for name, arr in (("x_2x3.pb", np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5),
                       ("x_4x4.pb", np.zeros((4, 4), np.float32)),
