@@ -182,7 +182,7 @@ cudaError_t cu_dropout_grad(int dtype, int64_t n, const void *dy, const uint8_t 
  * (1) or NaN (2); *flag is left alone otherwise, so inputs check in turn into one flag. */
 cudaError_t cu_all_finite(int dtype, int64_t n, const void *x, int mode, uint8_t *flag, cudaStream_t st);
 
-/* ---- resample (cu_resample.cu) ---- */
+/* ---- resample (cu_resample.cu; the index ops cu_scatter.cu) ---- */
 
 /* Resize's plan as runtime/cpu/k_resample.h resolves it; coord and round are
  * vp_resize_coord and vp_resize_round, linear 0 for nearest. */

@@ -3,7 +3,7 @@
  * GatherND and GatherElements (any dtype), GatherNDGrad and GatherElementsGrad
  * (float32).  The host resolves Resize's plan with the CPU reference's
  * resolver (runtime/cpu/k_resample.h) from host copies of roi, scales and sizes, so
- * both backends sample the same positions; kernels in cu_resample.cu. */
+ * both backends sample the same positions; kernels in cu_resample.cu and cu_scatter.cu. */
 #include <string.h>
 
 #include "cu_kernels.h"
