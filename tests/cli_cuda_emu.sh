@@ -19,10 +19,12 @@ fail=0
 # the values of a flat JSON array or number field, one per line
 field() { tr -d ' \n' < "$1" | sed -n "s/.*\"$2\":\(\[[^]]*\]\|[-0-9.e]*\).*/\1/p" | tr -d '[]' | tr ',' '\n'; }
 
-check() { # name, model, plan options...; TOL in the environment (default 1e-5)
+check() { # name, model (models/NAME, or a path under the source tree), plan options...; TOL in the environment (default 1e-5)
     local name=$1 model=$2
     shift 2
-    if ! "$tool" plan "$src/models/$model/model.onnx" "$@" -o "$tmp/$name.vplan" > "$tmp/plan.log" 2>&1; then
+    local file="$src/models/$model/model.onnx"
+    [[ $model == */* ]] && file="$src/$model"
+    if ! "$tool" plan "$file" "$@" -o "$tmp/$name.vplan" > "$tmp/plan.log" 2>&1; then
         echo "FAIL $name: plan"; cat "$tmp/plan.log"; fail=1; return
     fi
     for b in cpu cuda; do
@@ -55,4 +57,14 @@ TOL=2e-3 check gpt_adamw_bf16_h200 gpt --dim batch=8 --loss ce:logits --optimize
 TOL=2e-3 check gpt_adamw_fp16 gpt --dim batch=8 --loss ce:logits --optimizer adamw --freeze '^causal_mask$' --precision fp16
 TOL=2e-3 check mlp_momentum_fp16 mlp --dim batch=4 --loss ce:logits --optimizer momentum --precision fp16
 [ "${VP_CUDA_QUICK:-0}" = 0 ] && TOL=2e-3 check cnn_adamw_bf16 cnn --dim batch=4 --loss ce:logits --optimizer adamw --precision bf16
+# torch 2.x's exports of the fixture kit (tests/data/torch2), each architecture's whole
+# step: the rotary slices' Pad gradients (Llama, Qwen2, Gemma), RoBERTa's CumSum
+# positions, wav2vec2's InstanceNormalization and padded convolutions, DeBERTa-v2's Tile
+# and row gathers, in float32; DeBERTa-v2's 16-bit GatherGrad in bf16
+for k in "$src"/tests/data/torch2/*/eval_opt0.onnx; do
+    m=$(basename "$(dirname "$k")")
+    check "kit_$m" "tests/data/torch2/$m/eval_opt0.onnx" --loss ce:logits --optimizer adamw --device h200
+done
+TOL=2e-3 check kit_deberta_v2_bf16 tests/data/torch2/deberta_v2/eval_opt0.onnx --loss ce:logits --optimizer adamw \
+    --device h200 --precision bf16
 exit $fail

@@ -371,6 +371,40 @@ extern "C" cudaError_t cu_gather_grad(int64_t outer, int64_t dim, int64_t count,
     return cudaGetLastError();
 }
 
+/* GatherGrad of 16-bit dY and dX, as the CPU computes it: float32 sums in index order,
+ * rounded once.  A block per (o, i) keeps its dX row in shared memory; one thread adds
+ * the indices in order, so the sums do not depend on the schedule. */
+template <typename S>
+__global__ void k_gather_grad_lowp(int64_t dim, int64_t count, int64_t inner, const void *idx, int idx64, const S *dy,
+                                   S *dx) {
+    extern __shared__ float acc[];
+    int64_t o = blockIdx.x / inner, in = blockIdx.x % inner;
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) acc[k] = 0;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int64_t j = 0; j < count; j++) {
+            int64_t k = load_idx(idx, idx64, j);
+            if (k < 0) k += dim;
+            if (k >= 0 && k < dim) acc[k] += cu_ld(dy, (o * count + j) * inner + in);
+        }
+    __syncthreads();
+    for (int64_t k = threadIdx.x; k < dim; k += blockDim.x) cu_st(dx, (o * dim + k) * inner + in, acc[k]);
+}
+
+extern "C" cudaError_t cu_gather_grad_lowp(int dtype, int64_t outer, int64_t dim, int64_t count, int64_t inner,
+                                           const void *idx, int idx64, const void *dy, void *dx, cudaStream_t st) {
+    if (outer * inner == 0 || dim == 0) return cudaSuccess;
+    size_t shared = (size_t)dim * sizeof(float);
+    if (shared > 48 * 1024) return cudaErrorInvalidValue; /* a dX row must fit a block's shared memory */
+    unsigned blocks = (unsigned)(outer * inner);
+    switch (dtype) {
+    case 10: k_gather_grad_lowp<__half><<<blocks, CU_THREADS, shared, st>>>(dim, count, inner, idx, idx64, (const __half *)dy, (__half *)dx); break;
+    case 16: k_gather_grad_lowp<cu_bf16><<<blocks, CU_THREADS, shared, st>>>(dim, count, inner, idx, idx64, (const cu_bf16 *)dy, (cu_bf16 *)dx); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
 /* ---- Cast ---- */
 
 __device__ static inline double cast_load(int t, const void *p, int64_t i) {

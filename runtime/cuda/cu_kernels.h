@@ -72,6 +72,10 @@ cudaError_t cu_gather(int esize, int64_t outer, int64_t dim, int64_t count, int6
 /* dx = 0; dx[o, idx[j], i] += dy[o, j, i] (float32). */
 cudaError_t cu_gather_grad(int64_t outer, int64_t dim, int64_t count, int64_t inner, const void *idx, int idx64,
                            const float *dy, float *dx, cudaStream_t st);
+/* The same for float16 (dtype 10) or bfloat16 (16) dY and dX: float32 sums in index
+ * order, rounded once (a dX row of dim floats must fit 48 KiB of shared memory). */
+cudaError_t cu_gather_grad_lowp(int dtype, int64_t outer, int64_t dim, int64_t count, int64_t inner, const void *idx,
+                                int idx64, const void *dy, void *dx, cudaStream_t st);
 /* Elementwise conversion between float32, float64, float16, bfloat16, int8..int64, uint8, bool. */
 cudaError_t cu_cast(int64_t n, int from, const void *x, int to, void *y, cudaStream_t st);
 /* A fused Cast's widening (runtime/cuda/cuda_backend.c): buf holds n float32 slots whose
@@ -209,6 +213,26 @@ cudaError_t cu_gather_nd(int esize, const cu_nd_geom *g, int64_t batches, const 
                          void *y, cudaStream_t st);
 cudaError_t cu_gather_nd_grad(const cu_nd_geom *g, int64_t batches, const void *idx, int idx64, const float *dy,
                               float *dx, cudaStream_t st);
+
+/* ---- Pad, CumSum (cu_tensor.cu) ---- */
+/* Pad: output element i reads the input where its kept box maps it (first: the crop of
+ * negative begin pads; pad: the positive ones; kept: the box's extent), outside the box
+ * the fill (mode 0, its bits in value's low bytes) or the source its mode names (1
+ * reflect, 2 edge, 3 wrap). */
+typedef struct cu_pad_geom {
+    int rank, mode;
+    int64_t out_dims[CU_MAX_RANK], in_strides[CU_MAX_RANK], first[CU_MAX_RANK], pad[CU_MAX_RANK], kept[CU_MAX_RANK];
+    uint64_t value;
+} cu_pad_geom;
+cudaError_t cu_pad(int esize, const cu_pad_geom *g, const void *x, void *y, cudaStream_t st);
+/* CumSum over [outer, len, inner] along len; dtype a vp_dtype (float32, float64, int32,
+ * int64). */
+cudaError_t cu_cumsum(int dtype, int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse, const void *x,
+                      void *y, cudaStream_t st);
+/* InstanceNormalization: one block per (image, channel) plane; x, y of dtype (float32,
+ * float16, bfloat16), scale and bias float32 [channels]. */
+cudaError_t cu_instancenorm(int dtype, int64_t n, int64_t c, int64_t plane, double eps, const void *x,
+                            const float *scale, const float *bias, void *y, cudaStream_t st);
 
 /* GatherElements and its kin: element j of the indices (shape idx_dims) addresses the
  * data (strides) at its own coordinates, the axis's replaced by its index (of dim). */

@@ -353,6 +353,32 @@ extern "C" cudaError_t cu_batchnorm(int dtype, int64_t n, int64_t c, int64_t pla
     return cudaGetLastError();
 }
 
+/* InstanceNormalization: block b * c normalises its plane by its own mean and (biased)
+ * variance, in double, then y = x a + shift rounded once, as the CPU computes it. */
+template <typename S>
+__global__ void k_instancenorm(int64_t channels, int64_t plane, double eps, const S *x, const float *scale,
+                               const float *bias, S *y) {
+    int64_t p = blockIdx.x, c = p % channels, base = p * plane;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) s += cu_ld(x, base + i);
+    double mean = plane ? cu_block_sum(s) / (double)plane : 0, q = 0;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) {
+        double v = cu_ld(x, base + i) - mean;
+        q += v * v;
+    }
+    double var = plane ? cu_block_sum(q) / (double)plane : 0;
+    double a = (double)scale[c] / sqrt(var + eps), shift = (double)bias[c] - mean * a;
+    for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) cu_st(y, base + i, (float)(cu_ld(x, base + i) * a + shift));
+}
+
+extern "C" cudaError_t cu_instancenorm(int dtype, int64_t n, int64_t c, int64_t plane, double eps, const void *x,
+                                       const float *scale, const float *bias, void *y, cudaStream_t st) {
+    if (n * c == 0) return cudaSuccess;
+    CU_FLOAT_DISPATCH(dtype, k_instancenorm<T><<<(unsigned)(n * c), BN_THREADS, 0, st>>>(c, plane, eps, (const T *)x,
+                                                                                     scale, bias, (T *)y));
+    return cudaGetLastError();
+}
+
 template <typename S>
 __global__ void k_batchnorm_grad(int64_t n, int64_t channels, int64_t plane, const S *dy, const S *x,
                                  const float *scale, const float *mean, const float *inv, S *dx, float *dscale,

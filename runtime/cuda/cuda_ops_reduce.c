@@ -1,5 +1,5 @@
 /* CUDA ops that reduce over rows or channels: LayerNormalization and
- * BatchNormalization with their gradients, the Reduce* ops, Softmax and LogSoftmax
+ * BatchNormalization with their gradients, InstanceNormalization, the Reduce* ops, Softmax and LogSoftmax
  * with their gradients, and SoftmaxCrossEntropyLoss with its gradient (cu_reduce.cu).
  * The losses use the backend's scratch scalars for their sums. */
 #include <string.h>
@@ -69,6 +69,19 @@ static vp_status op_batchnorm(cuda_ctx *c, const vp_node *n, const vp_tensor *co
                                x->data, fptr(in[1]), fptr(in[2]), fptr(in[3]), fptr(in[4]), out[0] ? out[0]->data : NULL,
                                fptr(opt_out(n, out, 1)), fptr(opt_out(n, out, 2)), fptr(opt_out(n, out, 3)),
                                fptr(opt_out(n, out, 4)), c->stream));
+}
+
+static vp_status op_instancenorm(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                  vp_error *err) {
+    const vp_tensor *x = in[0];
+    vp_status s = vp_cuda_need_float(n, x, 0, err);
+    for (int k = 1; k < 3 && !s; k++) s = vp_cuda_need_f32(n, in[k], k, err);
+    if (!s && out[0]->dtype != x->dtype) s = vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Y's dtype is not X's");
+    if (s) return s;
+    int64_t plane = 1;
+    for (int d = 2; d < x->rank; d++) plane *= x->dims[d];
+    return LAUNCH(cu_instancenorm((int)x->dtype, x->dims[0], x->dims[1], plane, vp_train_attr_double(n, "epsilon", 1e-5),
+                                  x->data, fptr(in[1]), fptr(in[2]), out[0]->data, c->stream));
 }
 
 static vp_status op_batchnorm_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
@@ -225,7 +238,8 @@ static vp_status op_sce_loss_grad(cuda_ctx *c, const vp_node *n, const vp_tensor
 }
 
 const cuda_op vp_cuda_ops_reduce[] = {
-    {"BatchNormalization", "", op_batchnorm}, {"LayerNormalization", "", op_layernorm},
+    {"BatchNormalization", "", op_batchnorm}, {"InstanceNormalization", "", op_instancenorm},
+    {"LayerNormalization", "", op_layernorm},
     {"ReduceSum", "", op_reduce}, {"ReduceMean", "", op_reduce}, {"ReduceMax", "", op_reduce},
     {"ReduceMin", "", op_reduce}, {"ReduceProd", "", op_reduce}, {"ReduceSumSquare", "", op_reduce},
     {"ReduceL1", "", op_reduce}, {"ReduceL2", "", op_reduce}, {"ReduceLogSumExp", "", op_reduce},
