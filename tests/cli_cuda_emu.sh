@@ -60,11 +60,14 @@ TOL=2e-3 check mlp_momentum_fp16 mlp --dim batch=4 --loss ce:logits --optimizer 
 # torch 2.x's exports of the fixture kit (tests/data/torch2), each architecture's whole
 # step: the rotary slices' Pad gradients (Llama, Qwen2, Gemma), RoBERTa's CumSum
 # positions, wav2vec2's InstanceNormalization and padded convolutions, DeBERTa-v2's Tile
-# and row gathers, in float32; DeBERTa-v2's 16-bit GatherGrad in bf16
+# and row gathers, in float32; in bf16, DeBERTa-v2's 16-bit GatherGrad and MobileNetV2's
+# Clip with bf16 bounds
 for k in "$src"/tests/data/torch2/*/eval_opt0.onnx; do
     m=$(basename "$(dirname "$k")")
     check "kit_$m" "tests/data/torch2/$m/eval_opt0.onnx" --loss ce:logits --optimizer adamw --device h200
 done
-TOL=2e-3 check kit_deberta_v2_bf16 tests/data/torch2/deberta_v2/eval_opt0.onnx --loss ce:logits --optimizer adamw \
-    --device h200 --precision bf16
+for m in deberta_v2 mobilenet_v2; do
+    TOL=2e-3 check "kit_${m}_bf16" "tests/data/torch2/$m/eval_opt0.onnx" --loss ce:logits --optimizer adamw \
+        --device h200 --precision bf16
+done
 exit $fail

@@ -25,7 +25,8 @@
 #    bytes beside the arena and the measured peak;
 # 5a. features: QAT (cnn), optimizer-state offload, bf16 with and without cast fusion and
 #    sqrtn checkpointing (gpt), each plan run on the device and on the CPU, losses within
-#    2e-3 relative;
+#    2e-3 relative; and every export of the torch 2.x kit (tests/data/torch2) in fp32
+#    and bf16, the same way;
 # 5b. where the machine has two GPUs or more (and mpirun): tensor parallelism over NCCL,
 #    mpirun -np 2 (and 4 with four GPUs) onnx-vplan run --backend cuda of the torch.onnx
 #    GPT export's per-rank plans (tests/data/tp/gpt_qkv), losses against the one-GPU
@@ -168,13 +169,19 @@ done
 
 # plans models/MODEL (AdamW, batch 4, h200) with OPTIONS, runs the plan 3 steps on
 # $BACKEND and on cpu, compares the losses (2e-3 relative); failures go to failed[]
-plan_both_backends() { # LABEL MODEL OPTIONS...
-    local label=$1 m=$2 dir=models/$2 plan="$WORK/$1.vplan" freeze b
+plan_both_backends() { # LABEL MODEL OPTIONS... (MODEL: a models/ name, or an .onnx file of static shapes)
+    local label=$1 m=$2 dir=models/$2 plan="$WORK/$1.vplan" freeze b file
     shift 2
     local extra=()
-    freeze=$(freeze_of "$dir/meta.json")
-    [[ -n $freeze ]] && extra=(--freeze "$freeze")
-    if ! run "$VP" plan "$dir/model.onnx" --loss ce:logits --optimizer adamw "$@" "${extra[@]}" --dim batch=4 \
+    if [[ $m == *.onnx ]]; then
+        file=$m
+    else
+        file=$dir/model.onnx
+        freeze=$(freeze_of "$dir/meta.json")
+        [[ -n $freeze ]] && extra=(--freeze "$freeze")
+        extra+=(--dim batch=4)
+    fi
+    if ! run "$VP" plan "$file" --loss ce:logits --optimizer adamw "$@" "${extra[@]}" \
         --device h200 -o "$plan" >"$WORK/$label.plan.log"; then
         cat "$WORK/$label.plan.log"
         failed+=("plan $label")
@@ -259,6 +266,18 @@ for spec in "${features[@]}"; do
     read -r name m fopts <<<"$spec"
     read -r -a fopts <<<"$fopts"
     plan_both_backends "feat-$name" "$m" "${fopts[@]}"
+done
+
+section "torch 2.x exports (tests/data/torch2) on $BACKEND against cpu"
+# every export of the fixture kit, float32 and bf16, run on the device and on the CPU
+# backend, losses within 2e-3 relative (cli_cuda_emu holds float32 to 1e-5 on the
+# emulation, whose products are OpenBLAS's): each architecture's whole step, its Pad,
+# CumSum, InstanceNormalization, Tile and gather kernels included
+for k in tests/data/torch2/*/eval_opt0.onnx; do
+    m=$(basename "$(dirname "$k")")
+    for p in fp32 bf16; do
+        plan_both_backends "kit-$m-$p" "$k" --precision "$p"
+    done
 done
 
 section "tensor parallel over NCCL"

@@ -127,7 +127,7 @@ vp_status vp_cuda_need_float(const vp_node *n, const vp_tensor *t, int k, vp_err
  * it is a constant, otherwise from the device (which waits for the stream). */
 vp_status vp_cuda_read_ints(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, int64_t *out, int max,
                             int *count, vp_error *err);
-/* The same for one float32, float64 or bool (as 0 or 1) scalar. */
+/* The same for one float32, float64, float16, bfloat16 or bool (as 0 or 1) scalar. */
 vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tensor *t, int input, double *out,
                                     vp_error *err);
 
