@@ -11,6 +11,7 @@
  * coordinates count from the end of their axis.  Duplicates combine in index order, so
  * results do not depend on the run. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_util.h"
@@ -176,31 +177,6 @@ vp_status vp_cpu_gather_nd_grad(const vp_node *n, const vp_tensor *const *in, vp
 
 /* ---- ScatterElements(data, indices, updates) and GatherElementsGrad(dY, shape, indices) ---- */
 
-/* A walk over the indices' shape whose off[0] is the element's data offset with its axis
- * coordinate left out (data of dims, rank the indices' too). */
-static vp_nd_iter elements_walk(int rank, const int64_t *dims, const vp_tensor *idx, int axis, int64_t *axis_stride) {
-    vp_nd_iter it = {.rank = rank, .n_ops = 1};
-    int64_t stride = 1;
-    for (int a = rank - 1; a >= 0; a--) {
-        it.dims[a] = idx->dims[a];
-        it.strides[0][a] = a == axis ? 0 : stride;
-        if (a == axis) *axis_stride = stride;
-        stride *= dims[a];
-    }
-    return it;
-}
-
-static vp_status check_element_indices(const vp_node *n, const vp_tensor *idx, int axis, int64_t dim, vp_error *err) {
-    int64_t count = vp_tensor_numel(idx);
-    for (int64_t j = 0; j < count; j++) {
-        int64_t i = vp_tensor_int_at(idx, j);
-        if (i < -dim || i >= dim)
-            return vp_node_fail(err, VP_ERR_RUNTIME, n, "index %lld (element %lld of the indices) is out of range for "
-                                "axis %d of size %lld", (long long)i, (long long)j, axis, (long long)dim);
-    }
-    return VP_OK;
-}
-
 static int element_axis(const vp_node *n, int rank) {
     int64_t a = vp_attr_int(n, "axis", 0);
     return (int)(a < 0 ? a + rank : a);
@@ -209,20 +185,20 @@ static int element_axis(const vp_node *n, int rank) {
 vp_status vp_cpu_scatter_elements(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0], *idx = in[1], *upd = in[2];
     int axis = element_axis(n, x->rank), op = reduction_of(n);
-    int64_t dim = x->dims[axis], count = vp_tensor_numel(idx), axis_stride = 1;
-    vp_status s = check_element_indices(n, idx, axis, dim, err);
+    int64_t count = vp_tensor_numel(idx), axis_stride = 1, *ix;
+    vp_status s = vp_cpu_axis_indices(n, idx, axis, x->dims[axis], &ix, err);
     if (s) return s;
     if (out[0]->data != x->data) memcpy(out[0]->data, x->data, vp_tensor_nbytes(x));
     size_t esize = vp_dtype_size(x->dtype);
-    vp_nd_iter it = elements_walk(x->rank, x->dims, idx, axis, &axis_stride);
+    vp_nd_iter it = vp_cpu_elements_walk(x->rank, x->dims, idx->dims, axis, &axis_stride);
     char *dst = out[0]->data;
     const char *src = upd->data;
     for (int64_t j = 0; j < count; j++, vp_nd_iter_next(&it)) {
-        int64_t i = vp_tensor_int_at(idx, j);
-        char *d = dst + (size_t)(it.off[0] + (i < 0 ? i + dim : i) * axis_stride) * esize;
+        char *d = dst + (size_t)(it.off[0] + ix[j] * axis_stride) * esize;
         if (op == COMBINE_SET) memcpy(d, src + (size_t)j * esize, esize);
         else combine(d, src + (size_t)j * esize, x->dtype, 1, op);
     }
+    free(ix);
     return VP_OK;
 }
 
@@ -233,17 +209,18 @@ vp_status vp_cpu_gather_elements_grad(const vp_node *n, const vp_tensor *const *
     vp_tensor *dx = out[0];
     if (vp_lin_is_narrow(dy->dtype)) return vp_lin_run_widened(vp_cpu_gather_elements_grad, n, in, out, err);
     int axis = element_axis(n, dx->rank);
-    int64_t dim = dx->dims[axis], count = vp_tensor_numel(idx), axis_stride = 1;
-    vp_status s = check_element_indices(n, idx, axis, dim, err);
+    int64_t count = vp_tensor_numel(idx), axis_stride = 1, *ix;
+    vp_status s = vp_cpu_axis_indices(n, idx, axis, dx->dims[axis], &ix, err);
     if (s) return s;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
     size_t esize = vp_dtype_size(dx->dtype);
-    vp_nd_iter it = elements_walk(dx->rank, dx->dims, idx, axis, &axis_stride);
+    vp_nd_iter it = vp_cpu_elements_walk(dx->rank, dx->dims, idx->dims, axis, &axis_stride);
     for (int64_t j = 0; j < count; j++, vp_nd_iter_next(&it)) {
-        int64_t i = vp_tensor_int_at(idx, j), o = it.off[0] + (i < 0 ? i + dim : i) * axis_stride;
+        int64_t o = it.off[0] + ix[j] * axis_stride;
         if (dx->dtype == VP_F32) ((float *)dx->data)[o] += ((const float *)dy->data)[j];
         else combine((char *)dx->data + (size_t)o * esize, (const char *)dy->data + (size_t)j * esize, dx->dtype, 1,
                      COMBINE_ADD);
     }
+    free(ix);
     return VP_OK;
 }

@@ -10,6 +10,7 @@
 #ifndef VP_K_TENSOR_H
 #define VP_K_TENSOR_H
 
+#include "cpu_util.h"
 #include "ir/op_registry.h"
 #include "ops/op_semantics.h"
 
@@ -27,6 +28,19 @@ int64_t vp_tensor_int_at(const vp_tensor *t, int64_t i);
 /* Reads up to max entries of a 1-D int32/int64 tensor into v; returns how many (0 for
  * a NULL tensor, an omitted optional input). */
 int vp_tensor_read_ints(const vp_tensor *t, int64_t *v, int max);
+
+/* The index ops' indices: every one checked against an axis of dim elements (a bad one
+ * fails naming the node, the index and its place) and counted from 0, into *ix, which
+ * the caller frees.  Gather, GatherElements, ScatterElements and the adjoints read them
+ * so: checked before anything is written, read once. */
+vp_status vp_cpu_axis_indices(const vp_node *n, const vp_tensor *idx, int axis, int64_t dim, int64_t **ix,
+                              vp_error *err);
+
+/* GatherElements' geometry, which ScatterElements and GatherElementsGrad share: a walk
+ * over the indices' shape (idx_dims, of the data's rank) whose off[0] is an element's
+ * data offset with its axis coordinate left out; *axis_stride is that axis's. */
+vp_nd_iter vp_cpu_elements_walk(int rank, const int64_t *data_dims, const int64_t *idx_dims, int axis,
+                                int64_t *axis_stride);
 
 /* ---- kernels ---- */
 

@@ -13,17 +13,36 @@ static int normalized_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axi
 
 /* ---- Gather ---- */
 
-/* Checks every index once, so the copy loop below needs no checks. */
-static vp_status check_indices(const vp_node *n, const vp_tensor *idx, int axis, int64_t dim, vp_error *err) {
+vp_status vp_cpu_axis_indices(const vp_node *n, const vp_tensor *idx, int axis, int64_t dim, int64_t **ix,
+                              vp_error *err) {
     int64_t k = vp_tensor_numel(idx);
+    int64_t *v = *ix = malloc((size_t)(k ? k : 1) * sizeof *v);
+    if (!v) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for %lld indices", (long long)k);
     for (int64_t j = 0; j < k; j++) {
         int64_t i = vp_tensor_int_at(idx, j);
-        if (i < -dim || i >= dim)
+        if (i < -dim || i >= dim) {
+            free(v);
+            *ix = NULL;
             return vp_node_fail(err, VP_ERR_RUNTIME, n,
                                 "index %lld (element %lld of the indices) is out of range for axis %d of size %lld",
                                 (long long)i, (long long)j, axis, (long long)dim);
+        }
+        v[j] = i < 0 ? i + dim : i;
     }
     return VP_OK;
+}
+
+vp_nd_iter vp_cpu_elements_walk(int rank, const int64_t *data_dims, const int64_t *idx_dims, int axis,
+                                int64_t *axis_stride) {
+    vp_nd_iter it = {.rank = rank, .n_ops = 1};
+    int64_t stride = 1;
+    for (int a = rank - 1; a >= 0; a--) {
+        it.dims[a] = idx_dims[a];
+        it.strides[0][a] = a == axis ? 0 : stride;
+        if (a == axis) *axis_stride = stride;
+        stride *= data_dims[a];
+    }
+    return it;
 }
 
 typedef struct gather_job {
@@ -50,18 +69,12 @@ static void gather_rows(int64_t lo, int64_t hi, void *ctx) {
 vp_status vp_cpu_gather(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0], *idx = in[1];
     int axis = normalized_axis(vp_attr_int(n, "axis", 0), x->rank);
-    int64_t dim = x->dims[axis], k = vp_tensor_numel(idx), outer = 1;
-    vp_status s = check_indices(n, idx, axis, dim, err);
+    int64_t dim = x->dims[axis], k = vp_tensor_numel(idx), outer = 1, *ix;
+    vp_status s = vp_cpu_axis_indices(n, idx, axis, dim, &ix, err);
     if (s) return s;
     size_t inner = vp_dtype_size(x->dtype);
     for (int a = 0; a < axis; a++) outer *= x->dims[a];
     for (int a = axis + 1; a < x->rank; a++) inner *= (size_t)x->dims[a];
-    int64_t *ix = malloc((size_t)(k ? k : 1) * sizeof *ix);
-    if (!ix) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
-    for (int64_t j = 0; j < k; j++) {
-        int64_t i = vp_tensor_int_at(idx, j);
-        ix[j] = i < 0 ? i + dim : i;
-    }
     gather_job g = {ix, dim, k, inner, x->data, out[0]->data};
     vp_par_for(outer, k * (int64_t)(inner / 4 + 1), gather_rows, &g);
     free(ix);
@@ -73,27 +86,16 @@ vp_status vp_cpu_gather(const vp_node *n, const vp_tensor *const *in, vp_tensor 
 vp_status vp_cpu_gather_elements(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *x = in[0], *idx = in[1];
     int axis = normalized_axis(vp_attr_int(n, "axis", 0), x->rank);
-    int64_t dim = x->dims[axis], k = vp_tensor_numel(idx);
-    vp_status s = check_indices(n, idx, axis, dim, err);
+    int64_t k = vp_tensor_numel(idx), axis_stride = 1, *ix;
+    vp_status s = vp_cpu_axis_indices(n, idx, axis, x->dims[axis], &ix, err);
     if (s) return s;
     size_t esize = vp_dtype_size(x->dtype);
-    /* walk the indices' shape; the data offset follows every axis but the gathered one */
-    vp_nd_iter it = {.rank = idx->rank, .n_ops = 1};
-    int64_t stride = 1;
-    for (int a = x->rank - 1; a >= 0; a--) {
-        it.dims[a] = idx->dims[a];
-        it.strides[0][a] = a == axis ? 0 : stride;
-        stride *= x->dims[a];
-    }
-    int64_t axis_stride = 1;
-    for (int a = axis + 1; a < x->rank; a++) axis_stride *= x->dims[a];
+    vp_nd_iter it = vp_cpu_elements_walk(x->rank, x->dims, idx->dims, axis, &axis_stride);
     const char *src = x->data;
     char *dst = out[0]->data;
-    for (int64_t j = 0; j < k; j++, vp_nd_iter_next(&it)) {
-        int64_t i = vp_tensor_int_at(idx, j);
-        if (i < 0) i += dim;
-        memcpy(dst + (size_t)j * esize, src + (size_t)(it.off[0] + i * axis_stride) * esize, esize);
-    }
+    for (int64_t j = 0; j < k; j++, vp_nd_iter_next(&it))
+        memcpy(dst + (size_t)j * esize, src + (size_t)(it.off[0] + ix[j] * axis_stride) * esize, esize);
+    free(ix);
     return VP_OK;
 }
 

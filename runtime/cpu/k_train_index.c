@@ -6,6 +6,7 @@
 #include "cpu_par.h"
 #include "cpu_util.h"
 #include "k_linalg.h"
+#include "k_tensor.h"
 #include "k_train.h"
 #include "k_vmath.h"
 
@@ -66,17 +67,9 @@ VP_TRAIN_KERNEL(vp_cpu_gather_grad) {
     int64_t outer = 1, inner = 1, dim = dx->dims[axis], count = vp_tensor_numel(idx);
     for (int d = 0; d < axis; d++) outer *= dx->dims[d];
     for (int d = (int)axis + 1; d < dx->rank; d++) inner *= dx->dims[d];
-    int64_t *ix = malloc((size_t)(count ? count : 1) * sizeof *ix);
-    if (!ix) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory");
-    for (int64_t j = 0; j < count; j++) {
-        int64_t k = load_index(idx, j);
-        if (k < -dim || k >= dim) {
-            free(ix);
-            return vp_node_fail(err, VP_ERR_RUNTIME, n, "indices[%lld] = %lld is outside an axis of %lld", (long long)j,
-                                (long long)k, (long long)dim);
-        }
-        ix[j] = k < 0 ? k + dim : k;
-    }
+    int64_t *ix;
+    vp_status s = vp_cpu_axis_indices(n, idx, (int)axis, dim, &ix, err);
+    if (s) return s;
     memset(dx->data, 0, vp_tensor_nbytes(dx));
     gather_grad_job g = {ix, dim, count, inner, dx->dtype, dy->data, dx->data};
     vp_par_for(outer, count * inner, gather_grad_rows, &g);

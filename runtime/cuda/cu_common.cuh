@@ -14,6 +14,32 @@ static inline unsigned cu_blocks(int64_t n) {
     return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
 }
 
+/* Runs the statement with T an unsigned integer of ES bytes (1, 2, 4 or 8): the kernels
+ * that move elements without reading them; any other size returns cudaErrorInvalidValue
+ * from the enclosing function. */
+#define CU_SIZE_DISPATCH(ES, ...)                \
+    do {                                         \
+        switch (ES) {                            \
+        case 1: {                                \
+            typedef uint8_t T;                   \
+            __VA_ARGS__;                         \
+        } break;                                 \
+        case 2: {                                \
+            typedef uint16_t T;                  \
+            __VA_ARGS__;                         \
+        } break;                                 \
+        case 4: {                                \
+            typedef uint32_t T;                  \
+            __VA_ARGS__;                         \
+        } break;                                 \
+        case 8: {                                \
+            typedef uint64_t T;                  \
+            __VA_ARGS__;                         \
+        } break;                                 \
+        default: return cudaErrorInvalidValue;   \
+        }                                        \
+    } while (0)
+
 /* Grid-stride loop over [0, n). */
 #define CU_FOR(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 

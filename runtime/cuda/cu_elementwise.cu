@@ -279,13 +279,7 @@ extern "C" cudaError_t cu_where(int esize, const cu_nd *nd, const uint8_t *cond,
     int64_t n = nd_count(nd);
     if (n == 0) return cudaSuccess;
     unsigned g = cu_blocks(n);
-    switch (esize) {
-    case 1: k_where<uint8_t><<<g, CU_THREADS, 0, st>>>(*nd, n, cond, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)y); break;
-    case 2: k_where<uint16_t><<<g, CU_THREADS, 0, st>>>(*nd, n, cond, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)y); break;
-    case 4: k_where<uint32_t><<<g, CU_THREADS, 0, st>>>(*nd, n, cond, (const uint32_t *)a, (const uint32_t *)b, (uint32_t *)y); break;
-    case 8: k_where<uint64_t><<<g, CU_THREADS, 0, st>>>(*nd, n, cond, (const uint64_t *)a, (const uint64_t *)b, (uint64_t *)y); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_where<T><<<g, CU_THREADS, 0, st>>>(*nd, n, cond, (const T *)a, (const T *)b, (T *)y));
     return cudaGetLastError();
 }
 
@@ -311,13 +305,7 @@ extern "C" cudaError_t cu_copy_nd(int esize, int rank, const int64_t *dims, cons
     int64_t n = nd_count(&nd);
     if (n == 0) return cudaSuccess;
     unsigned g = cu_blocks(n);
-    switch (esize) {
-    case 1: k_copy_nd<uint8_t><<<g, CU_THREADS, 0, st>>>(nd, n, (const uint8_t *)src, (uint8_t *)dst); break;
-    case 2: k_copy_nd<uint16_t><<<g, CU_THREADS, 0, st>>>(nd, n, (const uint16_t *)src, (uint16_t *)dst); break;
-    case 4: k_copy_nd<uint32_t><<<g, CU_THREADS, 0, st>>>(nd, n, (const uint32_t *)src, (uint32_t *)dst); break;
-    case 8: k_copy_nd<uint64_t><<<g, CU_THREADS, 0, st>>>(nd, n, (const uint64_t *)src, (uint64_t *)dst); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_copy_nd<T><<<g, CU_THREADS, 0, st>>>(nd, n, (const T *)src, (T *)dst));
     return cudaGetLastError();
 }
 
@@ -341,13 +329,7 @@ extern "C" cudaError_t cu_gather(int esize, int64_t outer, int64_t dim, int64_t 
     int64_t total = outer * count * inner;
     if (total == 0) return cudaSuccess;
     unsigned g = cu_blocks(total);
-    switch (esize) {
-    case 1: k_gather<uint8_t><<<g, CU_THREADS, 0, st>>>(total, dim, count, inner, (const uint8_t *)data, idx, idx64, (uint8_t *)out); break;
-    case 2: k_gather<uint16_t><<<g, CU_THREADS, 0, st>>>(total, dim, count, inner, (const uint16_t *)data, idx, idx64, (uint16_t *)out); break;
-    case 4: k_gather<uint32_t><<<g, CU_THREADS, 0, st>>>(total, dim, count, inner, (const uint32_t *)data, idx, idx64, (uint32_t *)out); break;
-    case 8: k_gather<uint64_t><<<g, CU_THREADS, 0, st>>>(total, dim, count, inner, (const uint64_t *)data, idx, idx64, (uint64_t *)out); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_gather<T><<<g, CU_THREADS, 0, st>>>(total, dim, count, inner, (const T *)data, idx, idx64, (T *)out));
     return cudaGetLastError();
 }
 

@@ -67,13 +67,7 @@ extern "C" cudaError_t cu_scatter_nd(int esize, const cu_nd_geom *g, int64_t row
         k_scatter_nd_f32<<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const float *)upd, (float *)out, op);
         return cudaGetLastError();
     }
-    switch (esize) {
-    case 1: k_scatter_nd<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)upd, (uint8_t *)out); break;
-    case 2: k_scatter_nd<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)upd, (uint16_t *)out); break;
-    case 4: k_scatter_nd<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)upd, (uint32_t *)out); break;
-    case 8: k_scatter_nd<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)upd, (uint64_t *)out); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_scatter_nd<T><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const T *)upd, (T *)out));
     return cudaGetLastError();
 }
 
@@ -98,13 +92,7 @@ extern "C" cudaError_t cu_gather_nd(int esize, const cu_nd_geom *g, int64_t batc
     int64_t total = batches * g->rows * g->slice;
     if (total == 0) return cudaSuccess;
     unsigned b = cu_blocks(total);
-    switch (esize) {
-    case 1: k_gather_nd<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)x, (uint8_t *)y); break;
-    case 2: k_gather_nd<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)x, (uint16_t *)y); break;
-    case 4: k_gather_nd<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)x, (uint32_t *)y); break;
-    case 8: k_gather_nd<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)x, (uint64_t *)y); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_gather_nd<T><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
 
@@ -168,13 +156,7 @@ extern "C" cudaError_t cu_gather_elements(int esize, const cu_el_geom *g, const 
     for (int a = 0; a < g->rank; a++) total *= g->idx_dims[a];
     if (total == 0) return cudaSuccess;
     unsigned b = cu_blocks(total);
-    switch (esize) {
-    case 1: k_gather_elements<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)x, (uint8_t *)y); break;
-    case 2: k_gather_elements<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)x, (uint16_t *)y); break;
-    case 4: k_gather_elements<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)x, (uint32_t *)y); break;
-    case 8: k_gather_elements<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)x, (uint64_t *)y); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_gather_elements<T><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
 
@@ -189,13 +171,7 @@ extern "C" cudaError_t cu_scatter_elements(int esize, const cu_el_geom *g, const
         k_scatter_elements_f32<<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const float *)upd, (float *)out, op);
         return cudaGetLastError();
     }
-    switch (esize) {
-    case 1: k_scatter_elements<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint8_t *)upd, (uint8_t *)out); break;
-    case 2: k_scatter_elements<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint16_t *)upd, (uint16_t *)out); break;
-    case 4: k_scatter_elements<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint32_t *)upd, (uint32_t *)out); break;
-    case 8: k_scatter_elements<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const uint64_t *)upd, (uint64_t *)out); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_scatter_elements<T><<<b, CU_THREADS, 0, st>>>(*g, total, idx, idx64, (const T *)upd, (T *)out));
     return cudaGetLastError();
 }
 

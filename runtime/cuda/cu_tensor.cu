@@ -51,45 +51,32 @@ extern "C" cudaError_t cu_pad(int esize, const cu_pad_geom *g, const void *x, vo
     for (int a = 0; a < g->rank; a++) total *= g->out_dims[a];
     if (total == 0) return cudaSuccess;
     unsigned b = cu_blocks(total);
-    switch (esize) {
-    case 1: k_pad<uint8_t><<<b, CU_THREADS, 0, st>>>(*g, total, (const uint8_t *)x, (uint8_t *)y); break;
-    case 2: k_pad<uint16_t><<<b, CU_THREADS, 0, st>>>(*g, total, (const uint16_t *)x, (uint16_t *)y); break;
-    case 4: k_pad<uint32_t><<<b, CU_THREADS, 0, st>>>(*g, total, (const uint32_t *)x, (uint32_t *)y); break;
-    case 8: k_pad<uint64_t><<<b, CU_THREADS, 0, st>>>(*g, total, (const uint64_t *)x, (uint64_t *)y); break;
-    default: return cudaErrorInvalidValue;
-    }
+    CU_SIZE_DISPATCH(esize, k_pad<T><<<b, CU_THREADS, 0, st>>>(*g, total, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
 
 /* ---- CumSum ---- */
 
-/* Line l of [outer, len, inner] (l = o * inner + c) summed along len in order, in
- * double for floats. */
-template <typename T>
-__global__ void k_cumsum_float(int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse, const T *x, T *y) {
-    CU_FOR(l, outer * inner) {
-        int64_t o = l / inner, c = l % inner;
-        double acc = 0;
-        for (int64_t r = 0; r < len; r++) {
-            int64_t at = (o * len + (reverse ? len - 1 - r : r)) * inner + c;
-            double before = acc;
-            acc += (double)x[at];
-            y[at] = (T)(exclusive ? before : acc);
-        }
-    }
-}
+/* The running sum's type: double for floats, uint64 for integers (which wraps, as the
+ * CPU's int64 sums do); what an element adds and what a sum stores as T. */
+__device__ static inline double cumsum_in(double acc, float x) { return acc + (double)x; }
+__device__ static inline double cumsum_in(double acc, double x) { return acc + x; }
+__device__ static inline uint64_t cumsum_in(uint64_t acc, int32_t x) { return acc + (uint64_t)(int64_t)x; }
+__device__ static inline uint64_t cumsum_in(uint64_t acc, int64_t x) { return acc + (uint64_t)x; }
+template <typename T> __device__ static inline T cumsum_out(double acc) { return (T)acc; }
+template <typename T> __device__ static inline T cumsum_out(uint64_t acc) { return (T)(int64_t)acc; }
 
-/* The same in int64 that wraps (summed as uint64), stored in T. */
-template <typename T>
-__global__ void k_cumsum_int(int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse, const T *x, T *y) {
+/* Line l of [outer, len, inner] (l = o * inner + c) summed along len in order, in A. */
+template <typename T, typename A>
+__global__ void k_cumsum(int64_t outer, int64_t len, int64_t inner, int exclusive, int reverse, const T *x, T *y) {
     CU_FOR(l, outer * inner) {
         int64_t o = l / inner, c = l % inner;
-        uint64_t acc = 0;
+        A acc = 0;
         for (int64_t r = 0; r < len; r++) {
             int64_t at = (o * len + (reverse ? len - 1 - r : r)) * inner + c;
-            uint64_t before = acc;
-            acc += (uint64_t)(int64_t)x[at];
-            y[at] = (T)(int64_t)(exclusive ? before : acc);
+            A before = acc;
+            acc = cumsum_in(acc, x[at]);
+            y[at] = cumsum_out<T>(exclusive ? before : acc);
         }
     }
 }
@@ -100,10 +87,10 @@ extern "C" cudaError_t cu_cumsum(int dtype, int64_t outer, int64_t len, int64_t 
     if (lines == 0 || len == 0) return cudaSuccess;
     unsigned b = cu_blocks(lines);
     switch (dtype) {
-    case 1: k_cumsum_float<float><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const float *)x, (float *)y); break;
-    case 11: k_cumsum_float<double><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const double *)x, (double *)y); break;
-    case 6: k_cumsum_int<int32_t><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const int32_t *)x, (int32_t *)y); break;
-    case 7: k_cumsum_int<int64_t><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const int64_t *)x, (int64_t *)y); break;
+    case 1: k_cumsum<float, double><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const float *)x, (float *)y); break;
+    case 11: k_cumsum<double, double><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const double *)x, (double *)y); break;
+    case 6: k_cumsum<int32_t, uint64_t><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const int32_t *)x, (int32_t *)y); break;
+    case 7: k_cumsum<int64_t, uint64_t><<<b, CU_THREADS, 0, st>>>(outer, len, inner, exclusive, reverse, (const int64_t *)x, (int64_t *)y); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
