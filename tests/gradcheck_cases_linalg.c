@@ -329,9 +329,35 @@ static void cases_pool(void) {
     }
 }
 
+/* Einsum, expanded during inference (planner/ir/einsum_op.c): the gradient of each
+ * expansion, through contractions, broadcast batch and contracted labels of size 1,
+ * diagonals, ellipses, three operands and sums, against finite differences. */
+static void case_einsum(const char *eq, int n, const int *rank, const int64_t *const *dims) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "Einsum %s", eq)) return;
+    int in[3];
+    for (int i = 0; i < n; i++) in[i] = gc_param(&k, UNI, rank[i], dims[i]);
+    attr_s(&k, gc_op(&k, "Einsum", n, in), "equation", eq);
+    gc_run(&k);
+}
+
+static void cases_einsum(void) {
+    case_einsum("bind,bjnd->bnij", 2, (int[]){4, 4}, (const int64_t *[]){(int64_t[]){2, 3, 2, 4}, (int64_t[]){2, 5, 2, 4}});
+    case_einsum("bnij,bjnd->bind", 2, (int[]){4, 4}, (const int64_t *[]){(int64_t[]){2, 2, 3, 5}, (int64_t[]){2, 5, 2, 4}});
+    case_einsum("td,dnh->tnh", 2, (int[]){2, 3}, (const int64_t *[]){(int64_t[]){3, 4}, (int64_t[]){4, 2, 3}});
+    case_einsum("bij,bjk->bik", 2, (int[]){3, 3}, (const int64_t *[]){(int64_t[]){1, 3, 4}, (int64_t[]){2, 4, 2}});
+    case_einsum("ij,jk->ik", 2, (int[]){2, 2}, (const int64_t *[]){(int64_t[]){3, 1}, (int64_t[]){4, 2}});
+    case_einsum("...ij,...jk->...ik", 2, (int[]){4, 3}, (const int64_t *[]){(int64_t[]){2, 1, 3, 4}, (int64_t[]){3, 4, 2}});
+    case_einsum("iij,jk->ik", 2, (int[]){3, 2}, (const int64_t *[]){(int64_t[]){3, 3, 4}, (int64_t[]){4, 2}});
+    case_einsum("bn,anm,bm->ba", 3, (int[]){2, 3, 2}, (const int64_t *[]){(int64_t[]){2, 3}, (int64_t[]){4, 3, 5}, (int64_t[]){2, 5}});
+    case_einsum("bi,bj->bij", 2, (int[]){2, 2}, (const int64_t *[]){(int64_t[]){2, 3}, (int64_t[]){2, 4}});
+    case_einsum("ij->j", 1, (int[]){2}, (const int64_t *[]){(int64_t[]){3, 4}});
+}
+
 void gc_cases_linalg(void) {
     cases_matmul();
     cases_gemm();
+    cases_einsum();
     cases_fused_matmul();
     cases_gelu_matmul();
     cases_swiglu_matmul();

@@ -89,8 +89,22 @@ vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, co
     for (int i = 0; f->present && i < sig->n; i++) {
         if (sig->kind[i] != VP_SIG_PARAMETER) continue;
         int v = vp_graph_find_value(g, sig->target[i]);
-        if ((v < 0 || !(g->values[v].flags & VP_VAL_INITIALIZER)) && !f->n_missing++)
-            snprintf(f->first_missing, sizeof f->first_missing, "%s", sig->target[i]);
+        if (v >= 0 && (g->values[v].flags & VP_VAL_INITIALIZER)) continue;
+        if (!f->n_missing++) snprintf(f->first_missing, sizeof f->first_missing, "%s", sig->target[i]);
+        const char *dot = strrchr(sig->target[i], '.');
+        size_t module = dot ? (size_t)(dot - sig->target[i]) + 1 : 0; /* "m.bn." of "m.bn.weight" */
+        for (int j = 0; module && j < sig->n; j++) {
+            if (sig->kind[j] != VP_SIG_BUFFER || strncmp(sig->target[j], sig->target[i], module) ||
+                strchr(sig->target[j] + module, '.'))
+                continue;
+            int b = vp_graph_find_value(g, sig->target[j]);
+            if (b >= 0 && (g->values[b].flags & VP_VAL_INITIALIZER)) continue;
+            if (!f->n_folded++) {
+                snprintf(f->first_folded, sizeof f->first_folded, "%s", sig->target[i]);
+                snprintf(f->folded_buffer, sizeof f->folded_buffer, "%s", sig->target[j]);
+            }
+            break;
+        }
     }
     for (int v = 0; f->present && v < g->n_values; v++) {
         const vp_value *val = &g->values[v];

@@ -50,12 +50,18 @@ static inline int vp_train_reason_trains(vp_train_reason r) { return r == VP_TRA
 /* What a graph's signature says against what the graph holds: the parameters it lists
  * that the graph no longer holds under their names (tied, or folded and merged by the
  * exporter's optimizer), and the float initializers it does not list (the exporter's
- * own).  Both together mean the export lost its training structure. */
+ * own).  Both together, or a missing parameter whose module's buffers are missing too,
+ * mean the export lost its training structure. */
 typedef struct vp_signature_facts {
     int present;              /* the graph carries a signature listing parameters */
     int n_params, n_buffers, n_constants;
     int n_missing, n_own;
     char first_missing[256], first_own[256];
+    /* missing parameters whose module's buffers are missing too (a BatchNorm's weight and
+     * running statistics): folded into the ops around them, as the optimizer folds a
+     * BatchNorm into the Conv before it; a tied or unread parameter has no such buffers */
+    int n_folded;
+    char first_folded[256], folded_buffer[256];
     int n_reason[4];          /* float initializers (not state) by vp_train_reason: what trains
                                  unless --trainable says otherwise */
 } vp_signature_facts;

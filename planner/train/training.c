@@ -35,9 +35,10 @@
 
 /* Where torch 2.x's exporter wrote its signature: the parameters it lists that the graph
  * no longer holds under their names.  With initializers of the exporter's own beside
- * them (folded, transposed or merged copies), the export lost its training structure:
- * refused, naming the fix.  Without (a tied weight read through the other name, a
- * buffer the forward never reads), a warning. */
+ * them (folded, transposed or merged copies), or with their module's buffers gone too (a
+ * BatchNorm folded into its Conv), the export lost its training structure: refused,
+ * naming the fix.  Otherwise (a tied weight read through the other name, a parameter
+ * the forward never reads), a warning. */
 static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_training *t, vp_error *err) {
     vp_signature_facts f;
     char *ours = calloc((size_t)g->n_values + 1, 1); /* LoRA's adapters: neither torch's nor the exporter's */
@@ -53,6 +54,13 @@ static vp_status check_signature(const vp_graph *g, const vp_signature *sig, vp_
                        "export would train constants and tie what torch keeps apart. Export with "
                        "torch.onnx.export(..., optimize=False)",
                        g->path, f.n_missing, f.n_params, f.first_missing, f.n_own, f.first_own);
+    if (f.n_folded)
+        return vp_fail(err, VP_ERR_UNSUPPORTED,
+                       "%s: torch.onnx.export's optimizer folded %d of the %d parameters torch.export listed into the "
+                       "ops around them: neither '%s' nor its module's buffer '%s' is in the graph (a BatchNormalization "
+                       "folded into the Conv before it, as for inference): trained as it is, this export would train "
+                       "another model than torch's. Export with torch.onnx.export(..., optimize=False)",
+                       g->path, f.n_folded, f.n_params, f.first_folded, f.folded_buffer);
     if (f.n_missing && !t->warning[0])
         snprintf(t->warning, sizeof t->warning,
                  "%d of the exporter's %d parameters are not in the graph under their names (first: '%.200s'): tied to "

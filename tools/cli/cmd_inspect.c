@@ -191,7 +191,7 @@ static int run_inspect(int argc, char **argv) {
     vp_signature_facts sf;
     vp_error serr;
     if (vp_signature_facts_of(g, NULL, NULL, &sf, &serr)) memset(&sf, 0, sizeof sf);
-    int lost = sf.n_missing && sf.n_own;
+    int lost = sf.n_missing && (sf.n_own || sf.n_folded);
     if (json) {
         vp_json j;
         vp_json_init(&j, stdout, 1);
@@ -278,6 +278,9 @@ static int run_inspect(int argc, char **argv) {
             if (sf.n_missing) printf("; %d parameters not in the graph under their names (first: %s)", sf.n_missing,
                                      sf.first_missing);
             if (sf.n_own) printf("; %d float initializers of the exporter's own (first: %s)", sf.n_own, sf.first_own);
+            if (sf.n_folded)
+                printf("; %d of them with their module's buffers gone too (first: %s, %s)", sf.n_folded, sf.first_folded,
+                       sf.folded_buffer);
             printf("\n");
             if (lost)
                 printf("  the export lost its training structure (the exporter's optimizer folded or merged "

@@ -138,6 +138,12 @@ MODELS = {
         max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         relative_attention=True, pos_att_type=["p2c", "c2p"], max_relative_positions=16, position_buckets=8,
         position_biased_input=False))), "cls"), {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
+    # Funnel: its relative attention written as torch.einsum, which the exporter keeps as
+    # ONNX Einsum (five a layer), and the sequence pooled between its blocks
+    "funnel": lambda: (Logits(transformers.FunnelForSequenceClassification(transformers.FunnelConfig(
+        block_sizes=[1, 1], num_decoder_layers=1, n_head=2, d_model=32, d_head=16, d_inner=64, vocab_size=V,
+        num_labels=3, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)), "cls"),
+        {"x": ids(B, T)}, torch.randint(0, 3, (B,))),
     "vit": lambda: (Logits(transformers.ViTForImageClassification(transformers.ViTConfig(
         image_size=16, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, num_labels=5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),

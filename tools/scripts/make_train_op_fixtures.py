@@ -64,7 +64,7 @@ def write_case(name, op, domain, inputs, outputs, attrs=None, declare=(), expect
         for k, t in enumerate(tensors):
             if t is None:
                 continue
-            proto = numpy_helper.from_array(np.ascontiguousarray(np_of(t)), "%s_%d" % (kind, k))
+            proto = numpy_helper.from_array(np.array(np_of(t), order="C"), "%s_%d" % (kind, k))  # 0-d stays 0-d
             with open(os.path.join(d, "%s_%d.pb" % (kind, k)), "wb") as f:
                 f.write(proto.SerializeToString())
 
