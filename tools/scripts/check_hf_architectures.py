@@ -17,6 +17,7 @@ Out: on stdout, a markdown table: per architecture torch's 3 losses (momentum SG
 usage: check_hf_architectures.py [--build DIR] [--work DIR] [--only NAME ...]
 """
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -188,8 +189,9 @@ def export(name, build, out, optimize):
     torch.manual_seed(0)
     model, x, y = build()
     model.train()
-    torch.onnx.export(model, (x,), os.path.join(out, "model.onnx"), input_names=["x"], output_names=["logits"],
-                      optimize=optimize, external_data=False)
+    with contextlib.redirect_stdout(sys.stderr):  # the exporter's progress lines, off the table
+        torch.onnx.export(model, (x,), os.path.join(out, "model.onnx"), input_names=["x"], output_names=["logits"],
+                          optimize=optimize, external_data=False)
     x.numpy().tofile(os.path.join(out, "x.bin"))
     y.numpy().tofile(os.path.join(out, "labels.bin"))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
