@@ -122,6 +122,29 @@ static int match_two_masks(const vp_graph *g, const vp_node *outer, match *m, in
     return 0;
 }
 
+/* Add(Where(C, S, f), M) (either order): GPT-Neo fills the causal window's outside with
+ * torch.finfo.min, then adds the padding mask.  The Where is read only by the Add; C
+ * and f become the mask as in match_mask, M a second mask added to it (f + M where C
+ * masks, S + M where it keeps: the same sums as the fused core's S + (where-mask + M)). */
+static int match_fill_then_mask(const vp_graph *g, const vp_node *add, match *m, int *chain, const vp_node **where) {
+    if (strcmp(add->op_type, "Add") || add->n_inputs != 2) return 0;
+    for (int side = 0; side < 2; side++) {
+        int c = add->inputs[side], scores;
+        const vp_node *w = producer(g, c, "Where");
+        if (!w || !only_use(g, c, node_id(g, add)) || !match_mask(g, w, m, &scores)) continue;
+        if (!producer(g, scores, "MatMul") && !producer(g, scores, "Mul") && !producer(g, scores, "Div")) {
+            m->cond = m->fill = -1;
+            continue;
+        }
+        *chain = scores;
+        m->mask2 = add->inputs[1 - side];
+        m->mask2_node = node_id(g, add);
+        *where = w;
+        return 1;
+    }
+    return 0;
+}
+
 /* Where(IsNaN(P), 0, P) with P read by those two nodes only. */
 static int match_nan_guard(const vp_graph *g, const vp_node *gw, match *m) {
     double zero;
@@ -188,13 +211,14 @@ static int match_at(const fuser *fz, int node, match *m) {
     const vp_value *pv = &g->values[p];
     int64_t axis = vp_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
     if (pv->rank != 4 || (axis != -1 && axis != 3)) return 0;
-    int x = in(sm, 0), chain = x;
+    int x = in(sm, 0), chain = x, fill_first = 0;
     const vp_node *up = g->values[x].producer >= 0 ? &g->nodes[g->values[x].producer] : NULL;
     if (up && !up->domain[0] && (!strcmp(up->op_type, "Add") || !strcmp(up->op_type, "Where"))) {
         if (!only_use(g, x, node_id(g, sm))) return 0;
         if (!match_mask(g, up, m, &chain)) {
             m->mask = m->cond = -1;
-            if (!match_two_masks(g, up, m, &chain, &mk)) return 0;
+            fill_first = match_fill_then_mask(g, up, m, &chain, &mk); /* the Where reads the scores */
+            if (!fill_first && !match_two_masks(g, up, m, &chain, &mk)) return 0;
         } else {
             mk = up;
             /* masked_fill over the scores plus a bias (DeBERTa's relative position terms,
@@ -210,7 +234,8 @@ static int match_at(const fuser *fz, int node, match *m) {
             }
         }
     }
-    int after = m->mask2_node >= 0 && m->cond >= 0 ? m->mask2_node : node_id(g, mk ? mk : sm);
+    /* the node reading the scores: the Add under DeBERTa's Where, else the mask stage */
+    int after = m->mask2_node >= 0 && m->cond >= 0 && !fill_first ? m->mask2_node : node_id(g, mk ? mk : sm);
     if ((sc = producer(g, chain, "Mul")) || (sc = producer(g, chain, "Div"))) {
         double c;
         int div = !strcmp(sc->op_type, "Div"), k;

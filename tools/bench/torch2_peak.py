@@ -140,6 +140,23 @@ def models(big):
         return lambda: (kit.Logits(transformers.DebertaV2ForSequenceClassification(cfg), "cls"),
                         torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
 
+    def gpt_neo(b, t):
+        # a global layer, then a local one (window 32), alternating, as GPT-Neo's configs do
+        cfg = transformers.GPTNeoConfig(num_layers=4, attention_types=[[["global", "local"], 2]], window_size=32,
+                                        hidden_size=256, num_heads=4, intermediate_size=1024, vocab_size=1000,
+                                        max_position_embeddings=t, embed_dropout=0.0, attention_dropout=0.0,
+                                        resid_dropout=0.0)
+        return lambda: (kit.Logits(transformers.GPTNeoForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
+    def funnel(b, t):
+        # relative attention through torch.einsum (ONNX Einsum), the sequence pooled between blocks
+        cfg = transformers.FunnelConfig(block_sizes=[2, 2], num_decoder_layers=1, n_head=4, d_model=256, d_head=64,
+                                        d_inner=1024, vocab_size=1000, num_labels=3, hidden_dropout=0.0,
+                                        attention_dropout=0.0, activation_dropout=0.0)
+        return lambda: (kit.Logits(transformers.FunnelForSequenceClassification(cfg), "cls"),
+                        torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
+
     def resnet18(b):
         import torchvision
         return lambda: (kit.Logits(torchvision.models.resnet18(num_classes=10), "torchvision"),
@@ -159,6 +176,8 @@ def models(big):
         "bloom": ("BLOOM, 4 layers, d 256, ALiBi (4 x 64)", bloom(4, 64)),
         "opt": ("OPT, 4 layers, d 256, tied embeddings (4 x 64)", opt(4, 64)),
         "deberta_v2": ("DeBERTa-v2 classifier (v3's relative attention), 4 layers, d 256 (8 x 64)", deberta_v2(8, 64)),
+        "gpt_neo": ("GPT-Neo, 4 layers, d 256, global and local attention (4 x 64)", gpt_neo(4, 64)),
+        "funnel": ("Funnel classifier, 2 + 2 layers and 1 up, d 256, Einsum attention (8 x 64)", funnel(8, 64)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))

@@ -126,6 +126,12 @@ MODELS = {
         num_hidden_layers=2, num_attention_heads=2, hidden_size=32, ffn_dim=64, word_embed_proj_dim=32,
         vocab_size=V, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0)), "lm"),
         {"x": padded(ids(B, T), 1)}, ids(B, T)),
+    # GPT-Neo: unscaled scores, its causal window (a global layer, then a local one of 4
+    # positions) filled with torch.finfo.min by a Where, then the padding mask added
+    "gpt_neo": lm((transformers.GPTNeoForCausalLM, transformers.GPTNeoConfig), num_layers=2,
+                  attention_types=[[["global", "local"], 1]], window_size=4, num_heads=2, hidden_size=32,
+                  intermediate_size=64, vocab_size=V, max_position_embeddings=32, embed_dropout=0.0,
+                  attention_dropout=0.0, resid_dropout=0.0),
     # BLOOM: ALiBi position biases, and its tanh GELU factored as x * (1 + 0.044715 x^2)
     "bloom": lm((transformers.BloomForCausalLM, transformers.BloomConfig), n_layer=2, n_head=2, hidden_size=32,
                 vocab_size=V, hidden_dropout=0.0, attention_dropout=0.0),
