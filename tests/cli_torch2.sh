@@ -39,6 +39,15 @@ expect 0 "producer: pytorch 2.15" -- "$tool" inspect "$data/eval_opt0.onnx"
 expect 0 "signature: torch.export's, 27 parameters, 2 buffers, 0 constants; 1 parameters not in the graph under their names (first: m.model.embed_tokens.weight)" -- "$tool" inspect "$data/eval_opt0.onnx"
 expect 0 "the export lost its training structure .* optimize=False" -- "$tool" inspect "$data/eval_opt1.onnx"
 expect 0 '"training_structure_lost": true' -- "$tool" inspect "$data/eval_opt1.onnx" --json
+# opset 23's Attention (torch.onnx.export(..., opset_version=23)), expanded into the ops
+# that define it, fuses as the exporter's own decomposition does: the expansion's zeroing
+# of rows its mask keeps no key of is a product by ones under a causal mask
+expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated" -- \
+    "$tool" plan "$src/tests/data/torch2/llama/op23_eval_opt0.onnx" --loss ce:logits --optimizer adamw
+expect 0 "fused 2 attention, 6 Q, K, V read in place" -- "$tool" plan "$src/tests/data/torch2/bert/op23_eval_opt0.onnx" --loss ce:logits
+# wav2vec2 at opset 23: its GroupNorm written as GroupNormalization (expanded into
+# InstanceNormalization), torch's losses (torch2_kit), its attention fused
+expect 0 "fused 2 attention" -- "$tool" plan "$src/tests/data/torch2/wav2vec2/op23_eval_opt0.onnx" --loss ce:logits
 # a train()-mode module whose BatchNorm the exporter's optimizer folded into its Conv
 # (tests/data/torch2_folded, tools/scripts/make_folded_bn_export.py): nothing of the
 # exporter's own beside the missing parameters, but their module's running statistics

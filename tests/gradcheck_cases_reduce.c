@@ -197,6 +197,20 @@ static void cases_norm(void) {
         gc_op(&k, "InstanceNormalization", 3, in);
         gc_run(&k);
     }
+    /* GroupNormalization, expanded into InstanceNormalization (planner/ir/group_norm_op.c):
+     * opset 21's scale and bias per channel, opset 18's per group */
+    if (gc_begin(&k, 21, "GroupNormalization[2,6,5] 3 groups, opset 21")) {
+        int in[3] = {gc_param(&k, UNI, DIMS(2, 6, 5)), gc_param(&k, POS, DIMS(6)), gc_param(&k, UNI, DIMS(6))};
+        int n = gc_op(&k, "GroupNormalization", 3, in);
+        attr_i(&k, n, "num_groups", 3);
+        attr_f(&k, n, "epsilon", 1e-3);
+        gc_run(&k);
+    }
+    if (gc_begin(&k, 18, "GroupNormalization[2,4,3,2] 2 groups, opset 18")) {
+        int in[3] = {gc_param(&k, UNI, DIMS(2, 4, 3, 2)), gc_param(&k, POS, DIMS(2)), gc_param(&k, UNI, DIMS(2))};
+        attr_i(&k, gc_op(&k, "GroupNormalization", 3, in), "num_groups", 2);
+        gc_run(&k);
+    }
 }
 
 static void case_reduce(const char *op, int opset, gen ge, int n_axes, const int64_t *axes, int keepdims, int noop) {

@@ -22,6 +22,7 @@ typedef struct match {
     int mask2_node;                               /* Add(Add(S, mask), mask2), the outer Add, or -1 */
     int q_scale, k_scale;                         /* Mul(Q, c) / Mul(K^T, c) before mm1, or -1 */
     int guard_isnan, guard_where;                 /* Where(IsNaN(P), 0, P) after the Softmax, or -1 */
+    int rows_kept;                                /* Mul(P, R), R constant ones, after the Softmax, or -1 */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */
     int mask2;                                    /* a second one added after it, or -1 */
@@ -161,6 +162,25 @@ static int match_nan_guard(const vp_graph *g, const vp_node *gw, match *m) {
     return 1;
 }
 
+/* Mul(P, R) (either order), R a constant of ones: ONNX's Attention (opset 23), as
+ * planner/ir/attention_op.c expands it, zeroes the rows its mask keeps no key of by
+ * multiplying the probabilities by whether each row keeps any; with a constant mask that
+ * keeps a key in every row (a causal one), R is all ones and the product changes nothing.
+ * Sets *p to P. */
+static int match_rows_kept(const vp_graph *g, const vp_node *mul, int *p) {
+    if (mul->n_inputs != 2) return 0;
+    for (int k = 0; k < 2; k++) {
+        const vp_value *r = &g->values[in(mul, 1 - k)];
+        if (!producer(g, in(mul, k), "Softmax") || !fixed_data(r) || !vp_dtype_is_float(r->dtype)) continue;
+        int64_t n = vp_value_numel(r), i = 0;
+        while (i < n && vp_load(r->data, r->dtype, i) == 1.0) i++;
+        if (i < n) return 0;
+        *p = in(mul, k);
+        return 1;
+    }
+    return 0;
+}
+
 /* *x = Mul(x0, c) (or Mul(c, x0)), c a scalar constant, read only by `user`: *x becomes x0,
  * *scale is multiplied by c; returns the Mul's id, or -1 (nothing changed). */
 static int split_scale(const vp_graph *g, int *x, int user, double *scale) {
@@ -203,9 +223,12 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (strcmp(mm2->op_type, "MatMul") || mm2->domain[0] || mm2->n_inputs != 2) return 0;
     int p = mm2->inputs[0], p_user = node;
     const vp_node *gw = producer(g, p, "Where");
+    const vp_node *keep = producer(g, p, "Mul");
     if (gw && only_use(g, p, node) && match_nan_guard(g, gw, m)) { /* torch 2.x's guard of fully masked rows */
         p_user = -1;
         p = in(gw, 2);
+    } else if (keep && only_use(g, p, node) && match_rows_kept(g, keep, &p)) { /* ONNX Attention's, expanded */
+        m->rows_kept = p_user = node_id(g, keep);
     }
     if (!(sm = producer(g, p, "Softmax")) || (p_user >= 0 && !only_use(g, p, p_user))) return 0;
     const vp_value *pv = &g->values[p];
@@ -571,9 +594,9 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
         (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)))
         return nomem(err);
-    int gone[10] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
-                    m->guard_where, m->mask2_node};
-    for (int i = 0; i < 10; i++)
+    int gone[11] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
+                    m->guard_where, m->mask2_node, m->rows_kept};
+    for (int i = 0; i < 11; i++)
         if (gone[i] >= 0) fz->dead[gone[i]] = 1;
     return infer_last(fz, err);
 }

@@ -17,7 +17,8 @@ For each model NAME it writes OUT/NAME/:
       (`pkg.torch.onnx.fx_node`: its padding_idx), which the planner reads; qwen2 keeps
       all of it, as the exporter wrote it.  A train_* file the same as its eval_* one (no BatchNorm,
       every dropout 0) is not written; torch.json says so.
-  op23_eval_opt0.onnx       (llama, bert) eval_opt0.onnx at opset_version=23: ONNX's Attention
+  op23_eval_opt0.onnx       (llama, bert, wav2vec2) eval_opt0.onnx at opset_version=23: ONNX's Attention
+      (and wav2vec2's GroupNormalization)
   nosig_eval_opt0.onnx      (gemma) eval_opt0.onnx without the graph's metadata: no
       signature, as other exporters write
   <input>.bin, labels.bin   the batch, raw little-endian (what `train --data OUT/NAME` reads)
@@ -182,7 +183,7 @@ KEEP_ALL_METADATA = {"qwen2"}
 NO_SIGNATURE_TWIN = {"gemma"}
 # eval_opt0 again at opset 23, where the exporter writes scaled_dot_product_attention as
 # ONNX's Attention (Llama: causal, grouped-query; BERT: a padding mask)
-OPSET23 = {"llama", "bert"}
+OPSET23 = {"llama", "bert", "wav2vec2"}  # wav2vec2: GroupNorm as GroupNormalization there
 
 
 def drop_metadata(path):
