@@ -230,6 +230,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--big", action="store_true", help="also the 12-layer d 1024 Llama (minutes, 8 GB)")
     ap.add_argument("--only", nargs="*", help="model names")
+    ap.add_argument("--opset", type=int, help="export at this opset (23: scaled_dot_product_attention as ONNX "
+                    "Attention) rather than the exporter's default")
     a = ap.parse_args()
     print("## Arena against PyTorch 2.x eager's peak (torch 2.x exports)")
     print()
@@ -256,10 +258,11 @@ def main():
             continue
         torch.manual_seed(0)
         model, x, labels = build()
-        path = os.path.join(work, name + ".onnx")
+        path = os.path.join(work, name + (f".op{a.opset}" if a.opset else "") + ".onnx")
         model.eval()
         with contextlib.redirect_stdout(sys.stderr):  # the exporter's progress lines
-            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=False)
+            torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=False,
+                              **({"opset_version": a.opset} if a.opset else {}))
         state = {k: v.clone() for k, v in model.state_dict().items()}
         step = tp.Step(model, x, labels)
         step.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
