@@ -48,6 +48,25 @@ expect 0 "fused 2 attention, 6 Q, K, V read in place" -- "$tool" plan "$src/test
 # wav2vec2 at opset 23: its GroupNorm written as GroupNormalization (expanded into
 # InstanceNormalization), torch's losses (torch2_kit), its attention fused
 expect 0 "fused 2 attention" -- "$tool" plan "$src/tests/data/torch2/wav2vec2/op23_eval_opt0.onnx" --loss ce:logits
+# a padding mask as an input (tests/data/torch2_masks/llama_left, the kit's Llama padded on
+# the left: two query rows keep no key), its attention fused: at opset 18 those rows are
+# filled with torch.finfo.min everywhere (uniform, as Softmax gives them), at opset 23
+# zeroed (ONNX's Attention; torch's losses); fused trains as unfused, step for step
+left=$src/tests/data/torch2_masks/llama_left
+for f in eval_opt0 op23_eval_opt0; do
+    expect 0 "fused 2 attention" -- "$tool" plan "$left/$f.onnx" --loss ce:logits
+    fused=$("$tool" train "$left/$f.onnx" --loss ce:logits --optimizer adamw --steps 3 --data "$left" 2>&1 | grep '^step' | cut -c1-24)
+    plain=$("$tool" train "$left/$f.onnx" --loss ce:logits --optimizer adamw --steps 3 --data "$left" --attention plain 2>&1 |
+        grep '^step' | cut -c1-24)
+    if [[ -n $fused && $fused == "$plain" ]]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: llama_left $f: fused '$fused', unfused '$plain'"
+    fi
+done
+expect 0 "step 3  loss 4.0622" -- "$tool" train "$left/op23_eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
+    --steps 3 --data "$left"
 # a train()-mode module whose BatchNorm the exporter's optimizer folded into its Conv
 # (tests/data/torch2_folded, tools/scripts/make_folded_bn_export.py): nothing of the
 # exporter's own beside the missing parameters, but their module's running statistics

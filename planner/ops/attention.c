@@ -14,6 +14,9 @@
  *                                                tril(ones(S, T)) and is_causal)
  *       LSE  = log sum_j exp(A_ij)              (row log-sum-exp)
  *       Y    = softmax(A) V = exp(A - LSE) V
+ *       zero_masked_rows (int, default 0): where 1, a row whose every A_ij is -inf (its
+ *       mask keeps no key) gives Y_i = 0, LSE_i = +inf and no gradient, as torch's guard
+ *       Where(IsNaN(P), 0, P) and ONNX's Attention define it; where 0, NaN, as Softmax
  *
  *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV, [dMask] (each optional),
  *       same attrs

@@ -22,7 +22,9 @@ typedef struct match {
     int mask2_node;                               /* Add(Add(S, mask), mask2), the outer Add, or -1 */
     int q_scale, k_scale;                         /* Mul(Q, c) / Mul(K^T, c) before mm1, or -1 */
     int guard_isnan, guard_where;                 /* Where(IsNaN(P), 0, P) after the Softmax, or -1 */
-    int rows_kept;                                /* Mul(P, R), R constant ones, after the Softmax, or -1 */
+    int rows_kept;                                /* Mul(P, R) after the Softmax (R: rows_kept_cond), or -1 */
+    int rows_kept_cond;                           /* R from a condition C: ReduceMax(Cast(C)), or -1 (ones) */
+    int zero_rows;                                /* rows masked everywhere give 0s (zero_masked_rows) */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */
     int mask2;                                    /* a second one added after it, or -1 */
@@ -167,15 +169,29 @@ static int match_nan_guard(const vp_graph *g, const vp_node *gw, match *m) {
  * multiplying the probabilities by whether each row keeps any; with a constant mask that
  * keeps a key in every row (a causal one), R is all ones and the product changes nothing.
  * Sets *p to P. */
-static int match_rows_kept(const vp_graph *g, const vp_node *mul, int *p) {
+static int match_rows_kept(const vp_graph *g, const vp_node *mul, int *p, int *cond) {
     if (mul->n_inputs != 2) return 0;
     for (int k = 0; k < 2; k++) {
-        const vp_value *r = &g->values[in(mul, 1 - k)];
-        if (!producer(g, in(mul, k), "Softmax") || !fixed_data(r) || !vp_dtype_is_float(r->dtype)) continue;
-        int64_t n = vp_value_numel(r), i = 0;
-        while (i < n && vp_load(r->data, r->dtype, i) == 1.0) i++;
-        if (i < n) return 0;
+        int rv = in(mul, 1 - k);
+        const vp_value *r = &g->values[rv];
+        if (!producer(g, in(mul, k), "Softmax") || !vp_dtype_is_float(r->dtype)) continue;
         *p = in(mul, k);
+        *cond = -1;
+        if (fixed_data(r)) {
+            int64_t n = vp_value_numel(r), i = 0;
+            while (i < n && vp_load(r->data, r->dtype, i) == 1.0) i++;
+            return i == n;
+        }
+        /* R = ReduceMax(Cast(C), axes = the last, keepdims): whether row i keeps a key */
+        const vp_node *rm = producer(g, rv, "ReduceMax"), *cast = rm ? producer(g, in(rm, 0), "Cast") : NULL;
+        const vp_value *a = rm && in(rm, 1) >= 0 ? &g->values[in(rm, 1)] : NULL;
+        const vp_value *cv = cast ? &g->values[in(cast, 0)] : NULL;
+        if (!cast || !a || !fixed_data(a) || vp_value_numel(a) != 1 || vp_attr_int(rm, "keepdims", 1) != 1 ||
+            cv->dtype != VP_BOOL)
+            return 0;
+        int64_t axis = (int64_t)vp_load(a->data, a->dtype, 0);
+        if (axis != -1 && axis != cv->rank - 1) return 0;
+        *cond = in(cast, 0);
         return 1;
     }
     return 0;
@@ -227,8 +243,8 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (gw && only_use(g, p, node) && match_nan_guard(g, gw, m)) { /* torch 2.x's guard of fully masked rows */
         p_user = -1;
         p = in(gw, 2);
-    } else if (keep && only_use(g, p, node) && match_rows_kept(g, keep, &p)) { /* ONNX Attention's, expanded */
-        m->rows_kept = p_user = node_id(g, keep);
+    } else if (keep && only_use(g, p, node) && match_rows_kept(g, keep, &p, &m->rows_kept_cond)) {
+        m->rows_kept = p_user = node_id(g, keep); /* ONNX Attention's, expanded */
     }
     if (!(sm = producer(g, p, "Softmax")) || (p_user >= 0 && !only_use(g, p, p_user))) return 0;
     const vp_value *pv = &g->values[p];
@@ -292,7 +308,17 @@ static int match_at(const fuser *fz, int node, match *m) {
     if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
     /* the guard turns a row masked whole into 0s, which Attention does not: it goes only
      * where no row can be (no mask, or a constant one keeping a key in every row) */
-    if (m->guard_where >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m))) return 0; /* (one mask checked) */
+    /* the guard turns a row masked whole (-inf everywhere) into 0s: unless no row can be
+     * (no mask, or a constant one keeping a key in every row), Attention does the same
+     * under zero_masked_rows */
+    m->zero_rows = m->guard_where >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m)); /* (one mask checked) */
+    /* ONNX Attention's zeroing, computed from the Where's own condition C (the keep
+     * side in its then branch): C keeping no key of a row is every score -inf once the
+     * fill is -inf, which changes no row that keeps one */
+    if (m->rows_kept_cond >= 0) {
+        if (m->rows_kept_cond != m->cond || m->fill_then || m->mask2 >= 0) return 0;
+        m->zero_rows = 1;
+    }
     m->mm1 = node_id(g, mm1);
     m->scale_node = node_id(g, sc);
     m->mask_node = node_id(g, mk);
@@ -419,7 +445,7 @@ static vp_status make_k(fuser *fz, const match *m, const char *base, int *k, vp_
 static vp_status make_where_mask(fuser *fz, const match *m, const char *base, int *mask, vp_error *err) {
     vp_graph *g = fz->g;
     vp_dtype dt = g->values[m->q].dtype;
-    double f = vp_load(g->values[m->fill].data, dt, 0);
+    double f = m->rows_kept_cond >= 0 ? -INFINITY : vp_load(g->values[m->fill].data, dt, 0);
     const vp_value *c = &g->values[m->cond];
     char name[600];
     snprintf(name, sizeof name, "%s/mask", base);
@@ -435,10 +461,14 @@ static vp_status make_where_mask(fuser *fz, const match *m, const char *base, in
         free(data);
         return *mask < 0 ? nomem(err) : VP_OK;
     }
-    unsigned char zero_bytes[8] = {0};
-    int zero = vp_build_const(g, "attention_mask_zero", dt, 0, NULL, zero_bytes);
-    if (zero < 0) return nomem(err);
-    int ins[3] = {m->cond, m->fill_then ? m->fill : zero, m->fill_then ? zero : m->fill};
+    unsigned char zero_bytes[8] = {0}, fill_bytes[8];
+    int zero = vp_build_const(g, "attention_mask_zero", dt, 0, NULL, zero_bytes), fill = m->fill;
+    if (m->rows_kept_cond >= 0) {
+        vp_store(fill_bytes, dt, 0, -INFINITY);
+        fill = vp_build_const(g, "attention_mask_fill", dt, 0, NULL, fill_bytes);
+    }
+    if (zero < 0 || fill < 0) return nomem(err);
+    int ins[3] = {m->cond, m->fill_then ? fill : zero, m->fill_then ? zero : fill};
     *mask = -1;
     vp_status s = add_node(fz, m->mm2, "Where", "", name, 3, ins, 1, mask, err);
     return s ? s : infer_last(fz, err);
@@ -592,7 +622,8 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     if ((s = add_node(fz, m->mm2, "Attention", "vplan", aname, mask >= 0 ? 4 : 3, ins, 2, outs, err))) return s;
     int a = fz->inserted[fz->n_inserted - 1];
     if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
-        (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)))
+        (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)) ||
+        (m->zero_rows && vp_node_add_attr_int(g, a, "zero_masked_rows", 1)))
         return nomem(err);
     int gone[11] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
                     m->guard_where, m->mask2_node, m->rows_kept};

@@ -18,12 +18,14 @@
  * Q and K^T each scaled by sqrt(scale) before their product (Mul(Q, c1), Mul(K^T, c2):
  * the scale is c1 * c2), K^T as Reshape(Transpose(Reshape(K, [B*H,T,D]), [0,2,1]),
  * [B,H,D,T]), and P guarded as Where(IsNaN(P), 0, P) for rows masked whole -- absorbed
- * only where no row can be (no mask, or a constant one keeping a key in every row),
- * since Attention gives such a row NaN as Softmax does --, GPT-Neo's
+ * as it is where no row can be (no mask, or a constant one keeping a key in every row),
+ * else by Attention's zero_masked_rows (a row -inf everywhere gives 0s, as the guard
+ * makes them) --, GPT-Neo's
  * Add(Where(C, S, f), M) (the Where's mask, then M added: both masks), and ONNX's
  * Attention of opset 23 as planner/ir/attention_op.c expands it, its P times a constant
- * of ones (whether each row keeps a key, under a mask that keeps one in every row;
- * any 0 there and it stays unfused) --
+ * of ones (whether each row keeps a key, under a mask that keeps one in every row), or
+ * computed from the Where's own condition (ReduceMax(Cast(C))): the fill then -inf and
+ * zero_masked_rows set, so a row C keeps no key of gives 0s as the expansion's does --
  *
  * replaced by Y, LSE = Attention(Q, K, V, [mask]) at the last MatMul's place, Y keeping
  * its value id and name.  K comes from the Transpose's input with the last two axes

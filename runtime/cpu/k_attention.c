@@ -48,6 +48,7 @@ typedef struct geom {
     int64_t Hk, rep;         /* key/value heads, query heads per key/value head */
     double scale;
     int causal;
+    int zero_rows;           /* a row masked everywhere (-inf) gives 0s (zero_masked_rows) */
     int bshd;                /* Y and dY [B, S, H, Dv] (attribute y_bshd) */
     int64_t yld;             /* their row stride: Dv, or H * Dv under bshd */
     int qbshd, kvbshd;       /* Q and dQ [B, S, H, D]; K, V, dK, dV [B, T, Hk, D] */
@@ -77,6 +78,7 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->Dv = v->dims[3];
     g->scale = vp_attr_float(n, "scale", g->D ? (float)(1.0 / sqrt((double)g->D)) : 1.0f);
     g->causal = vp_attr_int(n, "causal", 0) != 0;
+    g->zero_rows = vp_attr_int(n, "zero_masked_rows", 0) != 0;
     g->bshd = vp_attr_int(n, "y_bshd", 0) != 0;
     g->yld = g->bshd ? g->H * g->Dv : g->Dv;
     g->qld = g->qbshd ? g->H * g->D : g->D;
@@ -131,6 +133,12 @@ static int64_t block_cols(const geom *g, int64_t i0, int64_t r) {
     return g->causal && i0 + r < g->T ? i0 + r : g->T;
 }
 
+/* A row whose every score its mask filled with a finite lowest (torch.finfo.min): its
+ * LSE is that fill, the row's log-sum lost to rounding (3.4e38 + log 8 is 3.4e38), so
+ * exp(A - LSE) would be 1 everywhere.  Such a row's probabilities are computed from its
+ * own max and sum, as Softmax computes them (uniform over the filled entries). */
+#define FILLED_EVERYWHERE(lse) ((lse) <= -1e30 && (lse) > -INFINITY)
+
 /* block_probs' rows in float32, exp vectorised (k_vmath.h): the row log-sum-exp is
  * rounded to float32 before it scales the row, so that the forward's probabilities are
  * the ones the backward recomputes from the saved LSE. */
@@ -146,15 +154,26 @@ static void f32_probs(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r
             if (a > m) m = a;
         }
         float lse;
+        double sum = -1;
         if (lse_in) {
             lse = ((const float *)lse_in)[i];
+        } else if (g->zero_rows && m == -INFINITY) {
+            lse = INFINITY;
+            ((float *)lse_out)[i] = lse;
         } else {
-            double sum;
             vp_vm_exp_sum_f32(row, m, seen, &sum);
             lse = (float)(m + log(sum)); /* -inf for a row masked everywhere, NaN below: as Softmax */
             ((float *)lse_out)[i] = lse;
         }
-        vp_vm_exp_shift_f32(row, lse, row, seen);
+        if (lse == INFINITY) { /* zero_masked_rows: a row masked everywhere has probabilities 0 */
+            memset(row, 0, (size_t)seen * sizeof *row);
+        } else if (FILLED_EVERYWHERE(lse)) {
+            if (sum < 0) vp_vm_exp_sum_f32(row, m, seen, &sum);
+            vp_vm_exp_shift_f32(row, m, row, seen);
+            for (int64_t j = 0; j < seen; j++) row[j] = (float)(row[j] / sum);
+        } else {
+            vp_vm_exp_shift_f32(row, lse, row, seen);
+        }
         memset(row + seen, 0, (size_t)(cols - seen) * sizeof *row);
     }
 }
@@ -186,13 +205,22 @@ static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t
         double lse;
         if (lse_in) {
             lse = vp_load_wide(lse_in, lt, i);
+        } else if (g->zero_rows && m == -INFINITY) {
+            lse = INFINITY; /* exp(a - lse) is 0 for every a, -inf too */
+            vp_store_wide(lse_out, lt, i, lse);
         } else {
             double sum = 0;
             for (int64_t j = 0; j < seen; j++) sum += exp(vp_load_wide(sc, g->dt, row + j) - m);
             lse = m + log(sum); /* -inf for a row masked everywhere, NaN below: as Softmax */
             vp_store_wide(lse_out, lt, i, lse);
         }
-        for (int64_t j = 0; j < seen; j++) vp_store_wide(sc, g->dt, row + j, exp(vp_load_wide(sc, g->dt, row + j) - lse));
+        double sum = 0;
+        if (FILLED_EVERYWHERE(lse))
+            for (int64_t j = 0; j < seen; j++) sum += exp(vp_load_wide(sc, g->dt, row + j) - m);
+        for (int64_t j = 0; j < seen; j++) {
+            double a = vp_load_wide(sc, g->dt, row + j);
+            vp_store_wide(sc, g->dt, row + j, lse == INFINITY ? 0.0 : FILLED_EVERYWHERE(lse) ? exp(a - m) / sum : exp(a - lse));
+        }
         for (int64_t j = seen; j < cols; j++) vp_store_wide(sc, g->dt, row + j, 0.0);
     }
     return VP_OK;

@@ -37,6 +37,7 @@ struct att_geom {
     int64_t qld, kld, vld; /* row strides of Q, K, V */
     float scale;
     int causal;
+    int zero_rows; /* a row masked everywhere (-inf) gives 0s */
     int bshd; /* Y and dY [B, S, H, Dv] */
     const void *mask; /* of T */
     int64_t ms0, ms1, ms2, ms3;
@@ -57,6 +58,21 @@ template <typename T> __device__ static inline float dotf(const T *a, const T *b
     float s = 0;
     for (int64_t c = 0; c < n; c++) s += cu_ld(a, c) * cu_ld(b, c);
     return s;
+}
+
+/* p_ij from the row's LSE; a row whose every score its mask filled with a finite lowest
+ * (torch.finfo.min) has the fill for its LSE, its log-sum lost to rounding: its p_ij from
+ * the row's own max and sum, as Softmax computes them (k_attention.c's FILLED_EVERYWHERE). */
+template <typename T>
+__device__ static float prob(const att_geom &g, const T *qi, const T *kb, int64_t b, int64_t h, int64_t i, int64_t j,
+                             float lse) {
+    double s = score(g, qi, kb, b, h, i, j);
+    if (!(lse <= -1e30f) || lse == -INFINITY) return (float)exp(s - lse);
+    int64_t cols = g.causal && i + 1 < g.T ? i + 1 : g.T;
+    double m = -INFINITY, l = 0;
+    for (int64_t c = 0; c < cols; c++) m = fmax(m, (double)score(g, qi, kb, b, h, i, c));
+    for (int64_t c = 0; c < cols; c++) l += exp((double)score(g, qi, kb, b, h, i, c) - m);
+    return (float)(exp(s - m) / l);
 }
 
 /* Block max; every thread gets it. */
@@ -112,12 +128,16 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
         double l = 0;
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) l += exp((double)score(g, qi, kb, b, h, i, j) - m);
         l = cu_block_sum(l);
-        double ls = m + log(l);
+        /* zero_masked_rows: LSE +inf, so every exp(s - LSE) here and in the backward is 0 */
+        double ls = g.zero_rows && m == -INFINITY ? INFINITY : m + log(l);
         for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) acc[c] = 0;
         for (int64_t j0 = 0; j0 < cols; j0 += blockDim.x) {
             int64_t j = j0 + threadIdx.x;
             __syncthreads();
-            p[threadIdx.x] = j < cols ? (float)exp((double)score(g, qi, kb, b, h, i, j) - ls) : 0.0f;
+            bool filled = ls <= -1e30 && ls > -INFINITY; /* as prob(): the row's own max and sum */
+            p[threadIdx.x] = j >= cols ? 0.0f
+                             : filled ? (float)(exp((double)score(g, qi, kb, b, h, i, j) - m) / l)
+                                      : (float)exp((double)score(g, qi, kb, b, h, i, j) - ls);
             __syncthreads();
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
@@ -149,7 +169,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             int64_t j = j0 + threadIdx.x;
             __syncthreads();
             if (j < cols) {
-                float pj = (float)exp((double)score(g, qi, kb, b, h, i, j) - lse[r]);
+                float pj = prob(g, qi, kb, b, h, i, j, lse[r]);
                 ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) - (float)di);
             } else {
                 ds[threadIdx.x] = 0;
@@ -186,7 +206,7 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
             __syncthreads();
             if (i < g.S) {
                 const T *dyi = dy + y_row(g, b, h, i);
-                float pij = (float)exp((double)score(g, qb + i * g.qld, kb, b, h, i, j) - lb[i]);
+                float pij = prob(g, qb + i * g.qld, kb, b, h, i, j, lb[i]);
                 p[threadIdx.x] = pij;
                 ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv));
             } else {
@@ -232,7 +252,7 @@ __global__ void k_attention_dmask(att_geom g, int64_t B, int64_t elems, const T 
                     float di = dotf(dyi, y + y_row(g, b, h, i), g.Dv), li = lse[(b * g.H + h) * g.S + i];
                     for (int64_t j = g.md3 == 1 ? 0 : mj; j < (g.md3 == 1 ? g.T : mj + 1); j++) {
                         if (j >= seen_cols(g, i)) continue;
-                        float pij = (float)exp((double)score(g, qi, kb, b, h, i, j) - li);
+                        float pij = prob(g, qi, kb, b, h, i, j, li);
                         sum += pij * (dotf(dyi, vb + j * g.vld, g.Dv) - di);
                     }
                 }
@@ -256,6 +276,7 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.vld = s->kv_bshd ? g.Hk * s->Dv : s->Dv;
     g.scale = s->scale;
     g.causal = s->causal;
+    g.zero_rows = s->zero_rows;
     g.bshd = s->y_bshd;
     g.mask = s->mask;
     g.ms0 = s->mask_strides[0];

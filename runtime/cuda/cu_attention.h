@@ -20,6 +20,7 @@ typedef struct cu_attention_shape {
     int64_t Hk;
     float scale;
     int causal;
+    int zero_rows; /* zero_masked_rows: a row masked everywhere gives 0s */
     int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */
     int q_bshd, kv_bshd; /* Q, dQ [B, S, H, D]; K, V, dK, dV [B, T, Hk, D]; the sizes above stay logical */
     const void *mask; /* of the dtype */
