@@ -175,12 +175,13 @@ static int match_rows_kept(const vp_graph *g, const vp_node *mul, int *p, int *c
         int rv = in(mul, 1 - k);
         const vp_value *r = &g->values[rv];
         if (!producer(g, in(mul, k), "Softmax") || !vp_dtype_is_float(r->dtype)) continue;
-        *p = in(mul, k);
-        *cond = -1;
         if (fixed_data(r)) {
             int64_t n = vp_value_numel(r), i = 0;
             while (i < n && vp_load(r->data, r->dtype, i) == 1.0) i++;
-            return i == n;
+            if (i < n) return 0;
+            *p = in(mul, k);
+            *cond = -1;
+            return 1;
         }
         /* R = ReduceMax(Cast(C), axes = the last, keepdims): whether row i keeps a key */
         const vp_node *rm = producer(g, rv, "ReduceMax"), *cast = rm ? producer(g, in(rm, 0), "Cast") : NULL;
@@ -191,6 +192,7 @@ static int match_rows_kept(const vp_graph *g, const vp_node *mul, int *p, int *c
             return 0;
         int64_t axis = (int64_t)vp_load(a->data, a->dtype, 0);
         if (axis != -1 && axis != cv->rank - 1) return 0;
+        *p = in(mul, k);
         *cond = in(cast, 0);
         return 1;
     }
