@@ -31,7 +31,9 @@ void cli_train_init(cli_train_opts *o) {
          "attention cores (MatMul, scale, mask, Softmax, MatMul) as one op whose\n"
          "backward recomputes the probabilities from the row log-sum-exp, so the\n"
          "batch x heads x seq x seq matrix is never kept (fused, default), or as\n"
-         "the exporter wrote them (plain); a mask must be frozen to fuse"},
+         "the exporter wrote them (plain); masks fuse as constants, inputs (a\n"
+         "padding mask, its rows that keep no key zeroed as torch's guard does) or\n"
+         "trained biases (T5's position bias, its gradient from the fused backward)"},
         {"--precision", CLI_ENUM, &o->precision, "fp32|bf16|fp16",
          "mixed precision as PyTorch autocast places it: MatMul, Gemm, Conv and\n"
          "attention (and their gradients) in bf16 or fp16, softmax, normalisation,\n"
