@@ -67,6 +67,15 @@ for f in eval_opt0 op23_eval_opt0; do
 done
 expect 0 "step 3  loss 4.0622" -- "$tool" train "$left/op23_eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
     --steps 3 --data "$left"
+# XGLM (the kit's): its softmax over the rank-3 view of the scores and its clamp at
+# torch.finfo.min (a Max) fuse under its constant causal mask; padded on the left with the
+# mask an input (tests/data/torch2_masks/xglm_left), two rows keep no key and the clamp
+# ties each of their scores, which halves their gradient: not fused there, torch's losses
+expect 0 "fused 2 attention, 13 MatMul" -- "$tool" plan "$src/tests/data/torch2/xglm/eval_opt0.onnx" --loss ce:logits
+xleft=$src/tests/data/torch2_masks/xglm_left
+expect 0 "fused 13 MatMul of a transposed weight" -- "$tool" plan "$xleft/eval_opt0.onnx" --loss ce:logits
+expect 0 "step 3  loss 4.10931" -- "$tool" train "$xleft/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
+    --steps 3 --data "$xleft"
 # a train()-mode module whose BatchNorm the exporter's optimizer folded into its Conv
 # (tests/data/torch2_folded, tools/scripts/make_folded_bn_export.py): nothing of the
 # exporter's own beside the missing parameters, but their module's running statistics
@@ -115,6 +124,16 @@ expect 0 "fused 2 attention, 2 of them grouped-query with K and V unrepeated, 5 
 expect 0 "2 GeGLU into its MatMul" -- "$tool" plan "$kit/gemma/eval_opt0.onnx" --loss ce:logits
 expect 0 "step 3  loss 4.0512" -- "$tool" train "$kit/gemma/eval_opt0.onnx" --loss ce:logits --optimizer momentum --lr 0.01 \
     --steps 3 --data "$kit/gemma"
+# Gemma 2's eager attention: its scores soft-capped (Div, Tanh, Mul by 50) before the mask
+# and its probabilities cast to their own dtype fuse as Attention's softcap; the
+# sliding-window layer keeps its constant mask, the global one becomes causal=1; trains to
+# torch's losses (3.940372 at step 3)
+expect 0 "= vplan.Attention(add_7, add_8, transpose_2, where_1) {scale=0.0625, causal=0, y_bshd=1, softcap=50}" -- \
+    "$tool" plan "$kit/gemma2/eval_opt0.onnx" --loss ce:logits --dump-after attention-inputs
+expect 0 "{scale=0.0625, causal=1, y_bshd=1, softcap=50}" -- \
+    "$tool" plan "$kit/gemma2/eval_opt0.onnx" --loss ce:logits --dump-after attention-inputs
+expect 0 "step 3  loss 3.94037" -- "$tool" train "$kit/gemma2/eval_opt0.onnx" --loss ce:logits --optimizer momentum \
+    --lr 0.01 --steps 3 --data "$kit/gemma2"
 # GPT-2's Conv1D after its GELU (FastGelu, Reshape, Gemm with the bias) into GeluMatMul
 # and the bias Add, the GELU's output never stored; trains to torch's losses
 expect 0 "2 FastGelu, 1 MatMul of a transposed weight, 2 Gelu into its MatMul" -- \

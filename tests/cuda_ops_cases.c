@@ -311,6 +311,16 @@ const op_case vp_cuda_op_cases[] = {
     {"attention_grad_bias_gqa_bshd", "AttentionGrad", "vplan", 17,
      {"f32:2,5,4,6", "f32:2,5,4,4", "f32:2,5,2,4", "f32:2,5,2,6", "f32:2,5,4,6", "f32:2,4,5", "f32:4,5,5"}, 4,
      "scale=f:0.5;causal=i:1;y_bshd=i:1;q_bshd=i:1;kv_bshd=i:1"},
+    /* Gemma 2's soft-capped scores: c tanh(A / c) before the mask; the gradient's
+     * 1 - tanh^2 reaches dQ and dK, not the trained mask's dMask */
+    {"attention_softcap_gqa_mask", "Attention", "vplan", 17, {"f32:2,6,5,4", "f32:2,2,7,4", "f32:2,2,7,6", "f32:5,7"}, 2,
+     "scale=f:0.5;softcap=f:0.7"},
+    {"attention_grad_softcap_bias", "AttentionGrad", "vplan", 17,
+     {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:1,3,5,7"}, 4,
+     "scale=f:0.5;softcap=f:0.9"},
+    {"attention_grad_softcap_causal_bf16", "AttentionGrad", "vplan", 17,
+     {"bf16:1,2,40,8", "bf16:1,2,40,8", "bf16:1,2,40,8", "bf16:1,2,40,8", "bf16:1,2,40,8", "pos:1,2,40"}, 3,
+     "scale=f:0.35;causal=i:1;softcap=f:1.5"},
     {"attention_grad_causal_long", "AttentionGrad", "vplan", 17,
      {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "pos:1,2,300"}, 3,
      "scale=f:0.35;causal=i:1"},

@@ -26,7 +26,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 from onnx_vplan.exporting import wire_fields  # noqa: E402
 
-TRANSFORMERS = {"gpt2", "llama", "llama_mha", "qwen2", "gemma", "bert", "roberta", "t5", "vit", "wav2vec2", "opt", "bloom",
+TRANSFORMERS = {"gpt2", "llama", "llama_mha", "qwen2", "gemma", "gemma2", "xglm", "bert", "roberta", "t5", "vit", "wav2vec2", "opt", "bloom",
                 "deberta_v2", "funnel", "gpt_neo"}
 
 

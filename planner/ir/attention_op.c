@@ -98,8 +98,6 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
                             "without a cache is supported");
     if (n->n_inputs > 6 && n->inputs[6] >= 0)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has nonpad_kv_seqlen: only attention without it is supported");
-    if (vp_attr_float(n, "softcap", 0.0f) != 0.0f)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has softcap: only attention without it is supported");
     int q = n->inputs[0], k = n->inputs[1], v = n->inputs[2], mask = present(n, 3, 0) ? n->inputs[3] : -1;
     const vp_value *qv = &g->values[q], *kv = &g->values[k], *vv = &g->values[v];
     if (qv->rank != 4 || kv->rank != 4 || vv->rank != 4)
@@ -118,6 +116,7 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
     float scale = vp_attr_float(n, "scale", 0.0f);
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)d);
     int causal = (int)vp_attr_int(n, "is_causal", 0);
+    float softcap = vp_attr_float(n, "softcap", 0.0f); /* applied where > 0, as ONNX's reference does */
     char stem[512];
     snprintf(stem, sizeof stem, "%s", n->name[0] ? n->name : "Attention");
     emitter e = {g, stem, dt};
@@ -139,6 +138,14 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
     if (!s) s = emit(&e, "Transpose", "k_transposed", 1, &k, &kt, err);
     if (!s) s = emit(&e, "MatMul", "scores", 2, (int[]){q, kt}, &scores, err);
     if (!s) s = emit(&e, "Mul", "scaled", 2, (int[]){scores, c_scale}, &scaled, err);
+    if (!s && softcap > 0) { /* before the mask, so that masked scores stay masked */
+        int c_cap = scalar_const(g, "softcap", dt, softcap), over = -1, t = -1, capped = -1;
+        if (c_cap < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        s = emit(&e, "Div", "softcap_div", 2, (int[]){scaled, c_cap}, &over, err);
+        if (!s) s = emit(&e, "Tanh", "softcap_tanh", 1, &over, &t, err);
+        if (!s) s = emit(&e, "Mul", "softcapped", 2, (int[]){t, c_cap}, &capped, err);
+        scaled = capped;
+    }
     int bool_mask = mask >= 0 && g->values[mask].dtype == VP_BOOL;
     if (!s && causal) { /* a boolean mask of its own, joined with a boolean attn_mask */
         int c = causal_const(g, sq, l);

@@ -9,7 +9,10 @@
  *       q_bshd and kv_bshd (int, default 0: Q is [B,S,H,D], and K, V [B,T,Hk,D|Dv],
  *       where 1, as the projections write them, so the head transposes before the
  *       attention are never copied; their gradients in the same layout)
- *       A    = scale * Q K^T + mask             (mask additive, broadcast to [B,H,S,T])
+ *       softcap (float, default 0: none): where c > 0, the scores are soft-capped
+ *       before the mask, as Gemma 2 and ONNX's Attention define it
+ *       A    = scale * Q K^T                   (c tanh(scale * Q K^T / c) under softcap)
+ *       A    = A + mask                         (mask additive, broadcast to [B,H,S,T])
  *       A_ij = -inf where causal and j > i      (top-left aligned, as torch's
  *                                                tril(ones(S, T)) and is_causal)
  *       LSE  = log sum_j exp(A_ij)              (row log-sum-exp)
@@ -22,10 +25,11 @@
  *       same attrs
  *       P  = exp(A - LSE)                       (recomputed, never read from memory)
  *       D_i = sum_d dY_id Y_id,  dS = P * (dY V^T - D)
- *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY  (dK, dV summed over the
- *                                                         query heads of a group)
  *       dMask = dS summed over the axes the mask broadcasts along, in the mask's shape
  *               (a trained bias: T5's relative position bias, ALiBi slopes learned)
+ *       dS *= 1 - tanh^2(scale * Q K^T / c)     (under softcap; the tanh recomputed)
+ *       dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dY  (dK, dV summed over the
+ *                                                         query heads of a group)
  *
  * This is FlashAttention's split of the work (Dao et al. 2022): the forward keeps Y and
  * the row log-sum-exp, so the backward never needs the a*s*s probabilities that the
@@ -101,6 +105,10 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
     }
     int64_t causal = vp_attr_int(n, "causal", 0);
     if (causal != 0 && causal != 1) return vp_node_fail(err, VP_ERR_INVALID, n, "attribute causal must be 0 or 1");
+    float softcap = vp_attr_float(n, "softcap", 0.0f);
+    if (!(softcap >= 0) || isinf(softcap))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute softcap must be finite and at least 0 (0: none), got %g",
+                            (double)softcap);
     *dt = vq->dtype;
     return VP_OK;
 }

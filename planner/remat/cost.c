@@ -27,12 +27,14 @@ static double conv_flops(const vp_graph *g, int out, int weight) {
 }
 
 /* vplan.Attention (forward: scores, exp, P V) and AttentionGrad (scores again, dP,
- * dQ, dK, dV): per score, a dot over D or Dv for each product; causal halves them. */
+ * dQ, dK, dV): per score, a dot over D or Dv for each product; causal halves them;
+ * a softcap's tanh costs about 8 more a score (and its derivative 2 more). */
 static double attention_flops(const vp_graph *g, const vp_node *n, int grad) {
     const vp_value *q = &g->values[n->inputs[grad]], *k = &g->values[n->inputs[grad + 1]], *v = &g->values[n->inputs[grad + 2]];
     double d = (double)q->dims[3], dv = (double)v->dims[3];
     double scores = (double)vp_value_numel(q) / d * (double)k->dims[2] * (vp_attr_int(n, "causal", 0) ? 0.5 : 1.0);
-    return scores * (grad ? 6.0 * d + 4.0 * dv + 16.0 : 2.0 * d + 2.0 * dv + 8.0);
+    double cap = vp_attr_float(n, "softcap", 0.0f) > 0 ? (grad ? 10.0 : 8.0) : 0.0;
+    return scores * (grad ? 6.0 * d + 4.0 * dv + 16.0 : 2.0 * d + 2.0 * dv + 8.0) + scores * cap;
 }
 
 /* LSTM and GRU (and their vplan training forms and gradients): per step and direction,

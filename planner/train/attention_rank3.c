@@ -9,16 +9,23 @@
  *     S3 = Add(S3, M3)                      M3 [1|B*H, 1|S, T]          (optional)
  *     S4 = Reshape(S3, [B,H,S,T])
  *     ... = Softmax(... S4 ...)             through at most two Adds of rank-4 masks or
- *                                           Wheres (masked_fill)
+ *                                           Wheres (masked_fill), and a Max (XGLM's
+ *                                           clamp at torch.finfo.min), three at most
  *     P3 = Reshape(P4, [B*H,S,T])           P4 that Softmax's output (or a Cast of it
  *                                           to the dtype it has, which goes)
  *     Y3 = MatMul(P3, V3)                   V3 [B*H,T,Dv]
  *     Y4 = Reshape(Y3, [B,H,S,Dv])
  *
- * (Hugging Face's BLOOM: baddbmm of its ALiBi bias, then the causal mask) rewritten as
+ * (Hugging Face's BLOOM: baddbmm of its ALiBi bias, then the causal mask; XGLM) rewritten as
  * S4 = [Add]([Mul](MatMul(Q4, K4t), c), M4), Y4 = MatMul(P4, V4), with Q4, K4t, V4 and M4
  * the rank-3 values reshaped to [B,H,...] (or, for Q and V, the rank-4 values they were
  * reshaped from), so S4 and Y4 keep their value ids and every reader stays.
+ * First, a softmax taken over the rank-3 view of rank-4 scores,
+ *
+ *     P4 = Reshape(Softmax(Reshape(X4, [B*H,S,T]), axis=-1), [B,H,S,T])   (XGLM)
+ *
+ * becomes Softmax(X4) writing P4 (the two Reshapes go): the same rows, each normalised
+ * over its last axis as before.
  *
  * Keeps true: the same numbers (a Reshape that merges or splits the leading axis moves
  * no element; each product is the same batch of matrix products); every intermediate
@@ -30,6 +37,7 @@
 #include <string.h>
 
 #include "ir/graph_build.h"
+#include "ir/infer.h"
 #include "train/pattern.h"
 
 static int is_op(const vp_graph *g, int node, const char *op) {
@@ -122,6 +130,37 @@ static int match_scores(const vp_graph *g, int rs, match *m) {
     return has_dims(q, 3, m->B * m->H, m->S, m->D, 0) && has_dims(kt, 3, m->B * m->H, m->D, m->T, 0);
 }
 
+/* Softmax node sm over the last axis of a Reshape of X4 [B,H,S,T] to [B*H,S,T], read
+ * only by a Reshape back to X4's dims: Softmax(X4) writes that Reshape's output in
+ * place (the node keeps its position: X4 is made before the first Reshape, P4 read after
+ * the second); both Reshapes are unlinked and marked dead.  Returns 1 when it rewrote. */
+static int softmax_to_rank4(vp_graph *g, int sm, char *dead, vp_error *err, vp_status *s) {
+    if (!is_op(g, sm, "Softmax")) return 0;
+    vp_node *n = &g->nodes[sm];
+    int x3 = n->inputs[0], p3 = n->outputs[0], r1 = producer(g, x3), r2 = sole_reader(g, p3);
+    int64_t axis = vp_attr_int(n, "axis", n->opset >= 13 ? -1 : 1);
+    if (!is_op(g, r1, "Reshape") || !is_op(g, r2, "Reshape") || sole_reader(g, x3) != sm || (axis != -1 && axis != 2))
+        return 0;
+    int x4 = g->nodes[r1].inputs[0], p4 = g->nodes[r2].outputs[0];
+    const vp_value *a = &g->values[x4], *b = &g->values[x3], *c = &g->values[p4];
+    if (a->rank != 4 || !has_dims(b, 3, a->dims[0] * a->dims[1], a->dims[2], a->dims[3], 0) ||
+        !has_dims(c, 4, a->dims[0], a->dims[1], a->dims[2], a->dims[3]) || a->dtype != c->dtype || dead[r1] || dead[r2])
+        return 0;
+    for (int k = 0; k < n->n_attrs; k++)
+        if (!strcmp(n->attrs[k].name, "axis")) n->attrs[k].i = -1;
+    n->inputs[0] = x4;
+    n->outputs[0] = p4;
+    g->values[p4].producer = sm;
+    for (int k = 0; k < 2; k++) { /* unlinked, so that the next link counts no reader in them */
+        vp_node *r = &g->nodes[k ? r2 : r1];
+        for (int j = 0; j < r->n_inputs; j++) r->inputs[j] = -1;
+        r->outputs[0] = -1;
+    }
+    dead[r1] = dead[r2] = 1;
+    *s = vp_infer_node(g, sm, 0, NULL, err);
+    return 1;
+}
+
 /* A match whose value side's MatMul is node mm2. */
 static int match_at(const vp_graph *g, int mm2, match *m) {
     memset(m, -1, sizeof *m);
@@ -152,9 +191,10 @@ static int match_at(const vp_graph *g, int mm2, match *m) {
     if (!has_dims(&g->values[p3], 3, m->B * m->H, m->S, m->T, 0) || !has_dims(v3, 3, m->B * m->H, m->T, m->Dv, 0) ||
         !has_dims(y4, 4, m->B, m->H, m->S, m->Dv))
         return 0;
-    /* up from the Softmax through at most two rank-4 mask Adds to the Reshape */
+    /* up from the Softmax through at most three rank-4 mask Adds, Wheres or a Max to the
+     * Reshape */
     int x = g->nodes[sm].inputs[0], user = sm;
-    for (int hop = 0; hop < 3; hop++) {
+    for (int hop = 0; hop < 4; hop++) {
         int n = producer(g, x);
         if (sole_reader(g, x) != user) return 0;
         if (is_op(g, n, "Reshape") && has_dims(&g->values[x], 4, m->B, m->H, m->S, m->T)) {
@@ -163,7 +203,8 @@ static int match_at(const vp_graph *g, int mm2, match *m) {
             return match_scores(g, n, m);
         }
         int add = is_op(g, n, "Add") && g->nodes[n].n_inputs == 2, where = is_op(g, n, "Where") && g->nodes[n].n_inputs == 3;
-        if ((!add && !where) || hop == 2) return 0;
+        int max = is_op(g, n, "Max") && g->nodes[n].n_inputs == 2;
+        if ((!add && !where && !max) || hop == 3) return 0;
         /* the scores: the one operand of the full shape that a Reshape, an Add or a
          * Where wrote (a Where's condition never) */
         const vp_node *a = &g->nodes[n];
@@ -171,7 +212,7 @@ static int match_at(const vp_graph *g, int mm2, match *m) {
         for (int j = where; j < a->n_inputs; j++) {
             int v = a->inputs[j], pn = producer(g, v);
             if (v < 0 || !has_dims(&g->values[v], 4, m->B, m->H, m->S, m->T) ||
-                (!is_op(g, pn, "Reshape") && !is_op(g, pn, "Add") && !is_op(g, pn, "Where")))
+                (!is_op(g, pn, "Reshape") && !is_op(g, pn, "Add") && !is_op(g, pn, "Where") && !is_op(g, pn, "Max")))
                 continue;
             if (k >= 0) return 0; /* two candidates: not a mask */
             k = j;
@@ -223,8 +264,10 @@ vp_status vp_attention_rank3(vp_graph *g, int *n_rewritten, vp_error *err) {
     /* before[i]: the new nodes that go right before old node i (first, count in span) */
     int *first = malloc(((size_t)n0 + 1) * sizeof *first), *count = calloc((size_t)n0 + 1, sizeof *count);
     char *dead = calloc((size_t)n0 + 1, 1);
-    int *made = malloc(((size_t)n0 * 4 + 8) * sizeof *made), n_made = 0;
+    int *made = malloc(((size_t)n0 * 4 + 8) * sizeof *made), n_made = 0, n_softmax = 0;
     if (!first || !count || !dead || !made) s = vp_fail(err, VP_ERR_NOMEM, "out of memory reshaping attention to rank 4");
+    for (int i = 0; !s && i < n0; i++) n_softmax += softmax_to_rank4(g, i, dead, err, &s);
+    if (!s && n_softmax) s = vp_graph_link(g, err);
     for (int i = 0; !s && i < n0; i++) {
         match m;
         if (!match_at(g, i, &m) || dead[m.mm1] || dead[m.rs] || dead[m.rp] || dead[m.ry]) continue;
@@ -270,7 +313,7 @@ vp_status vp_attention_rank3(vp_graph *g, int *n_rewritten, vp_error *err) {
         if (m.cast >= 0) dead[m.cast] = 1;
         ++*n_rewritten;
     }
-    if (!s && *n_rewritten) {
+    if (!s && (*n_rewritten || n_softmax)) {
         int *order = malloc(((size_t)n0 + (size_t)n_made + 1) * sizeof *order), n = 0;
         if (!order) s = vp_fail(err, VP_ERR_NOMEM, "out of memory reshaping attention to rank 4");
         for (int i = 0; !s && i < n0; i++) {

@@ -6,10 +6,14 @@
  *
  *     S = MatMul(Q, Transpose(K))        Q [B,H,S,D], K^T [B,H,D,T]
  *     S = Mul(S, c) | Div(S, c)          c a scalar constant           (optional)
+ *     S = Mul(Tanh(Div(S, t)), t)        t > 0 a scalar constant: Gemma 2's soft-
+ *                                        capping, Attention's softcap  (optional)
  *     S = Add(S, M)                      M an additive mask, or two:
  *     S = Add(Add(S, M1), M2)            (T5: a trained position bias, then a mask), or
  *     S = Where(C, S, f) | Where(C, f, S)  C bool, f a scalar constant  (optional)
- *     P = Softmax(S, axis=-1)
+ *     S = Max(S, c)                      c <= -1e30 (XGLM's clamp at torch.finfo.min),
+ *                                        where every row keeps a key   (optional)
+ *     P = Softmax(S, axis=-1)            (then a Cast to its own dtype: Gemma 2, XGLM)
  *     Y = MatMul(P, V)                   V [B,H,T,Dv]
  *
  * (attention written through rank-3 batched products, as BLOOM's, is put in this form

@@ -154,6 +154,52 @@ static int split_scale(const vp_graph *g, int *x, int user, double *scale) {
     return -1;
 }
 
+/* Mul(Tanh(Div(X, c)), c) at *chain (the Mul's operands either way round; the Div may be
+ * Mul(X, 1/c)), c > 0 a scalar constant, each output read only by the next node and
+ * *chain only by *after: Gemma 2's soft-capping of the scores, before the mask.  Sets
+ * *chain to X and *after to the Div. */
+static int match_softcap(const vp_graph *g, int *chain, int *after, match *m) {
+    const vp_node *mul = producer(g, *chain, "Mul"), *th = NULL, *dv;
+    double c = 0, c_in = 0;
+    if (!mul || mul->n_inputs != 2 || !only_use(g, *chain, *after)) return 0;
+    int t = -1;
+    for (int k = 0; k < 2 && t < 0; k++)
+        if ((th = producer(g, in(mul, k), "Tanh")) && scalar_const(g, in(mul, 1 - k), &c)) t = in(mul, k);
+    if (t < 0 || !(c > 0) || isinf(c) || !only_use(g, t, node_id(g, mul))) return 0;
+    int x = in(th, 0), inner = -1;
+    if (!only_use(g, x, node_id(g, th))) return 0;
+    if ((dv = producer(g, x, "Div")) && dv->n_inputs == 2 && scalar_const(g, in(dv, 1), &c_in) && c_in == c) {
+        inner = in(dv, 0);
+    } else if ((dv = producer(g, x, "Mul")) && dv->n_inputs == 2) {
+        for (int k = 0; k < 2 && inner < 0; k++) /* 1/c as the exporter rounded it */
+            if (scalar_const(g, in(dv, 1 - k), &c_in) && fabs(c_in * c - 1.0) < 1e-6) inner = in(dv, k);
+    }
+    if (inner < 0) return 0;
+    m->softcap = c;
+    m->cap_mul = node_id(g, mul);
+    m->cap_tanh = node_id(g, th);
+    m->cap_div = node_id(g, dv);
+    *chain = inner;
+    *after = m->cap_div;
+    return 1;
+}
+
+/* Max(S, c) (either order), c a scalar constant at most -1e30 and finite: XGLM clamps its
+ * masked scores at torch.finfo.min.  A score under c is -inf (a -inf mask, or a sum that
+ * overflowed), whose probability is 0 either way in a row that keeps a finite score; so
+ * the clamp changes nothing where every row keeps a key, which the caller checks (a row
+ * masked whole is where it would: its ties at c halve the gradient).  Sets *s to S. */
+static int match_clamp(const vp_graph *g, const vp_node *mx, int *s) {
+    double c;
+    if (mx->n_inputs != 2) return 0;
+    for (int k = 0; k < 2; k++)
+        if (scalar_const(g, in(mx, 1 - k), &c) && c <= -1e30 && c > -INFINITY) {
+            *s = in(mx, k);
+            return 1;
+        }
+    return 0;
+}
+
 /* Whether the mask keeps at least one key in every row: none, or a constant one. */
 static int mask_keeps_every_row(const vp_graph *g, const match *m) {
     int v = m->mask >= 0 ? m->mask : m->cond;
@@ -177,24 +223,36 @@ int vp_attention_match(const vp_graph *g, int node, match *m) {
     const vp_node *mm2 = &g->nodes[node], *sm, *mk = NULL, *sc = NULL, *mm1;
     memset(m, -1, sizeof *m);
     m->scale = 1.0;
+    m->softcap = 0;
     if (strcmp(mm2->op_type, "MatMul") || mm2->domain[0] || mm2->n_inputs != 2) return 0;
     int p = mm2->inputs[0], p_user = node;
+    const vp_node *cast = producer(g, p, "Cast"); /* softmax(..., dtype=float32).to(dtype): Gemma 2, XGLM */
+    if (cast && only_use(g, p, node) && vp_attr_int(cast, "to", 0) == (int64_t)g->values[in(cast, 0)].dtype &&
+        g->values[in(cast, 0)].dtype == g->values[p].dtype) {
+        m->p_cast = p_user = node_id(g, cast);
+        p = in(cast, 0);
+    }
     const vp_node *gw = producer(g, p, "Where");
     const vp_node *keep = producer(g, p, "Mul");
-    if (gw && only_use(g, p, node) && match_nan_guard(g, gw, m)) { /* torch 2.x's guard of fully masked rows */
+    if (gw && only_use(g, p, p_user) && match_nan_guard(g, gw, m)) { /* torch 2.x's guard of fully masked rows */
         p_user = -1;
         p = in(gw, 2);
-    } else if (keep && only_use(g, p, node) && match_rows_kept(g, keep, &p, &m->rows_kept_cond)) {
+    } else if (keep && only_use(g, p, p_user) && match_rows_kept(g, keep, &p, &m->rows_kept_cond)) {
         m->rows_kept = p_user = node_id(g, keep); /* ONNX Attention's, expanded */
     }
     if (!(sm = producer(g, p, "Softmax")) || (p_user >= 0 && !only_use(g, p, p_user))) return 0;
     const vp_value *pv = &g->values[p];
     int64_t axis = vp_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
     if (pv->rank != 4 || (axis != -1 && axis != 3)) return 0;
-    int x = in(sm, 0), chain = x, fill_first = 0;
+    int x = in(sm, 0), x_user = node_id(g, sm), fill_first = 0;
+    const vp_node *mx = producer(g, x, "Max");
+    if (mx && only_use(g, x, x_user) && match_clamp(g, mx, &x)) { /* XGLM */
+        m->clamp = x_user = node_id(g, mx);
+    }
+    int chain = x;
     const vp_node *up = g->values[x].producer >= 0 ? &g->nodes[g->values[x].producer] : NULL;
     if (up && !up->domain[0] && (!strcmp(up->op_type, "Add") || !strcmp(up->op_type, "Where"))) {
-        if (!only_use(g, x, node_id(g, sm))) return 0;
+        if (!only_use(g, x, x_user)) return 0;
         if (!match_mask(g, up, m, &chain)) {
             m->mask = m->cond = -1;
             fill_first = match_fill_then_mask(g, up, m, &chain, &mk); /* the Where reads the scores */
@@ -215,7 +273,8 @@ int vp_attention_match(const vp_graph *g, int node, match *m) {
         }
     }
     /* the node reading the scores: the Add under DeBERTa's Where, else the mask stage */
-    int after = m->mask2_node >= 0 && m->cond >= 0 && !fill_first ? m->mask2_node : node_id(g, mk ? mk : sm);
+    int after = m->mask2_node >= 0 && m->cond >= 0 && !fill_first ? m->mask2_node : mk ? node_id(g, mk) : x_user;
+    match_softcap(g, &chain, &after, m); /* before the scale stage: its outer Mul is no scale */
     if ((sc = producer(g, chain, "Mul")) || (sc = producer(g, chain, "Div"))) {
         double c;
         int div = !strcmp(sc->op_type, "Div"), k;
@@ -247,8 +306,6 @@ int vp_attention_match(const vp_graph *g, int node, match *m) {
         if (mv >= 0 && (g->values[mv].dtype != q->dtype || !fits(&g->values[mv], full))) return 0;
     }
     if (m->cond >= 0 && (!fits(&g->values[m->cond], full) || g->values[m->fill].dtype != q->dtype)) return 0;
-    /* the guard turns a row masked whole into 0s, which Attention does not: it goes only
-     * where no row can be (no mask, or a constant one keeping a key in every row) */
     /* the guard turns a row masked whole (-inf everywhere) into 0s: unless no row can be
      * (no mask, or a constant one keeping a key in every row), Attention does the same
      * under zero_masked_rows */
@@ -256,6 +313,7 @@ int vp_attention_match(const vp_graph *g, int node, match *m) {
     /* ONNX Attention's zeroing, computed from the Where's own condition C (the keep
      * side in its then branch): C keeping no key of a row is every score -inf once the
      * fill is -inf, which changes no row that keeps one */
+    if (m->clamp >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m))) return 0;
     if (m->rows_kept_cond >= 0) {
         if (m->rows_kept_cond != m->cond || m->fill_then || m->mask2 >= 0) return 0;
         m->zero_rows = 1;

@@ -16,12 +16,16 @@ typedef struct match {
     int guard_isnan, guard_where;                 /* Where(IsNaN(P), 0, P) after the Softmax, or -1 */
     int rows_kept;                                /* Mul(P, R) after the Softmax (R: rows_kept_cond), or -1 */
     int rows_kept_cond;                           /* R from a condition C: ReduceMax(Cast(C)), or -1 (ones) */
+    int cap_div, cap_tanh, cap_mul;               /* Mul(Tanh(Div(S, c)), c), the soft-capping, or -1 */
+    int p_cast;                                   /* a Cast of P to its own dtype before mm2, or -1 */
+    int clamp;                                    /* Max(S, c) before the Softmax (c <= -1e30), or -1 */
     int zero_rows;                                /* rows masked everywhere give 0s (zero_masked_rows) */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */
     int mask2;                                    /* a second one added after it, or -1 */
     int cond, fill, fill_then;                    /* Where: condition, fill scalar, fill in the then branch */
     double scale;
+    double softcap;                               /* its c, 0 where absent */
 } match;
 
 static inline const vp_node *producer(const vp_graph *g, int v, const char *op) {

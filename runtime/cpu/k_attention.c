@@ -1,12 +1,14 @@
 /* Attention and AttentionGrad on the CPU (k_attention.h).
  *
  * For each (batch, head) and each block of up to ROWS query rows i0..i0+r:
- *   forward   A = scale * Q_blk K^T (+ mask, causal), per row m = max, LSE = m + log sum
- *             exp(A - m), P = exp(A - LSE) in the scratch, Y_blk = P V;
+ *   forward   A = scale * Q_blk K^T, under softcap c A = c tanh(A / c), then (+ mask,
+ *             causal), per row m = max, LSE = m + log sum exp(A - m), P = exp(A - LSE)
+ *             in the scratch, Y_blk = P V;
  *   backward  P again from A and the saved LSE, dP = dY_blk V^T, D_i = sum dY_i * Y_i,
- *             dS = P * (dP - D), dQ_blk = scale dS K, dK += scale dS^T Q_blk,
- *             dV += P^T dY_blk, and where the mask is trained dMask += dS at the
- *             mask's own (broadcast) positions.
+ *             dS = P * (dP - D), where the mask is trained dMask += dS at the mask's
+ *             own (broadcast) positions, under softcap dS *= 1 - tanh^2 (the tanh kept
+ *             from recomputing A, in a third scratch block), dQ_blk = scale dS K,
+ *             dK += scale dS^T Q_blk, dV += P^T dY_blk.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd: the same rows at another
  * stride, so the two layouts give the same bits.  K and V have Hk heads (grouped-query
  * attention: Hk divides H, head h reads key/value head h / (H / Hk)); Q (and dQ) may be
@@ -47,6 +49,7 @@ typedef struct geom {
     int64_t B, H, S, T, D, Dv;
     int64_t Hk, rep;         /* key/value heads, query heads per key/value head */
     double scale;
+    double softcap;          /* c > 0: scores c tanh(A / c) before the mask; 0: none */
     int causal;
     int zero_rows;           /* a row masked everywhere (-inf) gives 0s (zero_masked_rows) */
     int bshd;                /* Y and dY [B, S, H, Dv] (attribute y_bshd) */
@@ -77,6 +80,8 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->rep = g->H / g->Hk ? g->H / g->Hk : 1;
     g->Dv = v->dims[3];
     g->scale = vp_attr_float(n, "scale", g->D ? (float)(1.0 / sqrt((double)g->D)) : 1.0f);
+    g->softcap = vp_attr_float(n, "softcap", 0.0f);
+    if (!(g->softcap > 0)) g->softcap = 0;
     g->causal = vp_attr_int(n, "causal", 0) != 0;
     g->zero_rows = vp_attr_int(n, "zero_masked_rows", 0) != 0;
     g->bshd = vp_attr_int(n, "y_bshd", 0) != 0;
@@ -139,6 +144,19 @@ static int64_t block_cols(const geom *g, int64_t i0, int64_t r) {
  * own max and sum, as Softmax computes them (uniform over the filled entries). */
 #define FILLED_EVERYWHERE(lse) ((lse) <= -1e30 && (lse) > -INFINITY)
 
+/* Soft-capping of rows [r, cols] of float32 scores (stride T): A = c tanh(A / c), as
+ * Div, Tanh and Mul compute it in float32; tanh(A / c) into t (the same layout) when the
+ * backward wants it for the derivative 1 - tanh^2. */
+static void f32_softcap(const geom *g, int64_t r, int64_t cols, float *sc, float *t) {
+    float c = (float)g->softcap;
+    for (int64_t ii = 0; ii < r; ii++)
+        for (int64_t j = 0; j < cols; j++) {
+            float x = tanhf(sc[ii * g->T + j] / c);
+            if (t) t[ii * g->T + j] = x;
+            sc[ii * g->T + j] = c * x;
+        }
+}
+
 /* block_probs' rows in float32, exp vectorised (k_vmath.h): the row log-sum-exp is
  * rounded to float32 before it scales the row, so that the forward's probabilities are
  * the ones the backward recomputes from the saved LSE. */
@@ -181,16 +199,25 @@ static void f32_probs(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r
 /* Scores of rows i0..i0+r of pair (b, h) into sc ([r, T], row stride T), turned into
  * probabilities.  With lse_in (the pair's S entries) the row log-sum-exp is read from
  * it; otherwise it is computed and stored into lse_out (the same).  Masked entries get
- * probability 0. */
+ * probability 0.  Under softcap, tanh(A / c) goes into t (sc's layout) where t is not
+ * NULL. */
 static vp_status block_probs(const vp_node *n, const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols,
-                             const void *q, const void *k, void *sc, const void *lse_in, void *lse_out, vp_error *err) {
+                             const void *q, const void *k, void *sc, void *t, const void *lse_in, void *lse_out,
+                             vp_error *err) {
     vp_status s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->D, g->scale, at(q, g, q_row(g, b, h, i0)), g->qld,
                               at(k, g, k_base(g, b, h)), g->kld, 0.0, sc, g->T, err);
     if (s) return s;
     vp_dtype lt = g->dt == VP_F64 ? VP_F64 : VP_F32;
     if (g->dt == VP_F32) {
+        if (g->softcap) f32_softcap(g, r, cols, sc, t);
         f32_probs(g, b, h, i0, r, cols, sc, lse_in, lse_out);
         return VP_OK;
+    }
+    for (int64_t el = 0; g->softcap && el < r * g->T; el++) {
+        if (el % g->T >= cols) continue;
+        double x = tanh(vp_load_wide(sc, g->dt, el) / g->softcap);
+        if (t) vp_store_wide(t, g->dt, el, x);
+        vp_store_wide(sc, g->dt, el, g->softcap * x);
     }
     for (int64_t ii = 0; ii < r; ii++) {
         int64_t i = i0 + ii, seen = g->causal ? (i + 1 < cols ? i + 1 : cols) : cols;
@@ -269,7 +296,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
         void *lse_out = j->lse_out ? (char *)j->lse_out->data + (size_t)(bh * g->S) * lsz : own_lse;
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
-            s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, lse_out, &e);
+            s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, NULL, lse_out, &e);
             if (!s)
                 s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T, at(j->v->data, g, v_base(g, b, h)), g->vld,
                                 0.0, (char *)j->out0->data + (size_t)y_row(g, b, h, i0) * g->es, g->yld, &e);
@@ -321,15 +348,32 @@ static void add_dmask(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r
     }
 }
 
+/* dS of the scores before the soft-capping: dS * (1 - tanh^2), tanh(A / c) in t. */
+static void softcap_grad(const geom *g, int64_t r, int64_t cols, const void *t, void *ds) {
+    for (int64_t ii = 0; ii < r; ii++) {
+        if (g->dt == VP_F32) {
+            const float *tr = (const float *)t + ii * g->T;
+            float *dr = (float *)ds + ii * g->T;
+            for (int64_t jj = 0; jj < cols; jj++) dr[jj] *= 1.0f - tr[jj] * tr[jj];
+            continue;
+        }
+        for (int64_t jj = 0; jj < cols; jj++) {
+            int64_t el = ii * g->T + jj;
+            double x = vp_load_wide(t, g->dt, el);
+            vp_store_wide(ds, g->dt, el, vp_load_wide(ds, g->dt, el) * (1.0 - x * x));
+        }
+    }
+}
+
 static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
     job *j = ctx;
     const geom *g = &j->g;
     vp_dn_gemm_select(j->fast);
     vp_error e;
     int64_t cells = ROWS * (g->T ? g->T : 1);
-    char *p = vp_lin_alloc(2 * cells, g->es);
+    char *p = vp_lin_alloc((g->softcap ? 3 : 2) * cells, g->es);
     vp_status s = p ? VP_OK : vp_node_fail(&e, VP_ERR_NOMEM, j->n, "out of memory for attention scratch");
-    char *ds = p ? p + (size_t)cells * g->es : NULL;
+    char *ds = p ? p + (size_t)cells * g->es : NULL, *tcap = p && g->softcap ? ds + (size_t)cells * g->es : NULL;
     const vp_node *n = j->n;
     const void *dyd = j->dy->data, *yd = j->y->data;
     vp_tensor *dq = j->out0, *dk = j->dk, *dv = j->dv;
@@ -342,7 +386,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
             int64_t qo = q_row(g, b, h, i0), yo = y_row(g, b, h, i0);
-            s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, lse_in, NULL, &e);
+            s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, tcap, lse_in, NULL, &e);
             if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->vld, 0.0, ds, g->T, &e);
             if (!s && g->dt == VP_F32) ds_f32(g, yo, r, cols, dyd, yd, (const float *)(void *)p, (float *)(void *)ds);
             for (int64_t ii = 0; ii < r && !s && g->dt != VP_F32; ii++) {
@@ -355,6 +399,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
                 }
             }
             if (!s && j->dmask) add_dmask(g, b, h, i0, r, cols, ds, j->dmask->data);
+            if (!s && tcap) softcap_grad(g, r, cols, tcap, ds);
             if (!s && dq)
                 s = vp_lin_gemm(n, g->dt, 0, 0, r, g->D, cols, g->scale, ds, g->T, kb, g->kld, 0.0,
                                 (char *)dq->data + (size_t)qo * g->es, g->qld, &e);

@@ -11,7 +11,9 @@
  *             Dv, add p V into their outputs.
  *   dQ        block per query row i: D_i = dY_i . Y_i (block sum), then chunks of
  *             columns: ds_ij = p_ij (dY_i . v_j - D_i) in shared memory, dQ_i += scale
- *             ds K, threads split over D.
+ *             ds K, threads split over D.  Under softcap c the scores are c tanh(A / c)
+ *             before the mask, and ds_ij is multiplied by 1 - tanh^2 before it reaches
+ *             dQ and dK (not dMask: the mask is added after the capping).
  *   dK, dV    block per key row j: chunks of query rows i (i >= j under causal):
  *             ds_ij and p_ij in shared memory, dK_j += scale ds^T Q, dV_j += p^T dY,
  *             threads split over D and Dv.
@@ -36,6 +38,7 @@ struct att_geom {
     int qbshd, kvbshd;
     int64_t qld, kld, vld; /* row strides of Q, K, V */
     float scale;
+    float softcap; /* c > 0: scores c tanh(A / c) before the mask */
     int causal;
     int zero_rows; /* a row masked everywhere (-inf) gives 0s */
     int bshd; /* Y and dY [B, S, H, Dv] */
@@ -44,12 +47,21 @@ struct att_geom {
     int64_t md0, md1, md2, md3; /* the mask's own extents */
 };
 
+/* The score s_ij; under softcap, *dcap (when not NULL) gets the capping's derivative
+ * 1 - tanh^2 (1 without it). */
 template <typename T>
 __device__ static inline float score(const att_geom &g, const T *q, const T *k, int64_t b, int64_t h, int64_t i,
-                                     int64_t j) {
+                                     int64_t j, float *dcap = NULL) {
     float s = 0;
     for (int64_t d = 0; d < g.D; d++) s += cu_ld(q, d) * cu_ld(k, j * g.kld + d);
     s *= g.scale;
+    if (g.softcap > 0) {
+        float t = tanhf(s / g.softcap);
+        s = g.softcap * t;
+        if (dcap) *dcap = 1.0f - t * t;
+    } else if (dcap) {
+        *dcap = 1.0f;
+    }
     if (g.mask) s += cu_ld((const T *)g.mask, b * g.ms0 + h * g.ms1 + i * g.ms2 + j * g.ms3);
     return s;
 }
@@ -65,8 +77,8 @@ template <typename T> __device__ static inline float dotf(const T *a, const T *b
  * the row's own max and sum, as Softmax computes them (k_attention.c's FILLED_EVERYWHERE). */
 template <typename T>
 __device__ static float prob(const att_geom &g, const T *qi, const T *kb, int64_t b, int64_t h, int64_t i, int64_t j,
-                             float lse) {
-    double s = score(g, qi, kb, b, h, i, j);
+                             float lse, float *dcap = NULL) {
+    double s = score(g, qi, kb, b, h, i, j, dcap);
     if (!(lse <= -1e30f) || lse == -INFINITY) return (float)exp(s - lse);
     int64_t cols = g.causal && i + 1 < g.T ? i + 1 : g.T;
     double m = -INFINITY, l = 0;
@@ -169,8 +181,9 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             int64_t j = j0 + threadIdx.x;
             __syncthreads();
             if (j < cols) {
-                float pj = prob(g, qi, kb, b, h, i, j, lse[r]);
-                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) - (float)di);
+                float dcap;
+                float pj = prob(g, qi, kb, b, h, i, j, lse[r], &dcap);
+                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) - (float)di) * dcap;
             } else {
                 ds[threadIdx.x] = 0;
             }
@@ -206,9 +219,10 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
             __syncthreads();
             if (i < g.S) {
                 const T *dyi = dy + y_row(g, b, h, i);
-                float pij = prob(g, qb + i * g.qld, kb, b, h, i, j, lb[i]);
+                float dcap;
+                float pij = prob(g, qb + i * g.qld, kb, b, h, i, j, lb[i], &dcap);
                 p[threadIdx.x] = pij;
-                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv));
+                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv)) * dcap;
             } else {
                 p[threadIdx.x] = ds[threadIdx.x] = 0;
             }
@@ -275,6 +289,7 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.kld = s->kv_bshd ? g.Hk * s->D : s->D;
     g.vld = s->kv_bshd ? g.Hk * s->Dv : s->Dv;
     g.scale = s->scale;
+    g.softcap = s->softcap;
     g.causal = s->causal;
     g.zero_rows = s->zero_rows;
     g.bshd = s->y_bshd;

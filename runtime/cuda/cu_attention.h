@@ -19,6 +19,7 @@ typedef struct cu_attention_shape {
     int64_t B, H, S, T, D, Dv;
     int64_t Hk;
     float scale;
+    float softcap; /* c > 0: scores c tanh(A / c) before the mask; 0: none */
     int causal;
     int zero_rows; /* zero_masked_rows: a row masked everywhere gives 0s */
     int y_bshd; /* Y and dY [B, S, H, Dv] instead of [B, H, S, Dv] */

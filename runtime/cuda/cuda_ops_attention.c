@@ -17,6 +17,8 @@ static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, c
     s->T = k->dims[s->kv_bshd ? 1 : 2];
     s->Dv = v->dims[3];
     s->scale = vp_attr_float(n, "scale", s->D ? (float)(1.0 / sqrt((double)s->D)) : 1.0f);
+    s->softcap = vp_attr_float(n, "softcap", 0.0f);
+    if (!(s->softcap > 0)) s->softcap = 0;
     s->causal = vp_attr_int(n, "causal", 0) != 0;
     s->zero_rows = vp_attr_int(n, "zero_masked_rows", 0) != 0;
     s->y_bshd = vp_attr_int(n, "y_bshd", 0) != 0;

@@ -79,6 +79,13 @@ def models(big):
         return lambda: (kit.Logits(transformers.GemmaForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
                         torch.randint(0, 1000, (b, t)))
 
+    def gemma2(b, t):
+        cfg = transformers.Gemma2Config(num_hidden_layers=4, hidden_size=256, num_attention_heads=8,
+                                        num_key_value_heads=2, head_dim=32, intermediate_size=688, vocab_size=1000,
+                                        max_position_embeddings=t, sliding_window=t // 2)
+        return lambda: (kit.Logits(transformers.Gemma2ForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
     def roberta(b, t):
         cfg = transformers.RobertaConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
                                          intermediate_size=1024, vocab_size=1000, max_position_embeddings=t + 2,
@@ -170,6 +177,7 @@ def models(big):
         "resnet18": ("torchvision ResNet-18 (4 x 3 x 112 x 112)", resnet18(4)),
         "qwen2": ("Qwen2, 4 layers, d 256, GQA 8/2, tied embeddings (4 x 64)", qwen2(4, 64)),
         "gemma": ("Gemma, 4 layers, d 256, MQA 8/1, GeGLU (4 x 64)", gemma(4, 64)),
+        "gemma2": ("Gemma 2, 4 layers, d 256, GQA 8/2, soft-capped scores, sliding window 32 (4 x 64)", gemma2(4, 64)),
         "roberta": ("RoBERTa classifier, 4 layers, d 256 (8 x 64)", roberta(8, 64)),
         "t5": ("T5, 4 + 4 layers, d 256 (4 x 64 in, the same 64 out)", t5(4, 64)),
         "wav2vec2": ("wav2vec2 classifier, 4 layers, d 256 (4 x 8000 samples)", wav2vec2(4, 8000)),

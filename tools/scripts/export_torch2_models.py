@@ -120,6 +120,14 @@ MODELS = {
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, intermediate_size=64,
         vocab_size=V, max_position_embeddings=32)), "lm_mask"),
         {"x": ids(B, T), "mask": torch.tensor([[0, 0] + [1] * (T - 2), [1] * T])}, ids(B, T)),
+    # not in the kit (EXTRA): XGLM padded on the left, its mask an input, so its first two
+    # query rows keep no key: its clamp at torch.finfo.min then ties every score of those
+    # rows, which halves their gradient in torch (and in the unfused graph), so that
+    # attention stays unfused (tests/cli_torch2.sh)
+    "xglm_left": lambda: (Logits(transformers.XGLMForCausalLM(transformers.XGLMConfig(
+        num_layers=2, attention_heads=2, d_model=32, ffn_dim=64, vocab_size=V, max_position_embeddings=32,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, layerdrop=0.0)), "lm_mask"),
+        {"x": ids(B, T), "mask": torch.tensor([[0, 0] + [1] * (T - 2), [1] * T])}, ids(B, T)),
     "bert_pad": lambda: (Logits(transformers.BertForSequenceClassification(transformers.BertConfig(
         num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, vocab_size=V,
         max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
@@ -131,6 +139,12 @@ MODELS = {
     "gemma": lm((transformers.GemmaForCausalLM, transformers.GemmaConfig), num_hidden_layers=2,
                 num_attention_heads=2, num_key_value_heads=1, head_dim=16, hidden_size=32,
                 intermediate_size=64, vocab_size=V, max_position_embeddings=32),
+    # Gemma 2: eager attention, its scores soft-capped (50 tanh(x / 50)) before the mask, a
+    # sliding-window layer of 4 positions beside a global one, the probabilities cast to
+    # their own dtype before the product with V, its final logits soft-capped too
+    "gemma2": lm((transformers.Gemma2ForCausalLM, transformers.Gemma2Config), num_hidden_layers=2,
+                 num_attention_heads=2, num_key_value_heads=1, head_dim=16, hidden_size=32,
+                 intermediate_size=64, vocab_size=V, max_position_embeddings=32, sliding_window=4),
     "bert": lambda: (Logits(transformers.BertForSequenceClassification(transformers.BertConfig(
         num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, vocab_size=V,
         max_position_embeddings=32, num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
@@ -157,6 +171,11 @@ MODELS = {
                   attention_types=[[["global", "local"], 1]], window_size=4, num_heads=2, hidden_size=32,
                   intermediate_size=64, vocab_size=V, max_position_embeddings=32, embed_dropout=0.0,
                   attention_dropout=0.0, resid_dropout=0.0),
+    # XGLM: its attention through rank-3 batched products, the masked scores clamped at
+    # torch.finfo.min by a Max, the softmax taken over the rank-3 view
+    "xglm": lm((transformers.XGLMForCausalLM, transformers.XGLMConfig), num_layers=2, attention_heads=2, d_model=32,
+               ffn_dim=64, vocab_size=V, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+               activation_dropout=0.0, layerdrop=0.0),
     # BLOOM: ALiBi position biases, and its tanh GELU factored as x * (1 + 0.044715 x^2)
     "bloom": lm((transformers.BloomForCausalLM, transformers.BloomConfig), n_layer=2, n_head=2, hidden_size=32,
                 vocab_size=V, hidden_dropout=0.0, attention_dropout=0.0),
@@ -207,7 +226,7 @@ KEEP_ALL_METADATA = {"qwen2"}
 NO_SIGNATURE_TWIN = {"gemma"}
 # eval_opt0 again at opset 23, where the exporter writes scaled_dot_product_attention as
 # ONNX's Attention (Llama: causal, grouped-query; BERT: a padding mask)
-EXTRA = {"llama_left"}  # written only when named (into tests/data/torch2_masks), not the kit's
+EXTRA = {"llama_left", "xglm_left"}  # written only when named (into tests/data/torch2_masks), not the kit's
 OPSET23 = {"llama", "bert", "wav2vec2", "llama_pad", "bert_pad", "llama_left"}  # wav2vec2: GroupNorm as GroupNormalization there
 
 
