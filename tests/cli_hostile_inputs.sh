@@ -71,8 +71,10 @@ expect 2 "seq_at_range.onnx: node 'at' (SequenceAt): position 7 is out of range 
 expect 2 "node 'split' (SplitToSequence): its split 'n' is not known ahead of time" -- "$tool" eval "$tmp/seq_split_data.onnx"
 expect 2 "seq_output.onnx: graph output 'seq' is a sequence" -- "$tool" eval "$tmp/seq_output.onnx"
 expect 0 "but it cannot be planned: .*graph output 'seq' is a sequence" -- "$tool" inspect "$tmp/seq_output.onnx"
-expect 2 "node 'attn' (Attention): has Q, K, V of ranks 2, 2, 2: only .* (rank 4) inputs are supported" -- \
+expect 2 "node 'attn' (Attention): has Q, K, V of ranks 2, 2, 2: .* (rank 4) or .* (rank 3, with q_num_heads and kv_num_heads) are supported" -- \
     "$tool" eval "$tmp/attention_rank3.onnx"
+expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 6, 6 and q_num_heads 4, kv_num_heads 4: the heads must .* divide the hidden sizes" -- \
+    "$tool" eval "$tmp/attention_heads.onnx"
 expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is supported" -- "$tool" eval "$tmp/rms_stash16.onnx"
 
 expect_summary

@@ -354,10 +354,45 @@ static void cases_einsum(void) {
     case_einsum("ij->j", 1, (int[]){2}, (const int64_t *[]){(int64_t[]){3, 4}});
 }
 
+/* ONNX's Attention (opset 23), expanded during inference (planner/ir/attention_op.c):
+ * rank 4 and rank 3 (heads split by q_num_heads and kv_num_heads, Y merged back),
+ * grouped-query heads, causal, softcap (before the mask), against finite differences. */
+static void case_onnx_attention(const char *what, int rank3, int64_t hq, int64_t hkv, int causal, double softcap) {
+    gc_case k;
+    if (!gc_begin(&k, 23, "Attention (ONNX) %s", what)) return;
+    int64_t b = 2, s = 3, l = 4, d = 4, dv = 3;
+    int in[3];
+    if (rank3) {
+        in[0] = gc_param(&k, UNI, DIMS(b, s, hq * d));
+        in[1] = gc_param(&k, UNI, DIMS(b, l, hkv * d));
+        in[2] = gc_param(&k, UNI, DIMS(b, l, hkv * dv));
+    } else {
+        in[0] = gc_param(&k, UNI, DIMS(b, hq, s, d));
+        in[1] = gc_param(&k, UNI, DIMS(b, hkv, l, d));
+        in[2] = gc_param(&k, UNI, DIMS(b, hkv, l, dv));
+    }
+    int n = gc_op(&k, "Attention", 3, in);
+    if (rank3) {
+        attr_i(&k, n, "q_num_heads", hq);
+        attr_i(&k, n, "kv_num_heads", hkv);
+    }
+    if (causal) attr_i(&k, n, "is_causal", 1);
+    if (softcap > 0) attr_f(&k, n, "softcap", softcap);
+    gc_run(&k);
+}
+
+static void cases_onnx_attention(void) {
+    case_onnx_attention("rank 4, softcap", 0, 2, 2, 0, 0.8);
+    case_onnx_attention("rank 4, grouped-query, causal, softcap", 0, 4, 2, 1, 1.2);
+    case_onnx_attention("rank 3", 1, 2, 2, 0, 0);
+    case_onnx_attention("rank 3, grouped-query, causal, softcap", 1, 4, 2, 1, 0.9);
+}
+
 void gc_cases_linalg(void) {
     cases_matmul();
     cases_gemm();
     cases_einsum();
+    cases_onnx_attention();
     cases_fused_matmul();
     cases_gelu_matmul();
     cases_swiglu_matmul();

@@ -11,7 +11,8 @@
   relu_unknown_attr.onnx   Relu with an attribute 'frobnicate'
   relu_opset999.onnx  a Relu model importing opset 999
   seq_at_range.onnx, seq_split_data.onnx, seq_output.onnx, attention_rank3.onnx,
-  rms_stash16.onnx    sequence, Attention and RMSNormalization nodes the expansions
+  attention_heads.onnx, rms_stash16.onnx
+                      sequence, Attention and RMSNormalization nodes the expansions
                       refuse (hostile_sequences says why)
 
 usage: make_hostile_models.py DIR"""
@@ -123,7 +124,12 @@ def hostile_sequences():
                                        [i64("p", 0)], [("y", TensorProto.FLOAT, [1, 6])]),
         # a sequence leaving the graph
         "seq_output.onnx": seq_model("g", [split], [], [("seq", TensorProto.FLOAT, None)]),
-        # Attention on rank-3 inputs (heads folded into the hidden size)
+        # Attention on rank-3 inputs [1, 4, 6] whose 4 heads do not divide the hidden size 6
+        "attention_heads.onnx": seq_model("g", [helper.make_node("Unsqueeze", ["x", "ax"], ["x3"], name="u"),
+                                                helper.make_node("Attention", ["x3", "x3", "x3"], ["y"], name="attn",
+                                                                 q_num_heads=4, kv_num_heads=4)],
+                                          [i64("ax", [0])], [("y", TensorProto.FLOAT, [1, 4, 6])], opset=23),
+        # Attention on rank-2 inputs
         "attention_rank3.onnx": seq_model("g", [helper.make_node("Attention", ["x", "x", "x"], ["y"], name="attn",
                                                                  q_num_heads=2, kv_num_heads=2)],
                                           [], [("y", TensorProto.FLOAT, [4, 6])], opset=23),

@@ -22,6 +22,7 @@ typedef struct emitter {
     vp_graph *g;
     const char *stem; /* the Attention's name: each new node is "<stem>/<what>" */
     vp_dtype dtype;   /* Q's: what Cast makes */
+    const int64_t *perm; /* a Transpose's, 4 of them; NULL: the last two axes swapped */
 } emitter;
 
 /* Adds op reading in[0..n_in) into *out (a new value when *out < 0) and infers it. */
@@ -33,7 +34,7 @@ static vp_status emit(emitter *e, const char *op, const char *what, int n_in, co
     if (id < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     e->g->nodes[id].opset = e->g->opset_onnx;
     if (!strcmp(op, "Transpose") &&
-        vp_node_add_attr_ints(e->g, id, "perm", (const int64_t[]){0, 1, 3, 2}, 4))
+        vp_node_add_attr_ints(e->g, id, "perm", e->perm ? e->perm : (const int64_t[]){0, 1, 3, 2}, 4))
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     if (!strcmp(op, "Softmax") && vp_node_add_attr_int(e->g, id, "axis", -1))
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
@@ -42,10 +43,12 @@ static vp_status emit(emitter *e, const char *op, const char *what, int n_in, co
     return vp_infer_node(e->g, id, 0, NULL, err);
 }
 
-/* A scalar of dtype dt (float32, float16 or bfloat16) holding x. */
-static int scalar_const(vp_graph *g, const char *stem, vp_dtype dt, float x) {
-    uint16_t h = dt == VP_F16 ? vp_f32_to_f16(x) : vp_f32_to_bf16(x);
-    return vp_build_const(g, stem, dt, 0, NULL, dt == VP_F32 ? (const void *)&x : (const void *)&h);
+/* A scalar of dtype dt (float32, float16, bfloat16 or float64) holding x. */
+static int scalar_const(vp_graph *g, const char *stem, vp_dtype dt, double x) {
+    float f = (float)x;
+    uint16_t h = dt == VP_F16 ? vp_f32_to_f16(f) : vp_f32_to_bf16(f);
+    const void *p = dt == VP_F64 ? (const void *)&x : dt == VP_F32 ? (const void *)&f : (const void *)&h;
+    return vp_build_const(g, stem, dt, 0, NULL, p);
 }
 
 static int ints_const(vp_graph *g, const char *stem, int n, const int64_t *v) {
@@ -69,6 +72,35 @@ static vp_status repeat_heads(emitter *e, int x, int64_t rep, const char *what, 
     snprintf(step, sizeof step, "%s_repeat", what);
     if (!s) s = emit(e, "Reshape", step, 2, (int[]){x5, shape4}, out, err);
     return s;
+}
+
+/* [B, L, heads * d] (rank-3 Q, K or V) as [B, heads, L, d], or the reverse (rank-4 Y
+ * back to [B, L, hidden]): a Reshape and a Transpose of the middle axes, in that order or
+ * the other. */
+static const int64_t swap_middle[4] = {0, 2, 1, 3};
+static vp_status split_heads(emitter *e, int x, int64_t heads, const char *what, int *out, vp_error *err) {
+    const vp_value *v = &e->g->values[x];
+    int64_t b = v->dims[0], l = v->dims[1], d = v->dims[2] / heads;
+    int shape = ints_const(e->g, "shape", 4, (const int64_t[]){b, l, heads, d}), r = -1;
+    if (shape < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    char step[64];
+    snprintf(step, sizeof step, "%s_heads", what);
+    vp_status s = emit(e, "Reshape", step, 2, (int[]){x, shape}, &r, err);
+    e->perm = swap_middle;
+    snprintf(step, sizeof step, "%s_heads_first", what);
+    if (!s) s = emit(e, "Transpose", step, 1, &r, out, err);
+    e->perm = NULL;
+    return s;
+}
+static vp_status merge_heads(emitter *e, int y4, int y, vp_error *err) {
+    const vp_value *v = &e->g->values[y4];
+    int64_t b = v->dims[0], h = v->dims[1], l = v->dims[2], d = v->dims[3];
+    int shape = ints_const(e->g, "shape", 3, (const int64_t[]){b, l, h * d}), t = -1;
+    if (shape < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    e->perm = swap_middle;
+    vp_status s = emit(e, "Transpose", "out_heads_last", 1, &y4, &t, err);
+    e->perm = NULL;
+    return s ? s : emit(e, "Reshape", "out_merged", 2, (int[]){t, shape}, &y, err);
 }
 
 /* The boolean [s, l] mask of is_causal: query i sees keys 0..i (top-left aligned). */
@@ -100,27 +132,53 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has nonpad_kv_seqlen: only attention without it is supported");
     int q = n->inputs[0], k = n->inputs[1], v = n->inputs[2], mask = present(n, 3, 0) ? n->inputs[3] : -1;
     const vp_value *qv = &g->values[q], *kv = &g->values[k], *vv = &g->values[v];
-    if (qv->rank != 4 || kv->rank != 4 || vv->rank != 4)
+    int rank3 = qv->rank == 3 && kv->rank == 3 && vv->rank == 3;
+    int64_t nq = vp_attr_int(n, "q_num_heads", 0), nkv = vp_attr_int(n, "kv_num_heads", 0);
+    if (!rank3 && (qv->rank != 4 || kv->rank != 4 || vv->rank != 4))
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n,
-                            "has Q, K, V of ranks %d, %d, %d: only [batch, heads, sequence, head size] (rank 4) "
-                            "inputs are supported", qv->rank, kv->rank, vv->rank);
+                            "has Q, K, V of ranks %d, %d, %d: [batch, heads, sequence, head size] (rank 4) or "
+                            "[batch, sequence, hidden] (rank 3, with q_num_heads and kv_num_heads) are supported",
+                            qv->rank, kv->rank, vv->rank);
+    if (rank3 && (nq <= 0 || nkv <= 0 || qv->dims[2] % nq || kv->dims[2] % nkv || vv->dims[2] % nkv ||
+                  kv->dims[2] / nkv != qv->dims[2] / nq))
+        return vp_node_fail(err, VP_ERR_INVALID, n,
+                            "has rank-3 Q, K, V of hidden sizes %lld, %lld, %lld and q_num_heads %lld, kv_num_heads "
+                            "%lld: the heads must be given, divide the hidden sizes and give Q and K one head size",
+                            (long long)qv->dims[2], (long long)kv->dims[2], (long long)vv->dims[2], (long long)nq,
+                            (long long)nkv);
     vp_dtype dt = qv->dtype;
-    if (dt != VP_F32 && dt != VP_F16 && dt != VP_BF16)
+    /* float64 is beyond ONNX's types for it: taken all the same, so gradients check in double */
+    if (dt != VP_F32 && dt != VP_F16 && dt != VP_BF16 && dt != VP_F64)
         return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has Q of dtype %s (float, float16, bfloat16 supported)",
                             vp_dtype_name(dt));
+    float scale = vp_attr_float(n, "scale", 0.0f);
+    int causal = (int)vp_attr_int(n, "is_causal", 0);
+    float softcap = vp_attr_float(n, "softcap", 0.0f); /* applied where > 0, as ONNX's reference does */
+    char stem[512];
+    snprintf(stem, sizeof stem, "%s", n->name[0] ? n->name : "Attention");
+    emitter e = {g, stem, dt, NULL};
+    vp_status s = VP_OK;
+    int y_out = y;
+    if (rank3) { /* n, qv, kv and vv are not read past here: emitting moves nodes and values */
+        int q4 = -1, k4 = -1, v4 = -1;
+        s = split_heads(&e, q, nq, "q", &q4, err);
+        if (!s) s = split_heads(&e, k, nkv, "k", &k4, err);
+        if (!s) s = split_heads(&e, v, nkv, "v", &v4, err);
+        if (s) return s;
+        q = q4;
+        k = k4;
+        v = v4;
+        qv = &g->values[q];
+        kv = &g->values[k];
+        vv = &g->values[v];
+        y = -1; /* the product is [B, H, S, Dv], merged into Y after it */
+    }
     int64_t hq = qv->dims[1], hkv = kv->dims[1], sq = qv->dims[2], l = kv->dims[2], d = qv->dims[3];
     if (vv->dims[1] != hkv || hkv <= 0 || hq % hkv)
         return vp_node_fail(err, VP_ERR_INVALID, n, "has %lld query heads and %lld/%lld key/value heads: the query "
                             "heads must be a multiple of the key/value heads", (long long)hq, (long long)hkv,
                             (long long)vv->dims[1]);
-    float scale = vp_attr_float(n, "scale", 0.0f);
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)d);
-    int causal = (int)vp_attr_int(n, "is_causal", 0);
-    float softcap = vp_attr_float(n, "softcap", 0.0f); /* applied where > 0, as ONNX's reference does */
-    char stem[512];
-    snprintf(stem, sizeof stem, "%s", n->name[0] ? n->name : "Attention");
-    emitter e = {g, stem, dt};
-    vp_status s = VP_OK;
     if (hq != hkv) {
         int kr = -1, vr = -1;
         s = repeat_heads(&e, k, hq / hkv, "k", &kr, err);
@@ -131,7 +189,7 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
     /* masked scores take the dtype's lowest finite value, not -inf: a row every key of
      * which is masked then has finite uniform probabilities, which the row's "any key
      * kept" factor zeroes, as ONNX defines it (no NaN forward or backward) */
-    float lowest = dt == VP_F16 ? -65504.0f : dt == VP_BF16 ? -3.3895314e38f : -FLT_MAX;
+    double lowest = dt == VP_F16 ? -65504.0 : dt == VP_BF16 ? -3.3895314e38 : dt == VP_F64 ? -DBL_MAX : -FLT_MAX;
     int kt = -1, scores = -1, scaled = -1, masked = -1, probs = -1, keep = -1;
     int c_scale = scalar_const(g, "scale", dt, scale), c_low = scalar_const(g, "masked", dt, lowest);
     if (c_scale < 0 || c_low < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
@@ -174,6 +232,7 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
         probs = kept;
     }
     if (!s) s = emit(&e, "MatMul", "out", 2, (int[]){probs, v}, &y, err);
+    if (!s && rank3) s = merge_heads(&e, y, y_out, err);
     return s;
 }
 

@@ -128,6 +128,14 @@ def models(big):
         return lambda: (kit.Logits(transformers.BloomForCausalLM(cfg), "lm"), torch.randint(0, 1000, (b, t)),
                         torch.randint(0, 1000, (b, t)))
 
+    def xglm(b, t):
+        cfg = transformers.XGLMConfig(num_layers=4, d_model=256, attention_heads=4, ffn_dim=1024, vocab_size=1000,
+                                      max_position_embeddings=t, dropout=0.0, attention_dropout=0.0,
+                                      activation_dropout=0.0, layerdrop=0.0)
+        # ids from 2 on: no padding token (1) in the batch
+        return lambda: (kit.Logits(transformers.XGLMForCausalLM(cfg), "lm"), torch.randint(2, 1000, (b, t)),
+                        torch.randint(0, 1000, (b, t)))
+
     def opt(b, t):
         cfg = transformers.OPTConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, ffn_dim=1024,
                                      word_embed_proj_dim=256, vocab_size=1000, max_position_embeddings=t,
@@ -183,6 +191,7 @@ def models(big):
         "wav2vec2": ("wav2vec2 classifier, 4 layers, d 256 (4 x 8000 samples)", wav2vec2(4, 8000)),
         "bloom": ("BLOOM, 4 layers, d 256, ALiBi (4 x 64)", bloom(4, 64)),
         "opt": ("OPT, 4 layers, d 256, tied embeddings (4 x 64)", opt(4, 64)),
+        "xglm": ("XGLM, 4 layers, d 256, rank-3 attention clamped at finfo.min (4 x 64)", xglm(4, 64)),
         "deberta_v2": ("DeBERTa-v2 classifier (v3's relative attention), 4 layers, d 256 (8 x 64)", deberta_v2(8, 64)),
         "gpt_neo": ("GPT-Neo, 4 layers, d 256, global and local attention (4 x 64)", gpt_neo(4, 64)),
         "funnel": ("Funnel classifier, 2 + 2 layers and 1 up, d 256, Einsum attention (8 x 64)", funnel(8, 64)),

@@ -9,7 +9,9 @@ In:  the models of tools/bench/torch2_peak.py (Llama, BERT, ViT from configs, se
 Out: on stdout, the markdown section tools/bench/run.sh records in RESULTS.md: per model
      our step time (`onnx-vplan run` of `plan --optimizer adamw`, at 1 and 2 threads),
      PyTorch eager's and torch.compile's (default mode) at 1 and 2 threads, and ours /
-     PyTorch's best of each, per repeat and their median.
+     PyTorch's best of each, per repeat and their median.  torch.compile's warm-up may
+     take --compile-limit seconds (default 300); past that, or where it fails, its column
+     says so and the row keeps the eager ratio.
 Keeps: the method of tools/bench/torch_speed.py, whose helpers it imports: one AdamW
      step (lr 1e-3) on both sides, the median of --steps steps after a warm-up (torch.
      compile's compilation is in its warm-up), each repeat measuring every side back to
@@ -19,6 +21,7 @@ Keeps: the method of tools/bench/torch_speed.py, whose helpers it imports: one A
 import argparse
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +31,29 @@ import torch_peak
 import torch_speed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _GaveUp(Exception):
+    pass
+
+
+def guarded_ms(step, steps, threads, limit):
+    """torch_speed.torch_ms of a torch.compile'd step, or why there is none: its warm-up
+    (the compilation) still running after `limit` seconds (Funnel's took over 15 minutes
+    on 2 cores), or the error it raised.  Returns (ms or None, reason or None)."""
+    def on_alarm(signum, frame):
+        raise _GaveUp()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit)
+    try:
+        return torch_speed.torch_ms(step, steps, threads), None
+    except _GaveUp:
+        return None, f"compiling gave up after {limit} s"
+    except Exception as e:  # dynamo wraps what the backend raised, the alarm's too
+        return None, "gave up after %d s" % limit if "_GaveUp" in repr(e) else f"failed: {type(e).__name__}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 
@@ -37,6 +63,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--only", nargs="*", help="model names (torch2_peak.py's)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--compile-limit", type=int, default=300,
+                    help="seconds torch.compile's warm-up may take before its column says it gave up")
     a = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     print("## CPU step time against PyTorch 2.x eager and torch.compile (torch 2.x exports)")
@@ -76,11 +104,14 @@ def main():
         cmodel = torch.compile(model)
         comp = tp.Step(cmodel, x, labels)
         comp.opt = torch.optim.AdamW(cmodel.parameters(), lr=1e-3)
-        rows = []
+        rows, why = [], None
         for _ in range(a.repeats):
             ours = [speed.ours_ms(vplan, plan, a.steps, t)[0] for t in (1, 2)]
             e = [speed.torch_ms(eager, a.steps, t) for t in (1, 2)]
-            c = [speed.torch_ms(comp, a.steps, t) for t in (1, 2)]
+            c = [None, None]
+            for t in range(2):
+                if why is None:
+                    c[t], why = guarded_ms(comp, a.steps, t + 1, a.compile_limit)
             if None in ours:
                 break
             rows.append((ours, e, c))
@@ -90,8 +121,11 @@ def main():
         med = statistics.median
         col = lambda k: " / ".join(f"{med([r[k][t] for r in rows]):.1f}" for t in range(2))
         re = med([min(r[0]) / min(r[1]) for r in rows])
-        rc = med([min(r[0]) / min(r[2]) for r in rows])
-        print(f"| {desc} | {col(0)} | {col(1)} | {col(2)} | {re:.2f} | {rc:.2f} |")
+        if why is None:
+            rc = med([min(r[0]) / min(r[2]) for r in rows])
+            print(f"| {desc} | {col(0)} | {col(1)} | {col(2)} | {re:.2f} | {rc:.2f} |")
+        else:
+            print(f"| {desc} | {col(0)} | {col(1)} | torch.compile {why} | {re:.2f} | - |")
         sys.stdout.flush()
 
 

@@ -49,6 +49,40 @@ def architectures():
     def pix(m):
         return kit.Logits(m, "pixels"), torch.randn(B, 3, 32, 32), torch.randint(0, 3, (B,))
 
+    class Seq2Seq(torch.nn.Module):
+        """An encoder-decoder's logits from one input: the ids, read by the encoder and fed
+        to the decoder as its (teacher-forced) input; the export takes one tensor."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(input_ids=x, decoder_input_ids=x, use_cache=False).logits
+
+    class Features(torch.nn.Module):
+        """A classifier whose input is a spectrogram (input_features), as Whisper's is."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(input_features=x).logits
+
+    def s2s(m):
+        return Seq2Seq(m), ids(), ids()
+
+    def audio(m):
+        return kit.Logits(m, "audio"), torch.randn(B, 400), torch.randint(0, 3, (B,))
+
+    # the speech encoders' (wav2vec2's) feature extractor, projection and conv positions, small
+    speech = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                  conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                  num_conv_pos_embedding_groups=2, num_labels=3, classifier_proj_size=16, hidden_dropout=0.0,
+                  attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0,
+                  layerdrop=0.0, mask_time_prob=0.0, apply_spec_augment=False)
+
     d = dict(vocab_size=V)
     return {
         "distilbert": lambda: cls(T.DistilBertForSequenceClassification(T.DistilBertConfig(
@@ -180,6 +214,119 @@ def architectures():
             encoder_ffn_dim=64, decoder_ffn_dim=64, num_labels=3, dropout=0.0, attention_dropout=0.0,
             activation_dropout=0.0, max_position_embeddings=32, **d)), "cls"),
             torch.cat([ids()[:, :-1], torch.full((B, 1), 2)], 1), torch.randint(0, 3, (B,))),
+        # --- decoders: sliding windows, ALiBi, partial rotary, qk norms, clipped qkv
+        "gemma3": lambda: lm(T.Gemma3ForCausalLM(T.Gemma3TextConfig(
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, hidden_size=32, head_dim=16,
+            intermediate_size=64, max_position_embeddings=32, sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16, attention_dropout=0.0,
+            pad_token_id=0, **d))),
+        "mpt": lambda: lm(T.MptForCausalLM(T.MptConfig(
+            n_layers=2, n_heads=2, d_model=32, expansion_ratio=2, max_seq_len=32, resid_pdrop=0.0, emb_pdrop=0.0,
+            attn_config={"attn_pdrop": 0, "alibi": True}, **d))),
+        "persimmon": lambda: lm(T.PersimmonForCausalLM(T.PersimmonConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+            max_position_embeddings=32, qk_layernorm=True, hidden_dropout=0.0, attention_dropout=0.0,
+            pad_token_id=0, **d))),
+        "nemotron": lambda: lm(T.NemotronForCausalLM(T.NemotronConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, head_dim=8,
+            intermediate_size=64, max_position_embeddings=32, attention_dropout=0.0, pad_token_id=0, **d))),
+        "glm": lambda: lm(T.GlmForCausalLM(T.GlmConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, head_dim=8,
+            intermediate_size=64, max_position_embeddings=32, attention_dropout=0.0, pad_token_id=0, **d))),
+        "olmo": lambda: lm(T.OlmoForCausalLM(T.OlmoConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, max_position_embeddings=32, clip_qkv=8.0, attention_dropout=0.0,
+            pad_token_id=0, **d))),
+        # --- mixtures of experts: top-k routing, shared experts, mixture of attention heads
+        "olmoe": lambda: lm(T.OlmoeForCausalLM(T.OlmoeConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, max_position_embeddings=32, num_experts=4, num_experts_per_tok=2,
+            attention_dropout=0.0, pad_token_id=0, **d))),
+        "qwen2_moe": lambda: lm(T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+            max_position_embeddings=32, num_experts=4, num_experts_per_tok=2, attention_dropout=0.0, **d))),
+        "jetmoe": lambda: lm(T.JetMoeForCausalLM(T.JetMoeConfig(
+            num_hidden_layers=2, num_key_value_heads=2, kv_channels=8, hidden_size=32, intermediate_size=64,
+            max_position_embeddings=32, num_local_experts=4, num_experts_per_tok=2, attention_dropout=0.0,
+            **d))),
+        # --- recurrences: a selective state-space scan, RWKV's time mixing
+        "mamba": lambda: lm(T.MambaForCausalLM(T.MambaConfig(
+            num_hidden_layers=2, hidden_size=32, state_size=8, expand=2, conv_kernel=4, time_step_rank=4,
+            pad_token_id=0, **d))),
+        "rwkv": lambda: lm(T.RwkvForCausalLM(T.RwkvConfig(
+            num_hidden_layers=2, hidden_size=32, attention_hidden_size=32, intermediate_size=64,
+            context_length=32, **d))),
+        # --- encoders: two-stream relative attention, grouped 1x1 convolutions, characters hashed
+        "xlnet": lambda: cls(T.XLNetForSequenceClassification(T.XLNetConfig(
+            n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64, num_labels=3, dropout=0.0,
+            summary_last_dropout=0.0, pad_token_id=0, **d))),
+        "squeezebert": lambda: cls(T.SqueezeBertForSequenceClassification(T.SqueezeBertConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, embedding_size=32, intermediate_size=64,
+            q_groups=2, k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=2, num_labels=3,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=32, **d))),
+        "canine": lambda: cls(T.CanineForSequenceClassification(T.CanineConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            downsampling_rate=4, upsampling_kernel_size=4, num_hash_functions=4, num_hash_buckets=64,
+            local_transformer_stride=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            max_position_embeddings=32))),
+        # --- speech: raw audio through conv feature extractors; Whisper's log-mel encoder
+        "hubert": lambda: audio(T.HubertForSequenceClassification(T.HubertConfig(**speech))),
+        "wavlm": lambda: audio(T.WavLMForSequenceClassification(T.WavLMConfig(
+            num_buckets=16, max_bucket_distance=32, **speech))),
+        "whisper": lambda: (Features(T.WhisperForAudioClassification(T.WhisperConfig(
+            num_mel_bins=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+            d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16, max_target_positions=32,
+            classifier_proj_size=16, num_labels=3, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+            encoder_layerdrop=0.0, decoder_layerdrop=0.0, pad_token_id=0, **d))),
+            torch.randn(B, 16, 32), torch.randint(0, 3, (B,))),
+        # --- translation: encoder-decoders with their LM heads
+        "marian": lambda: s2s(T.MarianMTModel(T.MarianConfig(
+            encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2, d_model=32,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, pad_token_id=0, decoder_start_token_id=0, decoder_vocab_size=V, **d))),
+        "mbart": lambda: s2s(T.MBartForConditionalGeneration(T.MBartConfig(
+            encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2, d_model=32,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, classifier_dropout=0.0, **d))),
+        # --- vision: CLIP's tower, LeViT's attention biases, pooling, depthwise and
+        # squeeze-excite, focal modulation, weight standardization, separable attention,
+        # convolutional projections
+        "clip": lambda: pix(T.CLIPForImageClassification(T.CLIPConfig(
+            vision_config=dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+                               image_size=32, patch_size=8, attention_dropout=0.0),
+            text_config=dict(num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+                             max_position_embeddings=32, **d), num_labels=3))),
+        "levit": lambda: pix(T.LevitForImageClassification(T.LevitConfig(
+            image_size=32, hidden_sizes=[16, 32], num_attention_heads=[2, 2], depths=[1, 1], key_dim=[8, 8],
+            mlp_ratio=[2, 2], attention_ratio=[2, 2], down_ops=[["Subsample", 8, 2, 2, 2, 2]],
+            drop_path_rate=0, num_labels=3))),
+        "poolformer": lambda: pix(T.PoolFormerForImageClassification(T.PoolFormerConfig(
+            num_encoder_blocks=2, depths=[1, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2],
+            padding=[2, 1], mlp_ratio=2.0, drop_path_rate=0.0, num_labels=3))),
+        # hidden_dim is the head's BatchNorm width: round_filters(1280) at width 0.25
+        "efficientnet": lambda: pix(T.EfficientNetForImageClassification(T.EfficientNetConfig(
+            image_size=32, width_coefficient=0.25, depth_coefficient=1.0, kernel_sizes=[3, 5], in_channels=[32, 16],
+            out_channels=[16, 32], strides=[1, 2], num_block_repeats=[1, 1], expand_ratios=[1, 4], hidden_dim=320,
+            dropout_rate=0.0, drop_connect_rate=0.0, num_labels=3))),
+        "focalnet": lambda: pix(T.FocalNetForImageClassification(T.FocalNetConfig(
+            image_size=32, patch_size=4, embed_dim=16, hidden_sizes=[16, 32], depths=[1, 1], focal_levels=[2, 2],
+            focal_windows=[3, 3], mlp_ratio=2.0, hidden_dropout_prob=0.0, drop_path_rate=0.0, num_labels=3))),
+        "bit": lambda: pix(T.BitForImageClassification(T.BitConfig(
+            embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1], num_groups=2, drop_path_rate=0.0,
+            num_labels=3))),
+        # five stride-2 stages, the last unfolded in 2x2 patches: 64x64 pixels
+        "mobilevitv2": lambda: (kit.Logits(T.MobileViTV2ForImageClassification(T.MobileViTV2Config(
+            image_size=64, width_multiplier=0.25, n_attn_blocks=[1, 1, 1], base_attn_unit_dims=[16, 24, 32],
+            classifier_dropout_prob=0.0, attn_dropout=0.0, ffn_dropout=0.0, num_labels=3)), "pixels"),
+            torch.randn(B, 3, 64, 64), torch.randint(0, 3, (B,))),
+        # depth [1, 2]: CvtStage takes its drop-path rate at index stage of a list depth[stage] long
+        "cvt": lambda: pix(T.CvtForImageClassification(T.CvtConfig(
+            embed_dim=[16, 32], num_heads=[1, 2], depth=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2],
+            patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0],
+            drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True],
+            qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2],
+            padding_q=[1, 1], stride_q=[1, 1], num_labels=3))),
     }
 
 
