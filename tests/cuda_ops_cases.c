@@ -115,6 +115,10 @@ const op_case vp_cuda_op_cases[] = {
     {"maxpool_ceil_dil", "MaxPool", "", 17, {"f32:2,2,10,9"}, 2,
      "kernel_shape=is:3,2;strides=is:2,2;dilations=is:2,1;ceil_mode=i:1"},
     {"maxpool_1d_indices", "MaxPool", "", 17, {"f32:2,3,11"}, 2, "kernel_shape=is:3;strides=is:2"},
+    /* a window wider than the input under ceil_mode (Hugging Face's EfficientNet head) */
+    {"avgpool_wide_ceil", "AveragePool", "", 17, {"f32:2,3,3,3"}, 1,
+     "kernel_shape=is:5,5;strides=is:5,5;ceil_mode=i:1;count_include_pad=i:1"},
+    {"maxpool_wide_ceil", "MaxPool", "", 17, {"f32:2,3,3,3"}, 1, "kernel_shape=is:5,5;strides=is:5,5;ceil_mode=i:1"},
     {"maxpool_nan", "MaxPool", "", 17, {"fnan:1,1,4,4"}, 2, "kernel_shape=is:2,2;strides=is:1,1"},
     {"maxpool_f16", "MaxPool", "", 17, {"f16:2,3,8,8"}, 2, "kernel_shape=is:3,3;strides=is:2,2;pads=is:1,1,1,1"},
     {"maxpool_bf16", "MaxPool", "", 17, {"bf16:2,3,8,8"}, 1, "kernel_shape=is:2,2;strides=is:2,2"},

@@ -275,7 +275,26 @@ static void case_pool_window(const char *op, int ceil_mode, const char *auto_pad
     gc_run(&k);
 }
 
+/* A window wider than the input under ceil_mode (Hugging Face's EfficientNet pools its
+ * 8 x 8 map by AvgPool2d(320, ceil_mode=True)): one output, the mean (or max) of what
+ * the window covers. */
+static void case_pool_wide(const char *op, int count_include_pad) {
+    gc_case k;
+    if (!gc_begin(&k, 13, "%s [1,2,3,3] 5x5 stride 5 ceil_mode%s", op, count_include_pad ? " count_include_pad" : ""))
+        return;
+    int x = gc_param(&k, strcmp(op, "MaxPool") ? UNI : DISTINCT, DIMS(1, 2, 3, 3));
+    int n = gc_op(&k, op, 1, &x);
+    attr_is(&k, n, "kernel_shape", 2, (int64_t[]){5, 5});
+    attr_is(&k, n, "strides", 2, (int64_t[]){5, 5});
+    attr_i(&k, n, "ceil_mode", 1);
+    if (count_include_pad) attr_i(&k, n, "count_include_pad", 1);
+    gc_run(&k);
+}
+
 static void cases_pool(void) {
+    case_pool_wide("AveragePool", 0);
+    case_pool_wide("AveragePool", 1);
+    case_pool_wide("MaxPool", 0);
     static const char *pads[3] = {"SAME_UPPER", "SAME_LOWER", "VALID"};
     for (int i = 0; i < 2; i++) {
         const char *op = i ? "AveragePool" : "MaxPool";

@@ -109,7 +109,10 @@ static vp_status forward_extent(const vp_node *n, vp_window *w, int d, auto_pad_
     }
     if (mode == PAD_VALID) w->pad_begin[d] = w->pad_end[d] = 0;
     int64_t span = w->in[d] + w->pad_begin[d] + w->pad_end[d] - ext;
-    if (span < 0)
+    /* under ceil_mode a window may overhang the padded input's end, the first one too (a
+     * window wider than the input: torch's AvgPool2d(k, ceil_mode=True) over a smaller map,
+     * as every EfficientNet of Hugging Face pools), so long as it starts inside */
+    if (span < 0 && !(ceil_mode && mode == PAD_NOTSET && span > -s))
         return vp_node_fail(err, VP_ERR_INVALID, n,
                             "the window (extent %lld) is larger than the padded input (%lld) on spatial axis %d",
                             (long long)ext, (long long)(w->in[d] + w->pad_begin[d] + w->pad_end[d]), d);

@@ -1,8 +1,8 @@
 /* Reading torch.export's graph signature from its text (signature.h).
  *
  * In: the metadata value as the exporter writes it: a "# inputs" section of lines
- * "NAME: KIND target='TARGET' [persistent=...]", then "# outputs".  Out: the inputs'
- * targets and kinds.  Keeps true: a line it cannot read is skipped, never guessed. */
+ * "NAME: KIND target='TARGET' [persistent=...] [requires_grad=False]", then "# outputs".
+ * Out: the inputs' targets and kinds.  Keeps true: a line it cannot read is skipped, never guessed. */
 #include "train/signature.h"
 
 #include <stdio.h>
@@ -52,8 +52,11 @@ vp_status vp_signature_parse(const char *text, vp_signature *sig, vp_error *err)
                     return vp_fail(err, VP_ERR_NOMEM, "out of memory");
                 }
                 vp_sig_kind k = kind_of(w, wl);
+                if (k == VP_SIG_PARAMETER && memmem(close, (size_t)(line + len - close), "requires_grad=False", 19))
+                    k = VP_SIG_FROZEN;
                 sig->kind[sig->n++] = k;
-                sig->n_params += k == VP_SIG_PARAMETER;
+                sig->n_params += k == VP_SIG_PARAMETER || k == VP_SIG_FROZEN;
+                sig->n_frozen += k == VP_SIG_FROZEN;
                 sig->n_buffers += k == VP_SIG_BUFFER;
                 sig->n_constants += k == VP_SIG_CONSTANT;
             }
@@ -130,7 +133,9 @@ vp_sig_kind vp_signature_kind(const vp_signature *sig, const char *name) {
 }
 
 vp_train_reason vp_train_reason_of(const vp_value *v, const vp_signature *sig) {
-    if (sig && sig->n_params)
-        return vp_signature_kind(sig, v->name) == VP_SIG_PARAMETER ? VP_TRAIN_SIGNATURE : VP_TRAIN_NOT_PARAMETER;
+    if (sig && sig->n_params) {
+        vp_sig_kind k = vp_signature_kind(sig, v->name);
+        return k == VP_SIG_PARAMETER ? VP_TRAIN_SIGNATURE : k == VP_SIG_FROZEN ? VP_TRAIN_FROZEN : VP_TRAIN_NOT_PARAMETER;
+    }
     return v->rank == 0 ? VP_TRAIN_SCALAR : VP_TRAIN_RULE;
 }

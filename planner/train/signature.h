@@ -7,7 +7,10 @@
  * target.  Where the signature is there it decides what trains: a PARAMETER is trained,
  * a BUFFER or constant never is (BatchNorm's running statistics are carried state
  * anyway), and an initializer the signature does not list is the exporter's constant
- * (an attention scale, a folded mask), never trained. */
+ * (an attention scale, a folded mask), never trained.  A PARAMETER line that also says
+ * requires_grad=False (the onnx_vplan front door writes it: torch's own exporter keeps
+ * no such flag) is a parameter torch does not train, as Marian's and Whisper's
+ * sinusoidal position tables, and is not trained either. */
 #ifndef VP_SIGNATURE_H
 #define VP_SIGNATURE_H
 
@@ -15,13 +18,21 @@
 
 #define VP_SIGNATURE_KEY "pkg.torch.export.ExportedProgram.graph_signature"
 
-typedef enum vp_sig_kind { VP_SIG_NONE = 0, VP_SIG_PARAMETER, VP_SIG_BUFFER, VP_SIG_CONSTANT, VP_SIG_OTHER } vp_sig_kind;
+typedef enum vp_sig_kind {
+    VP_SIG_NONE = 0,
+    VP_SIG_PARAMETER,
+    VP_SIG_BUFFER,
+    VP_SIG_CONSTANT,
+    VP_SIG_OTHER,
+    VP_SIG_FROZEN, /* a PARAMETER with requires_grad=False */
+} vp_sig_kind;
 
 typedef struct vp_signature {
     int n;
     char **target;     /* module paths: "m.model.layers.0.mlp.up_proj.weight" */
     vp_sig_kind *kind;
-    int n_params, n_buffers, n_constants;
+    int n_params, n_buffers, n_constants; /* n_params counts the frozen ones too */
+    int n_frozen;
 } vp_signature;
 
 /* Parses the signature's text; 0 entries when it lists none.  Fails only out of memory. */
@@ -41,6 +52,7 @@ typedef enum vp_train_reason {
     VP_TRAIN_RULE,          /* no signature, not a scalar: trained */
     VP_TRAIN_NOT_PARAMETER, /* the signature lists it as a buffer or constant, or does not list it */
     VP_TRAIN_SCALAR,        /* no signature: a float scalar, taken for a constant */
+    VP_TRAIN_FROZEN,        /* a PARAMETER of the signature with requires_grad=False */
 } vp_train_reason;
 
 /* v: a float initializer; sig NULL or listing no parameter: none. */
@@ -62,7 +74,7 @@ typedef struct vp_signature_facts {
      * BatchNorm into the Conv before it; a tied or unread parameter has no such buffers */
     int n_folded;
     char first_folded[256], folded_buffer[256];
-    int n_reason[4];          /* float initializers (not state) by vp_train_reason: what trains
+    int n_reason[5];          /* float initializers (not state) by vp_train_reason: what trains
                                  unless --trainable says otherwise */
 } vp_signature_facts;
 

@@ -101,6 +101,7 @@ static vp_status select_params(vp_graph *g, const vp_train_spec *spec, vp_traini
             vp_train_reason r = vp_train_reason_of(val, &sig);
             t->n_not_parameters += r == VP_TRAIN_NOT_PARAMETER;
             t->n_scalars += r == VP_TRAIN_SCALAR;
+            t->n_requires_grad_false += r == VP_TRAIN_FROZEN;
             if (!vp_train_reason_trains(r)) continue;
         }
         if ((lora && !adapter) || (have_freeze && regexec(&re_freeze, val->name, 0, NULL, 0) == 0)) {

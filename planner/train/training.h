@@ -112,6 +112,7 @@ typedef struct vp_training {
     int n_not_parameters; /* float initializers the signature lists as buffers or constants, or does
                              not list (the exporter's own constants): never trained */
     int n_scalars;       /* no signature: float scalars taken for constants, not trained */
+    int n_requires_grad_false; /* the signature's parameters torch does not train (requires_grad=False) */
     int n_not_matched;   /* float initializers --trainable does not match */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */

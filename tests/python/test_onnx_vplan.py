@@ -118,6 +118,15 @@ def tiny_cnn():
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
 
 
+def tiny_cnn_frozen():
+    """tiny_cnn with its first convolution and last Linear's bias frozen (requires_grad=False),
+    as Marian's and Whisper's position tables are: torch does not train them."""
+    m = tiny_cnn()
+    m[0].requires_grad_(False)
+    m[9].bias.requires_grad_(False)
+    return m
+
+
 def ids(*shape):
     return torch.randint(0, V, shape)
 
@@ -152,6 +161,7 @@ def cases():
                                   vocab_size=V, max_position_embeddings=32, tie_word_embeddings=False), "")
     out["tiny_gpt"] = (lambda: (TinyGPT(), ids(B, T), ids(B, T)), "")
     out["tiny_cnn"] = (lambda: (tiny_cnn(), torch.randn(B, 3, 16, 16), torch.randint(0, 10, (B,))), "")
+    out["tiny_cnn_frozen"] = (lambda: (tiny_cnn_frozen(), torch.randn(B, 3, 16, 16), torch.randint(0, 10, (B,))), "")
     out["mobilenet_v2"] = (mobilenet, "") if torchvision is not None else (None, "torchvision is not installed")
     return out
 
@@ -299,6 +309,19 @@ class TestModels(Exported):
         self.assertIn("1.running_mean", meta["buffers"])
         self.assertIn("5.weight", meta["parameters"])
         self.check_plan_arena("tiny_cnn")
+
+    def test_frozen_parameters(self):
+        """Parameters torch does not train (requires_grad=False) are marked in the graph
+        signature, which no exporter records, and the tool does not train them: their
+        values after the steps are torch's (unchanged), the trained elements torch's."""
+        out = self.check_trains_as_torch("tiny_cnn_frozen")
+        self.assertIn("parameters it marks requires_grad=False not trained either", out)
+        _, path, *_ = self.model("tiny_cnn_frozen")
+        sig = graph_metadata(onnx.load(path), SIGNATURE_KEY)
+        frozen = sorted(line.split("target='")[1].split("'")[0] for line in sig.split("\n")
+                        if "requires_grad=False" in line)
+        self.assertEqual(frozen, ["0.bias", "0.weight", "9.bias"])
+        self.assertIn("3 parameters marked requires_grad=False not trained", self.tool_warnings("tiny_cnn_frozen"))
 
     def export_meta(self, name):
         _, path, *_ = self.model(name)

@@ -25,8 +25,12 @@ void cli_train_init(cli_train_opts *o) {
         {"--trainable", CLI_STR, &o->spec.trainable, "REGEX",
          "train exactly the float initializers whose names match (before\n"
          "--freeze); by default the exporter's signature decides (torch 2.x:\n"
-         "its parameters), else every float initializer but scalars"},
-        {"--freeze", CLI_STR, &o->spec.freeze, "REGEX", "parameters whose names match get no gradient and no state"},
+         "its parameters, but those onnx_vplan.export marks requires_grad=False),\n"
+         "else every float initializer but scalars"},
+        {"--freeze", CLI_STR, &o->spec.freeze, "REGEX",
+         "parameters whose names match get no gradient and no state; name here\n"
+         "the parameters torch does not train (requires_grad=False, as Marian's\n"
+         "position tables): torch.onnx.export does not record it"},
         {"--attention", CLI_ENUM, &o->attention, "fused|plain",
          "attention cores (MatMul, scale, mask, Softmax, MatMul) as one op whose\n"
          "backward recomputes the probabilities from the row log-sum-exp, so the\n"
@@ -294,7 +298,8 @@ void cli_trainable_summary(const vp_train_spec *spec, const vp_training *t, char
                  spec->trainable, t->n_not_matched);
     else if (t->from_signature)
         snprintf(buf, len, "trainable set: the exporter's signature (torch.export's parameters; %d initializers it "
-                 "lists as buffers or constants, or does not list, not trained)", t->n_not_parameters);
+                 "lists as buffers or constants, or does not list, not trained%s)", t->n_not_parameters,
+                 t->n_requires_grad_false ? "; parameters it marks requires_grad=False not trained either" : "");
     else if (t->n_scalars)
         snprintf(buf, len, "trainable set: every float initializer (no exporter signature) but %d scalars, taken for "
                  "constants (--trainable names them otherwise)", t->n_scalars);

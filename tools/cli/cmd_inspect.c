@@ -231,6 +231,8 @@ static int run_inspect(int argc, char **argv) {
         vp_json_int(&j, sf.n_reason[VP_TRAIN_NOT_PARAMETER]);
         vp_json_key(&j, "scalars");
         vp_json_int(&j, sf.n_reason[VP_TRAIN_SCALAR]);
+        vp_json_key(&j, "requires_grad_false");
+        vp_json_int(&j, sf.n_reason[VP_TRAIN_FROZEN]);
         vp_json_end_object(&j);
         vp_json_key(&j, "nodes");
         vp_json_int(&j, g->n_nodes);
@@ -291,8 +293,9 @@ static int run_inspect(int argc, char **argv) {
         }
         if (sf.present)
             printf("trainable set: %d float initializers, the signature's parameters (%d buffers, constants and "
-                   "initializers it does not list not trained)\n",
-                   sf.n_reason[VP_TRAIN_SIGNATURE], sf.n_reason[VP_TRAIN_NOT_PARAMETER]);
+                   "initializers it does not list not trained; %d parameters marked requires_grad=False not "
+                   "trained)\n",
+                   sf.n_reason[VP_TRAIN_SIGNATURE], sf.n_reason[VP_TRAIN_NOT_PARAMETER], sf.n_reason[VP_TRAIN_FROZEN]);
         else
             printf("trainable set: %d float initializers, every one (no exporter signature) but %d scalars, taken "
                    "for constants; train --trainable REGEX overrides\n",

@@ -4,7 +4,9 @@ torch 2.x: the dynamo exporter (torch.onnx.export(..., dynamo=True)) with optimi
 its optimizer folds and merges parameters into constants of its own, which the tool
 refuses.  The exporter writes torch.export's graph signature into the graph's metadata
 (`pkg.torch.export.ExportedProgram.graph_signature`): the tool trains its PARAMETERs and
-nothing else.
+nothing else.  The signature keeps no requires_grad, so a parameter torch does not train
+(Marian's and Whisper's sinusoidal position tables) would be trained: its line gets
+` requires_grad=False`, which the tool reads (planner/train/signature.h).
 
 torch 1.x: the TorchScript exporter with training=TrainingMode.PRESERVE (EVAL folds
 BatchNorm into the convolutions) and do_constant_folding=False (parameters stay
@@ -156,7 +158,8 @@ def _signature_text(records, input_names, output_names):
     for r in records:
         flat = r["name"].replace(".", "_")
         if r["kind"] == "PARAMETER":
-            lines.append(f"p_{flat}: PARAMETER target='{r['name']}'")
+            frozen = "" if r["tensor"].requires_grad else " requires_grad=False"
+            lines.append(f"p_{flat}: PARAMETER target='{r['name']}'{frozen}")
         else:
             extra = "" if r["persistent"] else " persistent=False"
             lines.append(f"b_{flat}: BUFFER target='{r['name']}'{extra}")
@@ -323,11 +326,26 @@ def _export_dynamo(model, args, path, dynamic_shapes, input_names, output_names,
     if text is None:
         raise VplanError(f"export: torch {torch.__version__}'s exporter wrote no graph signature into {path}", 1)
     kinds = _parse_signature(text)
+    frozen = {r["name"] for r in records if r["kind"] == "PARAMETER" and not r["tensor"].requires_grad}
+    if frozen:
+        _set_graph_metadata(m, SIGNATURE_KEY, _mark_frozen(text, frozen))
     in_graph = {i.name: ("CONSTANT" if kinds.get(i.name) == "CONSTANT_TENSOR" else kinds.get(i.name, "CONSTANT"))
                 for i in m.graph.initializer}
     info = _record_export(m, records, in_graph, "dynamo")
     onnx.save(m, path)
     return info
+
+
+def _mark_frozen(text, frozen):
+    """The signature text with ` requires_grad=False` after each PARAMETER line whose target
+    is in `frozen` (the parameters torch does not train)."""
+    out = []
+    for line in text.split("\n"):
+        t = line.split("target='", 1)
+        if ": PARAMETER " in line and len(t) == 2 and t[1].split("'", 1)[0] in frozen and "requires_grad" not in line:
+            line += " requires_grad=False"
+        out.append(line)
+    return "\n".join(out)
 
 
 def _dynamo_shapes(ds):
