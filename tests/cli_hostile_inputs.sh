@@ -75,6 +75,8 @@ expect 2 "node 'attn' (Attention): has Q, K, V of ranks 2, 2, 2: .* (rank 4) or 
     "$tool" eval "$tmp/attention_rank3.onnx"
 expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 6, 6 and q_num_heads 4, kv_num_heads 4: the heads must .* divide the hidden sizes" -- \
     "$tool" eval "$tmp/attention_heads.onnx"
+expect 2 "node 'fold' (Col2Im): has image_shape 'image' that is not a constant int64 vector of 1 to 3 values" -- \
+    "$tool" eval "$tmp/col2im_runtime.onnx"
 expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is supported" -- "$tool" eval "$tmp/rms_stash16.onnx"
 
 expect_summary

@@ -108,6 +108,12 @@ const op_case vp_cuda_op_cases[] = {
     {"conv_3d", "Conv", "", 17, {"f32:2,3,5,6,6", "f32:4,3,3,3,3", "f32:4"}, 1, "pads=is:1,1,1,1,1,1;strides=is:1,2,2"},
     {"conv_grad_3d_group", "ConvGrad", "com.microsoft", 17, {"f32:1,6,4,4,4", "f32:1,3,4,4,4", "f32:6,1,3,3,3"}, 3,
      "pads=is:1,1,1,1,1,1;strides=is:1,1,1;dilations=is:1,1,1;group=i:3;kernel_shape=is:3,3,3"},
+    /* ConvTranspose (the data gradient of a Conv): grouped with output_padding and a bias,
+     * 1-D, and in bf16 (Col2Im's expansion: group C, a one-hot weight) */
+    {"conv_transpose_group_bias", "ConvTranspose", "", 17, {"f32:2,4,3,4", "f32:4,3,3,2", "f32:6"}, 1,
+     "strides=is:2,2;pads=is:1,0,1,1;output_padding=is:1,0;group=i:2"},
+    {"conv_transpose_1d", "ConvTranspose", "", 17, {"f32:2,3,5", "f32:3,2,3"}, 1, "strides=is:2;dilations=is:2"},
+    {"conv_transpose_bf16", "ConvTranspose", "", 17, {"bf16:1,4,3,3", "bf16:4,2,2,2"}, 1, "strides=is:2,2;group=i:2"},
     {"maxpool", "MaxPool", "", 17, {"f32:2,3,8,8"}, 1, "kernel_shape=is:2,2;strides=is:2,2"},
     {"avgpool_pad", "AveragePool", "", 17, {"f32:2,3,7,7"}, 1, "kernel_shape=is:3,3;pads=is:1,1,1,1"},
     {"maxpool_indices", "MaxPool", "", 17, {"f32:2,3,9,9"}, 2, "kernel_shape=is:3,3;strides=is:2,2;pads=is:1,1,1,1"},

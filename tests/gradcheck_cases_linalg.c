@@ -373,6 +373,33 @@ static void cases_einsum(void) {
     case_einsum("ij->j", 1, (int[]){2}, (const int64_t *[]){(int64_t[]){3, 4}});
 }
 
+/* Col2Im (opset 18, torch's F.fold), expanded into a grouped ConvTranspose with a one-hot
+ * weight (planner/ir/col2im_op.c): overlapping blocks, strides, dilations, pads, an image
+ * whose last row no block reaches, one and three spatial axes. */
+static void case_col2im(const char *what, int sp, const int64_t *image, const int64_t *block, const int64_t *x3,
+                        const int64_t *strides, const int64_t *dilations, const int64_t *pads) {
+    gc_case k;
+    if (!gc_begin(&k, 18, "Col2Im %s", what)) return;
+    int in[3] = {gc_param(&k, UNI, 3, x3), gc_ints(&k, sp, image), gc_ints(&k, sp, block)};
+    int n = gc_op(&k, "Col2Im", 3, in);
+    if (strides) attr_is(&k, n, "strides", sp, strides);
+    if (dilations) attr_is(&k, n, "dilations", sp, dilations);
+    if (pads) attr_is(&k, n, "pads", 2 * sp, pads);
+    gc_run(&k);
+}
+
+static void cases_col2im(void) {
+    /* 2 channels, 2x2 blocks, stride 1 over 4x4: 9 overlapping blocks */
+    case_col2im("[2,8,9] -> [2,2,4,4] 2x2 blocks", 2, (int64_t[]){4, 4}, (int64_t[]){2, 2}, (int64_t[]){2, 8, 9}, NULL,
+                NULL, NULL);
+    /* stride 2, pads 1, dilation 2 on one axis; 5 rows: the last one no block reaches */
+    case_col2im("[1,12,6] -> [1,3,5,4] strides, dilation, pads", 2, (int64_t[]){5, 4}, (int64_t[]){2, 2},
+                (int64_t[]){1, 12, 6}, (int64_t[]){2, 2}, (int64_t[]){1, 2}, (int64_t[]){1, 1, 1, 1});
+    case_col2im("1-D [2,6,4] -> [2,2,6]", 1, (int64_t[]){6}, (int64_t[]){3}, (int64_t[]){2, 6, 4}, NULL, NULL, NULL);
+    case_col2im("3-D [1,8,8] -> [1,1,3,3,3]", 3, (int64_t[]){3, 3, 3}, (int64_t[]){2, 2, 2}, (int64_t[]){1, 8, 8}, NULL,
+                NULL, NULL);
+}
+
 /* ONNX's Attention (opset 23), expanded during inference (planner/ir/attention_op.c):
  * rank 4 and rank 3 (heads split by q_num_heads and kv_num_heads, Y merged back),
  * grouped-query heads, causal, softcap (before the mask), against finite differences. */
@@ -412,6 +439,7 @@ void gc_cases_linalg(void) {
     cases_gemm();
     cases_einsum();
     cases_onnx_attention();
+    cases_col2im();
     cases_fused_matmul();
     cases_gelu_matmul();
     cases_swiglu_matmul();

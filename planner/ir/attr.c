@@ -54,6 +54,24 @@ int vp_attr_ints(const vp_node *n, const char *name, const int64_t **out) {
     return a->n;
 }
 
+vp_status vp_attr_ints_checked(const vp_node *n, const char *name, int want, int64_t dflt, int64_t min, int64_t *out,
+                               int *given, vp_error *err) {
+    const int64_t *v;
+    int count = vp_attr_ints(n, name, &v);
+    if (given) *given = count >= 0;
+    for (int i = 0; i < want; i++) out[i] = count < 0 ? dflt : 0;
+    if (count < 0) return VP_OK;
+    if (count != want)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute %s has %d values, expected %d", name, count, want);
+    for (int i = 0; i < want; i++) {
+        if (v[i] < min)
+            return vp_node_fail(err, VP_ERR_INVALID, n, "attribute %s[%d] = %lld, must be at least %lld", name, i,
+                                (long long)v[i], (long long)min);
+        out[i] = v[i];
+    }
+    return VP_OK;
+}
+
 int vp_node_cast_output(const vp_node *n, int k, vp_dtype *from, vp_dtype *to) {
     const int64_t *t;
     int m = n->n_attrs ? vp_attr_ints(n, VP_CAST_ATTR, &t) : -1;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/attention_op.h"
+#include "ir/col2im_op.h"
 #include "ir/einsum_op.h"
 #include "ir/group_norm_op.h"
 #include "ir/control.h"
@@ -283,9 +284,9 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
         vp_status s;
         vp_error e;
         int control = vp_control_is(n), attention = vp_attention_op_is(n), rms = vp_rms_norm_op_is(n);
-        int einsum = vp_einsum_op_is(n), group_norm = vp_group_norm_op_is(n);
-        int known_op =
-            control || sequence || attention || rms || einsum || group_norm || vp_op_find(n->domain, n->op_type);
+        int einsum = vp_einsum_op_is(n), group_norm = vp_group_norm_op_is(n), col2im = vp_col2im_op_is(n);
+        int expanded = attention || rms || einsum || group_norm || col2im;
+        int known_op = control || sequence || expanded || vp_op_find(n->domain, n->op_type);
         if (!inputs_known && opts->keep_going && known_op)
             continue; /* downstream of something unsupported: already reported */
         if (seq_read >= 0) {
@@ -295,12 +296,13 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
                              g->values[seq_read].name);
         } else if (!inputs_known && known_op) {
             s = vp_node_fail(&e, VP_ERR_INVALID, n, "an input has no known shape");
-        } else if (sequence || attention || rms || einsum || group_norm) {
+        } else if (sequence || expanded) {
             int added = 0;
             s = sequence     ? vp_sequence_expand(g, i, seqs, &added, &e)
                 : attention  ? vp_attention_op_expand(g, i, &added, &e)
                 : einsum     ? vp_einsum_op_expand(g, i, &added, &e)
                 : group_norm ? vp_group_norm_op_expand(g, i, &added, &e)
+                : col2im     ? vp_col2im_op_expand(g, i, &added, &e)
                              : vp_rms_norm_op_expand(g, i, &added, &e);
             if (!s) i += added - 1; /* the expansion's nodes are inferred already */
             if (!s) continue;

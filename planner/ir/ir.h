@@ -239,6 +239,11 @@ const char *vp_attr_string(const vp_node *n, const char *name, const char *dflt)
 /* Number of ints in the attribute, -1 when absent; *out points at them. */
 int vp_attr_ints(const vp_node *n, const char *name, const int64_t **out);
 int vp_attr_floats(const vp_node *n, const char *name, const float **out);
+/* An ints attribute that must hold exactly `want` values, each at least `min`, into out
+ * (dflt each where it is absent; *given, when not NULL, says whether it is there); fails
+ * naming the node and the attribute otherwise. */
+vp_status vp_attr_ints_checked(const vp_node *n, const char *name, int want, int64_t dflt, int64_t min, int64_t *out,
+                               int *given, vp_error *err);
 /* Adds (copying) an attribute to a node. */
 vp_status vp_node_add_attr_int(vp_graph *g, int node, const char *name, int64_t v);
 vp_status vp_node_add_attr_float(vp_graph *g, int node, const char *name, float v);

@@ -58,25 +58,6 @@ static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (
 
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-/* Reads an ints attribute of exactly `want` values, each at least `min`; dflt when absent. */
-static vp_status read_ints(const vp_node *n, const char *name, int want, int64_t dflt, int64_t min, int64_t *out,
-                           int *given, vp_error *err) {
-    const int64_t *v;
-    int count = vp_attr_ints(n, name, &v);
-    if (given) *given = count >= 0;
-    for (int i = 0; i < want; i++) out[i] = count < 0 ? dflt : 0;
-    if (count < 0) return VP_OK;
-    if (count != want)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute %s has %d values, expected %d", name, count, want);
-    for (int i = 0; i < want; i++) {
-        if (v[i] < min)
-            return vp_node_fail(err, VP_ERR_INVALID, n, "attribute %s[%d] = %lld, must be at least %lld", name, i,
-                                (long long)v[i], (long long)min);
-        out[i] = v[i];
-    }
-    return VP_OK;
-}
-
 typedef enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID } auto_pad_mode;
 
 static vp_status read_auto_pad(const vp_node *n, auto_pad_mode *mode, vp_error *err) {
@@ -144,7 +125,7 @@ static void transpose_extent(vp_window *w, int d, auto_pad_mode mode, const int6
 
 static vp_status read_kernel(const vp_node *n, int n_sp, const int64_t *kernel, vp_window *w, vp_error *err) {
     int given;
-    vp_status s = read_ints(n, "kernel_shape", n_sp, 0, 1, w->kernel, &given, err);
+    vp_status s = vp_attr_ints_checked(n, "kernel_shape", n_sp, 0, 1, w->kernel, &given, err);
     if (s) return s;
     if (!kernel) {
         if (!given) return vp_node_fail(err, VP_ERR_INVALID, n, "attribute kernel_shape is required");
@@ -183,13 +164,13 @@ vp_status vp_window_resolve(const vp_node *n, vp_window_kind kind, int n_sp, con
     int pads_given, has_target = 0;
     auto_pad_mode mode = PAD_NOTSET;
     vp_status s = read_kernel(n, n_sp, kernel, w, err);
-    if (!s) s = read_ints(n, "strides", n_sp, 1, 1, w->stride, NULL, err);
-    if (!s) s = read_ints(n, "dilations", n_sp, 1, 1, w->dilation, NULL, err);
-    if (!s) s = read_ints(n, "pads", 2 * n_sp, 0, kind == VP_WINDOW_CONV_TRANSPOSE ? INT64_MIN : 0, pads,
+    if (!s) s = vp_attr_ints_checked(n, "strides", n_sp, 1, 1, w->stride, NULL, err);
+    if (!s) s = vp_attr_ints_checked(n, "dilations", n_sp, 1, 1, w->dilation, NULL, err);
+    if (!s) s = vp_attr_ints_checked(n, "pads", 2 * n_sp, 0, kind == VP_WINDOW_CONV_TRANSPOSE ? INT64_MIN : 0, pads,
                           &pads_given, err);
     if (!s) s = read_auto_pad(n, &mode, err);
     if (!s && kind == VP_WINDOW_CONV_TRANSPOSE) {
-        s = read_ints(n, "output_padding", n_sp, 0, 0, out_pad, NULL, err);
+        s = vp_attr_ints_checked(n, "output_padding", n_sp, 0, 0, out_pad, NULL, err);
         if (!s) s = read_output_shape(n, n_sp, target, &has_target, err);
     }
     if (s) return s;

@@ -177,6 +177,44 @@ static vp_status op_conv(cuda_ctx *c, const vp_node *n, const vp_tensor *const *
     return LAUNCH(cu_conv2d((int)x->dtype, &g, x->data, w->data, b ? b->data : NULL, out[0]->data, c->stream));
 }
 
+/* ConvTranspose is the data gradient of the Conv from Y's shape to X's with the same
+ * weight ([C_in, C_out / group, k...] is that Conv's [M, C / group, k...]) and window:
+ * cuDNN's backward data or ours, then the bias per output channel.  Explicit pads only
+ * (auto_pad NOTSET or VALID, no output_shape); output_padding is in Y's extent already. */
+static vp_status op_conv_transpose(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
+                                   vp_error *err) {
+    const vp_tensor *x = in[0], *w = in[1], *b = opt_in(n, in, 2);
+    vp_tensor *y = out[0];
+    const char *ap = vp_attr_string(n, "auto_pad", "NOTSET");
+    const int64_t *os;
+    if ((strcmp(ap, "NOTSET") && strcmp(ap, "VALID") && ap[0]) || vp_attr_ints(n, "output_shape", &os) >= 0)
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "auto_pad %s or output_shape: the CUDA backend runs "
+                            "ConvTranspose with explicit pads only", ap);
+    vp_status s = need_gemm_types(n, x, w, b, err);
+    vp_conv_shape sh;
+    if (!s) s = vp_conv_shape_of(n, y, w, x, &sh, err);
+    for (int d = 0; !s && d < sh.spatial; d++) {
+        int64_t ext = (sh.k[d] - 1) * sh.dil[d] + 1, back = (sh.in[d] + sh.pad[d] + sh.pad_end[d] - ext) / sh.stride[d] + 1;
+        if (sh.in[d] + sh.pad[d] + sh.pad_end[d] < ext || back != sh.out[d])
+            s = vp_node_fail(err, VP_ERR_INVALID, n, "spatial axis %d: output extent %lld is not one its window maps onto "
+                             "the input's %lld", d, (long long)sh.in[d], (long long)sh.out[d]);
+    }
+    if (s) return s;
+    int ran = 0;
+    s = vp_cuda_cudnn_conv_grad(c, n, &sh, x, y, w, y, NULL, NULL, &ran, err);
+    if (!s && !ran) {
+        cu_conv_geom g;
+        conv_geom(&sh, &g);
+        s = LAUNCH(cu_conv2d_grad((int)x->dtype, &g, x->data, NULL, w->data, y->data, NULL, NULL, c->stream));
+    }
+    if (!s && b) {
+        int64_t plane = 1;
+        for (int d = 0; d < sh.spatial; d++) plane *= sh.in[d];
+        s = LAUNCH(cu_conv_bias((int)y->dtype, y->dims[0], y->dims[1], plane, b->data, y->data, c->stream));
+    }
+    return s;
+}
+
 static vp_status op_conv_grad(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                               vp_error *err) {
     const vp_tensor *dy = in[0], *x = in[1], *w = in[2];
@@ -204,7 +242,7 @@ static vp_status op_global_pool(cuda_ctx *c, const vp_node *n, const vp_tensor *
 }
 
 const cuda_op vp_cuda_ops_linalg[] = {
-    {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv},
+    {"MatMul", "", op_matmul}, {"Gemm", "", op_gemm}, {"Conv", "", op_conv}, {"ConvTranspose", "", op_conv_transpose},
     {"FusedMatMul", "com.microsoft", op_fused_matmul},
     {"GlobalAveragePool", "", op_global_pool}, {"GlobalMaxPool", "", op_global_pool},
     {"ConvGrad", "com.microsoft", op_conv_grad},

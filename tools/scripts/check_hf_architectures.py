@@ -75,6 +75,19 @@ def architectures():
     def s2s(m):
         return Seq2Seq(m), ids(), ids()
 
+    class Inputs(torch.nn.Module):
+        """A classifier whose ids are named inputs, as Perceiver's are."""
+
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(inputs=x).logits
+
+    def video(m):
+        return kit.Logits(m, "pixels"), torch.randn(B, 2, 3, 32, 32), torch.randint(0, 3, (B,))
+
     def audio(m):
         return kit.Logits(m, "audio"), torch.randn(B, 400), torch.randint(0, 3, (B,))
 
@@ -346,6 +359,120 @@ def architectures():
             drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True],
             qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2],
             padding_q=[1, 1], stride_q=[1, 1], num_labels=3))),
+        # --- token mixers other than softmax attention: Fourier transforms, Nystrom
+        # landmarks, LSH expectations (YOSO's, whose backward torch writes by hand)
+        "fnet": lambda: cls(T.FNetForSequenceClassification(T.FNetConfig(
+            num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_labels=3, hidden_dropout_prob=0.0,
+            max_position_embeddings=32, pad_token_id=0, **d))),
+        # segment_means_seq_len is the sequence's length: 4 landmarks of 2 tokens each
+        "nystromformer": lambda: cls(T.NystromformerForSequenceClassification(T.NystromformerConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            segment_means_seq_len=S, num_landmarks=4, conv_kernel_size=3, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, max_position_embeddings=32, **d))),
+        "yoso": lambda: cls(T.YosoForSequenceClassification(T.YosoConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            use_expectation=True, hash_code_len=9, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            max_position_embeddings=32, **d))),
+        # --- long-sequence attention: sliding windows with a global first token, BigBird's
+        # block-sparse pattern (random blocks seeded per layer, so each step draws the same:
+        # 16 tokens, more than (5 + 2 * random blocks) blocks of 2), Reformer's chunked local
+        # and LSH attention in reversible layers (hash_seed: the same rotations each step)
+        "longformer": lambda: cls(T.LongformerForSequenceClassification(T.LongformerConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            attention_window=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            max_position_embeddings=40, pad_token_id=1, **d))),
+        "big_bird": lambda: (kit.Logits(T.BigBirdForSequenceClassification(T.BigBirdConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            attention_type="block_sparse", block_size=2, num_random_blocks=1, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, classifier_dropout=0.0, max_position_embeddings=32, pad_token_id=0,
+            sep_token_id=2, **d)), "cls"), torch.randint(3, V, (B, 16)), torch.randint(0, 3, (B,))),
+        "reformer": lambda: cls(T.ReformerForSequenceClassification(T.ReformerConfig(
+            attn_layers=["local", "lsh"], num_attention_heads=2, attention_head_size=16, hidden_size=32,
+            feed_forward_size=64, axial_pos_shape=[2, 4], axial_pos_embds_dim=[16, 16], max_position_embeddings=S,
+            local_attn_chunk_length=4, lsh_attn_chunk_length=4, num_buckets=2, num_hashes=1, hash_seed=0,
+            is_decoder=False, num_labels=3, hidden_dropout_prob=0.0, local_attention_probs_dropout_prob=0.0,
+            lsh_attention_probs_dropout_prob=0.0, classifier_dropout=0.0, pad_token_id=0, **d))),
+        # latents cross-attending to the embedded ids (its input is named inputs)
+        "perceiver": lambda: (Inputs(T.PerceiverForSequenceClassification(T.PerceiverConfig(
+            num_latents=8, d_latents=32, d_model=32, num_blocks=1, num_self_attends_per_block=2,
+            num_self_attention_heads=2, num_cross_attention_heads=2, self_attention_widening_factor=2,
+            cross_attention_widening_factor=2, attention_probs_dropout_prob=0.0, max_position_embeddings=S,
+            num_labels=3, **d))), ids(), torch.randint(0, 3, (B,))),
+        # --- encoders and decoders: pre-norm BERT, decoupled embeddings, CTRL's sinusoids,
+        # ImageGPT's mean-pooled classifier
+        "megatron_bert": lambda: cls(T.MegatronBertForSequenceClassification(T.MegatronBertConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, num_labels=3,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=32, **d))),
+        "rembert": lambda: cls(T.RemBertForSequenceClassification(T.RemBertConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, input_embedding_size=16,
+            output_embedding_size=16, intermediate_size=64, num_labels=3, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0, max_position_embeddings=32, bos_token_id=1,
+            eos_token_id=2, **d))),
+        "ctrl": lambda: lm(T.CTRLLMHeadModel(T.CTRLConfig(
+            n_layer=2, n_head=2, n_embd=32, dff=64, n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0, **d))),
+        "imagegpt": lambda: cls(T.ImageGPTForImageClassification(T.ImageGPTConfig(
+            n_layer=2, n_head=2, n_embd=32, n_inner=64, n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0, num_labels=3, **d))),
+        # --- state spaces: Mamba2's chunked scan (chunks of 4), RecurrentGemma's RG-LRU
+        "mamba2": lambda: lm(T.Mamba2ForCausalLM(T.Mamba2Config(
+            num_hidden_layers=2, hidden_size=32, num_heads=4, head_dim=16, expand=2, n_groups=1, state_size=8,
+            conv_kernel=4, chunk_size=4, pad_token_id=0, **d))),
+        "recurrent_gemma": lambda: lm(T.RecurrentGemmaForCausalLM(T.RecurrentGemmaConfig(
+            num_hidden_layers=2, hidden_size=32, lru_width=32, intermediate_size=64, num_attention_heads=2,
+            num_key_value_heads=1, attention_window_size=4, block_types=["recurrent", "attention"],
+            attention_dropout=0.0, pad_token_id=0, **d))),
+        # --- speech: SEW-D's squeezed DeBERTa attention, Data2Vec's conv positions, the
+        # Conformer's relative attention and depthwise convolution module
+        "sew_d": lambda: audio(T.SEWDForSequenceClassification(T.SEWDConfig(
+            squeeze_factor=2, max_position_embeddings=32, position_buckets=16, **speech))),
+        "data2vec_audio": lambda: audio(T.Data2VecAudioForSequenceClassification(T.Data2VecAudioConfig(
+            **dict(speech, num_conv_pos_embeddings=2, conv_pos_kernel_size=5)))),
+        "wav2vec2_conformer": lambda: audio(T.Wav2Vec2ConformerForSequenceClassification(T.Wav2Vec2ConformerConfig(
+            position_embeddings_type="relative", max_source_positions=64, conv_depthwise_kernel_size=3,
+            conformer_conv_dropout=0.0, **speech))),
+        # --- vision: BEiT's twin, log-spaced continuous position biases and cosine attention,
+        # global response norms, TF-padded depthwise-separable stacks (64x64: their BatchNorms
+        # see 2x2 values a channel at the end), bottlenecks, overlapping patches, unrolled
+        # mask units, additive attention
+        "data2vec_vision": lambda: pix(T.Data2VecVisionForImageClassification(T.Data2VecVisionConfig(
+            num_hidden_layers=2, num_attention_heads=2, hidden_size=32, intermediate_size=64, image_size=32,
+            patch_size=8, num_labels=3, use_relative_position_bias=True, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, drop_path_rate=0.0))),
+        "swinv2": lambda: pix(T.Swinv2ForImageClassification(T.Swinv2Config(
+            image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
+            pretrained_window_sizes=[0, 0], num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            drop_path_rate=0.0))),
+        "convnextv2": lambda: pix(T.ConvNextV2ForImageClassification(T.ConvNextV2Config(
+            image_size=32, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3, drop_path_rate=0.0))),
+        "mobilenet_v1": lambda: (kit.Logits(T.MobileNetV1ForImageClassification(T.MobileNetV1Config(
+            image_size=64, depth_multiplier=0.25, min_depth=8, classifier_dropout_prob=0.0, num_labels=3)), "pixels"),
+            torch.randn(B, 3, 64, 64), torch.randint(0, 3, (B,))),
+        "mobilenet_v2": lambda: (kit.Logits(T.MobileNetV2ForImageClassification(T.MobileNetV2Config(
+            image_size=64, depth_multiplier=0.25, min_depth=8, classifier_dropout_prob=0.0, num_labels=3)), "pixels"),
+            torch.randn(B, 3, 64, 64), torch.randint(0, 3, (B,))),
+        "resnet": lambda: pix(T.ResNetForImageClassification(T.ResNetConfig(
+            embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck", num_labels=3))),
+        "pvt_v2": lambda: pix(T.PvtV2ForImageClassification(T.PvtV2Config(
+            image_size=32, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+            patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], num_labels=3,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0))),
+        # 8x8 tokens after the stride-4 stem: one 8x8 mask unit, pooled 2x2 into the second stage
+        "hiera": lambda: pix(T.HieraForImageClassification(T.HieraConfig(
+            embed_dim=8, image_size=[32, 32], patch_size=[7, 7], patch_stride=[4, 4], patch_padding=[3, 3],
+            mlp_ratio=2.0, depths=[1, 1], num_heads=[1, 2], num_query_pool=1, query_stride=[2, 2],
+            masked_unit_size=[8, 8], masked_unit_attention=[True, False], drop_path_rate=0.0, num_labels=3))),
+        "swiftformer": lambda: pix(T.SwiftFormerForImageClassification(T.SwiftFormerConfig(
+            image_size=32, depths=[1, 1], embed_dims=[16, 32], mlp_ratio=2, downsamples=[True, True],
+            drop_path_rate=0.0, drop_mlp_rate=0.0, drop_conv_encoder_rate=0.0, num_labels=3))),
+        # --- video: [B, frames, 3, H, W], divided space-time attention and tubelets
+        "timesformer": lambda: video(T.TimesformerForVideoClassification(T.TimesformerConfig(
+            image_size=32, patch_size=8, num_frames=2, num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
+            intermediate_size=64, attention_type="divided_space_time", hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, drop_path_rate=0, num_labels=3))),
+        "videomae": lambda: video(T.VideoMAEForVideoClassification(T.VideoMAEConfig(
+            image_size=32, patch_size=8, num_frames=2, tubelet_size=2, num_hidden_layers=2, num_attention_heads=2,
+            hidden_size=32, intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            use_mean_pooling=True, num_labels=3))),
     }
 
 
@@ -401,7 +528,7 @@ def main():
                 export(name, archs[name], out, a.optimize)
             except Exception as e:  # torch's own exporter failing is a row, not a crash
                 lines = [l for l in str(e).splitlines() if l.strip()] or [type(e).__name__]
-                cause = [l for l in lines if "Error'>" in l or l.startswith(("ValueError", "RuntimeError"))]
+                cause = [l for l in lines if "Error'>" in l or l.startswith(("<class '", "ValueError", "RuntimeError"))]
                 why = re.sub(r"\x1b\[[0-9;]*m", "", (cause or lines)[-1]).replace("|", "/")
                 print(f"| {name} | torch.onnx.export failed: {why[:160]} | | | |")
                 continue
