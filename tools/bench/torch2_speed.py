@@ -9,9 +9,10 @@ In:  the models of tools/bench/torch2_peak.py (Llama, BERT, ViT from configs, se
 Out: on stdout, the markdown section tools/bench/run.sh records in RESULTS.md: per model
      our step time (`onnx-vplan run` of `plan --optimizer adamw`, at 1 and 2 threads),
      PyTorch eager's and torch.compile's (default mode) at 1 and 2 threads, and ours /
-     PyTorch's best of each, per repeat and their median.  torch.compile's warm-up may
-     take --compile-limit seconds (default 300); past that, or where it fails, its column
-     says so and the row keeps the eager ratio.
+     PyTorch's best of each, per repeat and their median.  torch.compile's side runs in a
+     child process (the same model, seed 0) given --compile-limit seconds (default 600) to
+     compile and step; past that, or where it fails, its column says so and the row keeps
+     the eager ratio.
 Keeps: the method of tools/bench/torch_speed.py, whose helpers it imports: one AdamW
      step (lr 1e-3) on both sides, the median of --steps steps after a warm-up (torch.
      compile's compilation is in its warm-up), each repeat measuring every side back to
@@ -21,7 +22,6 @@ Keeps: the method of tools/bench/torch_speed.py, whose helpers it imports: one A
 import argparse
 import contextlib
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,27 +33,38 @@ import torch_speed
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class _GaveUp(Exception):
-    pass
-
-
-def guarded_ms(step, steps, threads, limit):
-    """torch_speed.torch_ms of a torch.compile'd step, or why there is none: its warm-up
-    (the compilation) still running after `limit` seconds (Funnel's took over 15 minutes
-    on 2 cores), or the error it raised.  Returns (ms or None, reason or None)."""
-    def on_alarm(signum, frame):
-        raise _GaveUp()
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(limit)
+def compiled_ms(name, steps, limit):
+    """torch.compile's step times at 1 and 2 threads for model `name`, measured in a child
+    process (this script with --compile-child) that is killed after `limit` seconds: its
+    compilation may take that long (Funnel's took over 15 minutes on 2 cores, recompiling),
+    and torch catches what a signal would raise inside it.  Returns ([ms, ms] or None,
+    why it gave none or None)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--compile-child", name, "--steps", str(steps)]
     try:
-        return torch_speed.torch_ms(step, steps, threads), None
-    except _GaveUp:
-        return None, f"compiling gave up after {limit} s"
-    except Exception as e:  # dynamo wraps what the backend raised, the alarm's too
-        return None, "gave up after %d s" % limit if "_GaveUp" in repr(e) else f"failed: {type(e).__name__}"
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return None, f"still compiling after {limit} s"
+    last = (r.stdout.strip().splitlines() or [""])[-1].split()
+    if r.returncode or len(last) != 2:
+        err = [l for l in r.stderr.strip().splitlines() if l.strip()] or ["no output"]
+        return None, f"failed: {err[-1][:80]}"
+    return [float(v) for v in last], None
+
+
+def compile_child(name, steps):
+    """The child of compiled_ms: the model built as the parent builds it (seed 0), compiled,
+    its step timed at 1 and 2 threads; prints the two times on one line."""
+    import torch
+    torch.manual_seed(0)
+    model, x, labels = torch2_peak.models(False)[name][1]()
+    cmodel = torch.compile(model)
+    comp = torch_peak.Step(cmodel, x, labels)
+    comp.opt = torch.optim.AdamW(cmodel.parameters(), lr=1e-3)
+    with contextlib.redirect_stdout(sys.stderr):
+        ms = [torch_speed.torch_ms(comp, steps, t) for t in (1, 2)]
+    print(f"{ms[0]:.3f} {ms[1]:.3f}")
+
+
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 
@@ -63,10 +74,14 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--only", nargs="*", help="model names (torch2_peak.py's)")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--compile-limit", type=int, default=300,
-                    help="seconds torch.compile's warm-up may take before its column says it gave up")
+    ap.add_argument("--compile-limit", type=int, default=600,
+                    help="seconds torch.compile's compilation and steps may take before its column says it gave up")
+    ap.add_argument("--compile-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    if a.compile_child:
+        compile_child(a.compile_child, a.steps)
+        return
     print("## CPU step time against PyTorch 2.x eager and torch.compile (torch 2.x exports)")
     print()
     try:
@@ -101,17 +116,14 @@ def main():
             continue
         eager = tp.Step(model, x, labels)
         eager.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        cmodel = torch.compile(model)
-        comp = tp.Step(cmodel, x, labels)
-        comp.opt = torch.optim.AdamW(cmodel.parameters(), lr=1e-3)
         rows, why = [], None
         for _ in range(a.repeats):
             ours = [speed.ours_ms(vplan, plan, a.steps, t)[0] for t in (1, 2)]
             e = [speed.torch_ms(eager, a.steps, t) for t in (1, 2)]
             c = [None, None]
-            for t in range(2):
-                if why is None:
-                    c[t], why = guarded_ms(comp, a.steps, t + 1, a.compile_limit)
+            if why is None:
+                c, why = compiled_ms(name, a.steps, a.compile_limit)
+                c = c or [None, None]
             if None in ours:
                 break
             rows.append((ours, e, c))
