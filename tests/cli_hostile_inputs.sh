@@ -77,6 +77,8 @@ expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 6, 6 an
     "$tool" eval "$tmp/attention_heads.onnx"
 expect 2 "node 'fold' (Col2Im): has image_shape 'image' that is not a constant int64 vector of 1 to 3 values" -- \
     "$tool" eval "$tmp/col2im_runtime.onnx"
+expect 2 "node 'dft' (DFT): has axis 2: the signal axis must be one of the first 2 of X's 3" -- \
+    "$tool" eval "$tmp/dft_last_axis.onnx"
 expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is supported" -- "$tool" eval "$tmp/rms_stash16.onnx"
 
 expect_summary

@@ -400,6 +400,37 @@ static void cases_col2im(void) {
                 NULL, NULL);
 }
 
+/* DFT (opsets 17 and 20), expanded into products with constant cosine and sine matrices
+ * (planner/ir/dft_op.c): a real and a complex signal, another axis, a one-sided forward
+ * transform, the inverse, and the inverse of a one-sided spectrum (irfft) cut to a length. */
+static void case_dft(const char *what, int opset, const int64_t *x4, int64_t axis, int inverse, int onesided,
+                     int64_t length) {
+    gc_case k;
+    if (!gc_begin(&k, opset, "DFT %s", what)) return;
+    int in[3] = {gc_param(&k, UNI, 4, x4), -1, -1}, n_in = 1;
+    if (length) {
+        in[1] = gc_ints(&k, 1, (int64_t[]){length});
+        n_in = 2;
+    }
+    if (opset >= 20) {
+        in[2] = gc_ints(&k, 1, (int64_t[]){axis});
+        n_in = 3;
+    }
+    int n = gc_op(&k, "DFT", n_in, in);
+    if (opset < 20) attr_i(&k, n, "axis", axis);
+    if (inverse) attr_i(&k, n, "inverse", 1);
+    if (onesided) attr_i(&k, n, "onesided", 1);
+    gc_run(&k);
+}
+
+static void cases_dft(void) {
+    case_dft("real [2,5,3,1] axis 1", 20, (int64_t[]){2, 5, 3, 1}, 1, 0, 0, 0);
+    case_dft("complex [2,3,6,2] axis -2", 20, (int64_t[]){2, 3, 6, 2}, -2, 0, 0, 0);
+    case_dft("real one-sided [1,6,2,1] axis 1, opset 17", 17, (int64_t[]){1, 6, 2, 1}, 1, 0, 1, 0);
+    case_dft("inverse [2,4,3,2] axis 1", 20, (int64_t[]){2, 4, 3, 2}, 1, 1, 0, 0);
+    case_dft("irfft [1,2,4,2] length 7", 20, (int64_t[]){1, 2, 4, 2}, 2, 1, 1, 7);
+}
+
 /* ONNX's Attention (opset 23), expanded during inference (planner/ir/attention_op.c):
  * rank 4 and rank 3 (heads split by q_num_heads and kv_num_heads, Y merged back),
  * grouped-query heads, causal, softcap (before the mask), against finite differences. */
@@ -440,6 +471,7 @@ void gc_cases_linalg(void) {
     cases_einsum();
     cases_onnx_attention();
     cases_col2im();
+    cases_dft();
     cases_fused_matmul();
     cases_gelu_matmul();
     cases_swiglu_matmul();

@@ -11,7 +11,7 @@
   relu_unknown_attr.onnx   Relu with an attribute 'frobnicate'
   relu_opset999.onnx  a Relu model importing opset 999
   seq_at_range.onnx, seq_split_data.onnx, seq_output.onnx, attention_rank3.onnx,
-  attention_heads.onnx, col2im_runtime.onnx, rms_stash16.onnx
+  attention_heads.onnx, col2im_runtime.onnx, dft_last_axis.onnx, rms_stash16.onnx
                       sequence, Attention and RMSNormalization nodes the expansions
                       refuse (hostile_sequences says why)
 
@@ -108,7 +108,7 @@ def seq_model(name, nodes, inits, outputs, opset=18):
 
 
 def hostile_sequences():
-    """Sequence, Attention, Col2Im and RMSNormalization nodes the expansions must refuse by name."""
+    """Sequence, Attention, Col2Im, DFT and RMSNormalization nodes the expansions must refuse by name."""
     i64 = lambda n, v: helper.make_tensor(n, TensorProto.INT64, [len(v)] if isinstance(v, list) else [], v if isinstance(v, list) else [v])
     split = helper.make_node("SplitToSequence", ["x"], ["seq"], name="split", axis=0)
     return {
@@ -136,6 +136,10 @@ def hostile_sequences():
              helper.make_tensor_value_info("image", TensorProto.INT64, [2])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [i64("block", [2, 2])]),
             opset_imports=[helper.make_opsetid("", 18)]),
+        # DFT over its last axis (the real and imaginary parts, not a signal)
+        "dft_last_axis.onnx": seq_model("g", [helper.make_node("Unsqueeze", ["x", "ax"], ["x3"], name="u"),
+                                              helper.make_node("DFT", ["x3", "", "last"], ["y"], name="dft")],
+                                        [i64("ax", [2]), i64("last", -1)], [("y", TensorProto.FLOAT, None)], opset=20),
         # Attention on rank-2 inputs
         "attention_rank3.onnx": seq_model("g", [helper.make_node("Attention", ["x", "x", "x"], ["y"], name="attn",
                                                                  q_num_heads=2, kv_num_heads=2)],

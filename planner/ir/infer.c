@@ -6,6 +6,7 @@
 
 #include "ir/attention_op.h"
 #include "ir/col2im_op.h"
+#include "ir/dft_op.h"
 #include "ir/einsum_op.h"
 #include "ir/group_norm_op.h"
 #include "ir/control.h"
@@ -285,7 +286,7 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
         vp_error e;
         int control = vp_control_is(n), attention = vp_attention_op_is(n), rms = vp_rms_norm_op_is(n);
         int einsum = vp_einsum_op_is(n), group_norm = vp_group_norm_op_is(n), col2im = vp_col2im_op_is(n);
-        int expanded = attention || rms || einsum || group_norm || col2im;
+        int dft = vp_dft_op_is(n), expanded = attention || rms || einsum || group_norm || col2im || dft;
         int known_op = control || sequence || expanded || vp_op_find(n->domain, n->op_type);
         if (!inputs_known && opts->keep_going && known_op)
             continue; /* downstream of something unsupported: already reported */
@@ -303,6 +304,7 @@ static vp_status infer_all(vp_graph *g, const vp_infer_opts *opts, vp_infer_resu
                 : einsum     ? vp_einsum_op_expand(g, i, &added, &e)
                 : group_norm ? vp_group_norm_op_expand(g, i, &added, &e)
                 : col2im     ? vp_col2im_op_expand(g, i, &added, &e)
+                : dft        ? vp_dft_op_expand(g, i, &added, &e)
                              : vp_rms_norm_op_expand(g, i, &added, &e);
             if (!s) i += added - 1; /* the expansion's nodes are inferred already */
             if (!s) continue;

@@ -100,7 +100,7 @@ static const entry before_training[] = {
     {{"load", "the ONNX model into the IR (external data, attribute schemas checked)", VP_PIPELINE_LOAD,
       VP_PIPELINE_SHOWS_IR},
      pass_load},
-    {{"infer", "shapes and dtypes (--dim), shape subgraphs folded; sequences, Attention, RMSNormalization, GroupNormalization, Einsum, Col2Im expanded",
+    {{"infer", "shapes and dtypes (--dim), shape subgraphs folded; sequences, Attention, RMSNormalization, GroupNormalization, Einsum, Col2Im, DFT expanded",
       VP_PIPELINE_INFER, VP_PIPELINE_SHOWS_IR},
      pass_infer},
 };

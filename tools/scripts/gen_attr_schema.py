@@ -8,7 +8,7 @@ the table's is refused unless --lenient.
 The ops are those the registry lists with the default domain (the tables
 `const vp_op_def vp_ops_*[]` in planner/ops/*.c, read here as text) and the control-flow
 ops planner/ir/control.c expands (If, Loop) and the ops planner/ir expands into others
-(Attention, RMSNormalization, Einsum, GroupNormalization, Col2Im); ops ONNX does not define (our own and ONNX
+(Attention, RMSNormalization, Einsum, GroupNormalization, Col2Im, DFT); ops ONNX does not define (our own and ONNX
 Runtime's com.microsoft ops, even when registered in the default domain) are left out, and
 the loader does not check them.
 
@@ -33,9 +33,9 @@ import onnx.defs
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 # expanded during inference, not in the registry: If and Loop (planner/ir/control.c),
-# Attention, RMSNormalization, Einsum, GroupNormalization and Col2Im (planner/ir/attention_op.c,
-# rms_norm_op.c, einsum_op.c, group_norm_op.c, col2im_op.c)
-CONTROL_OPS = ["If", "Loop", "Attention", "RMSNormalization", "Einsum", "GroupNormalization", "Col2Im"]
+# Attention, RMSNormalization, Einsum, GroupNormalization, Col2Im and DFT (planner/ir/attention_op.c,
+# rms_norm_op.c, einsum_op.c, group_norm_op.c, col2im_op.c, dft_op.c)
+CONTROL_OPS = ["If", "Loop", "Attention", "RMSNormalization", "Einsum", "GroupNormalization", "Col2Im", "DFT"]
 
 ATTR_TYPE = {  # onnx.AttributeProto.AttributeType -> vp_attr_type (planner/ir/ir.h)
     1: "VP_ATTR_FLOAT", 2: "VP_ATTR_INT", 3: "VP_ATTR_STRING", 4: "VP_ATTR_TENSOR",
