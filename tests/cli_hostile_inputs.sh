@@ -73,8 +73,10 @@ expect 2 "seq_output.onnx: graph output 'seq' is a sequence" -- "$tool" eval "$t
 expect 0 "but it cannot be planned: .*graph output 'seq' is a sequence" -- "$tool" inspect "$tmp/seq_output.onnx"
 expect 2 "node 'attn' (Attention): has Q, K, V of ranks 2, 2, 2: .* (rank 4) or .* (rank 3, with q_num_heads and kv_num_heads) are supported" -- \
     "$tool" eval "$tmp/attention_rank3.onnx"
-expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 6, 6 and q_num_heads 4, kv_num_heads 4: the heads must .* divide the hidden sizes" -- \
+expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 6, 6 and q_num_heads 4, kv_num_heads 4: the heads must be given, kv_num_heads divide q_num_heads and each divide its hidden sizes" -- \
     "$tool" eval "$tmp/attention_heads.onnx"
+expect 2 "node 'attn' (Attention): has rank-3 Q, K, V of hidden sizes 6, 4, 4 and q_num_heads 3, kv_num_heads 2" -- \
+    "$tool" eval "$tmp/attention_groups.onnx"
 expect 2 "node 'fold' (Col2Im): has image_shape 'image' that is not a constant int64 vector of 1 to 3 values" -- \
     "$tool" eval "$tmp/col2im_runtime.onnx"
 expect 2 "node 'dft' (DFT): has axis 2: the signal axis must be one of the first 2 of X's 3" -- \

@@ -11,9 +11,9 @@
   relu_unknown_attr.onnx   Relu with an attribute 'frobnicate'
   relu_opset999.onnx  a Relu model importing opset 999
   seq_at_range.onnx, seq_split_data.onnx, seq_output.onnx, attention_rank3.onnx,
-  attention_heads.onnx, col2im_runtime.onnx, dft_last_axis.onnx, rms_stash16.onnx
-                      sequence, Attention and RMSNormalization nodes the expansions
-                      refuse (hostile_sequences says why)
+  attention_heads.onnx, attention_groups.onnx, col2im_runtime.onnx, dft_last_axis.onnx,
+  rms_stash16.onnx    sequence, Attention, Col2Im, DFT and RMSNormalization nodes the
+                      expansions refuse (hostile_sequences says why)
 
 usage: make_hostile_models.py DIR"""
 import os
@@ -136,6 +136,14 @@ def hostile_sequences():
              helper.make_tensor_value_info("image", TensorProto.INT64, [2])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [i64("block", [2, 2])]),
             opset_imports=[helper.make_opsetid("", 18)]),
+        # rank-3 Attention whose 3 query heads are no multiple of its 2 key/value heads (Q of
+        # hidden size 6, K and V of 4: each head 2 wide)
+        "attention_groups.onnx": helper.make_model(helper.make_graph(
+            [helper.make_node("Attention", ["q", "kv", "kv"], ["y"], name="attn", q_num_heads=3, kv_num_heads=2)], "g",
+            [helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 4, 6]),
+             helper.make_tensor_value_info("kv", TensorProto.FLOAT, [1, 4, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+            opset_imports=[helper.make_opsetid("", 23)]),
         # DFT over its last axis (the real and imaginary parts, not a signal)
         "dft_last_axis.onnx": seq_model("g", [helper.make_node("Unsqueeze", ["x", "ax"], ["x3"], name="u"),
                                               helper.make_node("DFT", ["x3", "", "last"], ["y"], name="dft")],

@@ -45,10 +45,10 @@ static vp_status emit(emitter *e, const char *op, const char *what, int n_in, co
 
 /* A scalar of dtype dt (float32, float16, bfloat16 or float64) holding x. */
 static int scalar_const(vp_graph *g, const char *stem, vp_dtype dt, double x) {
-    float f = (float)x;
+    if (dt == VP_F64) return vp_build_const(g, stem, dt, 0, NULL, &x);
+    float f = (float)x; /* x fits: the narrow dtypes' values come here as floats */
     uint16_t h = dt == VP_F16 ? vp_f32_to_f16(f) : vp_f32_to_bf16(f);
-    const void *p = dt == VP_F64 ? (const void *)&x : dt == VP_F32 ? (const void *)&f : (const void *)&h;
-    return vp_build_const(g, stem, dt, 0, NULL, p);
+    return vp_build_const(g, stem, dt, 0, NULL, dt == VP_F32 ? (const void *)&f : (const void *)&h);
 }
 
 static int ints_const(vp_graph *g, const char *stem, int n, const int64_t *v) {
@@ -139,18 +139,18 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
                             "has Q, K, V of ranks %d, %d, %d: [batch, heads, sequence, head size] (rank 4) or "
                             "[batch, sequence, hidden] (rank 3, with q_num_heads and kv_num_heads) are supported",
                             qv->rank, kv->rank, vv->rank);
-    if (rank3 && (nq <= 0 || nkv <= 0 || qv->dims[2] % nq || kv->dims[2] % nkv || vv->dims[2] % nkv ||
+    if (rank3 && (nq <= 0 || nkv <= 0 || nq % nkv || qv->dims[2] % nq || kv->dims[2] % nkv || vv->dims[2] % nkv ||
                   kv->dims[2] / nkv != qv->dims[2] / nq))
         return vp_node_fail(err, VP_ERR_INVALID, n,
                             "has rank-3 Q, K, V of hidden sizes %lld, %lld, %lld and q_num_heads %lld, kv_num_heads "
-                            "%lld: the heads must be given, divide the hidden sizes and give Q and K one head size",
+                            "%lld: the heads must be given, kv_num_heads divide q_num_heads and each divide its hidden "
+                            "sizes, Q and K of one head size",
                             (long long)qv->dims[2], (long long)kv->dims[2], (long long)vv->dims[2], (long long)nq,
                             (long long)nkv);
     vp_dtype dt = qv->dtype;
-    /* float64 is beyond ONNX's types for it: taken all the same, so gradients check in double */
     if (dt != VP_F32 && dt != VP_F16 && dt != VP_BF16 && dt != VP_F64)
-        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has Q of dtype %s (float, float16, bfloat16 supported)",
-                            vp_dtype_name(dt));
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has Q of dtype %s (float, float16, bfloat16 and double "
+                            "supported)", vp_dtype_name(dt));
     float scale = vp_attr_float(n, "scale", 0.0f);
     int causal = (int)vp_attr_int(n, "is_causal", 0);
     float softcap = vp_attr_float(n, "softcap", 0.0f); /* applied where > 0, as ONNX's reference does */
@@ -159,7 +159,7 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
     emitter e = {g, stem, dt, NULL};
     vp_status s = VP_OK;
     int y_out = y;
-    if (rank3) { /* n, qv, kv and vv are not read past here: emitting moves nodes and values */
+    if (rank3) { /* emitting moves nodes and values: n, qv, kv and vv are fetched again after */
         int q4 = -1, k4 = -1, v4 = -1;
         s = split_heads(&e, q, nq, "q", &q4, err);
         if (!s) s = split_heads(&e, k, nkv, "k", &k4, err);
@@ -168,6 +168,7 @@ static vp_status expand(vp_graph *g, int node, int y, vp_error *err) {
         q = q4;
         k = k4;
         v = v4;
+        n = &g->nodes[node];
         qv = &g->values[q];
         kv = &g->values[k];
         vv = &g->values[v];

@@ -16,10 +16,10 @@
  * node inferred as it is made, Y kept (its producer changes).
  * Keeps true: Y is what ONNX's Attention computes, so autodiff differentiates it through
  * the ops' own rules, and the fusion pass may find the attention core in it like any
- * exporter's.  Float64 is taken beside ONNX's float types (the gradient checks run in
- * it).  Refused with VP_ERR_UNSUPPORTED, naming the node: past_key/past_value and the
- * present and qk outputs (a KV cache: inference, not training), query heads not a
- * multiple of the K/V heads.
+ * exporter's.  Refused with VP_ERR_UNSUPPORTED, naming the node: past_key/past_value and
+ * the present and qk outputs (a KV cache: inference, not training); with VP_ERR_INVALID:
+ * query heads not a multiple of the K/V heads, rank-3 head counts that do not divide the
+ * hidden sizes.
  * On failure the graph is as it was.
  *
  * torch 2.x's exporter writes scaled_dot_product_attention as this op from opset 23. */

@@ -61,8 +61,11 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
         k *= block[d];
         l *= grid[d];
     }
-    if (xv->rank != 3 || xv->dims[1] % k || xv->dims[2] != l || !vp_dtype_is_float(xv->dtype))
-        return vp_node_fail(err, VP_ERR_INVALID, n, "has input '%s' of rank %d ([N, C * %lld, %lld] of a float type "
+    if (!vp_dtype_is_float(xv->dtype))
+        return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "has input '%s' of dtype %s: only float types are supported",
+                            xv->name, vp_dtype_name(xv->dtype));
+    if (xv->rank != 3 || xv->dims[1] % k || xv->dims[2] != l)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "has input '%s' of rank %d ([N, C * %lld, %lld] "
                             "expected for these shapes)", xv->name, xv->rank, (long long)k, (long long)l);
     if (y < 0) return VP_OK;
     int64_t batch = xv->dims[0], c = xv->dims[1] / k, ck = xv->dims[1];

@@ -185,6 +185,12 @@ vp_status vp_window_resolve(const vp_node *n, vp_window_kind kind, int n_sp, con
         if (w->out[d] < 1)
             return vp_node_fail(err, VP_ERR_INVALID, n, "output extent %lld on spatial axis %d is not positive",
                                 (long long)w->out[d], d);
+        /* a ceil_mode window wider than its padded input reads nothing past it (every
+         * offset from the first window's reach on falls beyond it for every window, and
+         * counts in no divisor): the kernel is cut to that reach, the same results without
+         * walking the rest (EfficientNet's 1280-wide window over a 7 x 7 map) */
+        int64_t reach = ceil_div(w->in[d] + w->pad_begin[d] + w->pad_end[d], w->dilation[d]);
+        if (ceil_mode && w->kernel[d] > reach) w->kernel[d] = reach;
     }
     return VP_OK;
 }

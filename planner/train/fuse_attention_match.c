@@ -185,10 +185,11 @@ static int match_softcap(const vp_graph *g, int *chain, int *after, match *m) {
 }
 
 /* Max(S, c) (either order), c a scalar constant at most -1e30 and finite: XGLM clamps its
- * masked scores at torch.finfo.min.  A score under c is -inf (a -inf mask, or a sum that
- * overflowed), whose probability is 0 either way in a row that keeps a finite score; so
- * the clamp changes nothing where every row keeps a key, which the caller checks (a row
- * masked whole is where it would: its ties at c halve the gradient).  Sets *s to S. */
+ * masked scores at torch.finfo.min.  A score the clamp raises to c has probability
+ * exp(c - max) = 0 either way in a row that keeps a key (a finite score above -1e30), and
+ * no gradient; so the clamp changes nothing where every row keeps a key, which the caller
+ * checks (a row masked whole is where it would: its ties at c halve the gradient).  Sets
+ * *s to S. */
 static int match_clamp(const vp_graph *g, const vp_node *mx, int *s) {
     double c;
     if (mx->n_inputs != 2) return 0;
@@ -310,10 +311,12 @@ int vp_attention_match(const vp_graph *g, int node, match *m) {
      * (no mask, or a constant one keeping a key in every row), Attention does the same
      * under zero_masked_rows */
     m->zero_rows = m->guard_where >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m)); /* (one mask checked) */
+    /* the clamp goes only where every row keeps a key: a row that keeps none ties every
+     * score at c, which halves its gradient */
+    if (m->clamp >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m))) return 0;
     /* ONNX Attention's zeroing, computed from the Where's own condition C (the keep
      * side in its then branch): C keeping no key of a row is every score -inf once the
      * fill is -inf, which changes no row that keeps one */
-    if (m->clamp >= 0 && (m->mask2 >= 0 || !mask_keeps_every_row(g, m))) return 0;
     if (m->rows_kept_cond >= 0) {
         if (m->rows_kept_cond != m->cond || m->fill_then || m->mask2 >= 0) return 0;
         m->zero_rows = 1;

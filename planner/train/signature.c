@@ -90,7 +90,7 @@ vp_status vp_signature_facts_of(const vp_graph *g, const vp_signature *given, co
     f->n_buffers = sig->n_buffers;
     f->n_constants = sig->n_constants;
     for (int i = 0; f->present && i < sig->n; i++) {
-        if (sig->kind[i] != VP_SIG_PARAMETER) continue;
+        if (sig->kind[i] != VP_SIG_PARAMETER && sig->kind[i] != VP_SIG_FROZEN) continue;
         int v = vp_graph_find_value(g, sig->target[i]);
         if (v >= 0 && (g->values[v].flags & VP_VAL_INITIALIZER)) continue;
         if (!f->n_missing++) snprintf(f->first_missing, sizeof f->first_missing, "%s", sig->target[i]);
