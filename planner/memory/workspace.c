@@ -17,7 +17,7 @@ static const struct {
     {"com.microsoft", "FusedMatMul", VP_WORKSPACE_BLAS}, {"vplan", "GeluMatMul", VP_WORKSPACE_BLAS},
     {"vplan", "GeluMatMulGrad", VP_WORKSPACE_BLAS},      {"vplan", "SwiGluMatMul", VP_WORKSPACE_BLAS},
     {"vplan", "SwiGluMatMulGrad", VP_WORKSPACE_BLAS},      {"", "Conv", VP_WORKSPACE_CONV},
-    {"com.microsoft", "ConvGrad", VP_WORKSPACE_CONV},
+    {"com.microsoft", "ConvGrad", VP_WORKSPACE_CONV},  {"", "ConvTranspose", VP_WORKSPACE_CONV},
 };
 
 vp_workspace_kind vp_workspace_kind_of(const vp_node *n) {
@@ -61,7 +61,9 @@ int64_t vp_workspace_bytes(const vp_graph *g, const vp_node *n, const vp_device_
         const vp_value *x = io_value(g, n->inputs, n->n_inputs, grad ? 1 : 0);
         const vp_value *w = io_value(g, n->inputs, n->n_inputs, grad ? 2 : 1);
         const vp_value *y = grad ? io_value(g, n->inputs, n->n_inputs, 0) : io_value(g, n->outputs, n->n_outputs, 0);
-        want = im2col_bytes(x, w, y);
+        /* ConvTranspose runs as the backward data of the Conv from its output's shape to
+         * its input's (runtime/cuda/cuda_ops_linalg.c): that Conv's im2col */
+        want = strcmp(n->op_type, "ConvTranspose") ? im2col_bytes(x, w, y) : im2col_bytes(y, w, x);
         break;
     }
     case VP_WORKSPACE_NONE:
