@@ -80,29 +80,40 @@ static void dft_matrices(int64_t rows, int64_t cols, int64_t len, int inverse, i
         }
 }
 
-/* x [..., rows] times the constant m [rows, cols] (dtype dt). */
-static vp_status product(emitter *e, int x, const double *m, int64_t rows, int64_t cols, vp_dtype dt, int *out,
-                         vp_error *err) {
-    void *d = malloc((size_t)(rows * cols) * vp_dtype_size(dt) + 1);
-    if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < rows * cols; i++) vp_store(d, dt, i, m[i]);
-    int c = vp_build_const(e->g, "dft_matrix", dt, 2, (const int64_t[]){rows, cols}, d);
-    free(d);
-    if (c < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+/* x [..., rows] times the constant m [rows, cols] (dtype dt).  The constant is named by
+ * what fixes its values (which matrix, the transform, N, its extent and dtype), and a
+ * constant of that name made for an earlier DFT is read again: every layer of FNet-base
+ * transforms the same 512 and 768 wide axes, 100 MB of copies otherwise. */
+static vp_status product(emitter *e, int x, const double *m, const char *which, int64_t len, int64_t rows,
+                         int64_t cols, vp_dtype dt, int *out, vp_error *err) {
+    char name[160];
+    snprintf(name, sizeof name, "dft_%s_N%lld_%lldx%lld_%s", which, (long long)len, (long long)rows, (long long)cols,
+             vp_dtype_name(dt));
+    int c = vp_graph_find_value(e->g, name);
+    const vp_value *cv = c >= 0 ? &e->g->values[c] : NULL;
+    if (!cv || !(cv->flags & VP_VAL_CONST) || cv->dtype != dt || cv->rank != 2 || cv->dims[0] != rows ||
+        cv->dims[1] != cols) {
+        void *d = malloc((size_t)(rows * cols) * vp_dtype_size(dt) + 1);
+        if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < rows * cols; i++) vp_store(d, dt, i, m[i]);
+        c = vp_build_const(e->g, name, dt, 2, (const int64_t[]){rows, cols}, d);
+        free(d);
+        if (c < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    }
     *out = -1;
     return emit(e, "MatMul", 2, (const int[]){x, c}, NULL, NULL, 0, NULL, 0, out, err);
 }
 
-/* a m + b n, the second term only where b is (b >= 0). */
-static vp_status combine(emitter *e, int a, const double *m, int b, const double *mb, int64_t rows, int64_t cols,
-                         vp_dtype dt, int *out, vp_error *err) {
+/* a m + b n, the second term only where b is (b >= 0); which names m and mb. */
+static vp_status combine(emitter *e, int a, const double *m, int b, const double *mb, const char *const *which,
+                         int64_t len, int64_t rows, int64_t cols, vp_dtype dt, int *out, vp_error *err) {
     int p = -1, q = -1;
-    vp_status s = product(e, a, m, rows, cols, dt, &p, err);
+    vp_status s = product(e, a, m, which[0], len, rows, cols, dt, &p, err);
     if (s || b < 0) {
         *out = p;
         return s;
     }
-    if ((s = product(e, b, mb, rows, cols, dt, &q, err))) return s;
+    if ((s = product(e, b, mb, which[1], len, rows, cols, dt, &q, err))) return s;
     *out = -1;
     return emit(e, "Add", 2, (const int[]){p, q}, NULL, NULL, 0, NULL, 0, out, err);
 }
@@ -170,8 +181,13 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
     double *rr = m, *ir = m + rows * cols, *ri = ir + rows * cols, *ii = ri + rows * cols;
     dft_matrices(rows, cols, len, inverse, irfft, rr, ir, ri, ii);
     int out[2] = {-1, -1}, n_out = irfft ? 1 : 2;
-    s = combine(&e, parts[0], rr, parts[1], ir, rows, cols, dt, &out[0], err);
-    if (!s && n_out == 2) s = combine(&e, parts[0], ri, parts[1], ii, rows, cols, dt, &out[1], err);
+    /* each matrix named by its values: the forward's A_ii is its A_rr, the inverse's too */
+    static const char *const names[3][4] = {{"cos", "sin", "negsin", "cos"},
+                                            {"icos", "inegsin", "isin", "icos"},
+                                            {"hcos", "hnegsin", "", ""}};
+    const char *const *nm = names[irfft ? 2 : inverse ? 1 : 0];
+    s = combine(&e, parts[0], rr, parts[1], ir, nm, len, rows, cols, dt, &out[0], err);
+    if (!s && n_out == 2) s = combine(&e, parts[0], ri, parts[1], ii, nm + 2, len, rows, cols, dt, &out[1], err);
     free(m);
     int axes = i64s(g, "axes", 1, (int64_t[]){-1}), stacked[2] = {-1, -1};
     if (axes < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");

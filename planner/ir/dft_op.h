@@ -14,11 +14,12 @@
  * made; Y keeps its value (its producer changes).
  * Keeps true: Y is what ONNX's DFT computes (numpy's fft, ifft and irfft, zero-padded or
  * cut to N), to float rounding of an O(N) sum per output, so autodiff differentiates it
- * through MatMul and the ops around it.  N^2 work and two N x out constants per axis: a
+ * through MatMul and the ops around it.  N^2 work and up to three N x out constants per
+ * transform (shared by every DFT of the same length, direction and dtype): a
  * direct transform, meant for the sequence and hidden sizes models mix over.
  * Refused naming the node: an axis or dft_length that is not a constant, the last axis
- * as the signal axis, c other than 1 or 2, a one-sided forward transform of a complex
- * signal.  On failure the graph is as it was. */
+ * as the signal axis, c other than 1 or 2, a transform length under 1.  On failure the
+ * graph is as it was. */
 #ifndef VP_DFT_OP_H
 #define VP_DFT_OP_H
 
