@@ -1,7 +1,8 @@
 /* Dropout in a training step: the exported inference Dropout trains with its mask
  * (about half the activations zeroed at ratio 0.5, the rest scaled by 2, as PyTorch's
- * train() mode), and a checkpointed plan that recomputes it draws the same mask, so
- * it trains bit-identically to the step that keeps it. */
+ * train() mode), two Dropouts of one input and shape without seeds of their own draw
+ * different masks (each gets one from its name), and a checkpointed plan that recomputes
+ * them draws the same masks, so it trains bit-identically to the step that keeps them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,9 @@ int main(void) {
     int h = node(g, "MatMul", "/fc1/MatMul", x, param(g, "w1", 64, 64, &rng), &err);
     int r = node(g, "Relu", "/relu", h, -1, &err);
     int d = node(g, "Dropout", "/drop/Dropout", r, vp_build_const(g, "ratio", VP_F32, 0, none, &half), &err);
-    int y = node(g, "MatMul", "/fc2/MatMul", d, param(g, "w2", 64, 8, &rng), &err);
+    int d2 = node(g, "Dropout", "/drop2/Dropout", r, vp_build_const(g, "ratio", VP_F32, 0, none, &half), &err);
+    int sum = node(g, "Add", "/add", d, d2, &err);
+    int y = node(g, "MatMul", "/fc2/MatMul", sum, param(g, "w2", 64, 8, &rng), &err);
     g->outputs = malloc(sizeof *g->outputs);
     g->outputs[g->n_outputs++] = y;
     g->values[y].flags |= VP_VAL_OUTPUT;
@@ -76,17 +79,19 @@ int main(void) {
     for (int i = 0; i < 8 * 64; i++) xin[i] = (float)vp_rng_uniform(&rng);
     for (int i = 0; i < 8 * 8; i++) tgt[i] = (float)vp_rng_uniform(&rng);
     vp_tensor tx = {VP_F32, 2, {8, 64}, xin}, tt = {VP_F32, 2, {8, 8}, tgt};
-    vp_tensor relu = {0}, drop = {0};
+    vp_tensor relu = {0}, drop = {0}, drop2 = {0};
     s = vp_exec_new(g, b, &nx, &err);
     if (!s) s = vp_exec_set_input(nx, "x", &tx, &err);
     if (!s) s = vp_exec_set_input(nx, "target", &tt, &err);
     if (!s) s = vp_exec_run(nx, &err);
     if (!s) s = vp_exec_get(nx, r, &relu, &err);
     if (!s) s = vp_exec_get(nx, d, &drop, &err);
-    int zeroed = 0, kept = 0, scaled = 1;
+    if (!s) s = vp_exec_get(nx, d2, &drop2, &err);
+    int zeroed = 0, kept = 0, scaled = 1, differ = 0;
     for (int i = 0; !s && i < 8 * 64; i++) {
         float a = ((float *)relu.data)[i], o = ((float *)drop.data)[i];
         if (a == 0) continue;
+        differ += (o == 0) != (((float *)drop2.data)[i] == 0);
         if (o == 0) zeroed++;
         else {
             kept++;
@@ -96,8 +101,11 @@ int main(void) {
     check(!s && zeroed > 0.3 * (zeroed + kept) && kept > 0.3 * (zeroed + kept) && scaled,
           "training-mode Dropout: %d of %d positive activations zeroed, the rest scaled by 2%s%s", zeroed, zeroed + kept,
           s ? ": " : "", s ? err.msg : "");
+    check(!s && differ > 0, "two seedless Dropouts of one input: masks differ at %d of %d positive activations", differ,
+          zeroed + kept);
     free(relu.data);
     free(drop.data);
+    free(drop2.data);
     vp_tensor l0 = {0};
     if (!s) s = vp_exec_get(nx, t.loss, &l0, &err);
 

@@ -10,7 +10,9 @@
  * Dropout with a non-zero ratio gets training_mode = true (the opset-13 form), so it
  * draws its mask; the gradient rule keeps the mask.  The kernel draws from the node's
  * seed, so a recomputed Dropout repeats the first pass's mask (as torch.utils.checkpoint
- * restores the RNG state); unlike PyTorch the mask is the same at every step. */
+ * restores the RNG state); unlike PyTorch the mask is the same at every step.  A Dropout
+ * without a seed of its own (what exporters write) gets one from its name, so that two
+ * Dropouts of one shape (every layer's) draw different masks, not the same one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,19 @@ static vp_status batchnorm_to_training(vp_graph *g, int i, vp_training *t, vp_er
     return s;
 }
 
+/* FNV-1a of the node's name (its index where it has none), the seed of a Dropout that
+ * names none: stable across runs and builds, distinct per node. */
+static vp_status dropout_seed(vp_graph *g, int i, vp_error *err) {
+    const vp_node *n = &g->nodes[i];
+    if (vp_node_attr(n, "seed")) return VP_OK;
+    uint32_t h = 2166136261u;
+    char idx[32];
+    snprintf(idx, sizeof idx, "#%d", i);
+    for (const char *p = n->name[0] ? n->name : idx; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    return vp_node_add_attr_int(g, i, "seed", (int64_t)(h & 0x7fffffff)) ? vp_fail(err, VP_ERR_NOMEM, "out of memory")
+                                                                         : VP_OK;
+}
+
 /* The ratio of a Dropout node: its attribute before opset 12, its input after. */
 static float dropout_ratio(const vp_graph *g, const vp_node *n) {
     if (n->opset < 12) return vp_attr_float(n, "ratio", 0.5f);
@@ -105,7 +120,7 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err) {
         vp_status s = VP_OK;
         if (n->domain[0] || n->folded) continue;
         if (!strcmp(n->op_type, "BatchNormalization")) s = batchnorm_to_training(g, i, t, err);
-        else if (!strcmp(n->op_type, "Dropout")) s = dropout_to_training(g, i, err);
+        else if (!strcmp(n->op_type, "Dropout") && !(s = dropout_seed(g, i, err))) s = dropout_to_training(g, i, err);
         if (s) return s;
     }
     return vp_graph_link(g, err);
