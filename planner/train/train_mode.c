@@ -91,11 +91,16 @@ static float dropout_ratio(const vp_graph *g, const vp_node *n) {
     return r->dtype == VP_F64 ? (float)((const double *)r->data)[0] : r->dtype == VP_F32 ? ((const float *)r->data)[0] : -1.0f;
 }
 
-static vp_status dropout_to_training(vp_graph *g, int i, vp_error *err) {
+static vp_status dropout_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
     vp_node *n = &g->nodes[i];
     float ratio = dropout_ratio(g, n);
     if (!(ratio > 0)) return VP_OK;
-    if (n->n_inputs >= 3 && n->inputs[2] >= 0) return VP_OK; /* the model decides its mode itself */
+    if (n->n_inputs >= 3 && n->inputs[2] >= 0) { /* the model decides its mode itself */
+        const vp_value *m = &g->values[n->inputs[2]];
+        t->n_dropout_train += m->data && m->dtype == VP_BOOL && ((const unsigned char *)m->data)[0];
+        return VP_OK;
+    }
+    t->n_dropout_train++;
     int64_t none[1] = {0};
     uint8_t yes = 1;
     int r = vp_build_const(g, "dropout_ratio", g->values[n->inputs[0]].dtype == VP_F64 ? VP_F64 : VP_F32, 0, none,
@@ -120,7 +125,7 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err) {
         vp_status s = VP_OK;
         if (n->domain[0] || n->folded) continue;
         if (!strcmp(n->op_type, "BatchNormalization")) s = batchnorm_to_training(g, i, t, err);
-        else if (!strcmp(n->op_type, "Dropout") && !(s = dropout_seed(g, i, err))) s = dropout_to_training(g, i, err);
+        else if (!strcmp(n->op_type, "Dropout") && !(s = dropout_seed(g, i, err))) s = dropout_to_training(g, i, t, err);
         if (s) return s;
     }
     return vp_graph_link(g, err);

@@ -116,6 +116,7 @@ typedef struct vp_training {
     int n_not_matched;   /* float initializers --trainable does not match */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
+    int n_dropout_train; /* Dropouts put in training mode (train/train_mode.c): one mask each, the same every step */
     int n_attention;     /* attention cores fused into vplan.Attention */
     int n_gqa;           /* of those, grouped-query ones reading K and V unrepeated */
     int n_attention_bshd; /* their Q, K, V inputs read through the head transpose, not copied */
