@@ -29,26 +29,6 @@ static vp_status int_input(const vp_graph *g, const vp_node *n, int k, const cha
     return VP_OK;
 }
 
-typedef struct emitter {
-    vp_graph *g;
-    const char *stem; /* the DFT's name: each new node is "<stem>/<op>" */
-} emitter;
-
-/* op over in[0..n_in) into *out (a new value when *out < 0), with an ints attribute and
- * an int attribute where their names are given; inferred. */
-static vp_status emit(emitter *e, const char *op, int n_in, const int *in, const char *ints_name, const int64_t *ints,
-                      int n_ints, const char *int_name, int64_t ival, int *out, vp_error *err) {
-    char name[600];
-    snprintf(name, sizeof name, "%s/%s", e->stem, op);
-    if (*out < 0 && (*out = vp_graph_add_unique_value(e->g, name)) < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    int id = vp_graph_add_node(e->g, op, "", name, n_in, in, 1, out);
-    if (id < 0 || (ints_name && vp_node_add_attr_ints(e->g, id, ints_name, ints, n_ints)) ||
-        (int_name && vp_node_add_attr_int(e->g, id, int_name, ival)))
-        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-    e->g->nodes[id].opset = e->g->opset_onnx;
-    return vp_infer_node(e->g, id, 0, NULL, err);
-}
-
 static int i64s(vp_graph *g, const char *stem, int n, const int64_t *v) {
     return vp_build_const(g, stem, VP_I64, 1, (const int64_t[]){n}, v);
 }
@@ -84,38 +64,38 @@ static void dft_matrices(int64_t rows, int64_t cols, int64_t len, int inverse, i
  * what fixes its values (which matrix, the transform, N, its extent and dtype), and a
  * constant of that name made for an earlier DFT is read again: every layer of FNet-base
  * transforms the same 512 and 768 wide axes, 100 MB of copies otherwise. */
-static vp_status product(emitter *e, int x, const double *m, const char *which, int64_t len, int64_t rows,
+static vp_status product(vp_graph *g, const char *stem, int x, const double *m, const char *which, int64_t len, int64_t rows,
                          int64_t cols, vp_dtype dt, int *out, vp_error *err) {
     char name[160];
     snprintf(name, sizeof name, "dft_%s_N%lld_%lldx%lld_%s", which, (long long)len, (long long)rows, (long long)cols,
              vp_dtype_name(dt));
-    int c = vp_graph_find_value(e->g, name);
-    const vp_value *cv = c >= 0 ? &e->g->values[c] : NULL;
+    int c = vp_graph_find_value(g, name);
+    const vp_value *cv = c >= 0 ? &g->values[c] : NULL;
     if (!cv || !(cv->flags & VP_VAL_CONST) || cv->dtype != dt || cv->rank != 2 || cv->dims[0] != rows ||
         cv->dims[1] != cols) {
         void *d = malloc((size_t)(rows * cols) * vp_dtype_size(dt) + 1);
         if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
         for (int64_t i = 0; i < rows * cols; i++) vp_store(d, dt, i, m[i]);
-        c = vp_build_const(e->g, name, dt, 2, (const int64_t[]){rows, cols}, d);
+        c = vp_build_const(g, name, dt, 2, (const int64_t[]){rows, cols}, d);
         free(d);
         if (c < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     }
     *out = -1;
-    return emit(e, "MatMul", 2, (const int[]){x, c}, NULL, NULL, 0, NULL, 0, out, err);
+    return vp_build_op(g, stem, "MatMul", 2, (const int[]){x, c}, NULL, 0, out, err);
 }
 
 /* a m + b n, the second term only where b is (b >= 0); which names m and mb. */
-static vp_status combine(emitter *e, int a, const double *m, int b, const double *mb, const char *const *which,
+static vp_status combine(vp_graph *g, const char *stem, int a, const double *m, int b, const double *mb, const char *const *which,
                          int64_t len, int64_t rows, int64_t cols, vp_dtype dt, int *out, vp_error *err) {
     int p = -1, q = -1;
-    vp_status s = product(e, a, m, which[0], len, rows, cols, dt, &p, err);
+    vp_status s = product(g, stem, a, m, which[0], len, rows, cols, dt, &p, err);
     if (s || b < 0) {
         *out = p;
         return s;
     }
-    if ((s = product(e, b, mb, which[1], len, rows, cols, dt, &q, err))) return s;
+    if ((s = product(g, stem, b, mb, which[1], len, rows, cols, dt, &q, err))) return s;
     *out = -1;
-    return emit(e, "Add", 2, (const int[]){p, q}, NULL, NULL, 0, NULL, 0, out, err);
+    return vp_build_op(g, stem, "Add", 2, (const int[]){p, q}, NULL, 0, out, err);
 }
 
 static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) {
@@ -152,7 +132,6 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
     if (y < 0) return VP_OK;
     char stem[512];
     snprintf(stem, sizeof stem, "%s", n->name[0] ? n->name : "DFT");
-    emitter e = {g, stem};
     /* (n and xv are not read past here: emitting moves nodes and values) */
     int64_t zero = 0, one = 1, last = rank - 2, perm[VP_MAX_RANK], inv[VP_MAX_RANK];
     int moved = axis != last, parts[2] = {-1, -1};
@@ -163,15 +142,15 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
     for (int p = 0; p < 1 + complex_in && !s; p++) {
         int idx = vp_build_const(g, "part", VP_I64, 0, NULL, p ? &one : &zero);
         if (idx < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        s = emit(&e, "Gather", 2, (const int[]){x, idx}, NULL, NULL, 0, "axis", rank - 1, &parts[p], err);
+        s = vp_build_op(g, stem, "Gather", 2, (const int[]){x, idx}, "axis", rank - 1, &parts[p], err);
         int t = -1;
-        if (!s && moved) s = emit(&e, "Transpose", 1, &parts[p], "perm", perm, rank - 1, NULL, 0, &t, err);
+        if (!s && moved) s = vp_build_transpose(g, stem, parts[p], perm, rank - 1, &t, err);
         if (!s && moved) parts[p] = t;
         if (!s && rows < sig) {
             int st = i64s(g, "starts", 1, &zero), en = i64s(g, "ends", 1, &rows), ax = i64s(g, "axes", 1, (int64_t[]){-1});
             if (st < 0 || en < 0 || ax < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
             t = -1;
-            s = emit(&e, "Slice", 4, (const int[]){parts[p], st, en, ax}, NULL, NULL, 0, NULL, 0, &t, err);
+            s = vp_build_op(g, stem, "Slice", 4, (const int[]){parts[p], st, en, ax}, NULL, 0, &t, err);
             parts[p] = t;
         }
     }
@@ -186,19 +165,19 @@ static vp_status expand(vp_graph *g, int node, int y, void *ctx, vp_error *err) 
                                             {"icos", "inegsin", "isin", "icos"},
                                             {"hcos", "hnegsin", "", ""}};
     const char *const *nm = names[irfft ? 2 : inverse ? 1 : 0];
-    s = combine(&e, parts[0], rr, parts[1], ir, nm, len, rows, cols, dt, &out[0], err);
-    if (!s && n_out == 2) s = combine(&e, parts[0], ri, parts[1], ii, nm + 2, len, rows, cols, dt, &out[1], err);
+    s = combine(g, stem, parts[0], rr, parts[1], ir, nm, len, rows, cols, dt, &out[0], err);
+    if (!s && n_out == 2) s = combine(g, stem, parts[0], ri, parts[1], ii, nm + 2, len, rows, cols, dt, &out[1], err);
     free(m);
     int axes = i64s(g, "axes", 1, (int64_t[]){-1}), stacked[2] = {-1, -1};
     if (axes < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     for (int p = 0; p < n_out && !s; p++) {
         int t = -1;
-        if (moved && (s = emit(&e, "Transpose", 1, &out[p], "perm", inv, rank - 1, NULL, 0, &t, err))) break;
+        if (moved && (s = vp_build_transpose(g, stem, out[p], inv, rank - 1, &t, err))) break;
         if (moved) out[p] = t;
         if (n_out == 1) stacked[p] = y; /* a real output: Y is [..., N, 1] */
-        s = emit(&e, "Unsqueeze", 2, (const int[]){out[p], axes}, NULL, NULL, 0, NULL, 0, &stacked[p], err);
+        s = vp_build_op(g, stem, "Unsqueeze", 2, (const int[]){out[p], axes}, NULL, 0, &stacked[p], err);
     }
-    if (!s && n_out == 2) s = emit(&e, "Concat", 2, stacked, NULL, NULL, 0, "axis", -1, &y, err);
+    if (!s && n_out == 2) s = vp_build_op(g, stem, "Concat", 2, stacked, "axis", -1, &y, err);
     return s;
 }
 

@@ -119,6 +119,16 @@ vp_status vp_build_op(vp_graph *g, const char *stem, const char *op, int n_in, c
     return vp_infer_node(g, id, 0, NULL, err);
 }
 
+vp_status vp_build_transpose(vp_graph *g, const char *stem, int x, const int64_t *perm, int n, int *out, vp_error *err) {
+    char name[600];
+    snprintf(name, sizeof name, "%s/Transpose", stem);
+    if (*out < 0 && (*out = vp_graph_add_unique_value(g, name)) < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int id = vp_graph_add_node(g, "Transpose", "", name, 1, &x, 1, out);
+    if (id < 0 || vp_node_add_attr_ints(g, id, "perm", perm, n)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    g->nodes[id].opset = g->opset_onnx;
+    return vp_infer_node(g, id, 0, NULL, err);
+}
+
 vp_status vp_build_replace_node(vp_graph *g, int node, vp_build_expand_fn fn, void *ctx, int *n_new, vp_error *err) {
     *n_new = 0;
     if (g->nodes[node].n_outputs < 1) return vp_node_fail(err, VP_ERR_INVALID, &g->nodes[node], "has no output");

@@ -16,6 +16,8 @@ vp_status vp_build_finish(vp_graph *g, int node, int *out, vp_error *err);
  * infers it: the step of the expansions vp_build_replace_node runs. */
 vp_status vp_build_op(vp_graph *g, const char *stem, const char *op, int n_in, const int *in, const char *attr,
                       int64_t value, int *out, vp_error *err);
+/* vp_build_op's Transpose of x by perm (n values) into *out. */
+vp_status vp_build_transpose(vp_graph *g, const char *stem, int x, const int64_t *perm, int n, int *out, vp_error *err);
 /* A new graph input of that dtype and shape; fails when the name is taken. */
 vp_status vp_build_input(vp_graph *g, const char *name, vp_dtype dt, int rank, const int64_t *dims, int *out,
                          vp_error *err);

@@ -99,6 +99,19 @@ def architectures():
                   layerdrop=0.0, mask_time_prob=0.0, apply_spec_augment=False)
 
     d = dict(vocab_size=V)
+
+    def olmoe(**kw):
+        return lm(T.OlmoeForCausalLM(T.OlmoeConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, max_position_embeddings=32, num_experts=4, num_experts_per_tok=2,
+            attention_dropout=0.0, pad_token_id=0, **kw, **d)))
+
+    def qwen2_moe(**kw):
+        return lm(T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+            intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+            max_position_embeddings=32, num_experts=4, num_experts_per_tok=2, attention_dropout=0.0, **kw, **d)))
+
     return {
         "distilbert": lambda: cls(T.DistilBertForSequenceClassification(T.DistilBertConfig(
             n_layers=2, n_heads=2, dim=32, hidden_dim=64, num_labels=3, dropout=0.0, attention_dropout=0.0,
@@ -253,28 +266,15 @@ def architectures():
             intermediate_size=64, max_position_embeddings=32, clip_qkv=8.0, attention_dropout=0.0,
             pad_token_id=0, **d))),
         # --- mixtures of experts: top-k routing, shared experts, mixture of attention heads
-        "olmoe": lambda: lm(T.OlmoeForCausalLM(T.OlmoeConfig(
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-            intermediate_size=64, max_position_embeddings=32, num_experts=4, num_experts_per_tok=2,
-            attention_dropout=0.0, pad_token_id=0, **d))),
-        "qwen2_moe": lambda: lm(T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-            intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=64,
-            max_position_embeddings=32, num_experts=4, num_experts_per_tok=2, attention_dropout=0.0, **d))),
+        "olmoe": lambda: olmoe(),
+        "qwen2_moe": lambda: qwen2_moe(),
         # the same two with experts_implementation "batched_mm": each token's k experts'
         # weights gathered and applied by batched products.  By default transformers 5 runs
         # them through its op transformers::grouped_mm_fallback, which torch.onnx.export
         # cannot translate; "eager" loops over the experts hit, a data-dependent length
         # torch.export cannot trace
-        "olmoe_batched": lambda: lm(T.OlmoeForCausalLM(T.OlmoeConfig(
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-            intermediate_size=64, max_position_embeddings=32, num_experts=4, num_experts_per_tok=2,
-            attention_dropout=0.0, pad_token_id=0, experts_implementation="batched_mm", **d))),
-        "qwen2_moe_batched": lambda: lm(T.Qwen2MoeForCausalLM(T.Qwen2MoeConfig(
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
-            intermediate_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=64,
-            max_position_embeddings=32, num_experts=4, num_experts_per_tok=2, attention_dropout=0.0,
-            experts_implementation="batched_mm", **d))),
+        "olmoe_batched": lambda: olmoe(experts_implementation="batched_mm"),
+        "qwen2_moe_batched": lambda: qwen2_moe(experts_implementation="batched_mm"),
         "jetmoe": lambda: lm(T.JetMoeForCausalLM(T.JetMoeConfig(
             num_hidden_layers=2, num_key_value_heads=2, kv_channels=8, hidden_size=32, intermediate_size=64,
             max_position_embeddings=32, num_local_experts=4, num_experts_per_tok=2, attention_dropout=0.0,
