@@ -82,5 +82,10 @@ expect 2 "node 'fold' (Col2Im): has image_shape 'image' that is not a constant i
 expect 2 "node 'dft' (DFT): has axis 2: the signal axis must be one of the first 2 of X's 3" -- \
     "$tool" eval "$tmp/dft_last_axis.onnx"
 expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is supported" -- "$tool" eval "$tmp/rms_stash16.onnx"
+# Dropout's fourth input is our training steps' own step count, int64, and only theirs
+expect 2 "dropout_four.onnx: node 'drop' (Dropout): has 4 inputs, expected 1 to 3" -- "$tool" eval "$tmp/dropout_four.onnx"
+expect 2 "node 'drop' (Dropout): unknown attribute 'vplan_step'" -- "$tool" eval "$tmp/dropout_step_float.onnx"
+expect 2 "node 'drop' (Dropout): input 3 (the step count) must be int64, got float32" -- \
+    "$tool" eval "$tmp/dropout_step_float.onnx" --lenient
 
 expect_summary

@@ -14,6 +14,8 @@
   attention_heads.onnx, attention_groups.onnx, col2im_runtime.onnx, dft_last_axis.onnx,
   rms_stash16.onnx    sequence, Attention, Col2Im, DFT and RMSNormalization nodes the
                       expansions refuse (hostile_sequences says why)
+  dropout_four.onnx, dropout_step_float.onnx   Dropout with a fourth input: ONNX's has
+                      three; a vplan_step count (train/train_mode.c's) of float, not int64
 
 usage: make_hostile_models.py DIR"""
 import os
@@ -152,6 +154,17 @@ def hostile_sequences():
         "attention_rank3.onnx": seq_model("g", [helper.make_node("Attention", ["x", "x", "x"], ["y"], name="attn",
                                                                  q_num_heads=2, kv_num_heads=2)],
                                           [], [("y", TensorProto.FLOAT, [4, 6])], opset=23),
+        # Dropout with a fourth input (ONNX's has three), and one marked as our training
+        # steps mark theirs (vplan_step) whose step count is float, not int64
+        "dropout_four.onnx": seq_model("g", [helper.make_node("Dropout", ["x", "r", "m", "r"], ["y"], name="drop")],
+                                       [helper.make_tensor("r", TensorProto.FLOAT, [], [0.5]),
+                                        helper.make_tensor("m", TensorProto.BOOL, [], [True])],
+                                       [("y", TensorProto.FLOAT, [4, 6])]),
+        "dropout_step_float.onnx": seq_model("g", [helper.make_node("Dropout", ["x", "r", "m", "r"], ["y"], name="drop",
+                                                                    vplan_step=1)],
+                                             [helper.make_tensor("r", TensorProto.FLOAT, [], [0.5]),
+                                              helper.make_tensor("m", TensorProto.BOOL, [], [True])],
+                                             [("y", TensorProto.FLOAT, [4, 6])]),
         # RMSNormalization with a float16 stash
         "rms_stash16.onnx": seq_model("g", [helper.make_node("RMSNormalization", ["x", "w"], ["y"], name="rms",
                                                              stash_type=10)],

@@ -1,8 +1,10 @@
 /* Dropout in a training step: the exported inference Dropout trains with its mask
  * (about half the activations zeroed at ratio 0.5, the rest scaled by 2, as PyTorch's
  * train() mode), two Dropouts of one input and shape without seeds of their own draw
- * different masks (each gets one from its name), and a checkpointed plan that recomputes
- * them draws the same masks, so it trains bit-identically to the step that keeps them. */
+ * different masks (each gets one from its name), the next step draws new masks (the
+ * step count the optimizer carries), and a checkpointed plan that recomputes them draws
+ * the same masks at each step, so it trains bit-identically to the step that keeps them
+ * over two steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,10 @@ int main(void) {
           s ? ": " : "", s ? err.msg : "");
     check(!s && differ > 0, "two seedless Dropouts of one input: masks differ at %d of %d positive activations", differ,
           zeroed + kept);
+    /* its mask output, which the gradient reads */
+    int mask_id = g->nodes[g->values[d].producer].n_outputs > 1 ? g->nodes[g->values[d].producer].outputs[1] : -1;
+    vp_tensor mask0 = {0};
+    if (!s) s = mask_id < 0 ? vp_fail(&err, VP_ERR_INVALID, "the Dropout has no mask output") : vp_exec_get(nx, mask_id, &mask0, &err);
     free(relu.data);
     free(drop.data);
     free(drop2.data);
@@ -139,6 +145,25 @@ int main(void) {
     }
     check(same, "recomputed Dropout repeats the mask: loss and updated weights bit-identical%s%s", s ? ": " : "",
           s ? err.msg : "");
+
+    /* the second step: new masks, drawn alike by the step that keeps them and the one
+     * that recomputes them (before the count moves on) */
+    vp_tensor mask1 = {0}, l2 = {0}, l3 = {0};
+    for (int k = 0; k < t.n_carry && !s; k++) s = vp_exec_copy_value(nx, t.carry[k].from, t.carry[k].to, &err);
+    if (!s) s = vp_exec_run(nx, &err);
+    if (!s) s = vp_exec_get(nx, mask_id, &mask1, &err);
+    int moved = 0;
+    for (int i = 0; !s && i < 8 * 64; i++) moved += ((uint8_t *)mask0.data)[i] != ((uint8_t *)mask1.data)[i];
+    check(!s && moved > 8 * 64 / 4, "the next step draws a new mask: %d of %d positions change", moved, 8 * 64);
+    if (!s) s = vp_exec_get(nx, t.loss, &l2, &err);
+    if (!s) s = vp_plan_exec_run(px, &err);
+    if (!s) s = vp_plan_exec_get(px, t.loss, &l3, &err);
+    check(!s && !memcmp(l2.data, l3.data, 4), "the second step's loss bit-identical, recomputed or kept (%.9g, %.9g)%s%s",
+          !s ? ((float *)l2.data)[0] : 0.0, !s ? ((float *)l3.data)[0] : 0.0, s ? ": " : "", s ? err.msg : "");
+    free(mask0.data);
+    free(mask1.data);
+    free(l2.data);
+    free(l3.data);
     free(l0.data);
     free(l1.data);
     vp_plan_exec_free(px);

@@ -315,16 +315,23 @@ static vp_status shape_identity(vp_graph *g, vp_node *n, vp_error *err) {
 }
 
 /* Dropout: ratio is an attribute before opset 12, then an optional input beside the
- * optional training_mode; the mask is bool since opset 10, X's dtype before. */
+ * optional training_mode; the mask is bool since opset 10, X's dtype before.  Our
+ * training steps add a fourth, the int64 step count its mask is drawn for (attribute
+ * vplan_step: train/train_mode.c); ONNX's Dropout has no such input. */
 static vp_status shape_dropout(vp_graph *g, vp_node *n, vp_error *err) {
-    vp_status s = vp_shape_check_arity(n, 1, n->opset < 12 ? 1 : 3, 1, 2, err);
+    int stepped = n->opset >= 12 && vp_attr_int(n, "vplan_step", 0) == 1;
+    vp_status s = vp_shape_check_arity(n, 1, n->opset < 12 ? 1 : 3 + stepped, 1, 2, err);
     if (s) return s;
     const vp_value *x = vp_shape_in(g, n, 0), *ratio = vp_shape_in(g, n, 1), *training = vp_shape_in(g, n, 2);
+    const vp_value *step = stepped ? vp_shape_in(g, n, 3) : NULL;
     s = vp_shape_check_dtype(n, 0, x->dtype, EW_SET(floats), err);
     if (!s && ratio) s = vp_shape_check_dtype(n, 1, ratio->dtype, EW_SET(floats), err);
     if (!s && ratio) s = ew_check_scalar(n, 1, ratio, err);
     if (!s && training) s = vp_shape_check_dtype(n, 2, training->dtype, EW_SET(bools), err);
     if (!s && training) s = ew_check_scalar(n, 2, training, err);
+    if (!s && step && step->dtype != VP_I64)
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "input 3 (the step count) must be int64, got %s", vp_dtype_name(step->dtype));
+    if (!s && step) s = ew_check_scalar(n, 3, step, err);
     if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
     if (s) return s;
     return vp_shape_set_output(g, n, 1, n->opset < 10 ? x->dtype : VP_BOOL, x->rank, x->dims, err);

@@ -200,9 +200,6 @@ vp_status vp_pipeline_run(const vp_pipeline_opts *o, vp_pipeline_result *r, vp_e
         /* after load's dump: a saved model's loss scale, read before inference as ever */
         if (p.stage == VP_PIPELINE_LOAD && o->until >= VP_PIPELINE_TRAIN) s = resume_loss_scale(&c, err);
         if (i == last_training && r->t.warning[0]) fprintf(stderr, "onnx-vplan: warning: %s\n", r->t.warning);
-        if (i == last_training && r->t.n_dropout_train)
-            fprintf(stderr, "onnx-vplan: warning: %d Dropout nodes train with a mask of their own that stays the same at "
-                    "every step (PyTorch draws a new one each step)\n", r->t.n_dropout_train);
     }
     return s;
 }

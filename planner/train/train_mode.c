@@ -9,10 +9,11 @@
  *
  * Dropout with a non-zero ratio gets training_mode = true (the opset-13 form), so it
  * draws its mask; the gradient rule keeps the mask.  The kernel draws from the node's
- * seed, so a recomputed Dropout repeats the first pass's mask (as torch.utils.checkpoint
- * restores the RNG state); unlike PyTorch the mask is the same at every step.  A Dropout
- * without a seed of its own (what exporters write) gets one from its name, so that two
- * Dropouts of one shape (every layer's) draw different masks, not the same one. */
+ * seed and, once an optimizer carries the step to the next (vp_train_mode_step_dropouts),
+ * from the step's number too: a new mask every step, as PyTorch draws, while a recomputed
+ * Dropout repeats the first pass's mask (as torch.utils.checkpoint restores the RNG
+ * state).  A Dropout without a seed of its own (what exporters write) gets one from its
+ * name, so that two Dropouts of one shape (every layer's) draw different masks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,4 +130,46 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err) {
         if (s) return s;
     }
     return vp_graph_link(g, err);
+}
+
+/* A Dropout that may draw a mask: training_mode is set or decided at run time. */
+static int dropout_may_train(const vp_graph *g, const vp_node *n) {
+    if (n->folded || n->domain[0] || strcmp(n->op_type, "Dropout") || n->opset < 12 || n->n_inputs < 3 || n->inputs[2] < 0)
+        return 0;
+    const vp_value *m = &g->values[n->inputs[2]];
+    return !m->data || (m->dtype == VP_BOOL && ((const unsigned char *)m->data)[0]);
+}
+
+vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err) {
+    int n_nodes = g->n_nodes, step = -1;
+    for (int i = 0; i < n_nodes; i++) {
+        if (!dropout_may_train(g, &g->nodes[i]) || g->nodes[i].n_inputs > 3) continue;
+        if (step < 0) {
+            int64_t none[1] = {0};
+            step = vp_build_state(g, "vplan.dropout_step", VP_I64, 0, none);
+            if (step < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        }
+        vp_node *n = &g->nodes[i];
+        int *in = realloc(n->inputs, 4 * sizeof *in);
+        if (!in) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        in[3] = step;
+        n->inputs = in;
+        n->n_inputs = 4;
+        if (vp_node_add_attr_int(g, i, "vplan_step", 1)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        vp_status s = vp_build_finish(g, i, NULL, err);
+        if (s) return s;
+    }
+    if (step < 0) return VP_OK;
+    /* the count moves on after its last reader, a recomputed Dropout's included
+     * (memory/schedule.c places an update that overwrites carried storage so) */
+    int64_t none[1] = {0}, one = 1;
+    int c1 = vp_build_const(g, "vplan.dropout_step_one", VP_I64, 0, none, &one);
+    if (c1 < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int id = vp_build_node(g, "Add", "", "vplan.dropout_step/next", 2, (int[]){step, c1}, 1, VP_PHASE_OPTIMIZER, 0);
+    if (id < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    int next;
+    vp_status s = vp_build_finish(g, id, &next, err);
+    if (!s) s = vp_training_add_carry(t, step, next, err);
+    if (!s) s = vp_graph_link(g, err);
+    return s;
 }

@@ -240,6 +240,7 @@ static vp_status pass_optimizer(build_ctx *c, vp_error *err) {
         return VP_OK;
     }
     vp_status s = vp_optimizer_build(c->g, &c->spec->opt, t, err);
+    if (!s) s = vp_train_mode_step_dropouts(c->g, t, err);
     if (!s && t->loss_scaled) s = vp_loss_scale_finish(c->g, &c->spec->loss_scale, t, &t->scaling, err);
     if (!s) s = vp_qat_finish(c->g, &c->spec->qat, t, err);
     return s;

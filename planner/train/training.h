@@ -116,7 +116,7 @@ typedef struct vp_training {
     int n_not_matched;   /* float initializers --trainable does not match */
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
-    int n_dropout_train; /* Dropouts put in training mode (train/train_mode.c): one mask each, the same every step */
+    int n_dropout_train; /* Dropouts put in training mode (train/train_mode.c) */
     int n_attention;     /* attention cores fused into vplan.Attention */
     int n_gqa;           /* of those, grouped-query ones reading K and V unrepeated */
     int n_attention_bshd; /* their Q, K, V inputs read through the head transpose, not copied */
@@ -166,6 +166,10 @@ vp_status vp_training_add_carry(vp_training *t, int from, int to, vp_error *err)
 /* Pieces of the builder, one file each. */
 vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, vp_error *err);
 vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
+/* With an optimizer: every Dropout that may train reads a carried step count as a
+ * fourth input (attribute vplan_step), which an update after its last reader advances,
+ * so that each step draws new masks. */
+vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err);
 vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
 
 /* The nodes autodiff would refuse for want of a gradient rule when every float

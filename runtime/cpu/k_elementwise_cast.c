@@ -204,10 +204,25 @@ void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64
             }
 }
 
-int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, uint8_t *keep) {
+uint32_t vp_dropout_seed(const vp_node *n, int64_t step) {
+    uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0);
+    if (!step) return seed; /* the first step draws what a Dropout without a count draws */
+    /* splitmix64's finaliser of (seed, step): every bit of both moves the stream */
+    uint64_t z = ((uint64_t)seed << 32 ^ (uint64_t)step) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ z >> 27) * 0x94d049bb133111ebull;
+    return (uint32_t)(z ^ z >> 31);
+}
+
+int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in) {
+    if (n->n_inputs < 4 || !in[3] || in[3]->dtype != VP_I64) return 0;
+    return ((const int64_t *)in[3]->data)[0];
+}
+
+int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int64_t step, uint8_t *keep) {
     int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
     int axis = (int)vp_attr_int(n, "vplan_axis", 0);
-    uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0);
+    uint32_t seed = vp_dropout_seed(n, step);
     if (ranks <= 1) {
         vp_dropout_keep_mask(seed, ratio, vp_tensor_numel(x), keep);
         return 0;
@@ -233,9 +248,10 @@ static int ew_dropout_training(const vp_node *n, const vp_tensor *const *in) {
 
 /* Keeps each element with probability 1 - ratio and scales the kept ones by
  * 1 / (1 - ratio); the mask (may be NULL) records which were kept. */
-static void ew_dropout_train(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio) {
+static void ew_dropout_train(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
+                             int64_t step) {
     ew_mt mt;
-    ew_mt_seed(&mt, (uint32_t)vp_attr_int(n, "seed", 0));
+    ew_mt_seed(&mt, vp_dropout_seed(n, step));
     double scale = 1.0 / (1.0 - ratio);
     float scale_f = (float)scale;
     uint8_t *keep_out = mask ? mask->data : NULL;
@@ -262,11 +278,11 @@ static void ew_fill_ones(vp_tensor *t) {
 /* One rank's slice of a sequence-parallel Dropout (vplan_ranks > 1: planner/parallel/
  * tp_seq.c): the one-rank step's mask at this rank's positions, the same arithmetic. */
 static vp_status ew_dropout_part(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
-                                 vp_error *err) {
+                                 int64_t step, vp_error *err) {
     int64_t count = vp_tensor_numel(x);
     uint8_t *keep = mask ? mask->data : malloc(count ? (size_t)count : 1);
     if (!keep) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the mask");
-    if (vp_dropout_node_mask(n, x, ratio, keep)) {
+    if (vp_dropout_node_mask(n, x, ratio, step, keep)) {
         if (!mask) free(keep);
         return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
     }
@@ -288,8 +304,9 @@ VP_EW_KERNEL(vp_cpu_dropout) {
     if (ew_dropout_training(n, in) && ratio != 0) {
         if (!(ratio > 0 && ratio < 1))
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
-        if (vp_attr_int(n, "vplan_ranks", 1) > 1) return ew_dropout_part(n, in[0], out[0], mask, ratio, err);
-        ew_dropout_train(n, in[0], out[0], mask, ratio);
+        int64_t step = vp_dropout_step(n, in);
+        if (vp_attr_int(n, "vplan_ranks", 1) > 1) return ew_dropout_part(n, in[0], out[0], mask, ratio, step, err);
+        ew_dropout_train(n, in[0], out[0], mask, ratio, step);
         return VP_OK;
     }
     ew_copy(out[0]->data, in[0]->data, vp_tensor_nbytes(out[0]));

@@ -94,6 +94,7 @@ vp_status vp_cuda_read_float_scalar(cuda_ctx *c, const vp_node *n, const vp_tens
     if (t->dtype == VP_F32) *out = *(const float *)host;
     else if (t->dtype == VP_F64) *out = *(const double *)host;
     else if (t->dtype == VP_BOOL) *out = *(const uint8_t *)host != 0;
+    else if (t->dtype == VP_I64) *out = (double)*(const int64_t *)host; /* a Dropout's step count */
     else if (t->dtype == VP_F16 || t->dtype == VP_BF16) *out = vp_load(host, t->dtype, 0); /* a bf16 plan's Clip bounds */
     else return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "input %d is %s, expected float", input, vp_dtype_name(t->dtype));
     return VP_OK;

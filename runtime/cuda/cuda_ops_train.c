@@ -4,7 +4,7 @@
  *
  * A training-mode Dropout keeps the elements the CPU keeps: its mask is drawn on the
  * host by the CPU kernel's own generator (vp_dropout_keep_mask: MT19937 from the seed
- * attribute, a serial sequence) and copied into the mask output, then applied on the
+ * of the node and step, a serial sequence) and copied into the mask output, then applied on the
  * device.  A Dropout without a mask output in training mode (no gradient wants one) runs
  * the CPU kernel on host copies instead: it has no device memory for the mask. */
 #include <stdlib.h>
@@ -19,11 +19,12 @@ static int is_float(vp_dtype t) { return t == VP_F32 || t == VP_F16 || t == VP_B
 
 /* The CPU kernel on host copies of x and y (the mask-less training case). */
 static vp_status dropout_on_host(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *y, double ratio,
-                                 vp_error *err) {
+                                 int64_t step, vp_error *err) {
     size_t bytes = vp_tensor_nbytes(y);
     vp_tensor hx = *in[0], hy = *y, hr = {0};
     float r = (float)ratio;
     uint8_t mode = 1;
+    vp_tensor hs = {.dtype = VP_I64, .data = &step};
     hx.data = malloc(bytes ? bytes : 1);
     hy.data = malloc(bytes ? bytes : 1);
     vp_status s = hx.data && hy.data ? VP_OK : vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for a host copy");
@@ -32,10 +33,10 @@ static vp_status dropout_on_host(cuda_ctx *c, const vp_node *n, const vp_tensor 
     hr.dtype = VP_F32;
     hr.data = &r;
     vp_tensor hm = {.dtype = VP_BOOL, .data = &mode};
-    const vp_tensor *hin[3] = {&hx, &hr, &hm};
+    const vp_tensor *hin[4] = {&hx, &hr, &hm, &hs};
     vp_tensor *hout[1] = {&hy};
     vp_node one = *n;
-    one.n_inputs = 3;
+    one.n_inputs = 4;
     one.n_outputs = 1;
     if (one.opset < 13) one.opset = 13;
     if (!s) s = vp_cpu_dropout(&one, hin, hout, err);
@@ -48,14 +49,15 @@ static vp_status dropout_on_host(cuda_ctx *c, const vp_node *n, const vp_tensor 
 
 static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out,
                             vp_error *err) {
-    const vp_tensor *x = in[0], *ratio_in = opt_in(n, in, 1), *mode_in = opt_in(n, in, 2);
+    const vp_tensor *x = in[0], *ratio_in = opt_in(n, in, 1), *mode_in = opt_in(n, in, 2), *step_in = opt_in(n, in, 3);
     vp_tensor *y = out[0], *mask = opt_out(n, out, 1);
-    double ratio = 0.5, training = 0;
+    double ratio = 0.5, training = 0, step = 0;
     vp_status s = VP_OK;
     /* the CPU kernel's reading: an attribute before opset 12, inputs since */
     if (n->opset < 12) ratio = vp_attr_float(n, "ratio", 0.5f);
     else if (ratio_in) s = vp_cuda_read_float_scalar(c, n, ratio_in, 1, &ratio, err);
     if (!s && n->opset >= 12 && mode_in) s = vp_cuda_read_float_scalar(c, n, mode_in, 2, &training, err);
+    if (!s && step_in && training && ratio != 0) s = vp_cuda_read_float_scalar(c, n, step_in, 3, &step, err);
     if (s) return s;
     if (!training || ratio == 0) { /* the identity, every element kept */
         s = vp_cuda_copy_d2d(c, n, y->data, x->data, vp_tensor_nbytes(x), err);
@@ -65,12 +67,12 @@ static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     }
     if (!(ratio > 0 && ratio < 1)) return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
     if (!is_float(x->dtype)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Dropout of %s", vp_dtype_name(x->dtype));
-    if (!mask) return dropout_on_host(c, n, in, y, ratio, err);
+    if (!mask) return dropout_on_host(c, n, in, y, ratio, (int64_t)step, err);
     if (mask->dtype != VP_BOOL) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a non-bool mask");
     int64_t count = vp_tensor_numel(x);
     uint8_t *keep = malloc(count ? (size_t)count : 1);
     if (!keep) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the mask");
-    if (vp_dropout_node_mask(n, x, ratio, keep)) { /* a sequence-parallel rank's slice draws the whole */
+    if (vp_dropout_node_mask(n, x, ratio, (int64_t)step, keep)) { /* a sequence-parallel rank's slice draws the whole */
         free(keep);
         return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
     }
