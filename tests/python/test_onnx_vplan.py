@@ -13,7 +13,9 @@ train() mode on the same batch:
     after its steps (what torch does not train stays as it was);
   - plan() gives the arena the command gives on the same file.
 Then plan() of a module, its report, DOT, timeline and plan file, auto=True's candidates,
-max_batch, and bad arguments raising VplanError with the tool's own message.
+max_batch, and bad arguments raising VplanError with the tool's own message.  A model that
+drops (Dropout, a dropout probability) is exported from train(), its Dropout in the graph
+and trained with new masks each step, where eval() (mode="eval") leaves it out.
 
 Models: a GPT-style nn.Module (tied embeddings, a causal-mask buffer, LayerNorms of
 equal initial value), a CNN with BatchNorm, torchvision's MobileNetV2 reduced as the
@@ -459,6 +461,59 @@ class TestPlan(Exported):
         self.assertEqual(cm.exception.exit_code, 2)
         with self.assertRaises(onnx_vplan.VplanError):
             onnx_vplan.plan(torch.nn.Linear(2, 2), progress=False)  # a module without args
+
+
+
+class DropMLP(torch.nn.Module):
+    """Linear, BatchNorm, ReLU, Dropout(0.5), Linear; and a dropout probability held as a
+    float, as Hugging Face's attention modules hold theirs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.bn = torch.nn.BatchNorm1d(32)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc2 = torch.nn.Linear(32, 4)
+        self.attention_dropout = 0.1
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.bn(self.fc1(x)))))
+
+
+class TestDropout(unittest.TestCase):
+    def test_dropout_exported_from_train(self):
+        """Both exporters leave an eval() Dropout out; the front door exports a model that
+        drops from train(), restores its state and mode, and the tool draws new masks."""
+        torch.manual_seed(0)
+        model = DropMLP().eval()
+        self.assertEqual(sorted(onnx_vplan.exporting.dropping(model)), ["attention_dropout", "drop"])
+        self.assertEqual(onnx_vplan.exporting.dropping(TinyGPT()), [])
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+        with tempfile.TemporaryDirectory(prefix="test_dropout_") as d:
+            ops = {}
+            for mode in (None, "eval"):
+                path = onnx_vplan.export(model, (x,), os.path.join(d, f"{mode}.onnx"), input_names=["x"],
+                                         output_names=["logits"], mode=mode, progress=False)
+                ops[mode] = [n.op_type for n in onnx.load(path).graph.node]
+            self.assertIn("Dropout", ops[None], ops[None])
+            self.assertNotIn("Dropout", ops["eval"], ops["eval"])
+            self.assertFalse(model.training, "the model's mode is restored")
+            for k, v in model.state_dict().items():
+                self.assertTrue(torch.equal(v, before[k]), f"{k} changed by the export")
+            x.numpy().tofile(os.path.join(d, "x.bin"))
+            y.numpy().tofile(os.path.join(d, "labels.bin"))
+            losses = {}
+            for mode in (None, "eval"):
+                rc, out, err = tool("train", os.path.join(d, f"{mode}.onnx"), "--loss", "ce:logits", "--steps", 2,
+                                    "--data", d, "--json", os.path.join(d, f"{mode}.json"))
+                self.assertEqual(rc, 0, err)
+                self.assertNotIn("stays the same", err)
+                losses[mode] = read_json(os.path.join(d, f"{mode}.json"))["losses"]
+            # half the activations dropped: the first step's loss is not the undropped one
+            self.assertNotEqual(losses[None][0], losses["eval"][0], losses)
+            with self.assertRaises(onnx_vplan.VplanError):
+                onnx_vplan.export(model, (x,), os.path.join(d, "bad.onnx"), mode="inference", progress=False)
 
 
 if __name__ == "__main__":

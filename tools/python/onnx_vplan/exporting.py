@@ -17,8 +17,11 @@ afterwards.  Then the same graph signature torch 2.x writes is written, in the s
 (GraphProto.metadata_props, field 16, which onnx before 1.16 does not know: it is then
 written as the raw field), so that the tool's trainable set is torch's on either version.
 
-Both: the model is exported from eval() (the tool trains BatchNorm in training mode and
-draws Dropout masks itself), its state and mode are restored afterwards, and the model's
+Both: the model is exported from eval() (the tool trains BatchNorm in training mode),
+unless it drops: both exporters leave an eval() Dropout out of the graph, so a model with a
+Dropout module or a dropout probability over 0 is exported from train(), whose Dropout
+nodes the tool draws new masks for at every step (mode= chooses).  Its state and mode are
+restored afterwards, and the model's
 metadata_props gets `onnx_vplan.export`: JSON naming the initializers that are parameters,
 buffers and constants, and the parameters that are tied (one tensor under several names:
 `{"alias": "name in the graph"}`)."""
@@ -28,6 +31,7 @@ import io
 import json
 import os
 import sys
+import warnings
 
 from .progress import Progress
 from .tool import VplanError
@@ -43,8 +47,25 @@ def torch_major():
     return int(torch.__version__.split(".")[0])
 
 
+def dropping(model):
+    """Names of the places where `model` drops in train(): Dropout modules with p > 0, and
+    modules holding a dropout probability over 0 that they pass to torch's functional
+    dropout or scaled_dot_product_attention (Hugging Face's attention_dropout, dropout_prob)."""
+    import torch
+    found = []
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.modules.dropout._DropoutNd):
+            if mod.p > 0:
+                found.append(name or type(mod).__name__)
+            continue
+        for attr, v in vars(mod).items():
+            if "dropout" in attr.lower() and isinstance(v, float) and not isinstance(v, bool) and v > 0:
+                found.append(f"{name}.{attr}" if name else attr)
+    return found
+
+
 def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_names=None, opset_version=None,
-           external_data=None, progress=True):
+           external_data=None, mode=None, progress=True):
     """Exports `model` called on `args` to the ONNX file `path` so that onnx-vplan trains
     what torch trains; returns `path`.
 
@@ -54,7 +75,11 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
     torch 1.x only names (and Dims, by their names) are taken, as dynamic_axes.
     input_names / output_names: the graph's (default: forward's argument names; the
     exporter's output names).  external_data: weights in PATH.data beside the model
-    (default: only above 1 GiB of weights).  progress: a line or bar on stderr."""
+    (default: only above 1 GiB of weights).  mode: "train" or "eval", the module mode
+    exported from; default: "train" where the model drops (dropping(model): an eval()
+    export has no Dropout, so the tool would train without it), else "eval"; a train()
+    export that torch's exporter fails is tried again from eval(), with a warning.
+    progress: a line or bar on stderr."""
     import torch
     if not isinstance(model, torch.nn.Module):
         raise VplanError(f"export: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -68,19 +93,42 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
     weight_bytes = sum(r["tensor"].numel() * r["tensor"].element_size() for r in _unique(records))
     if external_data is None:
         external_data = weight_bytes > EXTERNAL_DATA_BYTES
+    if mode not in (None, "train", "eval"):
+        raise VplanError(f"export: mode must be 'train' or 'eval', got {mode!r}")
+    drops = dropping(model)
+    chosen = mode or ("train" if drops else "eval")
     major = torch_major()
     how = "dynamo, optimize=False" if major >= 2 else "TorchScript, PRESERVE, no constant folding"
-    bar = Progress(f"export {type(model).__name__} with torch {torch.__version__} ({how})", enabled=progress)
+    bar = Progress(f"export {type(model).__name__} from {chosen}() with torch {torch.__version__} ({how})",
+                   enabled=progress)
     saved = [(r["tensor"], r["tensor"].detach().clone()) for r in _unique(records)]
     was_training = model.training
-    model.eval()
+
+    def once(train):
+        model.train(train)
+        try:
+            with warnings.catch_warnings():  # train() is what the step runs: no news
+                warnings.filterwarnings("ignore", message="Exporting a model while it is in training mode")
+                return _export(major, model, args, path, dynamic_shapes, input_names, output_names, opset_version,
+                               external_data, records, bar)
+        finally:
+            with torch.no_grad():  # a train() forward moves BatchNorm's running statistics
+                for t, v in saved:
+                    t.copy_(v)
+
     try:
-        if major >= 2:
-            info = _export_dynamo(model, args, path, dynamic_shapes, input_names, output_names, opset_version,
-                                  external_data, records, bar)
-        else:
-            info = _export_torchscript(model, args, path, dynamic_shapes, input_names, output_names, opset_version,
-                                       external_data, records, bar)
+        try:
+            info = once(chosen == "train")
+        except VplanError:
+            raise
+        except Exception as e:  # torch's exporter: some models export from eval() only
+            if mode or chosen != "train":
+                raise
+            print(f"onnx_vplan: warning: torch's exporter failed on {type(model).__name__} in train() "
+                  f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); exported from "
+                  f"eval(), which leaves out its dropout ({len(drops)} places, first {drops[0]}): the tool trains "
+                  f"without it", file=sys.stderr)
+            info = once(False)
     finally:
         with torch.no_grad():
             for t, v in saved:
@@ -92,6 +140,15 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
         print(f"onnx_vplan: warning: {len(missing)} parameters are not initializers of {path} under their names "
               f"nor tied to one (first: {missing[0]}): the tool will not train them", file=sys.stderr)
     return path
+
+
+def _export(major, model, args, path, dynamic_shapes, input_names, output_names, opset_version, external_data,
+            records, bar):
+    if major >= 2:
+        return _export_dynamo(model, args, path, dynamic_shapes, input_names, output_names, opset_version,
+                              external_data, records, bar)
+    return _export_torchscript(model, args, path, dynamic_shapes, input_names, output_names, opset_version,
+                               external_data, records, bar)
 
 
 def _forward_names(model, n):
