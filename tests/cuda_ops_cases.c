@@ -146,6 +146,10 @@ const op_case vp_cuda_op_cases[] = {
     {"dropout_train", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1"}, 2, "seed=i:7"},
     {"dropout_train_no_mask", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1"}, 1, "seed=i:7"},
     {"dropout_train_bf16", "Dropout", "", 13, {"bf16:4,33", "c32f:0.1", "cbool:1"}, 2, "seed=i:3"},
+    /* the step count our training steps add (train/train_mode.c), read on the device */
+    {"dropout_train_step", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1", "i64:1:100"}, 2, "seed=i:7;vplan_step=i:1"},
+    {"dropout_train_step_no_mask", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1", "i64:1:100"}, 1,
+     "seed=i:7;vplan_step=i:1"},
     {"dropout_inference", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:0"}, 2, ""},
     {"dropout_grad", "DropoutGrad", "com.microsoft", 1, {"f32:4,33", "bool:4,33", "c32f:0.3", "cbool:1"}, 1, ""},
     {"dropout_grad_default", "DropoutGrad", "com.microsoft", 1, {"f32:4,33", "bool:4,33"}, 1, ""},

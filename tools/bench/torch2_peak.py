@@ -29,6 +29,7 @@ import torch_peak  # the method (this folder is on the path of a script run from
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MiB = float(1 << 20)
+TRAIN_EXPORT = {"bert_drop"}  # models that drop: exported from train(), whose Dropout the step draws
 
 
 def models(big):
@@ -50,6 +51,14 @@ def models(big):
         cfg = transformers.BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
                                       intermediate_size=1024, vocab_size=1000, max_position_embeddings=t,
                                       num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return lambda: (kit.Logits(transformers.BertForSequenceClassification(cfg), "cls"),
+                        torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
+
+    def bert_drop(b, t):
+        # Hugging Face's default dropout (0.1 on the hidden states and the attention
+        # probabilities), exported from train(): an eval() export has no Dropout
+        cfg = transformers.BertConfig(num_hidden_layers=4, hidden_size=256, num_attention_heads=4,
+                                      intermediate_size=1024, vocab_size=1000, max_position_embeddings=t, num_labels=3)
         return lambda: (kit.Logits(transformers.BertForSequenceClassification(cfg), "cls"),
                         torch.randint(0, 1000, (b, t)), torch.randint(0, 3, (b,)))
 
@@ -195,6 +204,8 @@ def models(big):
         "deberta_v2": ("DeBERTa-v2 classifier (v3's relative attention), 4 layers, d 256 (8 x 64)", deberta_v2(8, 64)),
         "gpt_neo": ("GPT-Neo, 4 layers, d 256, global and local attention (4 x 64)", gpt_neo(4, 64)),
         "funnel": ("Funnel classifier, 2 + 2 layers and 1 up, d 256, Einsum attention (8 x 64)", funnel(8, 64)),
+        "bert_drop": ("BERT classifier as bert, Hugging Face's default dropout 0.1, exported from train() (8 x 64)",
+                      bert_drop(8, 64)),
     }
     if big:
         out["llama12"] = ("Llama, 12 layers, d 1024, GQA 16/4 (4 x 512)", lm(12, 1024, 16, 4, 2816, 32000, 4, 512))
@@ -276,11 +287,12 @@ def main():
         torch.manual_seed(0)
         model, x, labels = build()
         path = os.path.join(work, name + (f".op{a.opset}" if a.opset else "") + ".onnx")
-        model.eval()
+        model.train(name in TRAIN_EXPORT)
         with contextlib.redirect_stdout(sys.stderr):  # the exporter's progress lines
             torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], optimize=False,
                               **({"opset_version": a.opset} if a.opset else {}))
         state = {k: v.clone() for k, v in model.state_dict().items()}
+        model.eval()
         step = tp.Step(model, x, labels)
         step.opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         m = tp.measure(step)
