@@ -193,12 +193,31 @@ expect 2 "long.csv:1: a line of over 510 bytes" -- "$tool" arena "$tmp/long.csv"
 
 # a torch 1.13 train-mode export with Dropout (tests/data/tp/gpt_drop): each of its 7
 # Dropouts reads the step count the optimizer carries (a new mask every step, as PyTorch
-# draws; test_dropout checks the masks), so no warning of masks repeated across steps
+# draws; test_dropout checks the masks), the 2 of the attention probabilities fused into
+# their attention cores, so no warning of masks repeated across steps
 expect 0 "vplan_step" -- "$tool" plan "$src/tests/data/tp/gpt_drop/model.onnx" --dim batch=2 --loss ce:logits \
     --dump-after optimizer
-if [[ $(grep -c "vplan_step" <<<"$expect_out") -ne 7 ]] || grep -q "stays the same" <<<"$expect_out"; then
+if [[ $(grep -c "= Dropout(.*, vplan.dropout_step)" <<<"$expect_out") -ne 5 ||
+      $(grep -c "= vplan.Attention(.*, vplan.dropout_step)" <<<"$expect_out") -ne 2 ]] ||
+    grep -q "stays the same" <<<"$expect_out"; then
     fail=$((fail + 1))
-    echo "FAIL: gpt_drop: want 7 Dropouts reading the step count and no repeated-mask warning, got: ${expect_out:0:800}"
+    echo "FAIL: gpt_drop: want 5 Dropouts and 2 attention cores reading the step count and no repeated-mask warning, got: ${expect_out:0:800}"
+fi
+# the fused attention cores draw the decomposed Dropouts' masks where they read them: 3
+# steps train to the decomposed step's losses (within 1e-5; the products sum in another
+# order)
+drop=$src/tests/data/tp/gpt_drop
+expect 0 "fused 2 attention" -- "$tool" train "$drop/model.onnx" --dim batch=2 --loss ce:logits --optimizer adamw \
+    --steps 3 --data "$drop/fixtures" --json "$tmp/drop_fused.json"
+expect 0 "^step 3 " -- "$tool" train "$drop/model.onnx" --dim batch=2 --loss ce:logits --optimizer adamw \
+    --steps 3 --data "$drop/fixtures" --attention plain --json "$tmp/drop_plain.json"
+losses() { tr -d ' \n' <"$1" | sed -n 's/.*"losses":\(\[[^]]*\]\).*/\1/p'; }
+if ! awk -v a="$(losses "$tmp/drop_fused.json")" -v b="$(losses "$tmp/drop_plain.json")" 'BEGIN {
+        gsub(/[][]/, "", a); gsub(/[][]/, "", b); n = split(a, x, ","); if (n != 3 || split(b, y, ",") != n) exit 1
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * (y[i] < 0 ? -y[i] : y[i])) exit 1 }
+    }'; then
+    fail=$((fail + 1))
+    echo "FAIL: gpt_drop: fused losses $(losses "$tmp/drop_fused.json"), decomposed $(losses "$tmp/drop_plain.json")"
 fi
 
 expect_summary

@@ -338,6 +338,19 @@ const op_case vp_cuda_op_cases[] = {
     {"attention_grad_causal_long", "AttentionGrad", "vplan", 17,
      {"f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "f32:1,2,300,8", "pos:1,2,300"}, 3,
      "scale=f:0.35;causal=i:1"},
+    /* dropped probabilities: M drawn where it is read from the seed, the step count on the
+     * device and the index (this rank's heads of two under vplan_ranks), as on the CPU */
+    {"attention_dropout_gqa_mask", "Attention", "vplan", 17,
+     {"f32:2,6,5,4", "f32:2,2,7,4", "f32:2,2,7,6", "f32:5,7", "i64:1:100"}, 2, "scale=f:0.5;dropout=f:0.3;seed=i:11"},
+    {"attention_dropout_causal_bf16_rank", "Attention", "vplan", 17,
+     {"bf16:2,2,40,8", "bf16:2,2,40,8", "bf16:2,2,40,8", "-", "i64:1:100"}, 2,
+     "scale=f:0.35;causal=i:1;dropout=f:0.2;seed=i:5;vplan_axis=i:1;vplan_ranks=i:2;vplan_rank=i:1"},
+    {"attention_grad_dropout_bias", "AttentionGrad", "vplan", 17,
+     {"f32:2,3,5,6", "f32:2,3,5,4", "f32:2,3,7,4", "f32:2,3,7,6", "f32:2,3,5,6", "f32:2,3,5", "f32:1,3,5,7", "i64:1:100"},
+     4, "scale=f:0.5;dropout=f:0.4;seed=i:3"},
+    {"attention_grad_dropout_gqa_bshd_causal", "AttentionGrad", "vplan", 17,
+     {"f32:2,5,4,6", "f32:2,5,4,4", "f32:2,5,2,4", "f32:2,5,2,6", "f32:2,5,4,6", "f32:2,4,5", "-", "i64:1:100"}, 3,
+     "scale=f:0.5;causal=i:1;y_bshd=i:1;q_bshd=i:1;kv_bshd=i:1;dropout=f:0.25;seed=i:9"},
 };
 
 const int vp_cuda_op_n_cases = (int)(sizeof vp_cuda_op_cases / sizeof vp_cuda_op_cases[0]);

@@ -16,7 +16,7 @@
  *   - the bytes the runtime counted sending equal to the plan's figure.
  * Models whose heads n does not divide are skipped there (models/gpt at n = 4: its
  * refusal is checked alone).  tests/data/tp/gpt_drop trains with Dropout(0.1) on the
- * attention probabilities (split by heads) and between the regions (split along the
+ * attention probabilities (fused into the attention core, split by heads) and between the regions (split along the
  * sequence under --sp): each rank's masks are the one-rank masks at its positions, so
  * its gradients and losses are the one-rank step's too.  models/mlp (torch.onnx's
  * nn.Linear, Gemm with a bias) has its second Gemm row-parallel, the bias added once.
@@ -154,10 +154,13 @@ static void check_structure(void) {
                       "%s --tp %d: the embedding and the LM head split by vocabulary (%d, %lld), the loss across ranks",
                       r->name, n, tr->n_embedding, (long long)tr->vocab);
                 int drops = 0, want_drops = strcmp(r->name, "gpt_drop") ? 0 : r->layers;
-                for (int i = 0; i < m.g->n_nodes; i++)
-                    drops += !strcmp(m.g->nodes[i].op_type, "Dropout") && vp_attr_int(&m.g->nodes[i], "vplan_ranks", 1) == n &&
-                             vp_attr_int(&m.g->nodes[i], "vplan_axis", -1) == 1;
-                check(drops == want_drops, "%s --tp %d: %d Dropouts of the attention probabilities draw their heads' part "
+                for (int i = 0; i < m.g->n_nodes; i++) { /* fused into the attention core, whose dropout it is */
+                    const vp_node *d = &m.g->nodes[i];
+                    drops += (!strcmp(d->op_type, "Dropout") || (!strcmp(d->op_type, "Attention") &&
+                                                                 vp_attr_float(d, "dropout", 0.0f) > 0)) &&
+                             vp_attr_int(d, "vplan_ranks", 1) == n && vp_attr_int(d, "vplan_axis", -1) == 1;
+                }
+                check(drops == want_drops, "%s --tp %d: %d dropouts of the attention probabilities draw their heads' part "
                       "of the one-rank mask (want %d)", r->name, n, drops, want_drops);
                 char first[256] = "";
                 int wide = full_width_values(m.g, r, first, sizeof first);

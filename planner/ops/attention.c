@@ -1,6 +1,6 @@
 /* The attention family: one fused attention op and its gradient (domain "vplan").
  *
- *   Attention(Q [B,H,S,D], K [B,Hk,T,D], V [B,Hk,T,Dv], [mask]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
+ *   Attention(Q [B,H,S,D], K [B,Hk,T,D], V [B,Hk,T,Dv], [mask], [step]) -> Y [B,H,S,Dv], [LSE [B,H,S]]
  *       Hk divides H: grouped-query attention, query head h reading key/value head
  *       h / (H / Hk) (Hk = H: one each), so K and V are never repeated to H heads
  *       attrs scale (float, default 1/sqrt(D)), causal (int, default 0), y_bshd (int,
@@ -20,11 +20,19 @@
  *       zero_masked_rows (int, default 0): where 1, a row whose every A_ij is -inf (its
  *       mask keeps no key) gives Y_i = 0, LSE_i = +inf and no gradient, as torch's guard
  *       Where(IsNaN(P), 0, P) and ONNX's Attention define it; where 0, NaN, as Softmax
+ *       dropout (float in [0, 1), default 0) and seed (int): where r > 0, P is dropped
+ *       as a training Dropout of ours drops it, Y = (P * M / (1 - r)) V, M_ij kept by
+ *       runtime/dropout_rng.h at P's index in [B, H, S, T] (the whole tensor's under
+ *       vplan_axis/vplan_ranks/vplan_rank, as a split Dropout), drawn for the step count
+ *       of the optional int64 input [step] after the mask (0 without it); never stored:
+ *       the backward draws M again
  *
- *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) -> dQ, dK, dV, [dMask] (each optional),
+ *   AttentionGrad(dY, Q, K, V, Y, LSE, [mask], [step]) -> dQ, dK, dV, [dMask] (each optional),
  *       same attrs
  *       P  = exp(A - LSE)                       (recomputed, never read from memory)
  *       D_i = sum_d dY_id Y_id,  dS = P * (dY V^T - D)
+ *       (under dropout dS = P * (M / (1 - r) * dY V^T - D) and dV = (P * M / (1 - r))^T dY,
+ *       D unchanged: sum_j P_ij M_ij / (1 - r) (dY V^T)_ij is still dY_i . Y_i)
  *       dMask = dS summed over the axes the mask broadcasts along, in the mask's shape
  *               (a trained bias: T5's relative position bias, ALiBi slopes learned)
  *       dS *= 1 - tanh^2(scale * Q K^T / c)     (under softcap; the tanh recomputed)
@@ -109,6 +117,13 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
     if (!(softcap >= 0) || isinf(softcap))
         return vp_node_fail(err, VP_ERR_INVALID, n, "attribute softcap must be finite and at least 0 (0: none), got %g",
                             (double)softcap);
+    float dropout = vp_attr_float(n, "dropout", 0.0f);
+    if (!(dropout >= 0 && dropout < 1))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attribute dropout must be in [0, 1), got %g", (double)dropout);
+    const vp_value *step = vp_shape_in(g, n, m + 1);
+    if (step && (step->dtype != VP_I64 || vp_value_numel(step) != 1))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d (the step count) must be one int64, got %s", m + 1,
+                            vp_dtype_name(step->dtype));
     *dt = vq->dtype;
     return VP_OK;
 }
@@ -126,7 +141,7 @@ static void y_dims(const vp_node *n, const vp_value *q, const vp_value *v, int64
 
 static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
     vp_dtype dt;
-    vp_status s = vp_shape_check_arity(n, 3, 4, 1, 2, err);
+    vp_status s = vp_shape_check_arity(n, 3, 5, 1, 2, err);
     if (!s) s = check_qkv(g, n, 0, 3, &dt, err);
     if (s) return s;
     vp_value lq = q_logical(g, n, 0);
@@ -141,7 +156,7 @@ static vp_status shape_attention(vp_graph *g, vp_node *n, vp_error *err) {
 
 static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
     vp_dtype dt;
-    vp_status s = vp_shape_check_arity(n, 6, 7, 1, 4, err);
+    vp_status s = vp_shape_check_arity(n, 6, 8, 1, 4, err);
     if (!s) s = check_qkv(g, n, 1, 6, &dt, err);
     if (!s && n->n_outputs > 3 && n->outputs[3] >= 0 && !vp_shape_in(g, n, 6))
         return vp_node_fail(err, VP_ERR_INVALID, n, "has a mask gradient (output 3) but no mask (input 6)");
@@ -167,8 +182,8 @@ static vp_status shape_attention_grad(vp_graph *g, vp_node *n, vp_error *err) {
 
 /* ---- gradient ---- */
 
-/* AttentionGrad(dY, Q, K, V, Y, LSE, [mask]) with the forward's attributes; output 3,
- * the mask's gradient, only where the mask depends on a parameter. */
+/* AttentionGrad(dY, Q, K, V, Y, LSE, [mask], [step]) with the forward's attributes;
+ * output 3, the mask's gradient, only where the mask depends on a parameter. */
 static VP_GRAD_RULE(grad_attention) {
     const vp_node *n = vp_gr_node(c, node);
     if (n->n_outputs > 1 && n->outputs[1] >= 0 && dy[1] >= 0)
@@ -178,8 +193,8 @@ static VP_GRAD_RULE(grad_attention) {
     TRY(vp_gr_forward_output(c, node, 1, "lse", &lse, err));
     int want[4] = {vp_grad_needs(c, node, 0), vp_grad_needs(c, node, 1), vp_grad_needs(c, node, 2),
                    IN(3) >= 0 && vp_grad_needs(c, node, 3)};
-    int in[7] = {dy[0], IN(0), IN(1), IN(2), OUT(0), lse, IN(3)};
-    int b = vp_grad_begin(c, node, "AttentionGrad", "vplan", IN(3) >= 0 ? 7 : 6, in, want[3] ? 4 : 3);
+    int in[8] = {dy[0], IN(0), IN(1), IN(2), OUT(0), lse, IN(3), IN(4)};
+    int b = vp_grad_begin(c, node, "AttentionGrad", "vplan", IN(4) >= 0 ? 8 : IN(3) >= 0 ? 7 : 6, in, want[3] ? 4 : 3);
     if (b < 0) return vp_gr_nomem(err);
     TRY(vp_gr_copy_attrs(c, node, b, err));
     vp_node *bn = &vp_grad_graph(c)->nodes[b];

@@ -366,7 +366,9 @@ static int expand_op(walk *w, int id, state s) {
 
 /* Attention over whole heads: Q, K, V split along the head axis, the mask shared; Y
  * split along its head axis (2 where it is written with the heads merged, y_bshd).
- * Keys and values computed whole (tp_whole.c) are cut to this rank's heads. */
+ * Keys and values computed whole (tp_whole.c) are cut to this rank's heads.  Under
+ * dropout its probabilities' masks are the one-rank step's at this rank's heads
+ * (vp_tp_dropout_part, as a Dropout split along the heads). */
 static int attention(walk *w, int id) {
     const vp_node *n = &w->g->nodes[id];
     int64_t heads = 0;
@@ -384,6 +386,10 @@ static int attention(walk *w, int id) {
     }
     for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) w->st[n->outputs[k]] = (state){k == 0 && vp_attr_int(n, "y_bshd", 0) ? 2 : 1, -1};
+    if (vp_attr_float(n, "dropout", 0.0f) > 0) { /* its masks, the one-rank ones at this rank's heads */
+        w->f->drop_axis[id] = 1;
+        w->f->drop_origin[id] = -1;
+    }
     return 1;
 }
 

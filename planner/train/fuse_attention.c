@@ -330,12 +330,14 @@ static vp_status rewrite(fuser *fz, const match *m, vp_error *err) {
     if (vp_node_add_attr_float(g, a, "scale", (float)m->scale) || vp_node_add_attr_int(g, a, "causal", causal) ||
         (bshd >= 0 && vp_node_add_attr_int(g, a, "y_bshd", 1)) ||
         (m->zero_rows && vp_node_add_attr_int(g, a, "zero_masked_rows", 1)) ||
-        (m->softcap > 0 && vp_node_add_attr_float(g, a, "softcap", (float)m->softcap)))
+        (m->softcap > 0 && vp_node_add_attr_float(g, a, "softcap", (float)m->softcap)) ||
+        (m->dropout >= 0 && (vp_node_add_attr_float(g, a, "dropout", (float)m->dropout_ratio) ||
+                             vp_node_add_attr_int(g, a, "seed", m->dropout_seed))))
         return nomem(err);
-    int gone[16] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
+    int gone[17] = {m->mm1, m->scale_node, m->mask_node, m->softmax, m->mm2, m->q_scale, m->k_scale, m->guard_isnan,
                     m->guard_where, m->mask2_node, m->rows_kept, m->cap_div, m->cap_tanh, m->cap_mul, m->p_cast,
-                    m->clamp};
-    for (int i = 0; i < 16; i++)
+                    m->clamp, m->dropout};
+    for (int i = 0; i < 17; i++)
         if (gone[i] >= 0) fz->dead[gone[i]] = 1;
     return infer_last(fz, err);
 }

@@ -14,6 +14,8 @@
  *     S = Max(S, c)                      c <= -1e30 (XGLM's clamp at torch.finfo.min),
  *                                        where every row keeps a key   (optional)
  *     P = Softmax(S, axis=-1)            (then a Cast to its own dtype: Gemma 2, XGLM)
+ *     P = Dropout(P, r, true)            a training one of ours (train/train_mode.c),
+ *                                        0 < r < 1: Attention's dropout  (optional)
  *     Y = MatMul(P, V)                   V [B,H,T,Dv]
  *
  * (attention written through rank-3 batched products, as BLOOM's, is put in this form

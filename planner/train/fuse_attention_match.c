@@ -219,16 +219,43 @@ static int mask_keeps_every_row(const vp_graph *g, const match *m) {
     return 1;
 }
 
+/* Dropout(P, r, true) as our training steps draw it (train/train_mode.c: a seed, the
+ * counter-based masks of runtime/dropout_rng.h, which the fused kernels draw alike),
+ * r a constant in (0, 1), its mask read by nothing yet (autodiff comes later). */
+static int match_dropout(const vp_graph *g, const vp_node *d, match *m) {
+    double r;
+    if (d->opset < 12 || d->n_inputs != 3 || vp_attr_int(d, "vplan_step", 0) != 1 || !vp_node_attr(d, "seed") ||
+        vp_attr_int(d, "vplan_ranks", 1) != 1 || !scalar_const(g, in(d, 1), &r) || !(r > 0 && r < 1) || in(d, 2) < 0)
+        return 0;
+    const vp_value *mode = &g->values[in(d, 2)];
+    if (!fixed_data(mode) || mode->dtype != VP_BOOL || vp_value_numel(mode) != 1 || !((const uint8_t *)mode->data)[0])
+        return 0;
+    if (d->n_outputs > 1 && d->outputs[1] >= 0) {
+        const vp_value *mk = &g->values[d->outputs[1]];
+        if (mk->n_consumers || (mk->flags & VP_VAL_OUTPUT)) return 0;
+    }
+    m->dropout = node_id(g, d);
+    m->dropout_ratio = r;
+    m->dropout_seed = vp_attr_int(d, "seed", 0);
+    return 1;
+}
+
 /* Walks up from the MatMul `node`; fills m and returns 1 when every condition holds. */
 int vp_attention_match(const vp_graph *g, int node, match *m) {
     const vp_node *mm2 = &g->nodes[node], *sm, *mk = NULL, *sc = NULL, *mm1;
     memset(m, -1, sizeof *m);
     m->scale = 1.0;
     m->softcap = 0;
+    m->dropout_ratio = 0;
     if (strcmp(mm2->op_type, "MatMul") || mm2->domain[0] || mm2->n_inputs != 2) return 0;
     int p = mm2->inputs[0], p_user = node;
+    const vp_node *drop = producer(g, p, "Dropout"); /* scaled_dot_product_attention's dropout_p in train() */
+    if (drop && only_use(g, p, node) && match_dropout(g, drop, m)) {
+        p_user = m->dropout;
+        p = in(drop, 0);
+    }
     const vp_node *cast = producer(g, p, "Cast"); /* softmax(..., dtype=float32).to(dtype): Gemma 2, XGLM */
-    if (cast && only_use(g, p, node) && vp_attr_int(cast, "to", 0) == (int64_t)g->values[in(cast, 0)].dtype &&
+    if (cast && only_use(g, p, p_user) && vp_attr_int(cast, "to", 0) == (int64_t)g->values[in(cast, 0)].dtype &&
         g->values[in(cast, 0)].dtype == g->values[p].dtype) {
         m->p_cast = p_user = node_id(g, cast);
         p = in(cast, 0);

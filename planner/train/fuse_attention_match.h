@@ -19,6 +19,9 @@ typedef struct match {
     int cap_div, cap_tanh, cap_mul;               /* Mul(Tanh(Div(S, c)), c), the soft-capping, or -1 */
     int p_cast;                                   /* a Cast of P to its own dtype before mm2, or -1 */
     int clamp;                                    /* Max(S, c) before the Softmax (c <= -1e30), or -1 */
+    int dropout;                                  /* a training Dropout of P before mm2 (ours: vplan_step), or -1 */
+    double dropout_ratio;                         /* its ratio, 0 where absent */
+    int64_t dropout_seed;                         /* its seed */
     int zero_rows;                                /* rows masked everywhere give 0s (zero_masked_rows) */
     int q, kt, v;                                 /* value ids */
     int mask;                                     /* Add's additive mask, or -1 */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/dtype_conv.h"
 #include "ir/graph_build.h"
 #include "train/training.h"
 
@@ -88,14 +89,18 @@ static float dropout_ratio(const vp_graph *g, const vp_node *n) {
     if (n->opset < 12) return vp_attr_float(n, "ratio", 0.5f);
     if (n->n_inputs < 2 || n->inputs[1] < 0) return 0.5f;
     const vp_value *r = &g->values[n->inputs[1]];
-    if (!r->data) return -1.0f; /* decided at run time: left as the model says */
-    return r->dtype == VP_F64 ? (float)((const double *)r->data)[0] : r->dtype == VP_F32 ? ((const float *)r->data)[0] : -1.0f;
+    if (!r->data || !vp_dtype_is_float(r->dtype) || vp_value_numel(r) != 1) return -1.0f; /* decided at run time */
+    return (float)vp_load(r->data, r->dtype, 0); /* a float16 model's too */
 }
 
 static vp_status dropout_to_training(vp_graph *g, int i, vp_training *t, vp_error *err) {
     vp_node *n = &g->nodes[i];
     float ratio = dropout_ratio(g, n);
     if (!(ratio > 0)) return VP_OK;
+    /* the counter-based masks (runtime/dropout_rng.h), which the step count varies and the
+     * fused attention draws alike */
+    if (vp_node_add_attr_int(g, i, "vplan_step", 1)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    n = &g->nodes[i];
     if (n->n_inputs >= 3 && n->inputs[2] >= 0) { /* the model decides its mode itself */
         const vp_value *m = &g->values[n->inputs[2]];
         t->n_dropout_train += m->data && m->dtype == VP_BOOL && ((const unsigned char *)m->data)[0];
@@ -132,30 +137,34 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err) {
     return vp_graph_link(g, err);
 }
 
-/* A Dropout that may draw a mask: training_mode is set or decided at run time. */
-static int dropout_may_train(const vp_graph *g, const vp_node *n) {
-    if (n->folded || n->domain[0] || strcmp(n->op_type, "Dropout") || n->opset < 12 || n->n_inputs < 3 || n->inputs[2] < 0)
-        return 0;
-    const vp_value *m = &g->values[n->inputs[2]];
-    return !m->data || (m->dtype == VP_BOOL && ((const unsigned char *)m->data)[0]);
+/* Where node n reads the step count: a Dropout of ours (vplan_step) after its three
+ * inputs, a fused Attention with dropout after its mask, its gradient after its mask;
+ * -1 for any other node. */
+static int step_slot(const vp_node *n) {
+    if (n->folded || n->n_inputs < 1) return -1;
+    if (!n->domain[0] && !strcmp(n->op_type, "Dropout"))
+        return n->opset >= 12 && n->n_inputs == 3 && vp_attr_int(n, "vplan_step", 0) == 1 ? 3 : -1;
+    if (strcmp(n->domain, "vplan") || !(vp_attr_float(n, "dropout", 0.0f) > 0)) return -1;
+    return !strcmp(n->op_type, "Attention") ? 4 : !strcmp(n->op_type, "AttentionGrad") ? 7 : -1;
 }
 
 vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err) {
     int n_nodes = g->n_nodes, step = -1;
     for (int i = 0; i < n_nodes; i++) {
-        if (!dropout_may_train(g, &g->nodes[i]) || g->nodes[i].n_inputs > 3) continue;
+        int slot = step_slot(&g->nodes[i]);
+        if (slot < 0 || g->nodes[i].n_inputs > slot) continue;
         if (step < 0) {
             int64_t none[1] = {0};
             step = vp_build_state(g, "vplan.dropout_step", VP_I64, 0, none);
             if (step < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
         }
         vp_node *n = &g->nodes[i];
-        int *in = realloc(n->inputs, 4 * sizeof *in);
+        int *in = realloc(n->inputs, ((size_t)slot + 1) * sizeof *in);
         if (!in) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
-        in[3] = step;
+        for (int k = n->n_inputs; k < slot; k++) in[k] = -1; /* an Attention without a mask */
+        in[slot] = step;
         n->inputs = in;
-        n->n_inputs = 4;
-        if (vp_node_add_attr_int(g, i, "vplan_step", 1)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+        n->n_inputs = slot + 1;
         vp_status s = vp_build_finish(g, i, NULL, err);
         if (s) return s;
     }

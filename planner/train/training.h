@@ -166,9 +166,10 @@ vp_status vp_training_add_carry(vp_training *t, int from, int to, vp_error *err)
 /* Pieces of the builder, one file each. */
 vp_status vp_loss_build(vp_graph *g, const vp_loss_spec *spec, vp_training *t, vp_error *err);
 vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
-/* With an optimizer: every Dropout that may train reads a carried step count as a
- * fourth input (attribute vplan_step), which an update after its last reader advances,
- * so that each step draws new masks. */
+/* With an optimizer: every Dropout the train-mode pass marked (attribute vplan_step)
+ * reads a carried int64 step count as a fourth input, and a fused Attention with dropout
+ * (and its gradient) after its mask; an update after its last reader advances it, so
+ * that each step draws new masks. */
 vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err);
 vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
 

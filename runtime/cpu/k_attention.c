@@ -18,6 +18,9 @@
  * dK and dV sum over the group on one thread in a fixed order.
  * Under causal, a block only looks at the columns j < i0 + r (the rest are masked for
  * every row of it), so the causal forward and backward do about half the work.
+ * Under dropout the forward multiplies the block's P by M / (1 - r) before P V, and the
+ * backward dP' = dY V^T by it before dS, and P by it before dV: M drawn again, never
+ * kept (runtime/dropout_rng.h, at P's index, as the decomposed Dropout draws it).
  *
  * The results depend only on the inputs and the block size, never on timing: the
  * planned and the naive executor agree bit for bit.  On the fast path (oneDNN's sgemm
@@ -38,6 +41,8 @@
 #include "cpu_par.h"
 #include "cpu_util.h"
 #include "dn.h"
+#include "dropout_rng.h"
+#include "k_elementwise.h"
 #include "k_linalg.h"
 #include "k_vmath.h"
 
@@ -59,6 +64,10 @@ typedef struct geom {
     const void *mask;        /* NULL when none */
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
     int64_t ub, uh;          /* units of work: batch entries x key/value heads of their own */
+    int drop;                /* attribute dropout > 0: P dropped by M (runtime/dropout_rng.h) */
+    uint32_t drop_seed, drop_thr;
+    double drop_scale;       /* 1 / (1 - dropout), on the elements kept */
+    int drop_ranks, drop_rank; /* this rank's heads of the whole tensor's (vplan_ranks, vplan_rank) */
 } geom;
 
 static const void *at(const void *base, const geom *g, int64_t elems) {
@@ -66,7 +75,7 @@ static const void *at(const void *base, const geom *g, int64_t elems) {
 }
 
 static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, const vp_tensor *v, const vp_tensor *mask,
-                    geom *g) {
+                    int64_t step, geom *g) {
     g->dt = q->dtype;
     g->es = vp_dtype_size(q->dtype);
     g->qbshd = vp_attr_int(n, "q_bshd", 0) != 0;
@@ -94,6 +103,31 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     else memset(g->mstr, 0, sizeof g->mstr);
     g->ub = g->B;
     g->uh = g->Hk;
+    double r = vp_attr_float(n, "dropout", 0.0f);
+    g->drop = r > 0;
+    g->drop_thr = vp_dropout_threshold(r);
+    g->drop_scale = g->drop ? 1.0 / (1.0 - r) : 1.0;
+    g->drop_seed = g->drop ? vp_dropout_seed(n, step) : 0;
+    g->drop_ranks = (int)vp_attr_int(n, "vplan_ranks", 1);
+    g->drop_rank = (int)vp_attr_int(n, "vplan_rank", 0);
+}
+
+/* Rows [r, cols] of pair (b, h)'s block from row i0 (stride T) times M / (1 - dropout):
+ * P into the dropped P' (the forward's, and dV's operand), or dP' into dP.  M is drawn at
+ * P's index in [B, H, S, T], the whole tensor's under a split of the heads. */
+static void drop_block(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t r, int64_t cols, void *buf) {
+    uint64_t chunk = (uint64_t)(g->H * g->S * g->T);
+    float scale_f = (float)g->drop_scale;
+    for (int64_t ii = 0; ii < r; ii++) {
+        uint64_t row = (uint64_t)(((b * g->H + h) * g->S + i0 + ii) * g->T);
+        for (int64_t jj = 0; jj < cols; jj++) {
+            int keep = vp_dropout_keeps(g->drop_seed, vp_dropout_global_index(row + (uint64_t)jj, chunk, g->drop_ranks,
+                                                                              g->drop_rank), g->drop_thr);
+            int64_t el = ii * g->T + jj;
+            if (g->dt == VP_F32) ((float *)buf)[el] = keep ? ((float *)buf)[el] * scale_f : 0.0f;
+            else vp_store_wide(buf, g->dt, el, keep ? vp_load_wide(buf, g->dt, el) * g->drop_scale : 0.0);
+        }
+    }
 }
 
 /* The units of work when the mask's gradient is written: a batch entry (a key/value
@@ -297,6 +331,7 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
         for (int64_t i0 = 0; i0 < g->S && !s; i0 += ROWS) {
             int64_t r = g->S - i0 < ROWS ? g->S - i0 : ROWS, cols = block_cols(g, i0, r);
             s = block_probs(j->n, g, b, h, i0, r, cols, j->q->data, j->k->data, sc, NULL, NULL, lse_out, &e);
+            if (!s && g->drop) drop_block(g, b, h, i0, r, cols, sc);
             if (!s)
                 s = vp_lin_gemm(j->n, g->dt, 0, 0, r, g->Dv, cols, 1.0, sc, g->T, at(j->v->data, g, v_base(g, b, h)), g->vld,
                                 0.0, (char *)j->out0->data + (size_t)y_row(g, b, h, i0) * g->es, g->yld, &e);
@@ -307,11 +342,16 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
     free(own_lse);
 }
 
+/* The step count at input k (an int64 scalar), 0 where absent. */
+static int64_t step_of(const vp_node *n, const vp_tensor *const *in, int k) {
+    return n->n_inputs > k && in[k] && in[k]->dtype == VP_I64 ? ((const int64_t *)in[k]->data)[0] : 0;
+}
+
 vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *q = in[0], *k = in[1], *v = in[2], *mask = n->n_inputs > 3 ? in[3] : NULL;
     if (vp_lin_is_narrow(q->dtype)) return vp_lin_run_widened(vp_cpu_attention, n, in, out, err);
     job j = {.n = n, .q = q, .k = k, .v = v, .out0 = out[0], .lse_out = n->n_outputs > 1 ? out[1] : NULL, .err = err};
-    geom_of(n, q, k, v, mask, &j.g);
+    geom_of(n, q, k, v, mask, step_of(n, in, 4), &j.g);
     j.fast = vp_dn_gemm_selected();
     atomic_init(&j.failed, 0);
     return job_run(&j, forward_pairs);
@@ -388,6 +428,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
             int64_t qo = q_row(g, b, h, i0), yo = y_row(g, b, h, i0);
             s = block_probs(n, g, b, h, i0, r, cols, j->q->data, j->k->data, p, tcap, lse_in, NULL, &e);
             if (!s) s = vp_lin_gemm(n, g->dt, 0, 1, r, cols, g->Dv, 1.0, at(dyd, g, yo), g->yld, vb, g->vld, 0.0, ds, g->T, &e);
+            if (!s && g->drop) drop_block(g, b, h, i0, r, cols, ds); /* dP' = dY V^T into dP */
             if (!s && g->dt == VP_F32) ds_f32(g, yo, r, cols, dyd, yd, (const float *)(void *)p, (float *)(void *)ds);
             for (int64_t ii = 0; ii < r && !s && g->dt != VP_F32; ii++) {
                 double d = 0;
@@ -406,6 +447,7 @@ static void backward_pairs(int64_t lo, int64_t hi, void *ctx) {
             if (!s && dk)
                 s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->D, r, g->scale, ds, g->T, at(j->q->data, g, qo), g->qld, 1.0,
                                 (char *)dk->data + (size_t)kbo * g->es, g->kld, &e);
+            if (!s && dv && g->drop) drop_block(g, b, h, i0, r, cols, p); /* dV reads the dropped P' */
             if (!s && dv)
                 s = vp_lin_gemm(n, g->dt, 1, 0, cols, g->Dv, r, 1.0, p, g->T, at(dyd, g, yo), g->yld, 1.0,
                                 (char *)dv->data + (size_t)vbo * g->es, g->vld, &e);
@@ -422,7 +464,7 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
     job j = {.n = n, .q = q, .k = k, .v = v, .dy = dy, .y = y, .lse = lse, .out0 = out[0],
              .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL,
              .dmask = n->n_outputs > 3 && mask ? out[3] : NULL, .err = err};
-    geom_of(n, q, k, v, mask, &j.g);
+    geom_of(n, q, k, v, mask, step_of(n, in, 7), &j.g);
     if (j.dmask) {
         units_for_dmask(&j.g);
         memset(j.dmask->data, 0, vp_tensor_nbytes(j.dmask));

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dropout_rng.h"
 #include "k_elementwise_rows.h"
 
 enum { EW_CHUNK = 512 }; /* elements converted per pass through the buffer */
@@ -223,15 +224,21 @@ int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int
     int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
     int axis = (int)vp_attr_int(n, "vplan_axis", 0);
     uint32_t seed = vp_dropout_seed(n, step);
-    if (ranks <= 1) {
-        vp_dropout_keep_mask(seed, ratio, vp_tensor_numel(x), keep);
+    int64_t count = vp_tensor_numel(x), outer = 1, chunk = count;
+    if (ranks > 1) {
+        if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks) return -1;
+        chunk = 1;
+        for (int d = 0; d < axis; d++) outer *= x->dims[d];
+        for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
+    }
+    if (vp_attr_int(n, "vplan_step", 0) == 1) { /* our training steps' counter-based masks */
+        uint32_t thr = vp_dropout_threshold(ratio);
+        for (int64_t i = 0; i < count; i++)
+            keep[i] = (uint8_t)vp_dropout_keeps(seed, vp_dropout_global_index((uint64_t)i, (uint64_t)chunk, ranks, rank), thr);
         return 0;
     }
-    if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks) return -1;
-    int64_t outer = 1, chunk = 1;
-    for (int d = 0; d < axis; d++) outer *= x->dims[d];
-    for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
-    vp_dropout_keep_mask_part(seed, ratio, outer, chunk, ranks, rank, keep);
+    if (ranks <= 1) vp_dropout_keep_mask(seed, ratio, count, keep);
+    else vp_dropout_keep_mask_part(seed, ratio, outer, chunk, ranks, rank, keep);
     return 0;
 }
 
@@ -275,8 +282,9 @@ static void ew_fill_ones(vp_tensor *t) {
     for (int64_t i = 0, count = vp_tensor_numel(t); i < count; i++) vp_store(t->data, t->dtype, i, 1.0);
 }
 
-/* One rank's slice of a sequence-parallel Dropout (vplan_ranks > 1: planner/parallel/
- * tp_seq.c): the one-rank step's mask at this rank's positions, the same arithmetic. */
+/* The mask from vp_dropout_node_mask, then applied: our training steps' Dropouts
+ * (vplan_step) and one rank's slice of a split one (vplan_ranks > 1: planner/parallel/
+ * tp_seq.c), the one-rank step's mask at this rank's positions, the same arithmetic. */
 static vp_status ew_dropout_part(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
                                  int64_t step, vp_error *err) {
     int64_t count = vp_tensor_numel(x);
@@ -305,7 +313,8 @@ VP_EW_KERNEL(vp_cpu_dropout) {
         if (!(ratio > 0 && ratio < 1))
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
         int64_t step = vp_dropout_step(n, in);
-        if (vp_attr_int(n, "vplan_ranks", 1) > 1) return ew_dropout_part(n, in[0], out[0], mask, ratio, step, err);
+        if (vp_attr_int(n, "vplan_ranks", 1) > 1 || vp_attr_int(n, "vplan_step", 0) == 1)
+            return ew_dropout_part(n, in[0], out[0], mask, ratio, step, err);
         ew_dropout_train(n, in[0], out[0], mask, ratio, step);
         return VP_OK;
     }

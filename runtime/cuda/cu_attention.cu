@@ -19,6 +19,8 @@
  *             threads split over D and Dv.
  *   dMask     thread per element of the (trained) mask: the sum of ds_ij over the
  *             batch entries, heads, rows and columns it broadcasts to, in that order.
+ * Under dropout p_ij is multiplied by M_ij / (1 - r) before P V and dV, and so is
+ * dY_i . v_j before ds: M drawn again where it is read (keep_factor), never stored.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
  * K and V have Hk heads (grouped-query attention): query head h reads key/value head
  * h / (H / Hk), and a dK, dV block sums over its group's query heads in head order.
@@ -31,6 +33,7 @@
 #include "cu_attention.h"
 #include "cu_common.cuh"
 #include "cu_lowp.cuh"
+#include "dropout_rng.h"
 
 struct att_geom {
     int64_t H, S, T, D, Dv;
@@ -45,7 +48,20 @@ struct att_geom {
     const void *mask; /* of T */
     int64_t ms0, ms1, ms2, ms3;
     int64_t md0, md1, md2, md3; /* the mask's own extents */
+    int drop;                   /* dropout > 0 */
+    uint32_t drop_seed, drop_thr;
+    float drop_scale;           /* 1 / (1 - dropout) */
+    int drop_ranks, drop_rank;
 };
+
+/* M_ij / (1 - r) of pair (b, h): P_ij's factor under dropout (1 without), drawn at its
+ * index in [B, H, S, T] (the whole tensor's under a split of the heads), as the CPU's. */
+__device__ static inline float keep_factor(const att_geom &g, int64_t b, int64_t h, int64_t i, int64_t j) {
+    if (!g.drop) return 1.0f;
+    uint64_t idx = (uint64_t)(((b * g.H + h) * g.S + i) * g.T + j);
+    idx = vp_dropout_global_index(idx, (uint64_t)(g.H * g.S * g.T), g.drop_ranks, g.drop_rank);
+    return vp_dropout_keeps(g.drop_seed, idx, g.drop_thr) ? g.drop_scale : 0.0f;
+}
 
 /* The score s_ij; under softcap, *dcap (when not NULL) gets the capping's derivative
  * 1 - tanh^2 (1 without it). */
@@ -148,8 +164,9 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
             __syncthreads();
             bool filled = ls <= -1e30 && ls > -INFINITY; /* as prob(): the row's own max and sum */
             p[threadIdx.x] = j >= cols ? 0.0f
-                             : filled ? (float)(exp((double)score(g, qi, kb, b, h, i, j) - m) / l)
-                                      : (float)exp((double)score(g, qi, kb, b, h, i, j) - ls);
+                             : (filled ? (float)(exp((double)score(g, qi, kb, b, h, i, j) - m) / l)
+                                       : (float)exp((double)score(g, qi, kb, b, h, i, j) - ls)) *
+                                   keep_factor(g, b, h, i, j);
             __syncthreads();
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
@@ -183,7 +200,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             if (j < cols) {
                 float dcap;
                 float pj = prob(g, qi, kb, b, h, i, j, lse[r], &dcap);
-                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) - (float)di) * dcap;
+                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) * keep_factor(g, b, h, i, j) - (float)di) * dcap;
             } else {
                 ds[threadIdx.x] = 0;
             }
@@ -221,8 +238,9 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
                 const T *dyi = dy + y_row(g, b, h, i);
                 float dcap;
                 float pij = prob(g, qb + i * g.qld, kb, b, h, i, j, lb[i], &dcap);
-                p[threadIdx.x] = pij;
-                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) - dotf(dyi, y + y_row(g, b, h, i), g.Dv)) * dcap;
+                float keep = keep_factor(g, b, h, i, j);
+                p[threadIdx.x] = pij * keep; /* dV reads the dropped P' */
+                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) * keep - dotf(dyi, y + y_row(g, b, h, i), g.Dv)) * dcap;
             } else {
                 p[threadIdx.x] = ds[threadIdx.x] = 0;
             }
@@ -267,7 +285,7 @@ __global__ void k_attention_dmask(att_geom g, int64_t B, int64_t elems, const T 
                     for (int64_t j = g.md3 == 1 ? 0 : mj; j < (g.md3 == 1 ? g.T : mj + 1); j++) {
                         if (j >= seen_cols(g, i)) continue;
                         float pij = prob(g, qi, kb, b, h, i, j, li);
-                        sum += pij * (dotf(dyi, vb + j * g.vld, g.Dv) - di);
+                        sum += pij * (dotf(dyi, vb + j * g.vld, g.Dv) * keep_factor(g, b, h, i, j) - di);
                     }
                 }
         cu_st(dmask, mb * g.ms0 + mh * g.ms1 + mi * g.ms2 + mj * g.ms3, sum);
@@ -302,6 +320,12 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.md1 = s->mask_dims[1] > 0 ? s->mask_dims[1] : 1;
     g.md2 = s->mask_dims[2] > 0 ? s->mask_dims[2] : 1;
     g.md3 = s->mask_dims[3] > 0 ? s->mask_dims[3] : 1;
+    g.drop = s->dropout > 0;
+    g.drop_seed = s->drop_seed;
+    g.drop_thr = vp_dropout_threshold(s->dropout);
+    g.drop_scale = g.drop ? (float)(1.0 / (1.0 - (double)s->dropout)) : 1.0f;
+    g.drop_ranks = s->drop_ranks > 1 ? s->drop_ranks : 1;
+    g.drop_rank = s->drop_rank;
     return g;
 }
 

@@ -27,6 +27,9 @@ typedef struct cu_attention_shape {
     const void *mask; /* of the dtype */
     int64_t mask_strides[4];
     int64_t mask_dims[4]; /* the mask's own extents, 1 where it broadcasts (its gradient's too) */
+    float dropout;        /* r > 0: P dropped by M / (1 - r), M drawn by runtime/dropout_rng.h */
+    uint32_t drop_seed;   /* vp_dropout_seed of the node and step */
+    int drop_ranks, drop_rank; /* M at the whole tensor's index: this rank's heads of drop_ranks parts */
 } cu_attention_shape;
 
 /* Y [B,H,S,Dv] (or [B,S,H,Dv] under y_bshd) and (when lse is not NULL) the row log-sum-exp [B,H,S]. */

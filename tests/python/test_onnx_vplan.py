@@ -464,6 +464,13 @@ class TestPlan(Exported):
 
 
 
+class ClsLogits(Logits):
+    """A classifier's logits (no cache argument)."""
+
+    def forward(self, x):
+        return self.m(input_ids=x).logits
+
+
 class DropMLP(torch.nn.Module):
     """Linear, BatchNorm, ReLU, Dropout(0.5), Linear; and a dropout probability held as a
     float, as Hugging Face's attention modules hold theirs."""
@@ -514,6 +521,36 @@ class TestDropout(unittest.TestCase):
             self.assertNotEqual(losses[None][0], losses["eval"][0], losses)
             with self.assertRaises(onnx_vplan.VplanError):
                 onnx_vplan.export(model, (x,), os.path.join(d, "bad.onnx"), mode="inference", progress=False)
+
+    def test_attention_dropout_fused(self):
+        """Hugging Face's BERT with its default dropout (0.1 on the attention probabilities
+        too), exported from train(): the probabilities' Dropout fuses into the attention
+        core, which draws the decomposed step's masks, so both train to the same losses
+        (within 1e-5)."""
+        if not TORCH2 or transformers is None:
+            self.skipTest("Hugging Face models are tested with torch 2.x and transformers")
+        torch.manual_seed(0)
+        cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                      vocab_size=V, max_position_embeddings=T, num_labels=3)
+        model = ClsLogits(transformers.BertForSequenceClassification(cfg))
+        x, y = ids(B, T), torch.randint(0, 3, (B,))
+        with tempfile.TemporaryDirectory(prefix="test_attention_dropout_") as d:
+            path = onnx_vplan.export(model, (x,), os.path.join(d, "model.onnx"), input_names=["x"],
+                                     output_names=["logits"], progress=False)
+            x.numpy().tofile(os.path.join(d, "x.bin"))
+            y.numpy().tofile(os.path.join(d, "labels.bin"))
+            losses = {}
+            for attention in ("fused", "plain"):
+                rc, out, err = tool("train", path, "--loss", "ce:logits", "--optimizer", "adamw", "--steps", 3, "--data",
+                                    d, "--attention", attention, "--json", os.path.join(d, f"{attention}.json"))
+                self.assertEqual(rc, 0, err)
+                if attention == "fused":
+                    self.assertIn("fused 2 attention", out)
+                losses[attention] = read_json(os.path.join(d, f"{attention}.json"))["losses"]
+            print(f"\n  BERT with dropout 0.1: losses fused {losses['fused']}, decomposed {losses['plain']}", file=sys.stderr)
+            self.assertEqual(len(losses["fused"]), 3)
+            for a, b in zip(losses["fused"], losses["plain"]):  # the products sum in another order
+                self.assertLessEqual(abs(a - b), 1e-5 * abs(b), losses)
 
 
 if __name__ == "__main__":
