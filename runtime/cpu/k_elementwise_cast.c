@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_par.h"
 #include "dropout_rng.h"
 #include "k_elementwise_rows.h"
 
@@ -220,6 +221,22 @@ int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in) {
     return ((const int64_t *)in[3]->data)[0];
 }
 
+/* The counter-based mask over [lo, hi): each element a function of its index alone, so
+ * the threads split it any way and draw the same bytes. */
+typedef struct drop_job {
+    uint32_t seed, thr;
+    uint64_t chunk;
+    int ranks, rank;
+    uint8_t *keep;
+} drop_job;
+
+static void drop_body(int64_t lo, int64_t hi, void *ctx) {
+    const drop_job *j = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        j->keep[i] = (uint8_t)vp_dropout_keeps(j->seed, vp_dropout_global_index((uint64_t)i, j->chunk, j->ranks, j->rank),
+                                               j->thr);
+}
+
 int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int64_t step, uint8_t *keep) {
     int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
     int axis = (int)vp_attr_int(n, "vplan_axis", 0);
@@ -232,9 +249,8 @@ int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int
         for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
     }
     if (vp_attr_int(n, "vplan_step", 0) == 1) { /* our training steps' counter-based masks */
-        uint32_t thr = vp_dropout_threshold(ratio);
-        for (int64_t i = 0; i < count; i++)
-            keep[i] = (uint8_t)vp_dropout_keeps(seed, vp_dropout_global_index((uint64_t)i, (uint64_t)chunk, ranks, rank), thr);
+        drop_job j = {seed, vp_dropout_threshold(ratio), (uint64_t)chunk, ranks, rank, keep};
+        vp_par_for(count, 8, drop_body, &j);
         return 0;
     }
     if (ranks <= 1) vp_dropout_keep_mask(seed, ratio, count, keep);
