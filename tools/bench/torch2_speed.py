@@ -107,7 +107,9 @@ def main():
         path = os.path.join(work, name + ".onnx")
         if not os.path.exists(path):
             with contextlib.redirect_stdout(sys.stderr):
-                torch.onnx.export(model.eval(), (x,), path, input_names=["x"], output_names=["logits"], optimize=False)
+                # a model that drops from train(), whose Dropout the step draws (torch2_peak.TRAIN_EXPORT)
+                torch.onnx.export(model.train(name in peak.TRAIN_EXPORT), (x,), path, input_names=["x"],
+                                  output_names=["logits"], optimize=False)
         plan = os.path.join(work, name + ".vplan")
         r = subprocess.run([vplan, "plan", path, "--loss", "ce:logits", "--optimizer", "adamw", "-o", plan],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
