@@ -1,9 +1,9 @@
 /* The masks of the Dropouts our training steps draw (attribute vplan_step: planner's
  * train/train_mode.c) and of the fused Attention's dropout, on the CPU and the GPU alike.
  *
- * In: the node's 32-bit seed for this step (vp_dropout_seed), an element's index in the
- * whole tensor (every rank's part of it under tensor parallelism), and the threshold of
- * the drop ratio.  Out: whether the element is kept.  Keeps true: a function of those
+ * In: the node's seed and the step count (their key, vp_dropout_key), an element's
+ * index in the whole tensor (every rank's part of it under tensor parallelism), and the
+ * threshold of the drop ratio.  Out: whether the element is kept.  Keeps true: a function of those
  * alone, in integer arithmetic, so a recomputed Dropout, the fused attention's backward
  * and each rank's slice draw exactly the forward's mask, on either backend, and a fused
  * attention keeps the elements its decomposed Softmax, Dropout, MatMul kept.  A counter
@@ -25,14 +25,24 @@ VP_DROPOUT_FN uint32_t vp_dropout_threshold(double ratio) {
     return ratio <= 0 ? 0u : ratio >= 1 ? 1u << 24 : (uint32_t)(ratio * 16777216.0);
 }
 
-/* Element `index` under `seed` stays where its 24 bits reach the threshold: with
- * probability 1 - ratio to within 2^-24. */
-VP_DROPOUT_FN int vp_dropout_keeps(uint32_t seed, uint64_t index, uint32_t threshold) {
-    uint64_t z = (uint64_t)seed * 0xd1b54a32d192ed03ull + (index + 1) * 0x9e3779b97f4a7c15ull;
+/* splitmix64's finaliser: a bijection of 64 bits that moves every bit. */
+VP_DROPOUT_FN uint64_t vp_dropout_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (uint32_t)(z >> 40) >= threshold;
+    return z ^ (z >> 31);
+}
+
+/* The key of a node's masks at a step: distinct for every (seed, step) with the step
+ * under 2^32 (the mix is a bijection), so no two nodes or steps share a mask but by a
+ * 2^-64 chance of the keys' streams overlapping. */
+VP_DROPOUT_FN uint64_t vp_dropout_key(uint32_t seed, int64_t step) {
+    return vp_dropout_mix((((uint64_t)seed << 32) ^ (uint64_t)step) + 0x9e3779b97f4a7c15ull);
+}
+
+/* Element `index` under `key` stays where its 24 bits reach the threshold: with
+ * probability 1 - ratio to within 2^-24 (splitmix64's stream at the index). */
+VP_DROPOUT_FN int vp_dropout_keeps(uint64_t key, uint64_t index, uint32_t threshold) {
+    return (uint32_t)(vp_dropout_mix(key + (index + 1) * 0x9e3779b97f4a7c15ull) >> 40) >= threshold;
 }
 
 /* Where local element `index` of one rank's part lies in the whole tensor: the parts

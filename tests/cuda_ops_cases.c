@@ -150,6 +150,8 @@ const op_case vp_cuda_op_cases[] = {
     {"dropout_train_step", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1", "i64:1:100"}, 2, "seed=i:7;vplan_step=i:1"},
     {"dropout_train_step_no_mask", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:1", "i64:1:100"}, 1,
      "seed=i:7;vplan_step=i:1"},
+    {"dropout_train_step_bf16_rank", "Dropout", "", 13, {"bf16:4,33", "c32f:0.2", "cbool:1", "i64:1:100"}, 2,
+     "seed=i:5;vplan_step=i:1;vplan_axis=i:1;vplan_ranks=i:3;vplan_rank=i:2"},
     {"dropout_inference", "Dropout", "", 13, {"f32:4,33", "c32f:0.3", "cbool:0"}, 2, ""},
     {"dropout_grad", "DropoutGrad", "com.microsoft", 1, {"f32:4,33", "bool:4,33", "c32f:0.3", "cbool:1"}, 1, ""},
     {"dropout_grad_default", "DropoutGrad", "com.microsoft", 1, {"f32:4,33", "bool:4,33"}, 1, ""},

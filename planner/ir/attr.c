@@ -112,6 +112,23 @@ vp_status vp_node_add_attr_int(vp_graph *g, int node, const char *name, int64_t 
     return VP_OK;
 }
 
+vp_status vp_node_set_attr_int(vp_graph *g, int node, const char *name, int64_t v) {
+    vp_node *n = &g->nodes[node];
+    for (int i = 0; i < n->n_attrs; i++) {
+        vp_attr *a = &n->attrs[i];
+        if (strcmp(a->name, name)) continue;
+        char *keep = a->name;
+        a->name = NULL; /* the payload goes, the name stays */
+        vp_attr_clear(a);
+        memset(a, 0, sizeof *a);
+        a->name = keep;
+        a->type = VP_ATTR_INT;
+        a->i = v;
+        return VP_OK;
+    }
+    return vp_node_add_attr_int(g, node, name, v);
+}
+
 vp_status vp_node_add_attr_float(vp_graph *g, int node, const char *name, float v) {
     vp_attr *a = add_attr(g, node, name, VP_ATTR_FLOAT);
     if (!a) return VP_ERR_NOMEM;

@@ -246,6 +246,8 @@ vp_status vp_attr_ints_checked(const vp_node *n, const char *name, int want, int
                                int *given, vp_error *err);
 /* Adds (copying) an attribute to a node. */
 vp_status vp_node_add_attr_int(vp_graph *g, int node, const char *name, int64_t v);
+/* Sets an int attribute, replacing one of that name (of any type) the node has. */
+vp_status vp_node_set_attr_int(vp_graph *g, int node, const char *name, int64_t v);
 vp_status vp_node_add_attr_float(vp_graph *g, int node, const char *name, float v);
 vp_status vp_node_add_attr_ints(vp_graph *g, int node, const char *name, const int64_t *v, int n);
 vp_status vp_node_add_attr_string(vp_graph *g, int node, const char *name, const char *s);

@@ -120,6 +120,10 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
     float dropout = vp_attr_float(n, "dropout", 0.0f);
     if (!(dropout >= 0 && dropout < 1))
         return vp_node_fail(err, VP_ERR_INVALID, n, "attribute dropout must be in [0, 1), got %g", (double)dropout);
+    int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld and vplan_rank %lld: want 0 <= rank < ranks",
+                            (long long)ranks, (long long)rank);
     const vp_value *step = vp_shape_in(g, n, m + 1);
     if (step && (step->dtype != VP_I64 || vp_value_numel(step) != 1))
         return vp_node_fail(err, VP_ERR_INVALID, n, "input %d (the step count) must be one int64, got %s", m + 1,

@@ -329,6 +329,11 @@ static vp_status shape_dropout(vp_graph *g, vp_node *n, vp_error *err) {
     if (!s && ratio) s = ew_check_scalar(n, 1, ratio, err);
     if (!s && training) s = vp_shape_check_dtype(n, 2, training->dtype, EW_SET(bools), err);
     if (!s && training) s = ew_check_scalar(n, 2, training, err);
+    int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
+    int64_t axis = vp_attr_int(n, "vplan_axis", 0);
+    if (!s && (ranks < 1 || rank < 0 || rank >= ranks || (ranks > 1 && (axis < 0 || axis >= x->rank))))
+        s = vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld, vplan_rank %lld, vplan_axis %lld do not fit "
+                         "its rank-%d input", (long long)ranks, (long long)rank, (long long)axis, x->rank);
     if (!s && step && step->dtype != VP_I64)
         s = vp_node_fail(err, VP_ERR_INVALID, n, "input 3 (the step count) must be int64, got %s", vp_dtype_name(step->dtype));
     if (!s && step) s = ew_check_scalar(n, 3, step, err);

@@ -179,8 +179,8 @@ static vp_status token_node(seq *q, int id, vp_error *err) {
 vp_status vp_tp_dropout_part(vp_graph *g, int node, int axis, int n, int rank, vp_error *err) {
     /* where each element lies in the whole tensor: the kernels draw the whole tensor's
      * stream and keep this rank's positions (runtime/cpu/k_elementwise_cast.c) */
-    if (vp_node_add_attr_int(g, node, "vplan_axis", axis) || vp_node_add_attr_int(g, node, "vplan_ranks", n) ||
-        vp_node_add_attr_int(g, node, "vplan_rank", rank))
+    if (vp_node_set_attr_int(g, node, "vplan_axis", axis) || vp_node_set_attr_int(g, node, "vplan_ranks", n) ||
+        vp_node_set_attr_int(g, node, "vplan_rank", rank))
         return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     return VP_OK;
 }

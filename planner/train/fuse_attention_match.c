@@ -227,6 +227,7 @@ static int match_dropout(const vp_graph *g, const vp_node *d, match *m) {
     if (d->opset < 12 || d->n_inputs != 3 || vp_attr_int(d, "vplan_step", 0) != 1 || !vp_node_attr(d, "seed") ||
         vp_attr_int(d, "vplan_ranks", 1) != 1 || !scalar_const(g, in(d, 1), &r) || !(r > 0 && r < 1) || in(d, 2) < 0)
         return 0;
+    if ((double)(float)r != r) return 0; /* the fused op's float attribute must draw the same threshold */
     const vp_value *mode = &g->values[in(d, 2)];
     if (!fixed_data(mode) || mode->dtype != VP_BOOL || vp_value_numel(mode) != 1 || !((const uint8_t *)mode->data)[0])
         return 0;

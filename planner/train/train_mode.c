@@ -99,7 +99,8 @@ static vp_status dropout_to_training(vp_graph *g, int i, vp_training *t, vp_erro
     if (!(ratio > 0)) return VP_OK;
     /* the counter-based masks (runtime/dropout_rng.h), which the step count varies and the
      * fused attention draws alike */
-    if (vp_node_add_attr_int(g, i, "vplan_step", 1)) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    if (vp_node_set_attr_int(g, i, "vplan_step", 1)) /* a model's own (--lenient) replaced */
+        return vp_fail(err, VP_ERR_NOMEM, "out of memory");
     n = &g->nodes[i];
     if (n->n_inputs >= 3 && n->inputs[2] >= 0) { /* the model decides its mode itself */
         const vp_value *m = &g->values[n->inputs[2]];

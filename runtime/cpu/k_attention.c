@@ -65,7 +65,8 @@ typedef struct geom {
     int64_t mstr[4];         /* mask strides against [B, H, S, T], 0 where broadcast */
     int64_t ub, uh;          /* units of work: batch entries x key/value heads of their own */
     int drop;                /* attribute dropout > 0: P dropped by M (runtime/dropout_rng.h) */
-    uint32_t drop_seed, drop_thr;
+    uint64_t drop_key;
+    uint32_t drop_thr;
     double drop_scale;       /* 1 / (1 - dropout), on the elements kept */
     int drop_ranks, drop_rank; /* this rank's heads of the whole tensor's (vplan_ranks, vplan_rank) */
 } geom;
@@ -107,7 +108,7 @@ static void geom_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, co
     g->drop = r > 0;
     g->drop_thr = vp_dropout_threshold(r);
     g->drop_scale = g->drop ? 1.0 / (1.0 - r) : 1.0;
-    g->drop_seed = g->drop ? vp_dropout_seed(n, step) : 0;
+    g->drop_key = g->drop ? vp_dropout_node_key(n, step) : 0;
     g->drop_ranks = (int)vp_attr_int(n, "vplan_ranks", 1);
     g->drop_rank = (int)vp_attr_int(n, "vplan_rank", 0);
 }
@@ -121,7 +122,7 @@ static void drop_block(const geom *g, int64_t b, int64_t h, int64_t i0, int64_t 
     for (int64_t ii = 0; ii < r; ii++) {
         uint64_t row = (uint64_t)(((b * g->H + h) * g->S + i0 + ii) * g->T);
         for (int64_t jj = 0; jj < cols; jj++) {
-            int keep = vp_dropout_keeps(g->drop_seed, vp_dropout_global_index(row + (uint64_t)jj, chunk, g->drop_ranks,
+            int keep = vp_dropout_keeps(g->drop_key, vp_dropout_global_index(row + (uint64_t)jj, chunk, g->drop_ranks,
                                                                               g->drop_rank), g->drop_thr);
             int64_t el = ii * g->T + jj;
             if (g->dt == VP_F32) ((float *)buf)[el] = keep ? ((float *)buf)[el] * scale_f : 0.0f;

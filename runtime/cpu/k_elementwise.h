@@ -96,7 +96,7 @@ VP_EW_KERNEL(vp_cpu_clip);
 /* Copies and conversions (k_elementwise_cast.c). */
 VP_EW_KERNEL(vp_cpu_cast);     /* to the dtype of the output; integers wrap, floats to integers saturate */
 VP_EW_KERNEL(vp_cpu_identity);
-VP_EW_KERNEL(vp_cpu_dropout);  /* training draws numpy's MT19937 stream from vp_dropout_seed */
+VP_EW_KERNEL(vp_cpu_dropout);  /* training: runtime/dropout_rng.h's masks under vplan_step, else numpy's MT19937 */
 
 /* Which of count elements a training-mode Dropout with this seed and ratio keeps (1) or
  * drops (0): the draws vp_cpu_dropout makes, for the CUDA backend, which draws its masks
@@ -106,9 +106,10 @@ void vp_dropout_keep_mask(uint32_t seed, double ratio, int64_t count, uint8_t *k
  * chunk of every row: a slice of the one-rank mask, the draws of the whole made. */
 void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64_t chunk, int ranks, int rank,
                                uint8_t *keep);
-/* The seed Dropout node n draws its mask from at a step: its seed attribute at step 0,
- * a hash of the two after, so that each step draws a new mask (train/train_mode.c). */
-uint32_t vp_dropout_seed(const vp_node *n, int64_t step);
+/* The key of the counter-based masks of Dropout node n (attribute vplan_step) or a
+ * fused Attention with dropout at a step: runtime/dropout_rng.h's vp_dropout_key of its
+ * seed attribute and the step. */
+uint64_t vp_dropout_node_key(const vp_node *n, int64_t step);
 /* The step count a Dropout reads (its int64 fourth input); 0 without one. */
 int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in);
 /* Dropout node n's mask of x at a step: vp_dropout_keep_mask, or with vplan_ranks > 1

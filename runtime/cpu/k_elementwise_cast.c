@@ -206,14 +206,8 @@ void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64
             }
 }
 
-uint32_t vp_dropout_seed(const vp_node *n, int64_t step) {
-    uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0);
-    if (!step) return seed; /* the first step draws what a Dropout without a count draws */
-    /* splitmix64's finaliser of (seed, step): every bit of both moves the stream */
-    uint64_t z = ((uint64_t)seed << 32 ^ (uint64_t)step) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ z >> 27) * 0x94d049bb133111ebull;
-    return (uint32_t)(z ^ z >> 31);
+uint64_t vp_dropout_node_key(const vp_node *n, int64_t step) {
+    return vp_dropout_key((uint32_t)vp_attr_int(n, "seed", 0), step);
 }
 
 int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in) {
@@ -224,7 +218,8 @@ int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in) {
 /* The counter-based mask over [lo, hi): each element a function of its index alone, so
  * the threads split it any way and draw the same bytes. */
 typedef struct drop_job {
-    uint32_t seed, thr;
+    uint64_t key;
+    uint32_t thr;
     uint64_t chunk;
     int ranks, rank;
     uint8_t *keep;
@@ -233,14 +228,14 @@ typedef struct drop_job {
 static void drop_body(int64_t lo, int64_t hi, void *ctx) {
     const drop_job *j = ctx;
     for (int64_t i = lo; i < hi; i++)
-        j->keep[i] = (uint8_t)vp_dropout_keeps(j->seed, vp_dropout_global_index((uint64_t)i, j->chunk, j->ranks, j->rank),
+        j->keep[i] = (uint8_t)vp_dropout_keeps(j->key, vp_dropout_global_index((uint64_t)i, j->chunk, j->ranks, j->rank),
                                                j->thr);
 }
 
 int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int64_t step, uint8_t *keep) {
     int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
     int axis = (int)vp_attr_int(n, "vplan_axis", 0);
-    uint32_t seed = vp_dropout_seed(n, step);
+    uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0); /* ONNX's Dropout: numpy's MT19937 from it */
     int64_t count = vp_tensor_numel(x), outer = 1, chunk = count;
     if (ranks > 1) {
         if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks) return -1;
@@ -249,7 +244,7 @@ int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int
         for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
     }
     if (vp_attr_int(n, "vplan_step", 0) == 1) { /* our training steps' counter-based masks */
-        drop_job j = {seed, vp_dropout_threshold(ratio), (uint64_t)chunk, ranks, rank, keep};
+        drop_job j = {vp_dropout_node_key(n, step), vp_dropout_threshold(ratio), (uint64_t)chunk, ranks, rank, keep};
         vp_par_for(count, 8, drop_body, &j);
         return 0;
     }
@@ -274,7 +269,8 @@ static int ew_dropout_training(const vp_node *n, const vp_tensor *const *in) {
 static void ew_dropout_train(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
                              int64_t step) {
     ew_mt mt;
-    ew_mt_seed(&mt, vp_dropout_seed(n, step));
+    (void)step; /* ONNX's own Dropout: no step count */
+    ew_mt_seed(&mt, (uint32_t)vp_attr_int(n, "seed", 0));
     double scale = 1.0 / (1.0 - ratio);
     float scale_f = (float)scale;
     uint8_t *keep_out = mask ? mask->data : NULL;

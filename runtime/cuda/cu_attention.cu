@@ -20,7 +20,8 @@
  *   dMask     thread per element of the (trained) mask: the sum of ds_ij over the
  *             batch entries, heads, rows and columns it broadcasts to, in that order.
  * Under dropout p_ij is multiplied by M_ij / (1 - r) before P V and dV, and so is
- * dY_i . v_j before ds: M drawn again where it is read (keep_factor), never stored.
+ * dY_i . v_j before ds: M drawn again where it is read (dropped), never stored, its key
+ * made from the step count on the device.
  * Y and dY are [B, H, S, Dv], or [B, S, H, Dv] under y_bshd (y_row() says where a row is).
  * K and V have Hk heads (grouped-query attention): query head h reads key/value head
  * h / (H / Hk), and a dK, dV block sums over its group's query heads in head order.
@@ -50,17 +51,25 @@ struct att_geom {
     int64_t md0, md1, md2, md3; /* the mask's own extents */
     int drop;                   /* dropout > 0 */
     uint32_t drop_seed, drop_thr;
+    const int64_t *drop_step;   /* on the device; NULL: step 0 */
     float drop_scale;           /* 1 / (1 - dropout) */
     int drop_ranks, drop_rank;
 };
 
-/* M_ij / (1 - r) of pair (b, h): P_ij's factor under dropout (1 without), drawn at its
- * index in [B, H, S, T] (the whole tensor's under a split of the heads), as the CPU's. */
-__device__ static inline float keep_factor(const att_geom &g, int64_t b, int64_t h, int64_t i, int64_t j) {
-    if (!g.drop) return 1.0f;
+/* The masks' key of this step (runtime/dropout_rng.h), made on the device. */
+__device__ static inline uint64_t drop_key(const att_geom &g) {
+    return g.drop ? vp_dropout_key(g.drop_seed, g.drop_step ? *g.drop_step : 0) : 0;
+}
+
+/* x at P_ij of pair (b, h) under dropout: x / (1 - r) where M keeps it, else 0 (a select,
+ * as the CPU's, so a non-finite x dropped is 0); x without dropout.  M is drawn at P's
+ * index in [B, H, S, T] (the whole tensor's under a split of the heads). */
+__device__ static inline float dropped(const att_geom &g, uint64_t key, int64_t b, int64_t h, int64_t i, int64_t j,
+                                       float x) {
+    if (!g.drop) return x;
     uint64_t idx = (uint64_t)(((b * g.H + h) * g.S + i) * g.T + j);
     idx = vp_dropout_global_index(idx, (uint64_t)(g.H * g.S * g.T), g.drop_ranks, g.drop_rank);
-    return vp_dropout_keeps(g.drop_seed, idx, g.drop_thr) ? g.drop_scale : 0.0f;
+    return vp_dropout_keeps(key, idx, g.drop_thr) ? x * g.drop_scale : 0.0f;
 }
 
 /* The score s_ij; under softcap, *dcap (when not NULL) gets the capping's derivative
@@ -147,6 +156,7 @@ template <typename T>
 __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, const T *v, T *y, float *lse) {
     extern __shared__ float acc[]; /* Dv accumulators */
     __shared__ float p[CU_THREADS];
+    uint64_t key = drop_key(g);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
         const T *qi = q + q_row(g, b, h, i), *kb = k + k_base(g, b, h / g.rep), *vb = v + v_base(g, b, h / g.rep);
@@ -164,9 +174,9 @@ __global__ void k_attention(att_geom g, int64_t rows, const T *q, const T *k, co
             __syncthreads();
             bool filled = ls <= -1e30 && ls > -INFINITY; /* as prob(): the row's own max and sum */
             p[threadIdx.x] = j >= cols ? 0.0f
-                             : (filled ? (float)(exp((double)score(g, qi, kb, b, h, i, j) - m) / l)
-                                       : (float)exp((double)score(g, qi, kb, b, h, i, j) - ls)) *
-                                   keep_factor(g, b, h, i, j);
+                             : dropped(g, key, b, h, i, j,
+                                       filled ? (float)(exp((double)score(g, qi, kb, b, h, i, j) - m) / l)
+                                              : (float)exp((double)score(g, qi, kb, b, h, i, j) - ls));
             __syncthreads();
             int64_t n = cols - j0 < blockDim.x ? cols - j0 : blockDim.x;
             for (int64_t c = threadIdx.x; c < g.Dv; c += blockDim.x) {
@@ -186,6 +196,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
                                const float *lse, T *dq) {
     extern __shared__ float acc[]; /* D accumulators */
     __shared__ float ds[CU_THREADS];
+    uint64_t key = drop_key(g);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t bh = r / g.S, i = r % g.S, b = bh / g.H, h = bh % g.H, cols = seen_cols(g, i);
         const T *qi = q + q_row(g, b, h, i), *kb = k + k_base(g, b, h / g.rep), *vb = v + v_base(g, b, h / g.rep);
@@ -200,7 +211,7 @@ __global__ void k_attention_dq(att_geom g, int64_t rows, const T *dy, const T *q
             if (j < cols) {
                 float dcap;
                 float pj = prob(g, qi, kb, b, h, i, j, lse[r], &dcap);
-                ds[threadIdx.x] = pj * (dotf(dyi, vb + j * g.vld, g.Dv) * keep_factor(g, b, h, i, j) - (float)di) * dcap;
+                ds[threadIdx.x] = pj * (dropped(g, key, b, h, i, j, dotf(dyi, vb + j * g.vld, g.Dv)) - (float)di) * dcap;
             } else {
                 ds[threadIdx.x] = 0;
             }
@@ -222,6 +233,7 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
                                 const float *lse, T *dk, T *dv) {
     extern __shared__ float acc[]; /* D accumulators of dK, then Dv of dV */
     __shared__ float ds[CU_THREADS], p[CU_THREADS];
+    uint64_t key = drop_key(g);
     for (int64_t r = blockIdx.x; r < keys; r += gridDim.x) {
         int64_t kv = r / g.T, j = r % g.T, b = kv / g.Hk, kh = kv % g.Hk;
         int64_t kbo = k_base(g, b, kh), vjo = v_base(g, b, kh) + j * g.vld;
@@ -238,9 +250,9 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
                 const T *dyi = dy + y_row(g, b, h, i);
                 float dcap;
                 float pij = prob(g, qb + i * g.qld, kb, b, h, i, j, lb[i], &dcap);
-                float keep = keep_factor(g, b, h, i, j);
-                p[threadIdx.x] = pij * keep; /* dV reads the dropped P' */
-                ds[threadIdx.x] = pij * (dotf(dyi, vj, g.Dv) * keep - dotf(dyi, y + y_row(g, b, h, i), g.Dv)) * dcap;
+                p[threadIdx.x] = dropped(g, key, b, h, i, j, pij); /* dV reads the dropped P' */
+                ds[threadIdx.x] =
+                    pij * (dropped(g, key, b, h, i, j, dotf(dyi, vj, g.Dv)) - dotf(dyi, y + y_row(g, b, h, i), g.Dv)) * dcap;
             } else {
                 p[threadIdx.x] = ds[threadIdx.x] = 0;
             }
@@ -269,6 +281,7 @@ __global__ void k_attention_dkv(att_geom g, int64_t keys, const T *dy, const T *
 template <typename T>
 __global__ void k_attention_dmask(att_geom g, int64_t B, int64_t elems, const T *dy, const T *q, const T *k,
                                   const T *v, const T *y, const float *lse, T *dmask) {
+    uint64_t key = drop_key(g);
     CU_FOR(e, elems) {
         int64_t x = e, mj = x % g.md3;
         x /= g.md3;
@@ -285,7 +298,7 @@ __global__ void k_attention_dmask(att_geom g, int64_t B, int64_t elems, const T 
                     for (int64_t j = g.md3 == 1 ? 0 : mj; j < (g.md3 == 1 ? g.T : mj + 1); j++) {
                         if (j >= seen_cols(g, i)) continue;
                         float pij = prob(g, qi, kb, b, h, i, j, li);
-                        sum += pij * (dotf(dyi, vb + j * g.vld, g.Dv) * keep_factor(g, b, h, i, j) - di);
+                        sum += pij * (dropped(g, key, b, h, i, j, dotf(dyi, vb + j * g.vld, g.Dv)) - di);
                     }
                 }
         cu_st(dmask, mb * g.ms0 + mh * g.ms1 + mi * g.ms2 + mj * g.ms3, sum);
@@ -322,6 +335,7 @@ static att_geom geom_of(const cu_attention_shape *s) {
     g.md3 = s->mask_dims[3] > 0 ? s->mask_dims[3] : 1;
     g.drop = s->dropout > 0;
     g.drop_seed = s->drop_seed;
+    g.drop_step = s->drop_step;
     g.drop_thr = vp_dropout_threshold(s->dropout);
     g.drop_scale = g.drop ? (float)(1.0 / (1.0 - (double)s->dropout)) : 1.0f;
     g.drop_ranks = s->drop_ranks > 1 ? s->drop_ranks : 1;

@@ -28,7 +28,8 @@ typedef struct cu_attention_shape {
     int64_t mask_strides[4];
     int64_t mask_dims[4]; /* the mask's own extents, 1 where it broadcasts (its gradient's too) */
     float dropout;        /* r > 0: P dropped by M / (1 - r), M drawn by runtime/dropout_rng.h */
-    uint32_t drop_seed;   /* vp_dropout_seed of the node and step */
+    uint32_t drop_seed;   /* the node's seed attribute */
+    const int64_t *drop_step; /* the step count, on the device (NULL: 0); the key is made there */
     int drop_ranks, drop_rank; /* M at the whole tensor's index: this rank's heads of drop_ranks parts */
 } cu_attention_shape;
 

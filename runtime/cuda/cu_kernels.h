@@ -179,6 +179,11 @@ cudaError_t cu_adam(int64_t n, const cu_opt *h, const float *w, const float *g, 
 
 /* Dropout: y = keep ? x * scale : 0, keep the mask (one byte an element). */
 cudaError_t cu_dropout(int dtype, int64_t n, const void *x, const uint8_t *keep, double scale, void *y, cudaStream_t st);
+/* y and the mask (NULL: none) of a Dropout of ours at ratio: runtime/dropout_rng.h's mask
+ * of the seed and the step count (on the device; NULL: 0), element i at its index among
+ * `ranks` chunks of `chunk` (1 rank: i). */
+cudaError_t cu_dropout_counter(int dtype, int64_t n, const void *x, uint32_t seed, const int64_t *step, double ratio,
+                               uint64_t chunk, int ranks, int rank, void *y, uint8_t *mask, cudaStream_t st);
 /* DropoutGrad: dx = mask ? dy / keep : 0. */
 cudaError_t cu_dropout_grad(int dtype, int64_t n, const void *dy, const uint8_t *mask, double keep, void *dx,
                             cudaStream_t st);

@@ -1,11 +1,10 @@
 /* The attention family's CUDA ops: vplan.Attention and vplan.AttentionGrad in float32,
- * float16 and bfloat16 (cu_attention.cu); float64 is refused.  Under dropout the step
- * count is read back to the host for the masks' seed (vp_dropout_seed, as the CPU's). */
+ * float16 and bfloat16 (cu_attention.cu); float64 is refused.  Under dropout the kernels
+ * read the step count on the device and make the masks' key there (no copy back). */
 #include <math.h>
 
 #include "cu_attention.h"
 #include "cuda_internal.h"
-#include "k_elementwise.h"
 
 static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, const vp_tensor *v,
                      const vp_tensor *mask, cu_attention_shape *s) {
@@ -34,20 +33,19 @@ static void shape_of(const vp_node *n, const vp_tensor *q, const vp_tensor *k, c
     if (mask) broadcast_strides(mask, 4, full, s->mask_strides);
     s->dropout = vp_attr_float(n, "dropout", 0.0f);
     if (!(s->dropout > 0)) s->dropout = 0;
-    s->drop_seed = 0;
+    s->drop_seed = (uint32_t)vp_attr_int(n, "seed", 0);
+    s->drop_step = NULL;
     s->drop_ranks = (int)vp_attr_int(n, "vplan_ranks", 1);
     s->drop_rank = (int)vp_attr_int(n, "vplan_rank", 0);
 }
 
-/* Under dropout, the seed of this step's masks: the step count (input k, an int64 on the
- * device) read back. */
-static vp_status drop_seed(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, int k, cu_attention_shape *s,
-                           vp_error *err) {
-    double step = 0;
+/* Under dropout, the step count (input k, an int64 the kernels read on the device). */
+static vp_status drop_step(const vp_node *n, const vp_tensor *const *in, int k, cu_attention_shape *s, vp_error *err) {
     const vp_tensor *st = opt_in(n, in, k);
-    vp_status e = s->dropout > 0 && st ? vp_cuda_read_float_scalar(c, n, st, k, &step, err) : VP_OK;
-    if (!e && s->dropout > 0) s->drop_seed = vp_dropout_seed(n, (int64_t)step);
-    return e;
+    if (!(s->dropout > 0) || !st) return VP_OK;
+    if (st->dtype != VP_I64) return vp_node_fail(err, VP_ERR_INVALID, n, "input %d (the step count) must be int64", k);
+    s->drop_step = (const int64_t *)st->data;
+    return VP_OK;
 }
 
 /* Inputs 0..count-1 and the mask (input m, may be NULL) of one float type the kernels
@@ -71,7 +69,7 @@ static vp_status op_attention(cuda_ctx *c, const vp_node *n, const vp_tensor *co
     if (s) return s;
     cu_attention_shape sh;
     shape_of(n, in[0], in[1], in[2], mask, &sh);
-    if ((s = drop_seed(c, n, in, 4, &sh, err))) return s;
+    if ((s = drop_step(n, in, 4, &sh, err))) return s;
     return LAUNCH(cu_attention((int)in[0]->dtype, &sh, in[0]->data, in[1]->data, in[2]->data, out[0]->data,
                                fptr(opt_out(n, out, 1)), c->stream));
 }
@@ -84,7 +82,7 @@ static vp_status op_attention_grad(cuda_ctx *c, const vp_node *n, const vp_tenso
     if (s) return s;
     cu_attention_shape sh;
     shape_of(n, in[1], in[2], in[3], mask, &sh);
-    if ((s = drop_seed(c, n, in, 7, &sh, err))) return s;
+    if ((s = drop_step(n, in, 7, &sh, err))) return s;
     vp_tensor *dq = opt_out(n, out, 0), *dk = opt_out(n, out, 1), *dv = opt_out(n, out, 2);
     vp_tensor *dmask = mask ? opt_out(n, out, 3) : NULL;
     return LAUNCH(cu_attention_grad((int)in[1]->dtype, &sh, in[0]->data, in[1]->data, in[2]->data, in[3]->data,

@@ -2,11 +2,13 @@
  * mode), com.microsoft.DropoutGrad and IsAllFinite (cu_train.cu), and ONNX Runtime's
  * gradient accumulation, InPlaceAccumulatorV2 and ZeroGradient.
  *
- * A training-mode Dropout keeps the elements the CPU keeps: its mask is drawn on the
- * host by the CPU kernel's own generator (vp_dropout_keep_mask: MT19937 from the seed
- * of the node and step, a serial sequence) and copied into the mask output, then applied on the
- * device.  A Dropout without a mask output in training mode (no gradient wants one) runs
- * the CPU kernel on host copies instead: it has no device memory for the mask. */
+ * A training-mode Dropout keeps the elements the CPU keeps.  Ours (vplan_step: the
+ * training steps' own) draw runtime/dropout_rng.h's counter-based mask on the device,
+ * the step count read there.  ONNX's own draw theirs on the host by the CPU kernel's
+ * generator (vp_dropout_keep_mask: MT19937 from the seed, a serial sequence), copied
+ * into the mask output, then applied on the
+ * device; one without a mask output in training mode (no gradient wants one) runs the
+ * CPU kernel on host copies instead: it has no device memory for the mask. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +21,11 @@ static int is_float(vp_dtype t) { return t == VP_F32 || t == VP_F16 || t == VP_B
 
 /* The CPU kernel on host copies of x and y (the mask-less training case). */
 static vp_status dropout_on_host(cuda_ctx *c, const vp_node *n, const vp_tensor *const *in, vp_tensor *y, double ratio,
-                                 int64_t step, vp_error *err) {
+                                 vp_error *err) {
     size_t bytes = vp_tensor_nbytes(y);
     vp_tensor hx = *in[0], hy = *y, hr = {0};
     float r = (float)ratio;
     uint8_t mode = 1;
-    vp_tensor hs = {.dtype = VP_I64, .data = &step};
     hx.data = malloc(bytes ? bytes : 1);
     hy.data = malloc(bytes ? bytes : 1);
     vp_status s = hx.data && hy.data ? VP_OK : vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for a host copy");
@@ -33,10 +34,10 @@ static vp_status dropout_on_host(cuda_ctx *c, const vp_node *n, const vp_tensor 
     hr.dtype = VP_F32;
     hr.data = &r;
     vp_tensor hm = {.dtype = VP_BOOL, .data = &mode};
-    const vp_tensor *hin[4] = {&hx, &hr, &hm, &hs};
+    const vp_tensor *hin[3] = {&hx, &hr, &hm};
     vp_tensor *hout[1] = {&hy};
     vp_node one = *n;
-    one.n_inputs = 4;
+    one.n_inputs = 3;
     one.n_outputs = 1;
     if (one.opset < 13) one.opset = 13;
     if (!s) s = vp_cpu_dropout(&one, hin, hout, err);
@@ -51,13 +52,12 @@ static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
                             vp_error *err) {
     const vp_tensor *x = in[0], *ratio_in = opt_in(n, in, 1), *mode_in = opt_in(n, in, 2), *step_in = opt_in(n, in, 3);
     vp_tensor *y = out[0], *mask = opt_out(n, out, 1);
-    double ratio = 0.5, training = 0, step = 0;
+    double ratio = 0.5, training = 0;
     vp_status s = VP_OK;
     /* the CPU kernel's reading: an attribute before opset 12, inputs since */
     if (n->opset < 12) ratio = vp_attr_float(n, "ratio", 0.5f);
     else if (ratio_in) s = vp_cuda_read_float_scalar(c, n, ratio_in, 1, &ratio, err);
     if (!s && n->opset >= 12 && mode_in) s = vp_cuda_read_float_scalar(c, n, mode_in, 2, &training, err);
-    if (!s && step_in && training && ratio != 0) s = vp_cuda_read_float_scalar(c, n, step_in, 3, &step, err);
     if (s) return s;
     if (!training || ratio == 0) { /* the identity, every element kept */
         s = vp_cuda_copy_d2d(c, n, y->data, x->data, vp_tensor_nbytes(x), err);
@@ -67,12 +67,29 @@ static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     }
     if (!(ratio > 0 && ratio < 1)) return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
     if (!is_float(x->dtype)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Dropout of %s", vp_dtype_name(x->dtype));
-    if (!mask) return dropout_on_host(c, n, in, y, ratio, (int64_t)step, err);
-    if (mask->dtype != VP_BOOL) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a non-bool mask");
+    if (mask && mask->dtype != VP_BOOL) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a non-bool mask");
+    if (vp_attr_int(n, "vplan_step", 0) == 1) { /* ours: the counter-based mask, drawn on the device */
+        int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
+        int axis = (int)vp_attr_int(n, "vplan_axis", 0);
+        int64_t chunk = vp_tensor_numel(x);
+        if (ranks > 1) {
+            if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks)
+                return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
+            chunk = 1;
+            for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
+        }
+        if (step_in && step_in->dtype != VP_I64)
+            return vp_node_fail(err, VP_ERR_INVALID, n, "input 3 (the step count) must be int64");
+        return LAUNCH(cu_dropout_counter((int)x->dtype, vp_tensor_numel(x), x->data, (uint32_t)vp_attr_int(n, "seed", 0),
+                                         step_in ? (const int64_t *)step_in->data : NULL, ratio, (uint64_t)chunk,
+                                         ranks > 1 ? ranks : 1, rank, y->data, mask ? (uint8_t *)mask->data : NULL,
+                                         c->stream));
+    }
+    if (!mask) return dropout_on_host(c, n, in, y, ratio, err);
     int64_t count = vp_tensor_numel(x);
     uint8_t *keep = malloc(count ? (size_t)count : 1);
     if (!keep) return vp_node_fail(err, VP_ERR_NOMEM, n, "out of memory for the mask");
-    if (vp_dropout_node_mask(n, x, ratio, (int64_t)step, keep)) { /* a sequence-parallel rank's slice draws the whole */
+    if (vp_dropout_node_mask(n, x, ratio, 0, keep)) { /* a sequence-parallel rank's slice draws the whole */
         free(keep);
         return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
     }

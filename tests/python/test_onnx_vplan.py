@@ -522,6 +522,38 @@ class TestDropout(unittest.TestCase):
             with self.assertRaises(onnx_vplan.VplanError):
                 onnx_vplan.export(model, (x,), os.path.join(d, "bad.onnx"), mode="inference", progress=False)
 
+    def test_random_ops_fall_back_to_eval(self):
+        """A model whose train() export draws with ops the tool does not run (stochastic
+        depth's uniform draws) is exported from eval() with a warning, which the tool plans."""
+        if not TORCH2:
+            self.skipTest("torch 2.x's exporter writes stochastic depth as RandomUniformLike")
+
+        class DropPath(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+                self.drop = torch.nn.Dropout(0.1)
+
+            def forward(self, x):
+                h = self.fc(x)
+                if self.training:  # stochastic depth, per row, as torchvision's StochasticDepth
+                    h = h * (torch.rand(x.shape[0], 1) >= 0.2).to(h.dtype) / 0.8
+                return self.drop(x + h)
+
+        model, x = DropPath(), torch.randn(4, 8)
+        with tempfile.TemporaryDirectory(prefix="test_random_ops_") as d:
+            import contextlib
+            import io
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                path = onnx_vplan.export(model, (x,), os.path.join(d, "m.onnx"), progress=False)
+            self.assertIn("RandomUniform", err.getvalue())
+            self.assertIn("exported from eval()", err.getvalue())
+            ops = [n.op_type for n in onnx.load(path).graph.node]
+            self.assertFalse(set(ops) & set(onnx_vplan.exporting.RANDOM_OPS), ops)
+            rc, _, stderr = tool("plan", path, "--loss", "mse:" + onnx.load(path).graph.output[0].name)
+            self.assertEqual(rc, 0, stderr)
+
     def test_attention_dropout_fused(self):
         """Hugging Face's BERT with its default dropout (0.1 on the attention probabilities
         too), exported from train(): the probabilities' Dropout fuses into the attention

@@ -78,7 +78,9 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
     (default: only above 1 GiB of weights).  mode: "train" or "eval", the module mode
     exported from; default: "train" where the model drops (dropping(model): an eval()
     export has no Dropout, so the tool would train without it), else "eval"; a train()
-    export that torch's exporter fails is tried again from eval(), with a warning.
+    export that torch's exporter fails, or that draws with random ops the tool does not
+    run (stochastic depth's RandomUniformLike), is made again from eval(), with a
+    warning.  A train() export's Dropouts drop: it is a training graph, not one to serve.
     progress: a line or bar on stderr."""
     import torch
     if not isinstance(model, torch.nn.Module):
@@ -116,6 +118,11 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
                 for t, v in saved:
                     t.copy_(v)
 
+    def fall_back(why):
+        print(f"onnx_vplan: warning: {why}; exported from eval(), which leaves out its dropout ({len(drops)} places, "
+              f"first {drops[0]}): the tool trains without it", file=sys.stderr)
+        return once(False)
+
     try:
         try:
             info = once(chosen == "train")
@@ -124,11 +131,13 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
         except Exception as e:  # torch's exporter: some models export from eval() only
             if mode or chosen != "train":
                 raise
-            print(f"onnx_vplan: warning: torch's exporter failed on {type(model).__name__} in train() "
-                  f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}); exported from "
-                  f"eval(), which leaves out its dropout ({len(drops)} places, first {drops[0]}): the tool trains "
-                  f"without it", file=sys.stderr)
-            info = once(False)
+            info = fall_back(f"torch's exporter failed on {type(model).__name__} in train() ({type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})")
+        else:
+            random = _random_ops(path) if chosen == "train" and not mode else []
+            if random:  # stochastic depth and the like: random ops the tool does not draw
+                info = fall_back(f"{type(model).__name__} from train() draws with {', '.join(random)} beside its "
+                                 f"Dropouts, which onnx-vplan does not run")
     finally:
         with torch.no_grad():
             for t, v in saved:
@@ -140,6 +149,15 @@ def export(model, args, path, *, dynamic_shapes=None, input_names=None, output_n
         print(f"onnx_vplan: warning: {len(missing)} parameters are not initializers of {path} under their names "
               f"nor tied to one (first: {missing[0]}): the tool will not train them", file=sys.stderr)
     return path
+
+
+RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli", "Multinomial")
+
+
+def _random_ops(path):
+    """The random ops (other than Dropout) in the graph at path, sorted, each once."""
+    import onnx
+    return sorted({n.op_type for n in onnx.load(path, load_external_data=False).graph.node if n.op_type in RANDOM_OPS})
 
 
 def _export(major, model, args, path, dynamic_shapes, input_names, output_names, opset_version, external_data,
