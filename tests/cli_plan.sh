@@ -220,4 +220,20 @@ if ! awk -v a="$(losses "$tmp/drop_fused.json")" -v b="$(losses "$tmp/drop_plain
     echo "FAIL: gpt_drop: fused losses $(losses "$tmp/drop_fused.json"), decomposed $(losses "$tmp/drop_plain.json")"
 fi
 
+# train --save records the step count the masks were drawn for: training the saved model
+# counts on from it, so its first step draws what a longer run's next step draws (plain
+# SGD: no optimizer state to lose between the runs), bit for bit
+expect 0 "^step 3 " -- "$tool" train "$drop/model.onnx" --dim batch=2 --loss ce:logits --optimizer sgd --steps 3 \
+    --data "$drop/fixtures" --json "$tmp/drop3.json"
+expect 0 "^step 2 " -- "$tool" train "$drop/model.onnx" --dim batch=2 --loss ce:logits --optimizer sgd --steps 2 \
+    --data "$drop/fixtures" --save "$tmp/drop2.onnx"
+expect 0 "^step 1 " -- "$tool" train "$tmp/drop2.onnx" --dim batch=2 --loss ce:logits --optimizer sgd --steps 1 \
+    --data "$drop/fixtures" --json "$tmp/drop_resumed.json"
+third=$(losses "$tmp/drop3.json" | tr -d '[]' | cut -d, -f3)
+resumed=$(losses "$tmp/drop_resumed.json" | tr -d '[]')
+if [[ -z $third || $third != "$resumed" ]]; then
+    fail=$((fail + 1))
+    echo "FAIL: gpt_drop resumed from --save: step 1 loss $resumed, the 3-step run's third $third"
+fi
+
 expect_summary

@@ -20,6 +20,7 @@
 
 #include "ir/dtype_conv.h"
 #include "ir/graph_build.h"
+#include "onnx/onnx_load.h"
 #include "train/training.h"
 
 /* Rewrites node i in place: same inputs, Y and running statistics (the model's, when
@@ -149,8 +150,26 @@ static int step_slot(const vp_node *n) {
     return !strcmp(n->op_type, "Attention") ? 4 : !strcmp(n->op_type, "AttentionGrad") ? 7 : -1;
 }
 
+/* The step count a saved model's metadata records (VP_DROPOUT_STEP_KEY), as the carried
+ * count's first value; 0 where there is none. */
+static vp_status resumed_step(vp_graph *g, int step, vp_error *err) {
+    const char *m = vp_onnx_metadata(g, VP_DROPOUT_STEP_KEY);
+    if (!m) return VP_OK;
+    char *end;
+    long long v = strtoll(m, &end, 10);
+    if (end == m || *end || v < 0)
+        return vp_fail(err, VP_ERR_INVALID, "%s: metadata %s is '%s', not a step count", g->path ? g->path : "model",
+                       VP_DROPOUT_STEP_KEY, m);
+    int64_t *d = malloc(sizeof *d);
+    if (!d) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+    *d = v;
+    vp_value_set_data(g, step, d, VP_DATA_HEAP);
+    return VP_OK;
+}
+
 vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err) {
     int n_nodes = g->n_nodes, step = -1;
+    t->dropout_step = -1;
     for (int i = 0; i < n_nodes; i++) {
         int slot = step_slot(&g->nodes[i]);
         if (slot < 0 || g->nodes[i].n_inputs > slot) continue;
@@ -158,6 +177,8 @@ vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err
             int64_t none[1] = {0};
             step = vp_build_state(g, "vplan.dropout_step", VP_I64, 0, none);
             if (step < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
+            vp_status s = resumed_step(g, step, err);
+            if (s) return s;
         }
         vp_node *n = &g->nodes[i];
         int *in = realloc(n->inputs, ((size_t)slot + 1) * sizeof *in);
@@ -180,6 +201,7 @@ vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err
     int next;
     vp_status s = vp_build_finish(g, id, &next, err);
     if (!s) s = vp_training_add_carry(t, step, next, err);
+    if (!s) t->dropout_step = step;
     if (!s) s = vp_graph_link(g, err);
     return s;
 }

@@ -354,6 +354,7 @@ const vp_pass_info *vp_training_pass(int i) { return i >= 0 && i < vp_training_p
 void vp_training_begin(vp_training_run *c, vp_graph *g, const vp_train_spec *spec, vp_training *t) {
     memset(t, 0, sizeof *t);
     t->loss = -1;
+    t->dropout_step = -1;
     *c = (vp_training_run){g, spec, t, -1};
 }
 

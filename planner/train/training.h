@@ -117,6 +117,7 @@ typedef struct vp_training {
     int n_unused;        /* trainable parameters the loss does not depend on */
     int n_frozen_folded; /* nodes folded over frozen initializers (train/fold_frozen.h) */
     int n_dropout_train; /* Dropouts put in training mode (train/train_mode.c) */
+    int dropout_step;    /* the carried step count their masks are drawn for, or -1 (vp_train_mode_step_dropouts) */
     int n_attention;     /* attention cores fused into vplan.Attention */
     int n_gqa;           /* of those, grouped-query ones reading K and V unrepeated */
     int n_attention_bshd; /* their Q, K, V inputs read through the head transpose, not copied */
@@ -171,6 +172,9 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
  * (and its gradient) after its mask; an update after its last reader advances it, so
  * that each step draws new masks. */
 vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err);
+/* The model metadata key under which `train --save` records the step count reached, from
+ * which the next training of the saved model counts on (new masks, not the first run's). */
+#define VP_DROPOUT_STEP_KEY "vplan.dropout_step"
 vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
 
 /* The nodes autodiff would refuse for want of a gradient rule when every float

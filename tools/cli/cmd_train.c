@@ -146,17 +146,26 @@ static vp_status save_model(const char *src, const char *dst, vp_exec *x, const 
         names[n++] = v->name;
     }
     /* fp16: the loss scale and its clean-step count where this run left them, so that
-     * training the saved model resumes with them (the pipeline, planner/pipeline, reads them back) */
-    char scale[32] = "", count[32] = "";
-    const char *keys[2] = {VP_LOSS_SCALE_KEY, VP_LOSS_SCALE_COUNT_KEY}, *meta[2] = {scale, count};
+     * training the saved model resumes with them (the pipeline, planner/pipeline, reads them back);
+     * the Dropouts' step count likewise */
+    char scale[32] = "", count[32] = "", steps[32] = "";
+    const char *keys[3], *meta[3];
+    int n_meta = 0;
     if (!s && t->loss_scaled) {
         vp_status s2 = VP_OK;
         double sv = get_scalar(x, t->scaling.scale, &s2, err), cv = get_scalar(x, t->scaling.count, &s2, err);
         s = s2;
         vp_loss_scale_format(sv, (int64_t)cv, scale, count);
+        keys[n_meta] = VP_LOSS_SCALE_KEY, meta[n_meta++] = scale;
+        keys[n_meta] = VP_LOSS_SCALE_COUNT_KEY, meta[n_meta++] = count;
     }
-    if (!s && (!comm || comm->rank == 0))
-        s = vp_onnx_save_model(src, dst, n, names, vals, t->loss_scaled ? 2 : 0, keys, meta, err);
+    /* the Dropouts' step count, so that training the saved model draws new masks, not
+     * this run's again (train/train_mode.c reads it back) */
+    if (!s && t->dropout_step >= 0) {
+        snprintf(steps, sizeof steps, "%lld", (long long)get_scalar(x, t->dropout_step, &s, err));
+        keys[n_meta] = VP_DROPOUT_STEP_KEY, meta[n_meta++] = steps;
+    }
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_model(src, dst, n, names, vals, n_meta, keys, meta, err);
     for (int i = 0; i < n; i++) free(vals[i].data);
     free(vals);
     free(names);
