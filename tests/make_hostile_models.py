@@ -16,6 +16,8 @@
                       expansions refuse (hostile_sequences says why)
   dropout_four.onnx, dropout_step_float.onnx   Dropout with a fourth input: ONNX's has
                       three; a vplan_step count (train/train_mode.c's) of float, not int64
+  dropout_step_meta.onnx   a Dropout model whose metadata vplan.dropout_step (what
+                      train --save records) is no step count
 
 usage: make_hostile_models.py DIR"""
 import os
@@ -173,8 +175,22 @@ def hostile_sequences():
     }
 
 
+def dropout_step_meta():
+    """x [4, 6] through Dropout(0.5) and MatMul to y, with a step count that is not one."""
+    g = helper.make_graph([helper.make_node("Dropout", ["x", "r"], ["d"], name="drop"),
+                           helper.make_node("MatMul", ["d", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+                          [helper.make_tensor("r", TensorProto.FLOAT, [], [0.5]),
+                           helper.make_tensor("w", TensorProto.FLOAT, [6, 3], [0.1] * 18)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    helper.set_model_props(m, {"vplan.dropout_step": "three"})
+    return m
+
+
 def main():
     out = sys.argv[1]
+    save(dropout_step_meta(), os.path.join(out, "dropout_step_meta.onnx"))
     for name, model in hostile_sequences().items():
         save(model, os.path.join(out, name))
     with open(os.path.join(out, "deep_if.onnx"), "wb") as f:

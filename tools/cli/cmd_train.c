@@ -251,8 +251,10 @@ static int run_train(int argc, char **argv) {
         {"--json", CLI_STR, &json, "FILE", "write {\"losses\": [...], ...}"},
         {"--save", CLI_STR, &save, "OUT.onnx",
          "write the model with the trained weights (and BatchNorm\n"
-         "running statistics); with --lora, the adapters alone (an ONNX\n"
-         "file of initializers that --lora-load reads back)"},
+         "running statistics; fp16's loss scale and the Dropouts' step\n"
+         "count as metadata, which training it again counts on from);\n"
+         "with --lora, the adapters alone (an ONNX file of initializers\n"
+         "that --lora-load reads back)"},
         {"--merge", CLI_STR, &merge, "OUT.onnx", "with --lora: write the model with each adapted weight merged, W + scale B A"},
         {"--qdq", CLI_SET, &qdq, NULL,
          "with --qat and --save: write a QDQ model (QuantizeLinear and\n"
