@@ -229,11 +229,19 @@ expect 0 "^step 2 " -- "$tool" train "$drop/model.onnx" --dim batch=2 --loss ce:
     --data "$drop/fixtures" --save "$tmp/drop2.onnx"
 expect 0 "^step 1 " -- "$tool" train "$tmp/drop2.onnx" --dim batch=2 --loss ce:logits --optimizer sgd --steps 1 \
     --data "$drop/fixtures" --json "$tmp/drop_resumed.json"
+# and so does `run PLAN --save`, from the plan's own step count
+expect 0 "^wrote " -- "$tool" plan "$drop/model.onnx" --dim batch=2 --loss ce:logits --optimizer sgd -o "$tmp/drop.vplan"
+expect 0 "with 38 trained initializers" -- "$tool" run "$tmp/drop.vplan" --steps 2 --data "$drop/fixtures" \
+    --save "$tmp/drop_run2.onnx"
+expect 0 "^step 1 " -- "$tool" train "$tmp/drop_run2.onnx" --dim batch=2 --loss ce:logits --optimizer sgd --steps 1 \
+    --data "$drop/fixtures" --json "$tmp/drop_run_resumed.json"
 third=$(losses "$tmp/drop3.json" | tr -d '[]' | cut -d, -f3)
-resumed=$(losses "$tmp/drop_resumed.json" | tr -d '[]')
-if [[ -z $third || $third != "$resumed" ]]; then
-    fail=$((fail + 1))
-    echo "FAIL: gpt_drop resumed from --save: step 1 loss $resumed, the 3-step run's third $third"
-fi
+for r in drop_resumed drop_run_resumed; do
+    resumed=$(losses "$tmp/$r.json" | tr -d '[]')
+    if [[ -z $third || $third != "$resumed" ]]; then
+        fail=$((fail + 1))
+        echo "FAIL: gpt_drop resumed ($r): step 1 loss $resumed, the 3-step run's third $third"
+    fi
+done
 
 expect_summary

@@ -50,6 +50,7 @@
  * float64 gradient check recomputes P to float64 accuracy.  The mask has Q's dtype; where
  * it depends on a parameter the backward also writes its gradient, which the kernels
  * sum in a fixed order (the same bits on any number of threads). */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -121,7 +122,7 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
     if (!(dropout >= 0 && dropout < 1))
         return vp_node_fail(err, VP_ERR_INVALID, n, "attribute dropout must be in [0, 1), got %g", (double)dropout);
     int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
-    if (ranks < 1 || rank < 0 || rank >= ranks)
+    if (ranks < 1 || ranks > INT_MAX || rank < 0 || rank >= ranks)
         return vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld and vplan_rank %lld: want 0 <= rank < ranks",
                             (long long)ranks, (long long)rank);
     const vp_value *step = vp_shape_in(g, n, m + 1);

@@ -331,7 +331,7 @@ static vp_status shape_dropout(vp_graph *g, vp_node *n, vp_error *err) {
     if (!s && training) s = ew_check_scalar(n, 2, training, err);
     int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
     int64_t axis = vp_attr_int(n, "vplan_axis", 0);
-    if (!s && (ranks < 1 || rank < 0 || rank >= ranks || (ranks > 1 && (axis < 0 || axis >= x->rank))))
+    if (!s && (ranks < 1 || ranks > INT_MAX || rank < 0 || rank >= ranks || (ranks > 1 && (axis < 0 || axis >= x->rank))))
         s = vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld, vplan_rank %lld, vplan_axis %lld do not fit "
                          "its rank-%d input", (long long)ranks, (long long)rank, (long long)axis, x->rank);
     if (!s && step && step->dtype != VP_I64)

@@ -14,6 +14,7 @@
  * Dropout repeats the first pass's mask (as torch.utils.checkpoint restores the RNG
  * state).  A Dropout without a seed of its own (what exporters write) gets one from its
  * name, so that two Dropouts of one shape (every layer's) draw different masks. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,8 +157,9 @@ static vp_status resumed_step(vp_graph *g, int step, vp_error *err) {
     const char *m = vp_onnx_metadata(g, VP_DROPOUT_STEP_KEY);
     if (!m) return VP_OK;
     char *end;
+    errno = 0;
     long long v = strtoll(m, &end, 10);
-    if (end == m || *end || v < 0)
+    if (end == m || *end || errno || v < 0 || v >= (1ll << 32)) /* vp_dropout_key's keys are distinct below 2^32 */
         return vp_fail(err, VP_ERR_INVALID, "%s: metadata %s is '%s', not a step count", g->path ? g->path : "model",
                        VP_DROPOUT_STEP_KEY, m);
     int64_t *d = malloc(sizeof *d);
@@ -175,7 +177,7 @@ vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err
         if (slot < 0 || g->nodes[i].n_inputs > slot) continue;
         if (step < 0) {
             int64_t none[1] = {0};
-            step = vp_build_state(g, "vplan.dropout_step", VP_I64, 0, none);
+            step = vp_build_state(g, VP_DROPOUT_STEP_KEY, VP_I64, 0, none);
             if (step < 0) return vp_fail(err, VP_ERR_NOMEM, "out of memory");
             vp_status s = resumed_step(g, step, err);
             if (s) return s;

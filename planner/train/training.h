@@ -173,7 +173,8 @@ vp_status vp_train_mode_apply(vp_graph *g, vp_training *t, vp_error *err);
  * that each step draws new masks. */
 vp_status vp_train_mode_step_dropouts(vp_graph *g, vp_training *t, vp_error *err);
 /* The model metadata key under which `train --save` records the step count reached, from
- * which the next training of the saved model counts on (new masks, not the first run's). */
+ * which the next training of the saved model counts on (new masks, not the first run's);
+ * the carried state value's name too. */
 #define VP_DROPOUT_STEP_KEY "vplan.dropout_step"
 vp_status vp_autodiff(vp_graph *g, vp_training *t, vp_error *err);
 

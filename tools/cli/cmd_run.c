@@ -19,6 +19,7 @@
 #include "plan_exec.h"
 #include "plan/plan_load.h"
 #include "report.h"
+#include "train/training.h"
 #include "weights_file.h"
 #ifdef VP_HAVE_CUDA
 #include "cuda_backend.h"
@@ -195,7 +196,18 @@ static vp_status save_model(const vp_loaded_plan *lp, vp_plan_exec *x, vp_comm *
             s = cli_tp_gather(comm, p->buffers[b].tp_axis, p->buffers[b].tp_blocks, &t[n], err);
         names[n++] = v->name;
     }
-    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(lp->model, path, n, names, t, err);
+    /* the Dropouts' step count, so that training the saved model draws new masks (as
+     * train --save records it) */
+    char steps[32] = "";
+    const char *key = VP_DROPOUT_STEP_KEY, *val = steps;
+    int sv = vp_graph_find_value(lp->g, VP_DROPOUT_STEP_KEY), n_meta = 0;
+    if (!s && sv >= 0 && p->buffer_of[sv] >= 0 && lp->g->values[sv].dtype == VP_I64) {
+        vp_tensor st = {0};
+        s = vp_plan_exec_get(x, sv, &st, err);
+        if (!s) snprintf(steps, sizeof steps, "%lld", (long long)((const int64_t *)st.data)[0]), n_meta = 1;
+        free(st.data);
+    }
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_model(lp->model, path, n, names, t, n_meta, &key, &val, err);
     if (!s && (!comm || comm->rank == 0)) printf("wrote %s: %s with %d trained initializers\n", path, lp->model, n);
     for (int i = 0; t && i < n; i++) free(t[i].data);
     free(t);

@@ -217,7 +217,14 @@ static vp_status save_merged(const char *src, const char *dst, vp_exec *x, const
         free(b.data);
         names[i] = g->values[ad->weight].name;
     }
-    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_initializers(src, dst, n, names, vals, err);
+    char steps[32] = ""; /* the Dropouts' step count, as save_model records it */
+    const char *key = VP_DROPOUT_STEP_KEY, *val = steps;
+    int n_meta = 0;
+    if (!s && t->dropout_step >= 0) {
+        snprintf(steps, sizeof steps, "%lld", (long long)get_scalar(x, t->dropout_step, &s, err));
+        n_meta = 1;
+    }
+    if (!s && (!comm || comm->rank == 0)) s = vp_onnx_save_model(src, dst, n, names, vals, n_meta, &key, &val, err);
     for (int i = 0; i < n && vals; i++) free(vals[i].data);
     free(vals);
     free(names);

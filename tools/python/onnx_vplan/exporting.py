@@ -155,9 +155,20 @@ RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNorma
 
 
 def _random_ops(path):
-    """The random ops (other than Dropout) in the graph at path, sorted, each once."""
+    """The random ops (other than Dropout) in the model at path, its subgraphs and
+    functions included, sorted, each once."""
     import onnx
-    return sorted({n.op_type for n in onnx.load(path, load_external_data=False).graph.node if n.op_type in RANDOM_OPS})
+    m = onnx.load(path, load_external_data=False)
+    found, graphs = set(), [m.graph] + [f for f in m.functions]
+    while graphs:
+        g = graphs.pop()
+        for n in g.node:
+            if n.op_type in RANDOM_OPS:
+                found.add(n.op_type)
+            for a in n.attribute:  # If's and Loop's bodies
+                graphs.extend([a.g] if a.HasField("g") else [])
+                graphs.extend(a.graphs)
+    return sorted(found)
 
 
 def _export(major, model, args, path, dynamic_shapes, input_names, output_names, opset_version, external_data,
