@@ -119,6 +119,9 @@ if [[ $group == variants ]]; then
     check attention tests/data/attention/where_bool_opset13 --dim batch=2 --loss ce:logits --optimizer adamw
     # T5 (torch 2.x): its attention fused with the trained position bias as the mask
     check t5 tests/data/torch2/t5/eval_opt0.onnx --loss ce:logits --optimizer adamw
+    # Dropout (torch 1.13, train mode): the step count carried, the attention's dropout
+    # fused, recomputed under sqrtn
+    check gpt_drop tests/data/tp/gpt_drop --dim batch=2 --loss ce:logits --optimizer adamw --remat sqrtn
 fi
 
 # --target cuda on the emulated device, against run --backend cuda
@@ -167,6 +170,8 @@ if [[ $group == cuda ]]; then
     [[ $quick == 1 ]] || check_cuda gpt models/gpt --dim batch=4 --loss ce:logits --optimizer adamw --freeze '^causal_mask$'
     # T5: the mask's gradient (its trained position bias) on the emulated device
     [[ $quick == 1 ]] || check_cuda t5 tests/data/torch2/t5/eval_opt0.onnx --loss ce:logits --optimizer adamw
+    # Dropout: the masks drawn on the device from the step count there, the attention's fused
+    [[ $quick == 1 ]] || check_cuda gpt_drop tests/data/tp/gpt_drop --dim batch=2 --loss ce:logits --optimizer adamw
 fi
 [[ $group == models ]] || { expect_summary; exit; }
 
