@@ -85,7 +85,7 @@ expect 2 "node 'rms' (RMSNormalization): has stash_type 10: only float32 (1) is 
 # Dropout's fourth input is our training steps' own step count, int64, and only theirs
 expect 2 "dropout_four.onnx: node 'drop' (Dropout): has 4 inputs, expected 1 to 3" -- "$tool" eval "$tmp/dropout_four.onnx"
 expect 2 "node 'drop' (Dropout): unknown attribute 'vplan_step'" -- "$tool" eval "$tmp/dropout_step_float.onnx"
-expect 2 "node 'drop' (Dropout): input 3 (the step count) must be int64, got float32" -- \
+expect 2 "node 'drop' (Dropout): input 3 (the step count) must be one int64, got float32" -- \
     "$tool" eval "$tmp/dropout_step_float.onnx" --lenient
 expect 2 "dropout_step_meta.onnx: metadata vplan.dropout_step is 'three', not a step count" -- \
     "$tool" train "$tmp/dropout_step_meta.onnx" --loss mse:y --steps 1

@@ -1,6 +1,7 @@
 /* Registry lookup and the helpers every shape function shares. */
 #include "ir/op_registry.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,19 @@ vp_status vp_shape_check_arity(const vp_node *n, int lo_in, int hi_in, int lo_ou
     if (n->n_outputs < lo_out || n->n_outputs > hi_out)
         return vp_node_fail(err, VP_ERR_INVALID, n, "has %d outputs, expected %d to %d",
                             n->n_outputs, lo_out, hi_out);
+    return VP_OK;
+}
+
+vp_status vp_shape_check_draws(vp_graph *g, const vp_node *n, int rank, int step, vp_error *err) {
+    int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), r = vp_attr_int(n, "vplan_rank", 0);
+    int64_t axis = vp_attr_int(n, "vplan_axis", 0);
+    if (ranks < 1 || ranks > INT_MAX || r < 0 || r >= ranks || (ranks > 1 && (axis < 0 || axis >= rank)))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld, vplan_rank %lld, vplan_axis %lld do not fit "
+                            "its rank-%d input", (long long)ranks, (long long)r, (long long)axis, rank);
+    const vp_value *v = vp_shape_in(g, n, step);
+    if (v && (v->dtype != VP_I64 || vp_value_numel(v) != 1))
+        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d (the step count) must be one int64, got %s", step,
+                            vp_dtype_name(v->dtype));
     return VP_OK;
 }
 

@@ -92,6 +92,11 @@ vp_value *vp_shape_in(vp_graph *g, const vp_node *n, int i);
 /* Fails unless the node has between lo and hi inputs (non-omitted counted by position). */
 vp_status vp_shape_check_arity(const vp_node *n, int lo_in, int hi_in, int lo_out, int hi_out,
                                vp_error *err);
+/* The attributes and input of our training steps' draws (Dropout under vplan_step, the
+ * fused Attention's dropout): vplan_ranks, vplan_rank and, for a split of a rank-`rank`
+ * tensor, vplan_axis must fit; input `step`, where present, is one int64 (the step
+ * count, train/train_mode.c).  Fails naming the node. */
+vp_status vp_shape_check_draws(vp_graph *g, const vp_node *n, int rank, int step, vp_error *err);
 /* Sets output i; checks dims are non-negative and the byte size does not overflow. */
 vp_status vp_shape_set_output(vp_graph *g, const vp_node *n, int i, vp_dtype dtype, int rank,
                               const int64_t *dims, vp_error *err);

@@ -50,7 +50,6 @@
  * float64 gradient check recomputes P to float64 accuracy.  The mask has Q's dtype; where
  * it depends on a parameter the backward also writes its gradient, which the kernels
  * sum in a fixed order (the same bits on any number of threads). */
-#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -121,14 +120,8 @@ static vp_status check_qkv(vp_graph *g, const vp_node *n, int q, int m, vp_dtype
     float dropout = vp_attr_float(n, "dropout", 0.0f);
     if (!(dropout >= 0 && dropout < 1))
         return vp_node_fail(err, VP_ERR_INVALID, n, "attribute dropout must be in [0, 1), got %g", (double)dropout);
-    int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
-    if (ranks < 1 || ranks > INT_MAX || rank < 0 || rank >= ranks)
-        return vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld and vplan_rank %lld: want 0 <= rank < ranks",
-                            (long long)ranks, (long long)rank);
-    const vp_value *step = vp_shape_in(g, n, m + 1);
-    if (step && (step->dtype != VP_I64 || vp_value_numel(step) != 1))
-        return vp_node_fail(err, VP_ERR_INVALID, n, "input %d (the step count) must be one int64, got %s", m + 1,
-                            vp_dtype_name(step->dtype));
+    s = vp_shape_check_draws(g, n, 4, m + 1, err); /* the split of the heads, axis 1 */
+    if (s) return s;
     *dt = vq->dtype;
     return VP_OK;
 }

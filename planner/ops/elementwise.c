@@ -323,20 +323,12 @@ static vp_status shape_dropout(vp_graph *g, vp_node *n, vp_error *err) {
     vp_status s = vp_shape_check_arity(n, 1, n->opset < 12 ? 1 : 3 + stepped, 1, 2, err);
     if (s) return s;
     const vp_value *x = vp_shape_in(g, n, 0), *ratio = vp_shape_in(g, n, 1), *training = vp_shape_in(g, n, 2);
-    const vp_value *step = stepped ? vp_shape_in(g, n, 3) : NULL;
     s = vp_shape_check_dtype(n, 0, x->dtype, EW_SET(floats), err);
     if (!s && ratio) s = vp_shape_check_dtype(n, 1, ratio->dtype, EW_SET(floats), err);
     if (!s && ratio) s = ew_check_scalar(n, 1, ratio, err);
     if (!s && training) s = vp_shape_check_dtype(n, 2, training->dtype, EW_SET(bools), err);
     if (!s && training) s = ew_check_scalar(n, 2, training, err);
-    int64_t ranks = vp_attr_int(n, "vplan_ranks", 1), rank = vp_attr_int(n, "vplan_rank", 0);
-    int64_t axis = vp_attr_int(n, "vplan_axis", 0);
-    if (!s && (ranks < 1 || ranks > INT_MAX || rank < 0 || rank >= ranks || (ranks > 1 && (axis < 0 || axis >= x->rank))))
-        s = vp_node_fail(err, VP_ERR_INVALID, n, "attributes vplan_ranks %lld, vplan_rank %lld, vplan_axis %lld do not fit "
-                         "its rank-%d input", (long long)ranks, (long long)rank, (long long)axis, x->rank);
-    if (!s && step && step->dtype != VP_I64)
-        s = vp_node_fail(err, VP_ERR_INVALID, n, "input 3 (the step count) must be int64, got %s", vp_dtype_name(step->dtype));
-    if (!s && step) s = ew_check_scalar(n, 3, step, err);
+    if (!s) s = vp_shape_check_draws(g, n, x->rank, stepped ? 3 : -1, err);
     if (!s) s = vp_shape_same_as_input(g, n, 0, 0, err);
     if (s) return s;
     return vp_shape_set_output(g, n, 1, n->opset < 10 ? x->dtype : VP_BOOL, x->rank, x->dims, err);

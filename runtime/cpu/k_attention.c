@@ -343,16 +343,11 @@ static void forward_pairs(int64_t lo, int64_t hi, void *ctx) {
     free(own_lse);
 }
 
-/* The step count at input k (an int64 scalar), 0 where absent. */
-static int64_t step_of(const vp_node *n, const vp_tensor *const *in, int k) {
-    return n->n_inputs > k && in[k] && in[k]->dtype == VP_I64 ? ((const int64_t *)in[k]->data)[0] : 0;
-}
-
 vp_status vp_cpu_attention(const vp_node *n, const vp_tensor *const *in, vp_tensor *const *out, vp_error *err) {
     const vp_tensor *q = in[0], *k = in[1], *v = in[2], *mask = n->n_inputs > 3 ? in[3] : NULL;
     if (vp_lin_is_narrow(q->dtype)) return vp_lin_run_widened(vp_cpu_attention, n, in, out, err);
     job j = {.n = n, .q = q, .k = k, .v = v, .out0 = out[0], .lse_out = n->n_outputs > 1 ? out[1] : NULL, .err = err};
-    geom_of(n, q, k, v, mask, step_of(n, in, 4), &j.g);
+    geom_of(n, q, k, v, mask, vp_dropout_step(n, in, 4), &j.g);
     j.fast = vp_dn_gemm_selected();
     atomic_init(&j.failed, 0);
     return job_run(&j, forward_pairs);
@@ -465,7 +460,7 @@ vp_status vp_cpu_attention_grad(const vp_node *n, const vp_tensor *const *in, vp
     job j = {.n = n, .q = q, .k = k, .v = v, .dy = dy, .y = y, .lse = lse, .out0 = out[0],
              .dk = n->n_outputs > 1 ? out[1] : NULL, .dv = n->n_outputs > 2 ? out[2] : NULL,
              .dmask = n->n_outputs > 3 && mask ? out[3] : NULL, .err = err};
-    geom_of(n, q, k, v, mask, step_of(n, in, 7), &j.g);
+    geom_of(n, q, k, v, mask, vp_dropout_step(n, in, 7), &j.g);
     if (j.dmask) {
         units_for_dmask(&j.g);
         memset(j.dmask->data, 0, vp_tensor_nbytes(j.dmask));

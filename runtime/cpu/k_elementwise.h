@@ -110,8 +110,13 @@ void vp_dropout_keep_mask_part(uint32_t seed, double ratio, int64_t outer, int64
  * fused Attention with dropout at a step: runtime/dropout_rng.h's vp_dropout_key of its
  * seed attribute and the step. */
 uint64_t vp_dropout_node_key(const vp_node *n, int64_t step);
-/* The step count a Dropout reads (its int64 fourth input); 0 without one. */
-int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in);
+/* The step count a draw reads at input k (an int64: a Dropout's fourth, a fused
+ * Attention's after its mask); 0 without one. */
+int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in, int k);
+/* How Dropout node n's tensor x is split among ranks (vplan_axis, vplan_ranks,
+ * vplan_rank): each rank holds `chunk` elements of every outer row; 1 rank and all of x
+ * without a split.  -1 when the attributes do not fit x. */
+int vp_dropout_node_split(const vp_node *n, const vp_tensor *x, int64_t *outer, int64_t *chunk, int *ranks, int *rank);
 /* Dropout node n's mask of x at a step: vp_dropout_keep_mask, or with vplan_ranks > 1
  * (sequence parallelism) the one-rank mask at this rank's positions (vplan_rank-th of
  * vplan_ranks chunks along vplan_axis); -1 when those attributes do not fit x. */

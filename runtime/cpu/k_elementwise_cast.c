@@ -210,9 +210,26 @@ uint64_t vp_dropout_node_key(const vp_node *n, int64_t step) {
     return vp_dropout_key((uint32_t)vp_attr_int(n, "seed", 0), step);
 }
 
-int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in) {
-    if (n->n_inputs < 4 || !in[3] || in[3]->dtype != VP_I64) return 0;
-    return ((const int64_t *)in[3]->data)[0];
+int64_t vp_dropout_step(const vp_node *n, const vp_tensor *const *in, int k) {
+    if (n->n_inputs <= k || !in[k] || in[k]->dtype != VP_I64) return 0;
+    return ((const int64_t *)in[k]->data)[0];
+}
+
+int vp_dropout_node_split(const vp_node *n, const vp_tensor *x, int64_t *outer, int64_t *chunk, int *ranks, int *rank) {
+    int axis = (int)vp_attr_int(n, "vplan_axis", 0);
+    *ranks = (int)vp_attr_int(n, "vplan_ranks", 1);
+    *rank = (int)vp_attr_int(n, "vplan_rank", 0);
+    *outer = 1;
+    *chunk = vp_tensor_numel(x);
+    if (*ranks <= 1) {
+        *ranks = 1;
+        return 0;
+    }
+    if (axis < 0 || axis >= x->rank || *rank < 0 || *rank >= *ranks) return -1;
+    *chunk = 1;
+    for (int d = 0; d < axis; d++) *outer *= x->dims[d];
+    for (int d = axis; d < x->rank; d++) *chunk *= x->dims[d];
+    return 0;
 }
 
 /* The counter-based mask over [lo, hi): each element a function of its index alone, so
@@ -233,16 +250,10 @@ static void drop_body(int64_t lo, int64_t hi, void *ctx) {
 }
 
 int vp_dropout_node_mask(const vp_node *n, const vp_tensor *x, double ratio, int64_t step, uint8_t *keep) {
-    int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
-    int axis = (int)vp_attr_int(n, "vplan_axis", 0);
+    int ranks, rank;
+    int64_t count = vp_tensor_numel(x), outer, chunk;
+    if (vp_dropout_node_split(n, x, &outer, &chunk, &ranks, &rank)) return -1;
     uint32_t seed = (uint32_t)vp_attr_int(n, "seed", 0); /* ONNX's Dropout: numpy's MT19937 from it */
-    int64_t count = vp_tensor_numel(x), outer = 1, chunk = count;
-    if (ranks > 1) {
-        if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks) return -1;
-        chunk = 1;
-        for (int d = 0; d < axis; d++) outer *= x->dims[d];
-        for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
-    }
     if (vp_attr_int(n, "vplan_step", 0) == 1) { /* our training steps' counter-based masks */
         drop_job j = {vp_dropout_node_key(n, step), vp_dropout_threshold(ratio), (uint64_t)chunk, ranks, rank, keep};
         vp_par_for(count, 8, drop_body, &j);
@@ -266,10 +277,8 @@ static int ew_dropout_training(const vp_node *n, const vp_tensor *const *in) {
 
 /* Keeps each element with probability 1 - ratio and scales the kept ones by
  * 1 / (1 - ratio); the mask (may be NULL) records which were kept. */
-static void ew_dropout_train(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio,
-                             int64_t step) {
+static void ew_dropout_train(const vp_node *n, const vp_tensor *x, vp_tensor *y, vp_tensor *mask, double ratio) {
     ew_mt mt;
-    (void)step; /* ONNX's own Dropout: no step count */
     ew_mt_seed(&mt, (uint32_t)vp_attr_int(n, "seed", 0));
     double scale = 1.0 / (1.0 - ratio);
     float scale_f = (float)scale;
@@ -324,10 +333,9 @@ VP_EW_KERNEL(vp_cpu_dropout) {
     if (ew_dropout_training(n, in) && ratio != 0) {
         if (!(ratio > 0 && ratio < 1))
             return vp_node_fail(err, VP_ERR_RUNTIME, n, "ratio %g is outside [0, 1)", ratio);
-        int64_t step = vp_dropout_step(n, in);
         if (vp_attr_int(n, "vplan_ranks", 1) > 1 || vp_attr_int(n, "vplan_step", 0) == 1)
-            return ew_dropout_part(n, in[0], out[0], mask, ratio, step, err);
-        ew_dropout_train(n, in[0], out[0], mask, ratio, step);
+            return ew_dropout_part(n, in[0], out[0], mask, ratio, vp_dropout_step(n, in, 3), err);
+        ew_dropout_train(n, in[0], out[0], mask, ratio); /* ONNX's own: no step count */
         return VP_OK;
     }
     ew_copy(out[0]->data, in[0]->data, vp_tensor_nbytes(out[0]));

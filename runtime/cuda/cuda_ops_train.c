@@ -69,20 +69,15 @@ static vp_status op_dropout(cuda_ctx *c, const vp_node *n, const vp_tensor *cons
     if (!is_float(x->dtype)) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "Dropout of %s", vp_dtype_name(x->dtype));
     if (mask && mask->dtype != VP_BOOL) return vp_node_fail(err, VP_ERR_UNSUPPORTED, n, "a non-bool mask");
     if (vp_attr_int(n, "vplan_step", 0) == 1) { /* ours: the counter-based mask, drawn on the device */
-        int ranks = (int)vp_attr_int(n, "vplan_ranks", 1), rank = (int)vp_attr_int(n, "vplan_rank", 0);
-        int axis = (int)vp_attr_int(n, "vplan_axis", 0);
-        int64_t chunk = vp_tensor_numel(x);
-        if (ranks > 1) {
-            if (axis < 0 || axis >= x->rank || rank < 0 || rank >= ranks)
-                return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
-            chunk = 1;
-            for (int d = axis; d < x->rank; d++) chunk *= x->dims[d];
-        }
+        int ranks, rank;
+        int64_t outer, chunk;
+        if (vp_dropout_node_split(n, x, &outer, &chunk, &ranks, &rank))
+            return vp_node_fail(err, VP_ERR_INVALID, n, "vplan_axis/vplan_rank do not fit the input");
         if (step_in && step_in->dtype != VP_I64)
             return vp_node_fail(err, VP_ERR_INVALID, n, "input 3 (the step count) must be int64");
         return LAUNCH(cu_dropout_counter((int)x->dtype, vp_tensor_numel(x), x->data, (uint32_t)vp_attr_int(n, "seed", 0),
                                          step_in ? (const int64_t *)step_in->data : NULL, ratio, (uint64_t)chunk,
-                                         ranks > 1 ? ranks : 1, rank, y->data, mask ? (uint8_t *)mask->data : NULL,
+                                         ranks, rank, y->data, mask ? (uint8_t *)mask->data : NULL,
                                          c->stream));
     }
     if (!mask) return dropout_on_host(c, n, in, y, ratio, err);
